@@ -1,0 +1,53 @@
+// Byte-level BPE: vocab, merges by rank, and the merge loop for one pre-token.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "deepinfer/base/status.h"
+
+namespace deepinfer::tokenizer {
+
+class BpeModel {
+ public:
+  // `model` is tokenizer.json's "model" object (type BPE). Errors name the offending field.
+  static StatusOr<std::unique_ptr<BpeModel>> from_json(const nlohmann::json& model);
+  ~BpeModel();
+
+  // Appends the ids of one pre-token given as raw bytes. Thread-safe: the word cache is
+  // per thread.
+  void encode_word(std::string_view bytes, std::vector<int32_t>* out) const;
+
+  // Vocab strings as written in tokenizer.json (byte-level alphabet), indexed by id; empty
+  // for ids the vocab does not define.
+  const std::vector<std::string>& id_to_token() const { return id_to_token_; }
+  int32_t lookup(std::string_view token) const;  // -1 if absent
+
+ private:
+  BpeModel();
+  struct MergeSlot {
+    uint64_t key = ~0ull;  // (left << 32) | right; ~0 marks an empty slot
+    int32_t rank = 0;
+    int32_t merged = 0;
+  };
+  bool find_merge(int32_t left, int32_t right, int32_t* rank, int32_t* merged) const;
+  void insert_merge(int32_t left, int32_t right, int32_t rank, int32_t merged);
+  void merge_word(std::string_view bytes, std::vector<int32_t>* out) const;
+
+  std::vector<std::string> id_to_token_;
+  std::vector<std::pair<std::string, int32_t>> sorted_vocab_;  // for lookup()
+  std::array<int32_t, 256> byte_id_{};
+  std::vector<MergeSlot> merges_;  // open addressing, power-of-two size
+  uint64_t mask_ = 0;
+  bool ignore_merges_ = false;
+  std::unique_ptr<class WordLookup> whole_words_;  // only with ignore_merges
+  uint64_t uid_ = 0;                                // tags per-thread caches
+};
+
+}  // namespace deepinfer::tokenizer
