@@ -41,3 +41,15 @@ inline void write_file_bytes(const std::string& path, const std::string& bytes) 
 }
 
 }  // namespace deepinfer
+
+namespace deepinfer {
+
+// A safetensors image from a hand-written header: 8-byte LE length, the JSON, then `data`.
+inline std::string raw_safetensors(const std::string& json, const std::string& data) {
+  std::string out(8, '\0');
+  const uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + json + data;
+}
+
+}  // namespace deepinfer
