@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "deepinfer/loader/safetensors_writer.h"
 #include "deepinfer/loader/test_util.h"
@@ -132,6 +133,59 @@ TEST(CheckpointCorrupt, CorruptShardIsNamed) {
                    R"({"weight_map":{"a":"model-00001-of-00001.safetensors"}})");
   expect_error(Checkpoint::open(dir.path()), StatusCode::kDataLoss,
                {"model-00001-of-00001.safetensors"});
+}
+
+}  // namespace
+}  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// tests/golden (the lead's tools/golden/make_hf_fixtures.py, transformers 5.17) holds the names
+// save_pretrained wrote (hf_saved_names.txt) and the same model in Hub spelling
+// (mixed_selective/model.safetensors). Canonicalizing the former must give exactly the latter.
+TEST(Checkpoint, TransformersSavedNamesMapOntoTheHubNames) {
+  const std::string golden = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden";
+  if (!std::filesystem::exists(golden + "/hf_saved_names.txt")) GTEST_SKIP() << "no " << golden;
+  std::ifstream names_in(golden + "/hf_saved_names.txt");
+  std::vector<std::string> hf_names;
+  for (std::string line; std::getline(names_in, line);) {
+    if (!line.empty()) hf_names.push_back(line.substr(0, line.find(' ')));
+  }
+  ASSERT_GT(hf_names.size(), 100u);
+  TempDir dir;
+  write_one(dir.path() + "/model.safetensors", hf_names);
+  auto ckpt = Checkpoint::open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+
+  auto hub = SafetensorsFile::open(golden + "/mixed_selective/model.safetensors");
+  ASSERT_TRUE(hub.ok()) << hub.status().to_string();
+  std::vector<std::string> hub_names;
+  for (const TensorInfo& t : (*hub)->tensors()) hub_names.push_back(t.name);
+  EXPECT_EQ((*ckpt)->canonical_names(), hub_names);
+  EXPECT_EQ((*ckpt)->find("layers.0.attn.kv_norm.weight")->name, "model.layers.0.attn.norm.weight");
+  EXPECT_EQ((*ckpt)->find("hc_head_fn")->name, "model.hc_head.hc_fn");
+}
+
+}  // namespace
+}  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// Files written by the Python safetensors library must pass our validation unchanged.
+TEST(SafetensorsFile, OpensEveryPythonWrittenGoldenFile) {
+  const std::string golden = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden";
+  if (!std::filesystem::exists(golden)) GTEST_SKIP() << "no " << golden;
+  int opened = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(golden)) {
+    if (e.path().extension() != ".safetensors") continue;
+    auto file = SafetensorsFile::open(e.path().string());
+    EXPECT_TRUE(file.ok()) << file.status().to_string();
+    if (file.ok()) EXPECT_FALSE((*file)->tensors().empty()) << e.path();
+    ++opened;
+  }
+  EXPECT_GT(opened, 0);
 }
 
 }  // namespace
