@@ -1,0 +1,69 @@
+// Incremental parser of model output (§6): reasoning, content and tool-call deltas as text
+// arrives, never leaking partial tags or DSML markup. For well-formed output its final message
+// equals parse_completion's; malformed output is parsed leniently instead of rejected.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "deepinfer/recipe/markers.h"
+#include "deepinfer/recipe/parsed_message.h"
+
+namespace deepinfer::recipe {
+
+struct ToolCallDelta {
+  int index = 0;
+  std::string name;       // set only in the first delta of a call
+  std::string arguments;  // next fragment of the arguments JSON text
+};
+
+struct StreamDelta {
+  std::string reasoning;
+  std::string content;
+  std::vector<ToolCallDelta> tool_calls;
+  bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+};
+
+class StreamingParser {
+ public:
+  explicit StreamingParser(bool thinking, Variant variant = Variant::kV41);
+
+  // Consumes a chunk of completion text (any split, even inside a UTF-8 character) and
+  // appends what became certain to *out.
+  void feed(std::string_view chunk, StreamDelta* out);
+  // End of stream: flushes held-back text, closes an open reasoning or tool call.
+  void finish(StreamDelta* out);
+  // Everything emitted so far, assembled.
+  const ParsedMessage& message() const { return msg_; }
+  bool done() const { return state_ == State::kDone; }
+
+ private:
+  enum class State { kReasoning, kContent, kToolBody, kToolName, kParamName, kParamFlag,
+                     kParamValue, kDone };
+  enum class Action { kToContent, kToReasoning, kAbsorb, kCallsOpen, kCallsClose, kInvokeOpen,
+                      kInvokeClose, kParamOpen, kParamClose, kNameEnd, kFlagBegin, kFlagEnd,
+                      kEos };
+  struct Terminal {
+    std::string text;
+    Action action;
+  };
+  const std::vector<Terminal>& terminals() const;
+  void process(bool final, StreamDelta* out);
+  void emit_text(std::string_view text, StreamDelta* out);
+  void apply(Action a, StreamDelta* out);
+  void add_args(std::string_view text, StreamDelta* out);
+  void end_value(StreamDelta* out);
+  void close_call(StreamDelta* out);
+
+  State state_;
+  std::vector<Terminal> by_state_[8];
+  std::string buf_;  // unconsumed input (a possible partial terminal, or a partial character)
+  std::string name_, key_, flag_;
+  bool in_call_ = false;
+  int params_ = 0;
+  bool value_is_string_ = false;
+  ParsedMessage msg_;
+};
+
+}  // namespace deepinfer::recipe
