@@ -37,6 +37,8 @@ void fake_quant_fp8_blocks(float* x, int64_t n, int block) {
     float* p = x + b;
     const float amax = std::max(block_amax(p, len), 1e-4f);
     if (poison_if_inf(p, len, amax)) continue;
+    // The reference computes ceil_log2(amax * fp32(1/448)); for every float amax that gives the
+    // same exponent as amax / 448 (checked exhaustively; likewise for 1/6 below).
     // Power-of-two scale: dividing and multiplying by it is exact.
     const int e = ceil_log2(amax / 448.0f);
     for (int64_t i = 0; i < len; ++i) {
