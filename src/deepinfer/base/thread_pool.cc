@@ -4,6 +4,11 @@
 #include <cstdlib>
 
 namespace deepinfer {
+namespace {
+// Set while a thread runs pool work: nested parallel_for calls then run inline instead of
+// re-entering the (single-job) pool.
+thread_local bool t_in_pool = false;
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -25,7 +30,9 @@ void ThreadPool::worker_loop() {
     cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
+    if (!job_) continue;
     ++active_;
+    t_in_pool = true;
     while (next_ < job_n_) {
       int64_t b = next_;
       int64_t e = std::min(job_n_, b + job_chunk_);
@@ -34,6 +41,7 @@ void ThreadPool::worker_loop() {
       (*job_)(b, e);
       lock.lock();
     }
+    t_in_pool = false;
     if (--active_ == 0) done_cv_.notify_all();
   }
 }
@@ -42,10 +50,11 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   int64_t chunk = std::max<int64_t>(min_chunk, (n + 4 * num_threads() - 1) / (4 * num_threads()));
-  if (workers_.empty() || n <= chunk) {
+  if (workers_.empty() || n <= chunk || t_in_pool) {
     fn(0, n);
     return;
   }
+  std::lock_guard<std::mutex> one_job(call_mu_);  // callers from several threads take turns
   std::unique_lock<std::mutex> lock(mu_);
   job_ = &fn;
   job_n_ = n;
@@ -53,6 +62,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   next_ = 0;
   ++generation_;
   ++active_;
+  t_in_pool = true;
   cv_.notify_all();
   while (next_ < job_n_) {
     int64_t b = next_;
@@ -62,6 +72,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     fn(b, e);
     lock.lock();
   }
+  t_in_pool = false;
   if (--active_ > 0) done_cv_.wait(lock, [&] { return active_ == 0; });
   job_ = nullptr;
 }

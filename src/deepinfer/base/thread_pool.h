@@ -27,6 +27,7 @@ class ThreadPool {
  private:
   void worker_loop();
   std::vector<std::thread> workers_;
+  std::mutex call_mu_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;

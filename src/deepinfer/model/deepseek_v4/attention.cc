@@ -1,0 +1,172 @@
+// Attention sub-layer (spec §6.5): q path with unweighted per-head RMSNorm, one shared K=V head,
+// sliding window + compressed entries (HCA: all visible; CSA: the indexer's top-k) in one softmax
+// with a per-head sink, output de-rotation and the grouped output projection.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/base/thread_pool.h"
+#include "deepinfer/model/deepseek_v4/model_context.h"
+#include "deepinfer/tensor/fake_quant.h"
+
+namespace deepinfer::v4 {
+namespace {
+
+// Lightning indexer (spec §6.7): per query, the top-k visible compressed entries by
+// sum_h w_h relu(q_h . k_t). Ties go to the earlier entry, so the choice never depends on how the
+// sequence was chunked.
+std::vector<int64_t> indexer_topk(const ModelContext& m, const std::string& p,
+                                  const CompressorState& keys, const float* qr, const float* h,
+                                  int64_t pos) {
+  const Config& c = m.c;
+  const int ih = c.index_n_heads, ihd = c.index_head_dim;
+  const int64_t visible = (pos + 1) / 4;
+  std::vector<int64_t> picks;
+  if (visible == 0) return picks;
+  std::vector<float> q(int64_t(ih) * ihd), w(ih);
+  quantized_linear(m, m.f(p + "attn.indexer.wq_b.weight"), int64_t(ih) * ihd, c.q_lora_rank, qr,
+                   1, q.data());
+  for (int hh = 0; hh < ih; ++hh) {
+    float* qh = q.data() + int64_t(hh) * ihd;
+    m.compress_rope.rotate(qh + ihd - c.rope_dim, pos);
+    if (m.official()) {
+      hadamard_transform(qh, ihd);
+      fake_quant_fp4_blocks(qh, ihd, 32);
+    }
+  }
+  cpu::linear(m.f(p + "attn.indexer.weights_proj.weight"), ih, c.hidden_size, h, 1, w.data());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(ihd));
+  const float wscale = 1.0f / std::sqrt(static_cast<float>(ih));
+  std::vector<float> score(visible);
+  for (int64_t t = 0; t < visible; ++t) {
+    const float* k = keys.entries.data() + t * ihd;
+    float s = 0;
+    for (int hh = 0; hh < ih; ++hh)
+      s += w[hh] * wscale * (std::max(0.0f, cpu::dot(q.data() + int64_t(hh) * ihd, k, ihd)) * scale);
+    score[t] = s;
+  }
+  picks.resize(visible);
+  std::iota(picks.begin(), picks.end(), 0);
+  const int64_t k = std::min<int64_t>(c.index_topk, visible);
+  std::partial_sort(picks.begin(), picks.begin() + k, picks.end(), [&](int64_t a, int64_t b) {
+    return score[a] != score[b] ? score[a] > score[b] : a < b;
+  });
+  picks.resize(k);
+  std::sort(picks.begin(), picks.end());
+  return picks;
+}
+
+}  // namespace
+
+void attention_forward(const ModelContext& m, const std::string& p, int ratio, const float* h,
+                       int64_t n, int64_t pos0, LayerState& st, float* out) {
+  const Config& c = m.c;
+  const int nh = c.num_heads, hd = c.head_dim, rd = c.rope_dim, W = c.sliding_window;
+  const int64_t H = c.hidden_size, ql = c.q_lora_rank;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const RopeTable& rope = m.rope_for(ratio);
+
+  std::vector<float> qr(n * ql), q(n * nh * hd), kv(n * hd);
+  quantized_linear(m, m.f(p + "attn.wq_a.weight"), ql, H, h, n, qr.data());
+  for (int64_t t = 0; t < n; ++t)
+    cpu::rms_norm(&qr[t * ql], m.f(p + "attn.q_norm.weight"), ql, eps, &qr[t * ql]);
+  quantized_linear(m, m.f(p + "attn.wq_b.weight"), int64_t(nh) * hd, ql, qr.data(), n, q.data());
+  quantized_linear(m, m.f(p + "attn.wkv.weight"), hd, H, h, n, kv.data());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int hh = 0; hh < nh; ++hh) {
+      float* qh = &q[(t * nh + hh) * hd];
+      cpu::rms_norm(qh, nullptr, hd, eps, qh);
+      rope.rotate(qh + hd - rd, pos0 + t);
+    }
+    float* k = &kv[t * hd];
+    cpu::rms_norm(k, m.f(p + "attn.kv_norm.weight"), hd, eps, k);
+    rope.rotate(k + hd - rd, pos0 + t);
+    if (m.official()) fake_quant_fp8_blocks(k, hd - rd, 64);
+  }
+
+  // Compressors see the chunk before attention: an entry completed by token s is visible to s.
+  std::vector<std::vector<int64_t>> selected(n);
+  if (ratio > 0) {
+    const int cw = st.comp.width;
+    std::vector<float> ckv(n * cw), cg(n * cw);
+    cpu::linear(m.f(p + "attn.compressor.wkv.weight"), cw, H, h, n, ckv.data());
+    cpu::linear(m.f(p + "attn.compressor.wgate.weight"), cw, H, h, n, cg.data());
+    for (int64_t t = 0; t < n; ++t)
+      compressor_push(m, p, false, st.comp, &ckv[t * cw], &cg[t * cw], pos0 + t);
+    if (ratio == 4) {
+      const int iw = st.index.width;
+      std::vector<float> ikv(n * iw), ig(n * iw);
+      cpu::linear(m.f(p + "attn.indexer.compressor.wkv.weight"), iw, H, h, n, ikv.data());
+      cpu::linear(m.f(p + "attn.indexer.compressor.wgate.weight"), iw, H, h, n, ig.data());
+      for (int64_t t = 0; t < n; ++t)
+        compressor_push(m, p, true, st.index, &ikv[t * iw], &ig[t * iw], pos0 + t);
+      ThreadPool::default_pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+          selected[t] = indexer_topk(m, p, st.index, &qr[t * ql], h + t * H, pos0 + t);
+      });
+    } else {
+      for (int64_t t = 0; t < n; ++t) {
+        selected[t].resize((pos0 + t + 1) / ratio);
+        std::iota(selected[t].begin(), selected[t].end(), 0);
+      }
+    }
+  }
+
+  // Window rows: the ring's last W-1 positions before the chunk, then the chunk itself.
+  const int64_t first = std::max<int64_t>(0, pos0 - (W - 1));
+  auto window_row = [&](int64_t pos) -> const float* {
+    return pos >= pos0 ? &kv[(pos - pos0) * hd] : &st.ring[(pos % W) * hd];
+  };
+  (void)first;
+  const float* sinks = m.f(p + "attn.attn_sink");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> o(n * nh * hd);
+  ThreadPool::default_pool().parallel_for(n * nh, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> logits;
+    std::vector<const float*> keys;
+    for (int64_t job = b; job < e; ++job) {
+      const int64_t t = job / nh, s = pos0 + t;
+      const int hh = static_cast<int>(job % nh);
+      const float* qh = &q[job * hd];
+      keys.clear();
+      for (int64_t pos = std::max<int64_t>(0, s - (W - 1)); pos <= s; ++pos)
+        keys.push_back(window_row(pos));
+      for (int64_t ent : selected[t]) keys.push_back(&st.comp.entries[ent * hd]);
+      logits.resize(keys.size());
+      float mx = sinks[hh];
+      for (size_t k = 0; k < keys.size(); ++k) {
+        logits[k] = cpu::dot(qh, keys[k], hd) * scale;
+        mx = std::max(mx, logits[k]);
+      }
+      float den = std::exp(sinks[hh] - mx);
+      for (size_t k = 0; k < keys.size(); ++k) den += (logits[k] = std::exp(logits[k] - mx));
+      float* oh = &o[job * hd];
+      std::fill(oh, oh + hd, 0.0f);
+      for (size_t k = 0; k < keys.size(); ++k) {
+        const float pk = logits[k] / den;
+        for (int d = 0; d < hd; ++d) oh[d] += pk * keys[k][d];
+      }
+      rope.rotate(oh + hd - rd, s, /*inverse=*/true);
+    }
+  });
+  for (int64_t t = 0; t < n; ++t)
+    std::copy(&kv[t * hd], &kv[(t + 1) * hd], &st.ring[((pos0 + t) % W) * hd]);
+
+  // Grouped output: group g's heads (hpg * hd values) go through wo_a's g-th row block.
+  const int g = c.o_groups, ol = c.o_lora_rank, hpg = nh / g;
+  const int64_t gin = int64_t(hpg) * hd;
+  std::vector<float> z(n * g * ol);
+  const float* wo_a = m.f(p + "attn.wo_a.weight");
+  for (int gg = 0; gg < g; ++gg) {
+    std::vector<float> og(n * gin), zg(n * ol);
+    for (int64_t t = 0; t < n; ++t)
+      std::copy(&o[(t * nh + gg * hpg) * hd], &o[(t * nh + gg * hpg) * hd] + gin, &og[t * gin]);
+    cpu::linear(wo_a + int64_t(gg) * ol * gin, ol, gin, og.data(), n, zg.data());
+    for (int64_t t = 0; t < n; ++t)
+      std::copy(&zg[t * ol], &zg[(t + 1) * ol], &z[(t * g + gg) * ol]);
+  }
+  quantized_linear(m, m.f(p + "attn.wo_b.weight"), H, int64_t(g) * ol, z.data(), n, out);
+}
+
+}  // namespace deepinfer::v4

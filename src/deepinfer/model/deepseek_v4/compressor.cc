@@ -1,0 +1,77 @@
+// KV compressors (spec §6.6): HCA pools `ratio` tokens per entry; CSA pools 2*ratio slots that
+// overlap the previous window through its A-halves. Per-channel softmax over the slots.
+#include <cmath>
+#include <limits>
+
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/model/deepseek_v4/model_context.h"
+#include "deepinfer/tensor/fake_quant.h"
+
+namespace deepinfer::v4 {
+
+void compressor_push(const ModelContext& m, const std::string& prefix, bool is_indexer,
+                     CompressorState& s, const float* kv, const float* gate, int64_t pos) {
+  const int r = s.ratio, W = s.width, d = s.dim;
+  const std::string base = prefix + (is_indexer ? "attn.indexer.compressor." : "attn.compressor.");
+  const float* ape = m.f(base + "ape");
+  const int slot = static_cast<int>(pos % r);
+  for (int k = 0; k < W; ++k) {
+    s.pending_kv[slot * W + k] = kv[k];
+    s.pending_gate[slot * W + k] = gate[k] + ape[slot * W + k];
+  }
+  s.pending = slot + 1;
+  if (s.pending < r) return;
+
+  const bool overlap = W == 2 * d;
+  std::vector<float> v(d);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int ch = 0; ch < d; ++ch) {
+    // Slots: A-halves of the previous window (CSA only), then this window's own half.
+    float mx = ninf;
+    auto own_kv = [&](int j) { return s.pending_kv[j * W + (overlap ? d : 0) + ch]; };
+    auto own_g = [&](int j) { return s.pending_gate[j * W + (overlap ? d : 0) + ch]; };
+    if (overlap && s.has_prev)
+      for (int j = 0; j < r; ++j) mx = std::max(mx, s.prev_gate[j * d + ch]);
+    for (int j = 0; j < r; ++j) mx = std::max(mx, own_g(j));
+    float den = 0, num = 0;
+    if (overlap && s.has_prev)
+      for (int j = 0; j < r; ++j) {
+        float e = std::exp(s.prev_gate[j * d + ch] - mx);
+        den += e;
+        num += e * s.prev_kv[j * d + ch];
+      }
+    for (int j = 0; j < r; ++j) {
+      float e = std::exp(own_g(j) - mx);
+      den += e;
+      num += e * own_kv(j);
+    }
+    v[ch] = num / den;
+  }
+  if (overlap) {
+    for (int j = 0; j < r; ++j)
+      for (int ch = 0; ch < d; ++ch) {
+        s.prev_kv[j * d + ch] = s.pending_kv[j * W + ch];
+        s.prev_gate[j * d + ch] = s.pending_gate[j * W + ch];
+      }
+    s.has_prev = true;
+  }
+  std::fill(s.pending_kv.begin(), s.pending_kv.end(), 0.0f);
+  std::fill(s.pending_gate.begin(), s.pending_gate.end(), ninf);
+  s.pending = 0;
+
+  const int64_t entry = (pos + 1) / r - 1;
+  cpu::rms_norm(v.data(), m.f(base + "norm.weight"), d, static_cast<float>(m.c.rms_norm_eps),
+                v.data());
+  m.compress_rope.rotate(v.data() + d - m.c.rope_dim, entry * r);
+  if (m.official()) {
+    if (is_indexer) {
+      hadamard_transform(v.data(), d);
+      fake_quant_fp4_blocks(v.data(), d, 32);
+    } else {
+      fake_quant_fp8_blocks(v.data(), d - m.c.rope_dim, 64);
+    }
+  }
+  s.entries.insert(s.entries.end(), v.begin(), v.end());
+}
+
+}  // namespace deepinfer::v4

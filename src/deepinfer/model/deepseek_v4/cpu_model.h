@@ -1,0 +1,60 @@
+// The deepseek_v4 CPU reference model: load a checkpoint directory, then run any chunking of
+// prefill and decode over a SequenceState. Logits are identical whatever the chunking.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/model/deepseek_v4/config.h"
+#include "deepinfer/model/deepseek_v4/model_context.h"
+#include "deepinfer/model/deepseek_v4/sequence_state.h"
+#include "deepinfer/model/deepseek_v4/weights.h"
+
+namespace deepinfer::v4 {
+
+struct ModelOptions {
+  Numerics numerics = Numerics::kOfficial;
+  // The released reference leaves the shared expert unclamped, transformers clamps it (spec
+  // §10). Unset: clamp in plain numerics, not in official.
+  std::optional<bool> clamp_shared_expert;
+};
+
+StatusOr<Numerics> parse_numerics(const std::string& s);  // "plain" | "official"
+
+class CpuModel {
+ public:
+  static StatusOr<std::unique_ptr<CpuModel>> load(
+      const std::string& dir, const ModelOptions& options,
+      const std::function<void(const LoadProgress&)>& progress = {});
+  CpuModel(Config config, Weights weights, const ModelOptions& options);
+
+  const Config& config() const { return config_; }
+  SequenceState new_sequence() const { return make_sequence_state(config_); }
+
+  // Appends ids[0..n) at positions state.num_tokens... . logits gets n x vocab rows
+  // (all_logits) or the last position's row only.
+  Status forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
+                 std::vector<float>* logits) const;
+
+  // MTP draft (spec §6.10): `token` is the one just sampled for position state.num_tokens; the
+  // draft layer combines it with the final streams of the last processed token and returns
+  // logits for position num_tokens + 1. It advances only the MTP layer's own ring, which is fed
+  // by these calls alone (a speculative decoder must also run it over the prompt).
+  Status mtp_forward(SequenceState& state, int32_t token, std::vector<float>* logits) const;
+
+ private:
+  void block_forward(const std::string& prefix, int ratio, bool hash, float* X,
+                     const int32_t* ids, int64_t n, int64_t pos0, LayerState& st) const;
+  void head_forward(const std::string& hc_prefix, const std::string& norm, const float* X,
+                    float* logits) const;
+
+  Config config_;
+  Weights weights_;
+  ModelContext ctx_;
+};
+
+}  // namespace deepinfer::v4

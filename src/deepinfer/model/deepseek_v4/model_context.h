@@ -1,0 +1,49 @@
+// What every sub-layer of the CPU forward reads: config, weights, numerics switches, RoPE tables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "deepinfer/model/deepseek_v4/config.h"
+#include "deepinfer/model/deepseek_v4/rope.h"
+#include "deepinfer/model/deepseek_v4/sequence_state.h"
+#include "deepinfer/model/deepseek_v4/weights.h"
+
+namespace deepinfer::v4 {
+
+// plain: what transformers computes. official: adds the reference's simulated quantization
+// (spec §4): FP8 activations before FP8/FP4 linears, FP8 KV nope dims, Hadamard+FP4 indexer.
+enum class Numerics { kPlain, kOfficial };
+
+struct ModelContext {
+  const Config& c;
+  const Weights& w;
+  Numerics numerics;
+  bool clamp_shared_expert;
+  RopeTable main_rope, compress_rope;
+
+  bool official() const { return numerics == Numerics::kOfficial; }
+  const RopeTable& rope_for(int ratio) const { return ratio > 0 ? compress_rope : main_rope; }
+  const float* f(const std::string& name) const { return w.f(name); }
+};
+
+// y[n x out] = W x for a weight the reference stores as FP8/FP4: in official numerics the
+// activation rows are first rounded through FP8 (128-blocks, power-of-two scales).
+void quantized_linear(const ModelContext& m, const float* w, int64_t out, int64_t in,
+                      const float* x, int64_t n, float* y);
+
+// Attention sub-layer (spec §6.5-6.7) for n tokens at positions state.num_tokens...; updates the
+// layer's ring and compressors. `prefix` is "layers.N." or "mtp.0.".
+void attention_forward(const ModelContext& m, const std::string& prefix, int ratio,
+                       const float* h, int64_t n, int64_t pos0, LayerState& st, float* out);
+
+// MoE sub-layer (spec §6.8) for n tokens.
+void moe_forward(const ModelContext& m, const std::string& prefix, bool hash, const float* h,
+                 const int32_t* ids, int64_t n, float* out);
+
+// Feeds one token's projected (kv, gate) into a compressor; emits an entry when its window
+// completes (spec §6.6). `is_indexer` selects the indexer keys' post-processing.
+void compressor_push(const ModelContext& m, const std::string& prefix, bool is_indexer,
+                     CompressorState& s, const float* kv, const float* gate, int64_t pos);
+
+}  // namespace deepinfer::v4

@@ -1,0 +1,211 @@
+#include "deepinfer/model/deepseek_v4/weights.h"
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "deepinfer/base/check.h"
+#include "deepinfer/loader/checkpoint.h"
+#include "deepinfer/loader/dequantize.h"
+
+namespace deepinfer::v4 {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+bool is_float_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
+
+void add_block(std::vector<WeightSpec>& m, const Config& c, const std::string& p, int ratio,
+               bool hash, bool mtp) {
+  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, mix = c.mix_hc();
+  const int64_t hcH = c.hc_mult * H, inter = c.moe_intermediate_size;
+  auto add = [&](const std::string& n, std::vector<int64_t> s, WeightKind k = WeightKind::kFloat) {
+    m.push_back({p + n, std::move(s), k});
+  };
+  add("attn_norm.weight", {H});
+  add("ffn_norm.weight", {H});
+  for (const char* site : {"attn", "ffn"}) {
+    add(std::string("hc_") + site + "_fn", {mix, hcH});
+    add(std::string("hc_") + site + "_base", {mix});
+    add(std::string("hc_") + site + "_scale", {3});
+  }
+  add("attn.wq_a.weight", {c.q_lora_rank, H}, WeightKind::kDense);
+  add("attn.q_norm.weight", {c.q_lora_rank});
+  add("attn.wq_b.weight", {nh * hd, c.q_lora_rank}, WeightKind::kDense);
+  add("attn.wkv.weight", {hd, H}, WeightKind::kDense);
+  add("attn.kv_norm.weight", {hd});
+  add("attn.wo_a.weight", {int64_t(c.o_groups) * c.o_lora_rank, nh * hd / c.o_groups},
+      WeightKind::kDense);
+  add("attn.wo_b.weight", {H, int64_t(c.o_groups) * c.o_lora_rank}, WeightKind::kDense);
+  add("attn.attn_sink", {nh});
+  if (ratio > 0) {
+    int64_t width = ratio == 4 ? 2 * hd : hd;
+    add("attn.compressor.wkv.weight", {width, H});
+    add("attn.compressor.wgate.weight", {width, H});
+    add("attn.compressor.ape", {ratio, width});
+    add("attn.compressor.norm.weight", {hd});
+  }
+  if (ratio == 4) {
+    const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
+    add("attn.indexer.wq_b.weight", {ih * ihd, c.q_lora_rank}, WeightKind::kDense);
+    add("attn.indexer.weights_proj.weight", {ih, H});
+    add("attn.indexer.compressor.wkv.weight", {2 * ihd, H});
+    add("attn.indexer.compressor.wgate.weight", {2 * ihd, H});
+    add("attn.indexer.compressor.ape", {ratio, 2 * ihd});
+    add("attn.indexer.compressor.norm.weight", {ihd});
+  }
+  add("ffn.gate.weight", {c.n_routed_experts, H});
+  if (hash) {
+    add("ffn.gate.tid2eid", {c.vocab_size, c.experts_per_token}, WeightKind::kIndex);
+  } else {
+    add("ffn.gate.bias", {c.n_routed_experts});
+  }
+  for (int e = 0; e < c.n_routed_experts; ++e) {
+    std::string ep = "ffn.experts." + std::to_string(e) + ".";
+    add(ep + "w1.weight", {inter, H}, WeightKind::kExpert);
+    add(ep + "w3.weight", {inter, H}, WeightKind::kExpert);
+    add(ep + "w2.weight", {H, inter}, WeightKind::kExpert);
+  }
+  if (c.n_shared_experts > 0) {
+    const int64_t si = inter * c.n_shared_experts;
+    add("ffn.shared_experts.w1.weight", {si, H}, WeightKind::kDense);
+    add("ffn.shared_experts.w3.weight", {si, H}, WeightKind::kDense);
+    add("ffn.shared_experts.w2.weight", {H, si}, WeightKind::kDense);
+  }
+  if (mtp) {
+    add("e_proj.weight", {H, H}, WeightKind::kDense);
+    add("h_proj.weight", {H, H}, WeightKind::kDense);
+    add("enorm.weight", {H});
+    add("hnorm.weight", {H});
+    add("norm.weight", {H});
+    add("hc_head_fn", {c.hc_mult, hcH});
+    add("hc_head_base", {c.hc_mult});
+    add("hc_head_scale", {1});
+  }
+}
+
+Status load_one(const Checkpoint& ckpt, const Config& c, const WeightSpec& s, Weights& w,
+                std::set<std::string>& used) {
+  const TensorInfo* t = ckpt.find(s.name);
+  if (!t) return not_found("checkpoint " + ckpt.dir() + ": missing tensor '" + s.name + "'");
+  used.insert(s.name);
+  int64_t numel = 1;
+  for (int64_t d : s.shape) numel *= d;
+  auto where = [&] { return "tensor '" + s.name + "' in " + t->file; };
+  auto wrong_shape = [&](const std::vector<int64_t>& want) {
+    return invalid_argument(where() + ": shape " + shape_str(t->shape) + ", expected " +
+                            shape_str(want) + " (" + dtype_name(t->dtype) + ")");
+  };
+  if (s.kind == WeightKind::kIndex) {
+    if (t->dtype != DType::kI64 && t->dtype != DType::kI32)
+      return invalid_argument(where() + ": dtype " + dtype_name(t->dtype) + ", expected I64/I32");
+    if (t->shape != s.shape) return wrong_shape(s.shape);
+    std::vector<int32_t> v(numel);
+    for (int64_t k = 0; k < numel; ++k) {
+      int64_t x;
+      if (t->dtype == DType::kI64) {
+        std::memcpy(&x, t->data + 8 * k, 8);
+      } else {
+        int32_t y;
+        std::memcpy(&y, t->data + 4 * k, 4);
+        x = y;
+      }
+      if (x < 0 || x >= c.n_routed_experts)
+        return invalid_argument(where() + ": expert id " + std::to_string(x) + " at element " +
+                                std::to_string(k) + " is out of range");
+      v[k] = static_cast<int32_t>(x);
+    }
+    w.i32()[s.name] = std::move(v);
+    return ok_status();
+  }
+  std::vector<float> out(numel);
+  if (is_float_dtype(t->dtype)) {
+    if (t->shape != s.shape) return wrong_shape(s.shape);
+    RETURN_IF_ERROR(to_float(*t, out.data()));
+  } else if (s.kind != WeightKind::kFloat &&
+             (t->dtype == DType::kF8E4M3 || t->dtype == DType::kI8 || t->dtype == DType::kU8)) {
+    const TensorInfo* scale = ckpt.find(s.name.substr(0, s.name.size() - 7) + ".scale");
+    if (s.name.size() < 7 || s.name.compare(s.name.size() - 7, 7, ".weight") != 0 || !scale)
+      return not_found(where() + ": quantized weight has no '.scale' tensor");
+    used.insert(s.name.substr(0, s.name.size() - 7) + ".scale");
+    if (t->dtype == DType::kF8E4M3) {
+      if (t->shape != s.shape) return wrong_shape(s.shape);
+      RETURN_IF_ERROR(
+          dequantize_fp8_block(*t, *scale, c.weight_block_rows, c.weight_block_cols, out.data()));
+    } else {
+      if (s.kind != WeightKind::kExpert)
+        return invalid_argument(where() + ": packed FP4 is only valid for routed experts");
+      std::vector<int64_t> packed = {s.shape[0], s.shape[1] / 2};
+      if (t->shape != packed) return wrong_shape(packed);
+      RETURN_IF_ERROR(dequantize_mxfp4(*t, *scale, out.data()));
+    }
+  } else {
+    return invalid_argument(where() + ": dtype " + dtype_name(t->dtype) +
+                            " is not valid for this tensor");
+  }
+  w.f32()[s.name] = std::move(out);
+  return ok_status();
+}
+
+}  // namespace
+
+std::vector<WeightSpec> weight_manifest(const Config& c) {
+  std::vector<WeightSpec> m;
+  const int64_t H = c.hidden_size, hcH = c.hc_mult * H;
+  m.push_back({"embed.weight", {c.vocab_size, H}, WeightKind::kFloat});
+  m.push_back({"head.weight", {c.vocab_size, H}, WeightKind::kFloat});
+  m.push_back({"norm.weight", {H}, WeightKind::kFloat});
+  m.push_back({"hc_head_fn", {c.hc_mult, hcH}, WeightKind::kFloat});
+  m.push_back({"hc_head_base", {c.hc_mult}, WeightKind::kFloat});
+  m.push_back({"hc_head_scale", {1}, WeightKind::kFloat});
+  for (int l = 0; l < c.num_layers; ++l)
+    add_block(m, c, "layers." + std::to_string(l) + ".", c.compress_ratio(l), c.is_hash_layer(l),
+              false);
+  for (int k = 0; k < c.num_mtp_layers; ++k)
+    add_block(m, c, "mtp." + std::to_string(k) + ".", 0, false, true);
+  return m;
+}
+
+const float* Weights::f(const std::string& name) const {
+  auto it = f32_.find(name);
+  if (it == f32_.end()) std::fprintf(stderr, "missing weight %s\n", name.c_str());
+  DI_CHECK(it != f32_.end());
+  return it->second.data();
+}
+
+const int32_t* Weights::i(const std::string& name) const {
+  auto it = i32_.find(name);
+  DI_CHECK(it != i32_.end());
+  return it->second.data();
+}
+
+StatusOr<Weights> load_weights(const Checkpoint& ckpt, const Config& c,
+                               const std::function<void(const LoadProgress&)>& progress) {
+  std::vector<WeightSpec> manifest = weight_manifest(c);
+  LoadProgress p;
+  p.tensors_total = static_cast<int64_t>(manifest.size());
+  for (const auto& s : manifest)
+    if (const TensorInfo* t = ckpt.find(s.name)) p.bytes_total += static_cast<int64_t>(t->nbytes);
+  Weights w;
+  std::set<std::string> used;
+  for (const auto& s : manifest) {
+    RETURN_IF_ERROR(load_one(ckpt, c, s, w, used));
+    ++p.tensors_done;
+    p.bytes_done += static_cast<int64_t>(ckpt.find(s.name)->nbytes);
+    if (progress) progress(p);
+  }
+  for (const std::string& n : ckpt.canonical_names()) {
+    if (!used.count(n)) {
+      const TensorInfo* t = ckpt.find(n);
+      return invalid_argument("checkpoint " + ckpt.dir() + ": unexpected tensor '" + n + "' in " +
+                              t->file + " (not part of this deepseek_v4 config)");
+    }
+  }
+  return w;
+}
+
+}  // namespace deepinfer::v4
