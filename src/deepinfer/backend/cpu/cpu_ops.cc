@@ -29,8 +29,8 @@ void linear(const float* w, int64_t out, int64_t in, const float* x, int64_t n, 
     body(0, out);
     return;
   }
-  ThreadPool::default_pool().parallel_for(out, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, in)),
-                                          body);
+  ThreadPool::default_pool().parallel_for(
+      out, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, in)), body);
 }
 
 void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* y) {

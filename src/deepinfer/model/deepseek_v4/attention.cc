@@ -25,8 +25,8 @@ std::vector<int64_t> indexer_topk(const ModelContext& m, const std::string& p,
   std::vector<int64_t> picks;
   if (visible == 0) return picks;
   std::vector<float> q(int64_t(ih) * ihd), w(ih);
-  quantized_linear(m, m.f(p + "attn.indexer.wq_b.weight"), int64_t(ih) * ihd, c.q_lora_rank, qr,
-                   1, q.data());
+  quantized_linear(m, m.f(p + "attn.indexer.wq_b.weight"), int64_t(ih) * ihd, c.q_lora_rank, qr, 1,
+                   q.data());
   for (int hh = 0; hh < ih; ++hh) {
     float* qh = q.data() + int64_t(hh) * ihd;
     m.compress_rope.rotate(qh + ihd - c.rope_dim, pos);
@@ -43,7 +43,8 @@ std::vector<int64_t> indexer_topk(const ModelContext& m, const std::string& p,
     const float* k = keys.entries.data() + t * ihd;
     float s = 0;
     for (int hh = 0; hh < ih; ++hh)
-      s += w[hh] * wscale * (std::max(0.0f, cpu::dot(q.data() + int64_t(hh) * ihd, k, ihd)) * scale);
+      s +=
+          w[hh] * wscale * (std::max(0.0f, cpu::dot(q.data() + int64_t(hh) * ihd, k, ihd)) * scale);
     score[t] = s;
   }
   picks.resize(visible);

@@ -168,8 +168,10 @@ StatusOr<Config> parse_config_json(const std::string& json_text, const std::stri
     for (const json& v : a) {
       bool hash = v.is_string() && v.get<std::string>() == "hash_moe";
       if (hash && !in_prefix) r.fail("field 'mlp_layer_types': hash_moe must come first");
-      if (hash) ++c.num_hash_layers;
-      else in_prefix = false;
+      if (hash)
+        ++c.num_hash_layers;
+      else
+        in_prefix = false;
     }
   } else {
     c.num_hash_layers = 3;  // transformers' default for deepseek_v4
@@ -207,13 +209,13 @@ StatusOr<Config> parse_config_json(const std::string& json_text, const std::stri
     std::string method;
     qr.req("quant_method", &method);
     RETURN_IF_ERROR(qr.status());
-    if (method != "fp8") return invalid_argument(origin + ": quantization_config.quant_method '" +
-                                                 method + "' is not supported (fp8)");
+    if (method != "fp8")
+      return invalid_argument(origin + ": quantization_config.quant_method '" + method +
+                              "' is not supported (fp8)");
     c.fp8_weights = true;
     if (q.contains("weight_block_size")) {
       const json& b = q["weight_block_size"];
-      if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() ||
-          !b[1].is_number_integer())
+      if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer())
         return invalid_argument(origin +
                                 ": quantization_config.weight_block_size must be [rows, cols]");
       c.weight_block_rows = b[0];
@@ -241,8 +243,7 @@ Status validate_config(const Config& c, const std::string& origin) {
   RETURN_IF_ERROR(positive(c.hc_sinkhorn_iters, "hc_sinkhorn_iters"));
   RETURN_IF_ERROR(positive(c.n_routed_experts, "n_routed_experts"));
   RETURN_IF_ERROR(positive(c.experts_per_token, "num_experts_per_tok"));
-  if (c.rope_dim <= 0 || c.rope_dim % 2 || c.rope_dim > c.head_dim ||
-      c.rope_dim > c.index_head_dim)
+  if (c.rope_dim <= 0 || c.rope_dim % 2 || c.rope_dim > c.head_dim || c.rope_dim > c.index_head_dim)
     return bad("qk_rope_head_dim must be even and at most head_dim and index_head_dim");
   if (c.o_groups <= 0 || c.num_heads % c.o_groups)
     return bad("num_attention_heads must be a multiple of o_groups");

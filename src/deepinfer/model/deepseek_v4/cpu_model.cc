@@ -54,8 +54,8 @@ void CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* 
     } else {
       moe_forward(ctx_, p, hash, y.data(), ids, n, f.data());
     }
-    for (int64_t t = 0; t < n; ++t) hc_post(c, &f[t * H], &post[t * hc], &comb[t * hc * hc],
-                                            X + t * hc * H);
+    for (int64_t t = 0; t < n; ++t)
+      hc_post(c, &f[t * H], &post[t * hc], &comb[t * hc * hc], X + t * hc * H);
   }
 }
 
@@ -63,8 +63,9 @@ void CpuModel::head_forward(const std::string& hp, const std::string& norm, cons
                             float* logits) const {
   const Config& c = config_;
   std::vector<float> y(c.hidden_size);
-  hc_head(c, {weights_.f(hp + "hc_head_fn"), weights_.f(hp + "hc_head_base"),
-              weights_.f(hp + "hc_head_scale")},
+  hc_head(c,
+          {weights_.f(hp + "hc_head_fn"), weights_.f(hp + "hc_head_base"),
+           weights_.f(hp + "hc_head_scale")},
           X, y.data());
   cpu::rms_norm(y.data(), weights_.f(norm), c.hidden_size, static_cast<float>(c.rms_norm_eps),
                 y.data());
@@ -78,8 +79,8 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   for (int64_t t = 0; t < n; ++t)
     if (ids[t] < 0 || ids[t] >= c.vocab_size)
       return invalid_argument("token id " + std::to_string(ids[t]) + " at position " +
-                              std::to_string(state.num_tokens + t) + " is outside the vocabulary (" +
-                              std::to_string(c.vocab_size) + ")");
+                              std::to_string(state.num_tokens + t) +
+                              " is outside the vocabulary (" + std::to_string(c.vocab_size) + ")");
   if (static_cast<int>(state.layers.size()) != c.num_layers)
     return invalid_argument("forward: sequence state belongs to a different model");
   const int hc = c.hc_mult;

@@ -47,8 +47,8 @@ class CpuModel {
   Status mtp_forward(SequenceState& state, int32_t token, std::vector<float>* logits) const;
 
  private:
-  void block_forward(const std::string& prefix, int ratio, bool hash, float* X,
-                     const int32_t* ids, int64_t n, int64_t pos0, LayerState& st) const;
+  void block_forward(const std::string& prefix, int ratio, bool hash, float* X, const int32_t* ids,
+                     int64_t n, int64_t pos0, LayerState& st) const;
   void head_forward(const std::string& hc_prefix, const std::string& norm, const float* X,
                     float* logits) const;
 

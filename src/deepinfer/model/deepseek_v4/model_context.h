@@ -34,8 +34,8 @@ void quantized_linear(const ModelContext& m, const float* w, int64_t out, int64_
 
 // Attention sub-layer (spec §6.5-6.7) for n tokens at positions state.num_tokens...; updates the
 // layer's ring and compressors. `prefix` is "layers.N." or "mtp.0.".
-void attention_forward(const ModelContext& m, const std::string& prefix, int ratio,
-                       const float* h, int64_t n, int64_t pos0, LayerState& st, float* out);
+void attention_forward(const ModelContext& m, const std::string& prefix, int ratio, const float* h,
+                       int64_t n, int64_t pos0, LayerState& st, float* out);
 
 // MoE sub-layer (spec §6.8) for n tokens.
 void moe_forward(const ModelContext& m, const std::string& prefix, bool hash, const float* h,

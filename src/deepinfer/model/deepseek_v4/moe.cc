@@ -56,9 +56,8 @@ void moe_forward(const ModelContext& m, const std::string& p, bool hash, const f
         const float* bias = m.f(p + "ffn.gate.bias");
         for (int x = 0; x < E; ++x) sel[x] = a[x] + bias[x];
         std::iota(idx.begin(), idx.end(), 0);
-        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int x, int y) {
-          return sel[x] != sel[y] ? sel[x] > sel[y] : x < y;
-        });
+        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
+                          [&](int x, int y) { return sel[x] != sel[y] ? sel[x] > sel[y] : x < y; });
       }
       float sum = 0;
       for (int k = 0; k < K; ++k) sum += a[idx[k]];

@@ -75,9 +75,8 @@ bool read_comp(Reader& r, CompressorState* c) {
   c->has_prev = has_prev != 0;
   return r.floats(&c->pending_kv, c->pending_kv.size()) &&
          r.floats(&c->pending_gate, c->pending_gate.size()) &&
-         r.floats(&c->prev_kv, c->prev_kv.size()) &&
-         r.floats(&c->prev_gate, c->prev_gate.size()) && r.floats(&c->entries) &&
-         (c->dim == 0 || c->entries.size() % c->dim == 0);
+         r.floats(&c->prev_kv, c->prev_kv.size()) && r.floats(&c->prev_gate, c->prev_gate.size()) &&
+         r.floats(&c->entries) && (c->dim == 0 || c->entries.size() % c->dim == 0);
 }
 
 void write_layer(Writer& w, const LayerState& l) {
@@ -88,6 +87,16 @@ void write_layer(Writer& w, const LayerState& l) {
 
 bool read_layer(Reader& r, LayerState* l) {
   return r.floats(&l->ring, l->ring.size()) && read_comp(r, &l->comp) && read_comp(r, &l->index);
+}
+
+// What a compressor holds must agree with the token count: the forward indexes entries by
+// position, so a mismatch would read past them.
+bool consistent(const CompressorState& c, uint64_t n) {
+  if (c.ratio == 0) return c.entries.empty() && c.pending == 0 && !c.has_prev;
+  const uint64_t r = static_cast<uint64_t>(c.ratio);
+  return static_cast<uint64_t>(c.num_entries()) == n / r &&
+         static_cast<uint64_t>(c.pending) == n % r &&
+         c.has_prev == (c.width == 2 * c.dim && n >= r);
 }
 
 LayerState make_layer(const Config& c, int ratio) {
@@ -128,6 +137,11 @@ StatusOr<SequenceState> SequenceState::deserialize(const std::string& bytes, con
             nl == s.layers.size();
   for (size_t i = 0; ok && i < s.layers.size(); ++i) ok = read_layer(r, &s.layers[i]);
   ok = ok && read_layer(r, &s.mtp) && r.floats(&s.last_hidden, s.last_hidden.size()) && r.done();
+  ok = ok && n <= (uint64_t{1} << 62) &&
+       (n == 0 ? last == ~uint64_t{0} : last < static_cast<uint64_t>(c.vocab_size));
+  for (size_t i = 0; ok && i < s.layers.size(); ++i)
+    ok = consistent(s.layers[i].comp, n) && consistent(s.layers[i].index, n);
+  ok = ok && consistent(s.mtp.comp, 0) && consistent(s.mtp.index, 0);
   if (!ok) return data_loss("sequence state: corrupt or for a different config");
   s.num_tokens = static_cast<int64_t>(n);
   s.last_token = static_cast<int64_t>(last);

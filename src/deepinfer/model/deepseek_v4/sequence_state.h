@@ -13,9 +13,9 @@
 namespace deepinfer::v4 {
 
 struct CompressorState {
-  int ratio = 0;   // tokens per entry
-  int width = 0;   // channels per token: 2*dim (CSA, overlapping) or dim (HCA)
-  int dim = 0;     // channels per emitted entry
+  int ratio = 0;                    // tokens per entry
+  int width = 0;                    // channels per token: 2*dim (CSA, overlapping) or dim (HCA)
+  int dim = 0;                      // channels per emitted entry
   int pending = 0;                  // tokens of the unfinished window
   std::vector<float> pending_kv;    // ratio x width
   std::vector<float> pending_gate;  // ratio x width, ape already added
@@ -35,8 +35,8 @@ struct LayerState {
 struct SequenceState {
   int64_t num_tokens = 0;  // next position
   std::vector<LayerState> layers;
-  LayerState mtp;                      // the MTP layer's own ring
-  std::vector<float> last_hidden;      // hc_mult x hidden: final HC streams of the last token
+  LayerState mtp;                  // the MTP layer's own ring
+  std::vector<float> last_hidden;  // hc_mult x hidden: final HC streams of the last token
   int64_t last_token = -1;
 
   std::string serialize() const;

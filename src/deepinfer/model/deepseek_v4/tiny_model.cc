@@ -1,0 +1,297 @@
+#include "deepinfer/model/deepseek_v4/tiny_model.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "deepinfer/loader/safetensors_writer.h"
+#include "deepinfer/model/deepseek_v4/config.h"
+#include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/tensor/dtype.h"
+
+namespace deepinfer::v4 {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Shared by every preset: small dims with the real structure (hc 4, partial RoPE, groups).
+json base_config() {
+  return json{{"architectures", {"DeepseekV4ForCausalLM"}},
+              {"model_type", "deepseek_v4"},
+              {"torch_dtype", "bfloat16"},
+              {"vocab_size", 129280},
+              {"hidden_size", 64},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 1},
+              {"head_dim", 64},
+              {"qk_rope_head_dim", 16},
+              {"q_lora_rank", 32},
+              {"o_groups", 2},
+              {"o_lora_rank", 32},
+              {"sliding_window", 16},
+              {"rope_theta", 10000.0},
+              {"compress_rope_theta", 160000.0},
+              {"rope_scaling",
+               {{"type", "yarn"},
+                {"factor", 16},
+                {"original_max_position_embeddings", 65536},
+                {"beta_fast", 32},
+                {"beta_slow", 1}}},
+              {"max_position_embeddings", 1048576},
+              {"index_n_heads", 4},
+              {"index_head_dim", 32},
+              {"index_topk", 8},
+              {"n_routed_experts", 8},
+              {"num_experts_per_tok", 2},
+              {"n_shared_experts", 1},
+              {"moe_intermediate_size", 32},
+              {"scoring_func", "sqrtsoftplus"},
+              {"topk_method", "noaux_tc"},
+              {"norm_topk_prob", true},
+              {"routed_scaling_factor", 1.5},
+              {"swiglu_limit", 10.0},
+              {"hidden_act", "silu"},
+              {"hc_mult", 4},
+              {"hc_sinkhorn_iters", 20},
+              {"hc_eps", 1e-6},
+              {"rms_norm_eps", 1e-6},
+              {"num_nextn_predict_layers", 1},
+              {"tie_word_embeddings", false},
+              {"bos_token_id", 0},
+              {"eos_token_id", 1}};
+}
+
+struct Preset {
+  const char* name;
+  std::vector<int> ratios;  // layers then MTP (0)
+  int hash_layers;
+};
+
+// default: every layer kind (sliding, CSA + indexer, HCA) and hash + score routing.
+const Preset kPresets[] = {
+    {"default", {0, 4, 16, 4, 16, 0}, 2},
+    {"sliding", {0, 0, 0}, 1},
+    {"csa", {4, 4, 4, 0}, 1},
+    {"hca", {16, 16, 0, 0}, 0},
+};
+
+json preset_config(const Preset& p) {
+  json c = base_config();
+  c["num_hidden_layers"] = static_cast<int>(p.ratios.size()) - 1;
+  c["compress_ratios"] = p.ratios;
+  c["num_hash_layers"] = p.hash_layers;
+  return c;
+}
+
+bool ends_with(const std::string& s, const char* suf) {
+  size_t n = std::strlen(suf);
+  return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
+}
+
+std::vector<uint8_t> as_bytes(const void* p, size_t n) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  return std::vector<uint8_t>(b, b + n);
+}
+
+std::vector<uint8_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_bf16(v[i]);
+  return as_bytes(h.data(), h.size() * 2);
+}
+
+// Power-of-two scale that maps amax to at most `top` (E8M0-representable).
+float pow2_scale(float amax, float top) {
+  if (amax <= 0) return 1.0f;
+  return std::ldexp(1.0f, static_cast<int>(std::ceil(std::log2(amax / top))));
+}
+
+void add_fp8(std::vector<TensorRecord>& out, const std::string& name, const std::vector<float>& v,
+             int64_t rows, int64_t cols, int br, int bc) {
+  const int64_t sr = (rows + br - 1) / br, sc = (cols + bc - 1) / bc;
+  std::vector<uint8_t> q(rows * cols), s(sr * sc);
+  for (int64_t bi = 0; bi < sr; ++bi)
+    for (int64_t bj = 0; bj < sc; ++bj) {
+      float amax = 0;
+      for (int64_t r = bi * br; r < std::min(rows, (bi + 1) * br); ++r)
+        for (int64_t c = bj * bc; c < std::min(cols, (bj + 1) * bc); ++c)
+          amax = std::max(amax, std::fabs(v[r * cols + c]));
+      float scale = pow2_scale(amax, 448.0f);
+      s[bi * sc + bj] = float_to_e8m0_pow2(scale);
+      for (int64_t r = bi * br; r < std::min(rows, (bi + 1) * br); ++r)
+        for (int64_t c = bj * bc; c < std::min(cols, (bj + 1) * bc); ++c)
+          q[r * cols + c] = float_to_fp8e4m3(v[r * cols + c] / scale);
+    }
+  std::string base = name.substr(0, name.size() - 7);
+  out.push_back({name, DType::kF8E4M3, {rows, cols}, std::move(q)});
+  out.push_back({base + ".scale", DType::kF8E8M0, {sr, sc}, std::move(s)});
+}
+
+void add_mxfp4(std::vector<TensorRecord>& out, const std::string& name, const std::vector<float>& v,
+               int64_t rows, int64_t cols) {
+  std::vector<uint8_t> q(rows * cols / 2, 0), s(rows * cols / 32);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      float amax = 0;
+      for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(v[r * cols + b * 32 + k]));
+      float scale = pow2_scale(amax, 6.0f);
+      s[r * (cols / 32) + b] = float_to_e8m0_pow2(scale);
+      for (int k = 0; k < 32; ++k) {
+        int64_t c = b * 32 + k;
+        uint8_t nib = float_to_fp4e2m1(v[r * cols + c] / scale) & 0xF;
+        q[r * (cols / 2) + c / 2] |= (c % 2) ? uint8_t(nib << 4) : nib;  // low nibble first
+      }
+    }
+  std::string base = name.substr(0, name.size() - 7);
+  out.push_back({name, DType::kI8, {rows, cols / 2}, std::move(q)});
+  out.push_back({base + ".scale", DType::kF8E8M0, {rows, cols / 32}, std::move(s)});
+}
+
+Status copy_into_model(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (ec)
+    return not_found("cannot copy " + from.string() + " to " + to.string() + ": " + ec.message());
+  fs::permissions(to, fs::perms::owner_write, fs::perm_options::add, ec);
+  return ok_status();
+}
+
+}  // namespace
+
+std::vector<std::string> tiny_model_presets() {
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.push_back(p.name);
+  return names;
+}
+
+Status write_tiny_model(const std::string& dir, const TinyModelOptions& o) {
+  json cj;
+  if (!o.config_path.empty()) {
+    std::ifstream f(o.config_path);
+    if (!f) return not_found(o.config_path + ": cannot open config");
+    cj = json::parse(f, nullptr, false);
+    if (cj.is_discarded()) return invalid_argument(o.config_path + ": invalid JSON");
+  } else {
+    const Preset* p = nullptr;
+    for (const auto& q : kPresets)
+      if (o.preset == q.name) p = &q;
+    if (!p) {
+      std::string all;
+      for (const auto& n : tiny_model_presets()) all += (all.empty() ? "" : ", ") + n;
+      return invalid_argument("unknown --preset '" + o.preset + "' (one of: " + all + ")");
+    }
+    cj = preset_config(*p);
+  }
+  if (o.quantized)
+    cj["quantization_config"] = {{"quant_method", "fp8"},
+                                 {"fmt", "e4m3"},
+                                 {"scale_fmt", "ue8m0"},
+                                 {"weight_block_size", {128, 128}},
+                                 {"activation_scheme", "dynamic"}};
+  ASSIGN_OR_RETURN(
+      Config c,
+      parse_config_json(cj.dump(), o.config_path.empty() ? "preset " + o.preset : o.config_path));
+  std::mt19937_64 rng(o.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<TensorRecord> out;
+  for (const WeightSpec& s : weight_manifest(c)) {
+    int64_t numel = 1;
+    for (int64_t d : s.shape) numel *= d;
+    if (s.kind == WeightKind::kIndex) {  // tid2eid: distinct experts per token
+      const int64_t K = s.shape[1];
+      std::vector<int64_t> ids(numel);
+      std::vector<int64_t> perm(c.n_routed_experts);
+      for (int64_t t = 0; t < s.shape[0]; ++t) {
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
+      }
+      out.push_back({s.name, DType::kI64, s.shape, as_bytes(ids.data(), ids.size() * 8)});
+      continue;
+    }
+    // Non-trivial values everywhere: norms near 1, sinks/ape/bias/base of order 1.
+    float mean = 0, stddev = 1;
+    if (ends_with(s.name, "norm.weight")) {
+      mean = 1, stddev = 0.1f;
+    } else if (ends_with(s.name, "_scale")) {
+      mean = 1, stddev = 0.2f;
+    } else if (ends_with(s.name, "_base") || ends_with(s.name, ".ape")) {
+      stddev = 0.5f;
+    } else if (ends_with(s.name, ".bias")) {
+      stddev = 0.3f;
+    } else if (s.shape.size() == 2 && s.name != "embed.weight") {
+      stddev = 1.0f / std::sqrt(static_cast<float>(s.shape[1]));
+    }
+    std::vector<float> v(numel);
+    for (auto& x : v) x = mean + stddev * normal(rng);
+    const bool fp8 = o.quantized && s.kind == WeightKind::kDense;
+    const bool fp4 = o.quantized && s.kind == WeightKind::kExpert && s.shape[1] % 32 == 0;
+    if (fp8) {
+      add_fp8(out, s.name, v, s.shape[0], s.shape[1], c.weight_block_rows, c.weight_block_cols);
+    } else if (fp4) {
+      add_mxfp4(out, s.name, v, s.shape[0], s.shape[1]);
+    } else if (ends_with(s.name, "attn_sink") || s.name.find("hc_") != std::string::npos ||
+               ends_with(s.name, ".ape") || ends_with(s.name, "gate.bias")) {
+      out.push_back({s.name, DType::kF32, s.shape, as_bytes(v.data(), v.size() * 4)});  // as Hub
+    } else {
+      out.push_back({s.name, DType::kBF16, s.shape, to_bf16(v)});
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return not_found("cannot create " + dir + ": " + ec.message());
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors" ||
+        e.path().filename() == "model.safetensors.index.json")
+      fs::remove(e.path());
+  RETURN_IF_ERROR(
+      write_sharded_safetensors(dir, std::move(out), o.max_shard_bytes, {{"format", "pt"}}));
+  {
+    std::ofstream f(dir + "/config.json");
+    f << cj.dump(2) << "\n";
+    if (!f) return data_loss(dir + "/config.json: write failed");
+  }
+  if (!o.tokenizer_dir.empty())
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+      RETURN_IF_ERROR(copy_into_model(fs::path(o.tokenizer_dir) / name, fs::path(dir) / name));
+  return ok_status();
+}
+
+StatusOr<std::string> ensure_default_model(const std::string& tokenizer_dir) {
+  std::string root;
+  if (const char* d = std::getenv("DEEPINFER_CACHE_DIR")) {
+    root = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME")) {
+    root = std::string(x) + "/deepinfer";
+  } else if (const char* h = std::getenv("HOME")) {
+    root = std::string(h) + "/.cache/deepinfer";
+  } else {
+    return failed_precondition("no cache directory: set DEEPINFER_CACHE_DIR");
+  }
+  // Versioned name: a change to the default's recipe gets a fresh directory.
+  const std::string dir = root + "/tiny-default-v1";
+  if (fs::exists(dir + "/READY")) return dir;
+  const std::string tmp = dir + ".tmp" + std::to_string(::getpid());
+  TinyModelOptions o;
+  o.quantized = true;
+  o.tokenizer_dir = tokenizer_dir;
+  RETURN_IF_ERROR(write_tiny_model(tmp, o));
+  std::ofstream(tmp + "/READY") << "deepinfer embedded default (preset default, seed 0)\n";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::rename(tmp, dir, ec);
+  if (ec && !fs::exists(dir + "/READY"))
+    return data_loss("cannot move " + tmp + " to " + dir + ": " + ec.message());
+  fs::remove_all(tmp, ec);
+  return dir;
+}
+
+}  // namespace deepinfer::v4
