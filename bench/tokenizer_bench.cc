@@ -7,12 +7,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "deepinfer/tokenizer/tokenizer.h"
 
@@ -42,12 +41,13 @@ std::vector<std::string> build_corpus(size_t target_bytes) {
   {
     std::ifstream f(DEEPINFER_SHARED_DIR "/conformance/tokenizer_deepseek_v3.jsonl");
     std::string line, all;
-    while (std::getline(f, line)) all += nlohmann::json::parse(line)["text"].get<std::string>() + "\n";
+    while (std::getline(f, line))
+      all += nlohmann::json::parse(line)["text"].get<std::string>() + "\n";
     real.push_back(all);
   }
   std::mt19937 rng(2024);
-  static const char* kSyll[] = {"ka", "lo", "ren", "ti", "sha", "mu", "der", "on", "ex", "qui",
-                                "zor", "ath", "ing", "ly", "pre", "st", "ua", "ve", "ck", "io"};
+  static const char* kSyll[] = {"ka",  "lo",  "ren", "ti", "sha", "mu", "der", "on", "ex", "qui",
+                                "zor", "ath", "ing", "ly", "pre", "st", "ua",  "ve", "ck", "io"};
   static const char* kEmoji[] = {"😀", "🚀", "👍🏽", "🇯🇵", "👨‍👩‍👧", "🌍"};
   auto gen_doc = [&](size_t n) {
     std::string s;
@@ -64,9 +64,15 @@ std::vector<std::string> build_corpus(size_t target_bytes) {
           s += cp + "，";
           break;
         }
-        case 1: s += " " + std::to_string(rng() % 1000000) + "." + std::to_string(rng() % 100); break;
-        case 2: s += kEmoji[rng() % 6]; break;
-        case 3: s += (rng() % 4 ? ", " : ".\n"); break;
+        case 1:
+          s += " " + std::to_string(rng() % 1000000) + "." + std::to_string(rng() % 100);
+          break;
+        case 2:
+          s += kEmoji[rng() % 6];
+          break;
+        case 3:
+          s += (rng() % 4 ? ", " : ".\n");
+          break;
         default: {
           std::string w = " ";
           for (int k = 0, m = 1 + rng() % 4; k < m; ++k) w += kSyll[rng() % 20];
@@ -109,10 +115,14 @@ int main(int argc, char** argv) {
   std::string corpus_out;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--tokenizer") tok_dir = argv[i + 1];
-    else if (a == "--mb") mb = std::atof(argv[i + 1]);
-    else if (a == "--reps") reps = std::atoi(argv[i + 1]);
-    else if (a == "--corpus-out") corpus_out = argv[i + 1];
+    if (a == "--tokenizer")
+      tok_dir = argv[i + 1];
+    else if (a == "--mb")
+      mb = std::atof(argv[i + 1]);
+    else if (a == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (a == "--corpus-out")
+      corpus_out = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -141,11 +151,12 @@ int main(int argc, char** argv) {
       for (int32_t id : ids) checksum = checksum * 31u + static_cast<uint32_t>(id);
       tokens += ids.size();
     }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   double ours = bytes / 1e6 / best;
-  std::printf("corpus: %zu documents, %.2f MB, %zu tokens (%s)\n", docs.size(), bytes / 1e6,
-              tokens, tok_dir.c_str());
+  std::printf("corpus: %zu documents, %.2f MB, %zu tokens (%s)\n", docs.size(), bytes / 1e6, tokens,
+              tok_dir.c_str());
   std::printf("deepinfer tokenizer: %.2f MB/s single thread (best of %d, %.3f s)\n", ours, reps,
               best);
 
@@ -156,14 +167,16 @@ int main(int argc, char** argv) {
     std::printf("HF tokenizers: not installed (run bench/install_hf_tokenizers.sh); no ratio\n");
     return 0;
   }
-  std::string path = corpus_out.empty()
-                         ? (std::filesystem::temp_directory_path() / "deepinfer_tok_corpus.jsonl").string()
-                         : corpus_out;
+  std::string path =
+      corpus_out.empty()
+          ? (std::filesystem::temp_directory_path() / "deepinfer_tok_corpus.jsonl").string()
+          : corpus_out;
   {
     std::ofstream f(path, std::ios::binary);
     for (const auto& d : docs) f << nlohmann::json(d).dump() << "\n";
   }
-  std::string json_path = std::filesystem::is_directory(tok_dir) ? tok_dir + "/tokenizer.json" : tok_dir;
+  std::string json_path =
+      std::filesystem::is_directory(tok_dir) ? tok_dir + "/tokenizer.json" : tok_dir;
   std::string cmd = "RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false node '" + script + "' '" +
                     path + "' '" + json_path + "' " + std::to_string(reps);
   FILE* p = popen(cmd.c_str(), "r");

@@ -177,10 +177,10 @@ class Renderer {
     const std::string& po = tags_.param_open;
     const std::string& pc = tags_.param_close;
     return "## Tools\n\nYou have access to a set of tools to help answer the user's question. "
-           "You can invoke tools by writing a \"" + co + "\" block like the following:\n\n" +
-           co + "\n" + io + " name=\"$TOOL_NAME\">\n" + po +
-           " name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE" + pc + "\n...\n" +
-           ic + "\n" + io + " name=\"$TOOL_NAME2\">\n...\n" + ic + "\n" + cc +
+           "You can invoke tools by writing a \"" +
+           co + "\" block like the following:\n\n" + co + "\n" + io + " name=\"$TOOL_NAME\">\n" +
+           po + " name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE" + pc +
+           "\n...\n" + ic + "\n" + io + " name=\"$TOOL_NAME2\">\n...\n" + ic + "\n" + cc +
            "\n\nString parameters should be specified as is and set `string=\"true\"`. For all "
            "other types (numbers, booleans, arrays, objects), pass the value in JSON format and "
            "set `string=\"false\"`.\n\nIf thinking_mode is enabled (triggered by <think>), you "
@@ -307,12 +307,11 @@ class Renderer {
       std::string reasoning = str_or_empty(m, "reasoning_content");
       bool wo_eos = m.value("wo_eos", Json(false)) == true;
       bool prev_task = i > 0 && has_task(msgs[i - 1]);
-      if (o_.thinking && !prev_task &&
-          (!drop_ || static_cast<int>(i) > last_user_)) {
+      if (o_.thinking && !prev_task && (!drop_ || static_cast<int>(i) > last_user_)) {
         *out += reasoning;
         // A prefill holding only reasoning stays open so the model keeps thinking (vLLM).
-        bool open = last && o_.continue_final_message && wo_eos && content.empty() &&
-                    !has_calls && !reasoning.empty();
+        bool open = last && o_.continue_final_message && wo_eos && content.empty() && !has_calls &&
+                    !reasoning.empty();
         if (!open) *out += kThinkClose;
       }
       *out += content;
@@ -333,10 +332,12 @@ class Renderer {
       return ok_status();
     if (has_task(m)) {
       if (!m["task"].is_string() || !task_tokens().count(m["task"].get<std::string>()))
-        return invalid_argument(where + ".task: unknown task (valid: action, query, authority, "
+        return invalid_argument(where +
+                                ".task: unknown task (valid: action, query, authority, "
                                 "domain, title, read_url)");
       std::string task = m["task"];
-      if (task == "action") *out += std::string(kAssistant) + (o_.thinking ? kThinkOpen : kThinkClose);
+      if (task == "action")
+        *out += std::string(kAssistant) + (o_.thinking ? kThinkOpen : kThinkClose);
       *out += task_tokens().at(task);
       return ok_status();
     }

@@ -15,7 +15,7 @@ struct EncodeOptions {
   Variant variant = Variant::kV41;
   bool thinking = false;
   bool drop_thinking = true;
-  int reasoning_budget = 75;         // the number rendered in V4.1's effort line
+  int reasoning_budget = 75;              // the number rendered in V4.1's effort line
   std::string reasoning_effort = "high";  // the name, for V4's effort texts
   bool add_bos = true;
   // Unset: the official encoder's behaviour at the end of the conversation. Set: vLLM's

@@ -9,13 +9,20 @@ namespace {
 // Python truthiness, since the reference tests `if kwargs.get("thinking")`.
 bool truthy(const Json& v) {
   switch (v.type()) {
-    case Json::value_t::null: return false;
-    case Json::value_t::boolean: return v.get<bool>();
-    case Json::value_t::number_integer: return v.get<int64_t>() != 0;
-    case Json::value_t::number_unsigned: return v.get<uint64_t>() != 0;
-    case Json::value_t::number_float: return v.get<double>() != 0.0;
-    case Json::value_t::string: return !v.get_ref<const std::string&>().empty();
-    default: return !v.empty();
+    case Json::value_t::null:
+      return false;
+    case Json::value_t::boolean:
+      return v.get<bool>();
+    case Json::value_t::number_integer:
+      return v.get<int64_t>() != 0;
+    case Json::value_t::number_unsigned:
+      return v.get<uint64_t>() != 0;
+    case Json::value_t::number_float:
+      return v.get<double>() != 0.0;
+    case Json::value_t::string:
+      return !v.get_ref<const std::string&>().empty();
+    default:
+      return !v.empty();
   }
 }
 
@@ -100,8 +107,8 @@ StatusOr<EncoderInput> map_request_impl(const Json& request, Variant variant) {
   // Thinking is on unless the request says otherwise (vLLM's default).
   o.thinking = true;
   if (kwargs.contains("thinking") || kwargs.contains("enable_thinking"))
-    o.thinking = truthy(kwargs.value("thinking", Json())) ||
-                 truthy(kwargs.value("enable_thinking", Json()));
+    o.thinking =
+        truthy(kwargs.value("thinking", Json())) || truthy(kwargs.value("enable_thinking", Json()));
 
   Json effort;
   std::string effort_field = "reasoning_effort";
@@ -156,8 +163,8 @@ StatusOr<EncoderInput> map_request_impl(const Json& request, Variant variant) {
     return invalid_argument("messages: expected an array");
   if (request["messages"].empty()) return invalid_argument("messages: must not be empty");
 
-  static const std::set<std::string> kRoles = {"system", "developer", "user",
-                                               "assistant", "tool", "latest_reminder"};
+  static const std::set<std::string> kRoles = {"system",    "developer", "user",
+                                               "assistant", "tool",      "latest_reminder"};
   Json msgs = Json::array();
   for (size_t i = 0; i < request["messages"].size(); ++i) {
     std::string w = "messages[" + std::to_string(i) + "]";
@@ -169,7 +176,8 @@ StatusOr<EncoderInput> map_request_impl(const Json& request, Variant variant) {
     if (!kRoles.count(role)) return invalid_argument(w + ".role: unknown role '" + role + "'");
     if (!m.contains("content")) m["content"] = nullptr;
     // A tool result keeps its list form: the encoder renders its parts itself.
-    if (role != "tool") RETURN_IF_ERROR(flatten_content(&m["content"], w + ".content"));
+    if (role != "tool")
+      RETURN_IF_ERROR(flatten_content(&m["content"], w + ".content"));
     else if (!m["content"].is_string() && !m["content"].is_array() && !m["content"].is_null())
       return invalid_argument(w + ".content: expected a string, an array of parts or null");
     if (role == "assistant") {
@@ -179,15 +187,18 @@ StatusOr<EncoderInput> map_request_impl(const Json& request, Variant variant) {
       if (m.contains("reasoning_content") && !m["reasoning_content"].is_string() &&
           !m["reasoning_content"].is_null())
         return invalid_argument(w + ".reasoning_content: expected a string");
-      if (m.contains("tool_calls")) RETURN_IF_ERROR(check_tool_calls(m["tool_calls"], w + ".tool_calls"));
+      if (m.contains("tool_calls"))
+        RETURN_IF_ERROR(check_tool_calls(m["tool_calls"], w + ".tool_calls"));
     }
     if (role == "developer" && variant == Variant::kV41 &&
         (!m["content"].is_string() || m["content"].get_ref<const std::string&>().empty()))
       return invalid_argument(w + ".content: a developer message needs non-empty content");
-    if (m.contains("tools") && !m["tools"].is_null()) RETURN_IF_ERROR(check_tools(m["tools"], w + ".tools"));
+    if (m.contains("tools") && !m["tools"].is_null())
+      RETURN_IF_ERROR(check_tools(m["tools"], w + ".tools"));
     if (m.contains("task") && !m["task"].is_null() && !m["task"].is_string())
       return invalid_argument(w + ".task: expected a string");
-    if (m.contains("tool_call_id") && !m["tool_call_id"].is_string() && !m["tool_call_id"].is_null())
+    if (m.contains("tool_call_id") && !m["tool_call_id"].is_string() &&
+        !m["tool_call_id"].is_null())
       return invalid_argument(w + ".tool_call_id: expected a string");
     msgs.push_back(std::move(m));
   }
@@ -217,8 +228,9 @@ StatusOr<EncoderInput> map_request_impl(const Json& request, Variant variant) {
       return invalid_argument(
           "continue_final_message: cannot be combined with add_generation_prompt=true");
     if (msgs.back()["role"] != "assistant")
-      return invalid_argument("continue_final_message: the last message must be an assistant "
-                              "message");
+      return invalid_argument(
+          "continue_final_message: the last message must be an assistant "
+          "message");
     o.add_generation_prompt = false;
     msgs.back()["wo_eos"] = true;
   }

@@ -140,8 +140,7 @@ StatusOr<ParsedMessage> parse_completion(std::string_view text, bool thinking, V
         std::string key, value;
         bool is_string = false;
         if (!match_param(seg, &key, &is_string, &value))
-          return invalid_argument("completion: parameter format error: '" + std::string(seg) +
-                                  "'");
+          return invalid_argument("completion: parameter format error: '" + std::string(seg) + "'");
         for (const auto& k : keys)
           if (k == key)
             return invalid_argument("completion: duplicate parameter name: '" + key + "'");

@@ -23,12 +23,12 @@ inline constexpr const char* kImage = "<｜deepseek_image｜>";
 
 // Tag texts built from the version's block/element names.
 struct DsmlTags {
-  std::string calls_open;     // <｜DSML｜ calls>
-  std::string calls_close;    // </｜DSML｜ calls>
-  std::string invoke_open;    // <｜DSML｜ invoke   (then ` name="..">`)
-  std::string invoke_close;   // </｜DSML｜ invoke>
-  std::string param_open;     // <｜DSML｜ parameter   (then ` name=".." string="..">`)
-  std::string param_close;    // </｜DSML｜ parameter>
+  std::string calls_open;    // <｜DSML｜ calls>
+  std::string calls_close;   // </｜DSML｜ calls>
+  std::string invoke_open;   // <｜DSML｜ invoke   (then ` name="..">`)
+  std::string invoke_close;  // </｜DSML｜ invoke>
+  std::string param_open;    // <｜DSML｜ parameter   (then ` name=".." string="..">`)
+  std::string param_close;   // </｜DSML｜ parameter>
 
   static const DsmlTags& of(Variant v) {
     static const DsmlTags v41 = make(" calls", " invoke", " parameter");
@@ -40,8 +40,8 @@ struct DsmlTags {
   static DsmlTags make(const std::string& calls, const std::string& invoke,
                        const std::string& param) {
     std::string d = kDsml;
-    return {"<" + d + calls + ">",  "</" + d + calls + ">",  "<" + d + invoke,
-            "</" + d + invoke + ">", "<" + d + param, "</" + d + param + ">"};
+    return {"<" + d + calls + ">",   "</" + d + calls + ">", "<" + d + invoke,
+            "</" + d + invoke + ">", "<" + d + param,        "</" + d + param + ">"};
   }
 };
 

@@ -10,13 +10,27 @@ void python_json_quote(std::string_view s, std::string* out) {
   out->push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -69,12 +83,24 @@ std::string python_float_repr(double v) {
 
 void python_json_dump(const Json& v, std::string* out) {
   switch (v.type()) {
-    case Json::value_t::null: *out += "null"; break;
-    case Json::value_t::boolean: *out += v.get<bool>() ? "true" : "false"; break;
-    case Json::value_t::number_integer: *out += std::to_string(v.get<int64_t>()); break;
-    case Json::value_t::number_unsigned: *out += std::to_string(v.get<uint64_t>()); break;
-    case Json::value_t::number_float: *out += python_float_repr(v.get<double>()); break;
-    case Json::value_t::string: python_json_quote(v.get_ref<const std::string&>(), out); break;
+    case Json::value_t::null:
+      *out += "null";
+      break;
+    case Json::value_t::boolean:
+      *out += v.get<bool>() ? "true" : "false";
+      break;
+    case Json::value_t::number_integer:
+      *out += std::to_string(v.get<int64_t>());
+      break;
+    case Json::value_t::number_unsigned:
+      *out += std::to_string(v.get<uint64_t>());
+      break;
+    case Json::value_t::number_float:
+      *out += python_float_repr(v.get<double>());
+      break;
+    case Json::value_t::string:
+      python_json_quote(v.get_ref<const std::string&>(), out);
+      break;
     case Json::value_t::array: {
       out->push_back('[');
       bool first = true;
@@ -99,7 +125,9 @@ void python_json_dump(const Json& v, std::string* out) {
       out->push_back('}');
       break;
     }
-    default: *out += "null"; break;
+    default:
+      *out += "null";
+      break;
   }
 }
 

@@ -2,10 +2,9 @@
 // DeepSeek's encoder puts into prompts (", " / ": " separators, float repr, raw non-ASCII).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace deepinfer::recipe {
 

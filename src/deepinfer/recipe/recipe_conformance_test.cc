@@ -1,9 +1,9 @@
 // shared/conformance/chat_encoding.jsonl and chat_parsing.jsonl, strict and streaming.
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <random>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "deepinfer/recipe/chat_encoder.h"
 #include "deepinfer/recipe/completion_parser.h"
@@ -106,7 +106,12 @@ std::vector<std::string> by_char(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     size_t n = 1;
     unsigned char c = s[i];
-    if (c >= 0xF0) n = 4; else if (c >= 0xE0) n = 3; else if (c >= 0xC0) n = 2;
+    if (c >= 0xF0)
+      n = 4;
+    else if (c >= 0xE0)
+      n = 3;
+    else if (c >= 0xC0)
+      n = 2;
     out.push_back(s.substr(i, n));
     i += n;
   }

@@ -1,8 +1,8 @@
 // Property tests: encode -> parse round trips, and fuzzing of both parsers.
+#include <gtest/gtest.h>
+
 #include <random>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "deepinfer/recipe/chat_encoder.h"
 #include "deepinfer/recipe/completion_parser.h"
@@ -16,8 +16,8 @@ class Gen {
   explicit Gen(uint32_t seed) : rng_(seed) {}
   size_t below(size_t n) { return rng_() % n; }
   std::string text(size_t max_len) {
-    static const char* kAtoms[] = {"a", "b", " ", "\n", "<", ">", "\"", "'", "{", "}",
-                                   "\\", "é", "中", "😀", "\t", "/", "=", "c"};
+    static const char* kAtoms[] = {"a", "b",  " ", "\n", "<", ">",  "\"", "'", "{",
+                                   "}", "\\", "é", "中", "😀", "\t", "/",  "=", "c"};
     std::string s;
     size_t n = below(max_len + 1);
     for (size_t i = 0; i < n; ++i) s += kAtoms[below(std::size(kAtoms))];
@@ -30,11 +30,16 @@ class Gen {
   }
   Json value(int depth) {
     switch (below(depth > 2 ? 5 : 7)) {
-      case 0: return text(12);
-      case 1: return static_cast<int64_t>(below(2000000)) - 1000000;
-      case 2: return (static_cast<double>(below(100000)) - 50000) / 64.0;
-      case 3: return below(2) == 1;
-      case 4: return nullptr;
+      case 0:
+        return text(12);
+      case 1:
+        return static_cast<int64_t>(below(2000000)) - 1000000;
+      case 2:
+        return (static_cast<double>(below(100000)) - 50000) / 64.0;
+      case 3:
+        return below(2) == 1;
+      case 4:
+        return nullptr;
       case 5: {
         Json a = Json::array();
         for (size_t i = below(4); i > 0; --i) a.push_back(value(depth + 1));
@@ -66,8 +71,7 @@ TEST(RecipeProperty, EncodeThenParseRoundTripsAssistantMessages) {
       for (size_t k = g.below(5); k > 0; --k) a[g.ident()] = g.value(0);
       args.push_back(a);
       // Arguments arrive either as JSON text or as an object.
-      Json f = {{"name", g.ident()},
-                {"arguments", g.below(2) ? Json(python_json_dumps(a)) : a}};
+      Json f = {{"name", g.ident()}, {"arguments", g.below(2) ? Json(python_json_dumps(a)) : a}};
       calls.push_back({{"type", "function"}, {"function", f}});
     }
     if (!calls.empty()) asst["tool_calls"] = calls;
@@ -85,7 +89,9 @@ TEST(RecipeProperty, EncodeThenParseRoundTripsAssistantMessages) {
     auto strict = parse_completion(completion, thinking);
     ASSERT_TRUE(strict.ok()) << strict.status().to_string() << "\n" << Json(completion).dump();
     EXPECT_EQ(strict->content, asst["content"].get<std::string>());
-    if (thinking) EXPECT_EQ(strict->reasoning_content, reasoning);
+    if (thinking) {
+      EXPECT_EQ(strict->reasoning_content, reasoning);
+    }
     ASSERT_EQ(strict->tool_calls.size(), calls.size());
     for (size_t i = 0; i < calls.size(); ++i) {
       EXPECT_EQ(strict->tool_calls[i].name, calls[i]["function"]["name"].get<std::string>());
@@ -106,11 +112,25 @@ TEST(RecipeProperty, EncodeThenParseRoundTripsAssistantMessages) {
 
 TEST(RecipeProperty, ParsersSurviveRandomBytesAndMarkupSoup) {
   std::mt19937 rng(9);
-  static const char* kPieces[] = {"<think>", "</think>", "\n\n", "<｜DSML｜ calls>",
-                                  "</｜DSML｜ calls>", "<｜DSML｜ invoke name=\"", "\">",
-                                  "</｜DSML｜ invoke>", "<｜DSML｜ parameter name=\"",
-                                  "\" string=\"", "true", "false", "</｜DSML｜ parameter>",
-                                  "<｜end▁of▁sentence｜>", "<", "｜", "x", "\xff", "\xe4\xb8"};
+  static const char* kPieces[] = {"<think>",
+                                  "</think>",
+                                  "\n\n",
+                                  "<｜DSML｜ calls>",
+                                  "</｜DSML｜ calls>",
+                                  "<｜DSML｜ invoke name=\"",
+                                  "\">",
+                                  "</｜DSML｜ invoke>",
+                                  "<｜DSML｜ parameter name=\"",
+                                  "\" string=\"",
+                                  "true",
+                                  "false",
+                                  "</｜DSML｜ parameter>",
+                                  "<｜end▁of▁sentence｜>",
+                                  "<",
+                                  "｜",
+                                  "x",
+                                  "\xff",
+                                  "\xe4\xb8"};
   for (int iter = 0; iter < 3000; ++iter) {
     std::string s;
     size_t n = rng() % 40;

@@ -18,12 +18,12 @@ TEST(ChatRequest, InvalidRequestsNameTheField) {
   EXPECT_NE(error_of("{").find("request"), std::string::npos);
   EXPECT_NE(error_of("{}").find("messages"), std::string::npos);
   EXPECT_NE(error_of(R"({"messages": []})").find("messages"), std::string::npos);
-  EXPECT_NE(error_of(R"({"messages": [{"role": "robot", "content": "x"}]})")
-                .find("messages[0].role"),
-            std::string::npos);
-  EXPECT_NE(error_of(R"({"messages": [{"role": "user", "content": 5}]})")
-                .find("messages[0].content"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"messages": [{"role": "robot", "content": "x"}]})").find("messages[0].role"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"messages": [{"role": "user", "content": 5}]})").find("messages[0].content"),
+      std::string::npos);
   EXPECT_NE(error_of(R"({"messages": [{"role": "user", "content": "x"}],
                          "reasoning_effort": "medium"})")
                 .find("reasoning_effort"),
@@ -36,9 +36,9 @@ TEST(ChatRequest, InvalidRequestsNameTheField) {
                          "reasoning_effort": 101})")
                 .find("reasoning_effort"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})")
-                .find("tools"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})").find("tools"),
+      std::string::npos);
   EXPECT_NE(error_of(R"({"messages": [{"role": "user", "content": "x"}],
                          "tools": [{"type": "function", "function": {}}]})")
                 .find("tools[0].function.name"),
@@ -51,9 +51,9 @@ TEST(ChatRequest, InvalidRequestsNameTheField) {
                          "tool_calls": [{"function": {"name": 3}}]}]})")
                 .find("messages[0].tool_calls[0].function.name"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"messages": [{"role": "user", "content": "x", "task": "dance"}]})")
-                .find("task"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"messages": [{"role": "user", "content": "x", "task": "dance"}]})").find("task"),
+      std::string::npos);
   EXPECT_NE(error_of(R"({"messages": [{"role": "developer", "content": ""}]})")
                 .find("messages[0].content"),
             std::string::npos);
@@ -126,8 +126,10 @@ TEST(StreamingParser, ToolCallNameComesFirstThenArgumentFragments) {
   // An unterminated call at end of stream is closed and emitted.
   StreamingParser q(false);
   StreamDelta e;
-  q.feed("\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"g\">\n<｜DSML｜ parameter name=\"k\" "
-         "string=\"true\">v", &e);
+  q.feed(
+      "\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"g\">\n<｜DSML｜ parameter name=\"k\" "
+      "string=\"true\">v",
+      &e);
   q.finish(&e);
   ASSERT_EQ(q.message().tool_calls.size(), 1u);
   EXPECT_EQ(q.message().tool_calls[0].arguments, "{\"k\": \"v\"}");

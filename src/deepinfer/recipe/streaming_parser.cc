@@ -37,33 +37,40 @@ StreamingParser::StreamingParser(bool thinking, Variant variant)
   std::string invoke_name = t.invoke_open + " name=\"";
   std::string param_name = t.param_open + " name=\"";
   auto& r = by_state_[static_cast<int>(State::kReasoning)];
-  r = {{kThinkClose, Action::kToContent}, {"\n\n" + t.calls_open, Action::kCallsOpen},
-       {t.calls_open, Action::kCallsOpen}, {kThinkOpen, Action::kAbsorb},
-       {kEos, Action::kEos},              {kBos, Action::kAbsorb}};
+  r = {{kThinkClose, Action::kToContent},
+       {"\n\n" + t.calls_open, Action::kCallsOpen},
+       {t.calls_open, Action::kCallsOpen},
+       {kThinkOpen, Action::kAbsorb},
+       {kEos, Action::kEos},
+       {kBos, Action::kAbsorb}};
   auto& c = by_state_[static_cast<int>(State::kContent)];
-  c = {{"\n\n" + t.calls_open, Action::kCallsOpen}, {t.calls_open, Action::kCallsOpen},
-       {kThinkClose, Action::kAbsorb}, {kThinkOpen, Action::kToReasoning},
-       {kEos, Action::kEos}, {kBos, Action::kAbsorb}};
+  c = {{"\n\n" + t.calls_open, Action::kCallsOpen},
+       {t.calls_open, Action::kCallsOpen},
+       {kThinkClose, Action::kAbsorb},
+       {kThinkOpen, Action::kToReasoning},
+       {kEos, Action::kEos},
+       {kBos, Action::kAbsorb}};
   // DSML markup never reaches content or reasoning: an invoke without its calls block opens
   // one implicitly, and any other stray DSML marker is dropped.
   for (auto* v : {&r, &c}) {
     v->push_back({invoke_name, Action::kInvokeOpen});
     v->push_back({kDsml, Action::kAbsorb});
   }
-  by_state_[static_cast<int>(State::kToolBody)] = {
-      {invoke_name, Action::kInvokeOpen}, {param_name, Action::kParamOpen},
-      {t.invoke_close, Action::kInvokeClose}, {t.calls_close, Action::kCallsClose},
-      {kEos, Action::kEos}};
-  by_state_[static_cast<int>(State::kToolName)] = {{"\">", Action::kNameEnd},
+  by_state_[static_cast<int>(State::kToolBody)] = {{invoke_name, Action::kInvokeOpen},
+                                                   {param_name, Action::kParamOpen},
+                                                   {t.invoke_close, Action::kInvokeClose},
+                                                   {t.calls_close, Action::kCallsClose},
                                                    {kEos, Action::kEos}};
+  by_state_[static_cast<int>(State::kToolName)] = {{"\">", Action::kNameEnd}, {kEos, Action::kEos}};
   by_state_[static_cast<int>(State::kParamName)] = {{"\" string=\"", Action::kFlagBegin},
                                                     {kEos, Action::kEos}};
   by_state_[static_cast<int>(State::kParamFlag)] = {{"\">", Action::kFlagEnd},
                                                     {kEos, Action::kEos}};
   // A missing parameter close is tolerated when the next parameter or the invoke end follows.
-  by_state_[static_cast<int>(State::kParamValue)] = {
-      {t.param_close, Action::kParamClose}, {param_name, Action::kParamOpen},
-      {t.invoke_close, Action::kInvokeClose}, {kEos, Action::kEos}};
+  by_state_[static_cast<int>(State::kParamValue)] = {{t.param_close, Action::kParamClose},
+                                                     {param_name, Action::kParamOpen},
+                                                     {t.invoke_close, Action::kInvokeClose},
+                                                     {kEos, Action::kEos}};
 }
 
 const std::vector<StreamingParser::Terminal>& StreamingParser::terminals() const {
@@ -91,9 +98,15 @@ void StreamingParser::emit_text(std::string_view text, StreamDelta* out) {
       msg_.content += text;
       out->content += text;
       break;
-    case State::kToolName: name_ += text; break;
-    case State::kParamName: key_ += text; break;
-    case State::kParamFlag: flag_ += text; break;
+    case State::kToolName:
+      name_ += text;
+      break;
+    case State::kParamName:
+      key_ += text;
+      break;
+    case State::kParamFlag:
+      flag_ += text;
+      break;
     case State::kParamValue:
       if (value_is_string_) {
         std::string esc;
@@ -104,7 +117,8 @@ void StreamingParser::emit_text(std::string_view text, StreamDelta* out) {
       }
       break;
     case State::kToolBody:  // whitespace between tags carries nothing
-    case State::kDone: break;
+    case State::kDone:
+      break;
   }
 }
 
@@ -122,10 +136,17 @@ void StreamingParser::close_call(StreamDelta* out) {
 
 void StreamingParser::apply(Action a, StreamDelta* out) {
   switch (a) {
-    case Action::kAbsorb: break;
-    case Action::kToContent: state_ = State::kContent; break;
-    case Action::kToReasoning: state_ = State::kReasoning; break;
-    case Action::kCallsOpen: state_ = State::kToolBody; break;
+    case Action::kAbsorb:
+      break;
+    case Action::kToContent:
+      state_ = State::kContent;
+      break;
+    case Action::kToReasoning:
+      state_ = State::kReasoning;
+      break;
+    case Action::kCallsOpen:
+      state_ = State::kToolBody;
+      break;
     case Action::kInvokeOpen:
       close_call(out);
       name_.clear();
@@ -168,7 +189,9 @@ void StreamingParser::apply(Action a, StreamDelta* out) {
       }
       break;
     }
-    case Action::kParamClose: end_value(out); break;
+    case Action::kParamClose:
+      end_value(out);
+      break;
     case Action::kInvokeClose:
       end_value(out);
       close_call(out);
@@ -194,7 +217,8 @@ void StreamingParser::process(bool final, StreamDelta* out) {
     const Terminal* hit = nullptr;
     for (const Terminal& t : terminals()) {
       size_t p = rest.find(t.text);
-      if (p != std::string_view::npos && (p < best || (p == best && t.text.size() > hit->text.size())))
+      if (p != std::string_view::npos &&
+          (p < best || (p == best && t.text.size() > hit->text.size())))
         best = p, hit = &t;
     }
     if (hit && !final) {

@@ -39,11 +39,31 @@ class StreamingParser {
   bool done() const { return state_ == State::kDone; }
 
  private:
-  enum class State { kReasoning, kContent, kToolBody, kToolName, kParamName, kParamFlag,
-                     kParamValue, kDone };
-  enum class Action { kToContent, kToReasoning, kAbsorb, kCallsOpen, kCallsClose, kInvokeOpen,
-                      kInvokeClose, kParamOpen, kParamClose, kNameEnd, kFlagBegin, kFlagEnd,
-                      kEos };
+  enum class State {
+    kReasoning,
+    kContent,
+    kToolBody,
+    kToolName,
+    kParamName,
+    kParamFlag,
+    kParamValue,
+    kDone
+  };
+  enum class Action {
+    kToContent,
+    kToReasoning,
+    kAbsorb,
+    kCallsOpen,
+    kCallsClose,
+    kInvokeOpen,
+    kInvokeClose,
+    kParamOpen,
+    kParamClose,
+    kNameEnd,
+    kFlagBegin,
+    kFlagEnd,
+    kEos
+  };
   struct Terminal {
     std::string text;
     Action action;

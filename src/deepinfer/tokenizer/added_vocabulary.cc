@@ -8,8 +8,8 @@ namespace {
 // Rust's char::is_whitespace (Unicode White_Space), which HF uses for lstrip/rstrip.
 bool is_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 bool is_word_char(char32_t c) {
@@ -90,8 +90,8 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>* out) 
       size_t ps;
       bool left_ok = start == 0 || !is_word_char(char_before(text, start, &ps));
       char32_t next_cp = 0;
-      bool right_ok = stop == text.size() || decode_utf8(text, stop, &next_cp) == 0 ||
-                      !is_word_char(next_cp);
+      bool right_ok =
+          stop == text.size() || decode_utf8(text, stop, &next_cp) == 0 || !is_word_char(next_cp);
       if (!left_ok || !right_ok) continue;
     }
     if (tok.lstrip) {

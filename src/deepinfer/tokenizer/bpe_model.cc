@@ -49,9 +49,7 @@ struct Candidate {
   int32_t rank;
   int32_t pos;
   int32_t merged;
-  bool operator>(const Candidate& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 }  // namespace
@@ -60,8 +58,8 @@ BpeModel::BpeModel() = default;
 BpeModel::~BpeModel() = default;
 
 bool BpeModel::find_merge(int32_t left, int32_t right, int32_t* rank, int32_t* merged) const {
-  uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-                 static_cast<uint32_t>(right);
+  uint64_t key =
+      (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   for (uint64_t i = hash_key(key) & mask_;; i = (i + 1) & mask_) {
     const MergeSlot& s = merges_[i];
     if (s.key == key) {
@@ -74,8 +72,8 @@ bool BpeModel::find_merge(int32_t left, int32_t right, int32_t* rank, int32_t* m
 }
 
 void BpeModel::insert_merge(int32_t left, int32_t right, int32_t rank, int32_t merged) {
-  uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-                 static_cast<uint32_t>(right);
+  uint64_t key =
+      (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   for (uint64_t i = hash_key(key) & mask_;; i = (i + 1) & mask_) {
     MergeSlot& s = merges_[i];
     if (s.key == key) return;  // first (lowest) rank wins, as in HF
@@ -147,8 +145,8 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mo
       const std::string& s = e.get_ref<const std::string&>();
       size_t sp = s.find(' ', 1);
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        return invalid_argument("model.merges[" + std::to_string(r) + "]: expected \"A B\", got \"" +
-                                s + "\"");
+        return invalid_argument("model.merges[" + std::to_string(r) +
+                                "]: expected \"A B\", got \"" + s + "\"");
       left = s.substr(0, sp);
       right = s.substr(sp + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {

@@ -4,11 +4,10 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "deepinfer/base/status.h"
 
@@ -47,7 +46,7 @@ class BpeModel {
   uint64_t mask_ = 0;
   bool ignore_merges_ = false;
   std::unique_ptr<class WordLookup> whole_words_;  // only with ignore_merges
-  uint64_t uid_ = 0;                                // tags per-thread caches
+  uint64_t uid_ = 0;                               // tags per-thread caches
 };
 
 }  // namespace deepinfer::tokenizer

@@ -2,12 +2,11 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/tokenizer/regex.h"

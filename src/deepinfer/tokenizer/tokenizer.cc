@@ -2,9 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "deepinfer/tokenizer/bpe_model.h"
 #include "deepinfer/tokenizer/byte_level.h"
@@ -167,7 +166,8 @@ Status Tokenizer::encode_normalized(std::string_view text, bool parse_special,
     if (s.id >= 0)
       out->push_back(s.id);
     else
-      RETURN_IF_ERROR(encode_ordinary(std::string_view(norm).substr(s.begin, s.end - s.begin), out));
+      RETURN_IF_ERROR(
+          encode_ordinary(std::string_view(norm).substr(s.begin, s.end - s.begin), out));
   }
   return ok_status();
 }
@@ -200,7 +200,8 @@ StatusOr<std::string_view> Tokenizer::token_bytes(int32_t id) const {
   if (id < 0 || id >= vocab_size() || !(flags_[id] & kKnown))
     return out_of_range("unknown token id " + std::to_string(id) + " (vocab size " +
                         std::to_string(vocab_size()) + ")");
-  return std::string_view(bytes_).substr(bytes_offset_[id], bytes_offset_[id + 1] - bytes_offset_[id]);
+  return std::string_view(bytes_).substr(bytes_offset_[id],
+                                         bytes_offset_[id + 1] - bytes_offset_[id]);
 }
 
 StatusOr<std::string> Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {

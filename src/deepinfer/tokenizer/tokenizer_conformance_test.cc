@@ -1,9 +1,9 @@
 // Every line of shared/conformance/tokenizer_deepseek_v3.jsonl (HF tokenizers 0.23.2 output).
-#include <fstream>
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "deepinfer/tokenizer/incremental_detokenizer.h"
 #include "deepinfer/tokenizer/tokenizer.h"
@@ -44,10 +44,9 @@ TEST(TokenizerConformance, EveryVectorMatchesIdsNoSpecialAndDecode) {
     ASSERT_TRUE(dec.ok());
     if (*got != want || *got_ns != want_ns || *dec != text) {
       if (++bad <= 10)
-        ADD_FAILURE() << "line " << i + 1 << " text=" << nlohmann::json(text).dump()
-                      << "\n want " << nlohmann::json(want).dump() << "\n got  "
-                      << nlohmann::json(*got).dump() << "\n want_ns "
-                      << nlohmann::json(want_ns).dump() << "\n got_ns  "
+        ADD_FAILURE() << "line " << i + 1 << " text=" << nlohmann::json(text).dump() << "\n want "
+                      << nlohmann::json(want).dump() << "\n got  " << nlohmann::json(*got).dump()
+                      << "\n want_ns " << nlohmann::json(want_ns).dump() << "\n got_ns  "
                       << nlohmann::json(*got_ns).dump() << "\n decode "
                       << nlohmann::json(*dec).dump();
     }

@@ -1,10 +1,10 @@
 #include "deepinfer/tokenizer/tokenizer.h"
 
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "deepinfer/tokenizer/byte_level.h"
 #include "deepinfer/tokenizer/incremental_detokenizer.h"
@@ -64,8 +64,8 @@ TEST(Tokenizer, MalformedFilesGiveErrorsNamingTheField) {
   EXPECT_NE(missing.status().message().find("merges[0]"), std::string::npos);
 
   j = nlohmann::json::parse(tiny_json());
-  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}},
-                        {"behavior", "Isolated"}};
+  j["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   auto bad_regex = Tokenizer::from_json_text(j.dump(), "f.json");
   ASSERT_FALSE(bad_regex.ok());
   EXPECT_NE(bad_regex.status().message().find("pattern.Regex"), std::string::npos);
@@ -127,8 +127,8 @@ TEST(Utf8Lossy, MaximalSubpartReplacement) {
 TEST(IncrementalDetokenizer, HoldsSplitCharactersAndNeverDropsBytes) {
   const Tokenizer& tok = v3();
   std::mt19937 rng(7);
-  const std::string samples[] = {"emoji 😀👨‍👩‍👧 中文字符 and ascii", "\xff\xfe broken \xe4\xb8",
-                                 "日本語のテキスト🇯🇵"};
+  const std::string samples[] = {"emoji 😀👨‍👩‍👧 中文字符 and ascii",
+                                 "\xff\xfe broken \xe4\xb8", "日本語のテキスト🇯🇵"};
   for (const std::string& s : samples) {
     auto ids = tok.encode(s, false);
     ASSERT_TRUE(ids.ok());

@@ -1,9 +1,8 @@
 // deepinfer recipe encode|parse: the chat recipe over JSON lines.
-#include <iostream>
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "deepinfer/cli/command_registry.h"
 #include "deepinfer/recipe/chat_encoder.h"
@@ -26,9 +25,8 @@ Json message_json(const deepinfer::recipe::ParsedMessage& m) {
     if (deepinfer::recipe::python_json_loads(c.arguments, &parsed)) f["arguments_json"] = parsed;
     calls.push_back({{"type", "function"}, {"function", f}});
   }
-  return Json{{"reasoning_content", m.reasoning_content},
-              {"content", m.content},
-              {"tool_calls", calls}};
+  return Json{
+      {"reasoning_content", m.reasoning_content}, {"content", m.content}, {"tool_calls", calls}};
 }
 
 int run_recipe(int argc, char** argv) {
@@ -90,7 +88,8 @@ int run_recipe(int argc, char** argv) {
     if (stream) {
       deepinfer::recipe::StreamingParser p(mode == "thinking", variant);
       deepinfer::recipe::StreamDelta d;
-      for (size_t i = 0; i < text.size(); i += chunk) p.feed(std::string_view(text).substr(i, chunk), &d);
+      for (size_t i = 0; i < text.size(); i += chunk)
+        p.feed(std::string_view(text).substr(i, chunk), &d);
       p.finish(&d);
       std::cout << message_json(p.message()).dump() << "\n";
     } else {

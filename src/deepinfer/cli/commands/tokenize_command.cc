@@ -1,9 +1,8 @@
 // deepinfer tokenize: JSON lines in, JSON lines out, for scripting and conformance checks.
-#include <iostream>
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "deepinfer/cli/command_registry.h"
 #include "deepinfer/tokenizer/tokenizer.h"
@@ -54,7 +53,8 @@ int run_tokenize(int argc, char** argv) {
       std::vector<int32_t> ids;
       bool ok = true;
       for (const auto& v : in["ids"]) {
-        if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX) {
+        if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN ||
+            v.get<int64_t>() > INT32_MAX) {
           ok = false;
           break;
         }
