@@ -1,0 +1,43 @@
+// What the scheduler knows about a request, and the plain-data plan it hands the runtime.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace deepinfer::sched {
+
+enum class SchedPolicy {
+  kFcfs,      // by arrival
+  kPriority,  // lower value first (vLLM semantics), ties by arrival
+};
+
+struct SchedRequest {
+  uint64_t seq_id = 0;
+  int64_t prompt_len = 0;      // >= 1
+  int64_t max_new_tokens = 0;  // >= 1; the scheduler finishes the seq when it is reached
+  int priority = 0;
+  uint64_t arrival = 0;  // ordering key; equal arrivals keep the order of add()
+};
+
+struct PlanItem {
+  uint64_t seq_id = 0;
+  int64_t start_pos = 0;   // first position this item feeds
+  int64_t num_tokens = 0;  // 1 for a decode step
+  // This chunk ends the known tokens (last prompt chunk, last re-prefill chunk, or a decode):
+  // sample at its last position and report it with on_token_appended (or finish).
+  bool needs_sample = false;
+};
+
+struct StepPlan {
+  std::vector<PlanItem> items;  // at most one per seq, sum of num_tokens <= the token budget
+  // Lost all KV this step (pages freed): the engine resets their model state. They come back as
+  // prefills from position 0 over prompt + generated tokens, and are not in `items`.
+  std::vector<uint64_t> preempted;
+  int64_t num_tokens() const {
+    int64_t n = 0;
+    for (const PlanItem& it : items) n += it.num_tokens;
+    return n;
+  }
+};
+
+}  // namespace deepinfer::sched

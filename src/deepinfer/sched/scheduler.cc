@@ -1,0 +1,218 @@
+#include "deepinfer/sched/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+#include "deepinfer/base/check.h"
+
+namespace deepinfer::sched {
+
+Status Scheduler::validate(const SchedulerConfig& cfg) {
+  if (cfg.max_num_batched_tokens < 1)
+    return invalid_argument("max_num_batched_tokens must be >= 1, got " +
+                            std::to_string(cfg.max_num_batched_tokens));
+  if (cfg.max_num_seqs < 1)
+    return invalid_argument("max_num_seqs must be >= 1, got " + std::to_string(cfg.max_num_seqs));
+  if (cfg.max_model_len < 1)
+    return invalid_argument("max_model_len must be >= 1, got " + std::to_string(cfg.max_model_len));
+  // Otherwise running sequences past the budget would never get a decode step.
+  if (cfg.max_num_batched_tokens < cfg.max_num_seqs)
+    return invalid_argument("max_num_batched_tokens (" +
+                            std::to_string(cfg.max_num_batched_tokens) +
+                            ") must be >= max_num_seqs (" + std::to_string(cfg.max_num_seqs) + ")");
+  return ok_status();
+}
+
+Scheduler::Scheduler(SchedulerConfig cfg, kv::KvManager* kv) : cfg_(cfg), kv_(kv) {
+  DI_CHECK(kv_ != nullptr);
+  running_.reserve(static_cast<size_t>(std::max(cfg_.max_num_seqs, 1)));
+}
+
+Status Scheduler::add(const SchedRequest& r) {
+  const std::string id = "request " + std::to_string(r.seq_id) + ": ";
+  if (seqs_.count(r.seq_id)) return invalid_argument(id + "seq_id is already scheduled");
+  if (r.prompt_len < 1)
+    return invalid_argument(id + "prompt_len must be >= 1, got " + std::to_string(r.prompt_len));
+  if (r.max_new_tokens < 1)
+    return invalid_argument(id + "max_new_tokens must be >= 1, got " +
+                            std::to_string(r.max_new_tokens));
+  if (r.prompt_len > cfg_.max_model_len || r.max_new_tokens > cfg_.max_model_len - r.prompt_len)
+    return invalid_argument(id + "prompt_len (" + std::to_string(r.prompt_len) +
+                            ") + max_new_tokens (" + std::to_string(r.max_new_tokens) +
+                            ") exceeds max_model_len (" + std::to_string(cfg_.max_model_len) + ")");
+  // The last sampled token is never fed back, so the state holds at most this many tokens; a
+  // preempted seq re-prefills up to this many in one go when chunking is off.
+  const int64_t max_state_tokens = r.prompt_len + r.max_new_tokens - 1;
+  if (!cfg_.enable_chunked_prefill && max_state_tokens > cfg_.max_num_batched_tokens)
+    return invalid_argument(
+        id + "prompt_len + max_new_tokens - 1 (" + std::to_string(max_state_tokens) +
+        ") exceeds max_num_batched_tokens (" + std::to_string(cfg_.max_num_batched_tokens) +
+        ") with chunked prefill off");
+  const int64_t pages = kv_->pages_needed(0, max_state_tokens, /*new_seq=*/true);
+  if (pages > kv_->num_total_pages())
+    return invalid_argument(id + "prompt_len + max_new_tokens needs " + std::to_string(pages) +
+                            " KV pages but the pool holds " +
+                            std::to_string(kv_->num_total_pages()) +
+                            " (lower max_new_tokens or raise --kv-memory)");
+  Seq s;
+  s.req = r;
+  s.key = Key{cfg_.policy == SchedPolicy::kPriority ? r.priority : 0, r.arrival, next_order_++,
+              r.seq_id};
+  waiting_.insert(s.key);
+  seqs_.emplace(r.seq_id, s);
+  return ok_status();
+}
+
+void Scheduler::remove(uint64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  kv_->free(seq_id);
+  if (it->second.running) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq_id));
+  } else {
+    waiting_.erase(it->second.key);
+  }
+  seqs_.erase(it);
+}
+
+void Scheduler::cancel(uint64_t seq_id) { remove(seq_id); }
+void Scheduler::finish(uint64_t seq_id) { remove(seq_id); }
+
+bool Scheduler::on_token_appended(uint64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return false;
+  Seq& s = it->second;
+  DI_CHECK(s.awaiting);  // only items with needs_sample produce tokens
+  s.awaiting = false;
+  if (++s.num_generated < s.req.max_new_tokens) return false;
+  remove(seq_id);
+  return true;
+}
+
+int64_t Scheduler::num_generated(uint64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? -1 : it->second.num_generated;
+}
+
+int64_t Scheduler::num_computed(uint64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? -1 : it->second.num_computed;
+}
+
+void Scheduler::emit(Seq& s, int64_t num_tokens, StepPlan& plan, int64_t& budget) {
+  PlanItem item;
+  item.seq_id = s.req.seq_id;
+  item.start_pos = s.num_computed;
+  item.num_tokens = num_tokens;
+  item.needs_sample = s.num_computed + num_tokens == s.known();
+  s.num_computed += num_tokens;
+  s.scheduled_step = step_;
+  s.awaiting = item.needs_sample;
+  budget -= num_tokens;
+  plan.items.push_back(item);
+}
+
+uint64_t Scheduler::preempt_lowest(StepPlan& plan, int64_t& budget) {
+  DI_CHECK(!running_.empty());
+  // Linear: running_ is at most max_num_seqs long and seqs admitted this step sit unsorted at
+  // its end.
+  auto lowest = running_.begin();
+  for (auto it = running_.begin(); it != running_.end(); ++it)
+    if (seqs_.at(*it).key > seqs_.at(*lowest).key) lowest = it;
+  const uint64_t id = *lowest;
+  Seq& v = seqs_.at(id);
+  if (v.scheduled_step == step_) {
+    auto item = std::find_if(plan.items.begin(), plan.items.end(),
+                             [id](const PlanItem& p) { return p.seq_id == id; });
+    DI_CHECK(item != plan.items.end());
+    budget += item->num_tokens;
+    if (item->needs_sample) v.awaiting = false;
+    plan.items.erase(item);
+    v.scheduled_step = 0;
+  }
+  kv_->free(id);
+  running_.erase(lowest);
+  v.running = false;
+  v.num_computed = 0;
+  v.preempted_step = step_;
+  waiting_.insert(v.key);
+  plan.preempted.push_back(id);
+  ++num_preemptions_;
+  return id;
+}
+
+StepPlan Scheduler::schedule() {
+  ++step_;
+  StepPlan plan;
+  int64_t budget = cfg_.max_num_batched_tokens;
+  const int64_t page_tokens = kv_->geometry().page_tokens;
+  std::sort(running_.begin(), running_.end(),
+            [this](uint64_t a, uint64_t b) { return seqs_.at(a).key < seqs_.at(b).key; });
+
+  // Decodes first: they are one token each and hold the most finished work.
+  scratch_.assign(running_.begin(), running_.end());
+  for (uint64_t id : scratch_) {
+    if (budget <= 0) break;
+    Seq& s = seqs_.at(id);
+    if (!s.running || s.awaiting || s.known() - s.num_computed != 1) continue;
+    while (!kv_->reserve(id, s.num_computed + 1)) {
+      if (preempt_lowest(plan, budget) == id) break;
+    }
+    if (s.running) emit(s, 1, plan, budget);
+  }
+
+  // Then partial prefills and waiting seqs, merged in policy order.
+  keys_.clear();
+  for (uint64_t id : running_) {
+    const Seq& s = seqs_.at(id);
+    if (!s.awaiting && s.scheduled_step != step_ && s.known() - s.num_computed > 1)
+      keys_.push_back(s.key);
+  }
+  for (const Key& k : waiting_) {
+    const Seq& s = seqs_.at(k.seq_id);
+    if (!s.awaiting && s.preempted_step != step_) keys_.push_back(k);
+  }
+  std::sort(keys_.begin(), keys_.end());
+  // Once one waiting seq can't start, later ones wait too, so a long prompt isn't starved by
+  // shorter ones behind it.
+  bool admit = true;
+  for (const Key& k : keys_) {
+    if (budget <= 0) break;
+    const uint64_t id = k.seq_id;
+    Seq& s = seqs_.at(id);
+    if (s.preempted_step == step_) continue;  // preempted earlier in this loop
+    const int64_t remaining = s.known() - s.num_computed;
+    const int64_t want = cfg_.enable_chunked_prefill ? std::min(remaining, budget) : remaining;
+    if (s.running) {
+      if (want > budget) continue;
+      // Take what the pool has left rather than preempting; preempt only when nothing fits.
+      int64_t got = 0;
+      while (true) {
+        const int64_t room =
+            kv_->reserved_tokens(id) + kv_->num_free_pages() * page_tokens - s.num_computed;
+        const int64_t fit = std::min(want, room);
+        if (fit == want || (fit > 0 && cfg_.enable_chunked_prefill)) {
+          const bool ok = kv_->reserve(id, s.num_computed + fit);
+          DI_CHECK(ok);
+          got = fit;
+          break;
+        }
+        if (preempt_lowest(plan, budget) == id) break;
+      }
+      if (got > 0) emit(s, got, plan, budget);
+      continue;
+    }
+    if (!admit) continue;
+    if (num_running() >= cfg_.max_num_seqs || want > budget || !kv_->reserve(id, want)) {
+      admit = false;
+      continue;
+    }
+    waiting_.erase(s.key);
+    s.running = true;
+    running_.push_back(id);
+    emit(s, want, plan, budget);
+  }
+  return plan;
+}
+
+}  // namespace deepinfer::sched

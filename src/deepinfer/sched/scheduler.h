@@ -1,0 +1,104 @@
+// Continuous batching with chunked prefill and recompute preemption over a KvManager.
+//
+// Protocol per step: schedule() -> the engine runs every item -> for each item with needs_sample
+// it reports the sampled token (on_token_appended) or a stop (finish). A seq with an unreported
+// sample is not scheduled again until it is reported. Positions advance when schedule() emits an
+// item, so the engine must run every item of a plan it received.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/kv/kv_manager.h"
+#include "deepinfer/sched/request.h"
+
+namespace deepinfer::sched {
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 2048;  // tokens per step over all items
+  int max_num_seqs = 64;                  // sequences holding KV at once
+  int64_t max_model_len = 0;              // prompt + new tokens, per sequence
+  SchedPolicy policy = SchedPolicy::kFcfs;
+  // Off: a prefill runs in one step, so prompt + max_new_tokens - 1 must fit the token budget.
+  bool enable_chunked_prefill = true;
+};
+
+class Scheduler {
+ public:
+  // Errors name the field (e.g. max_num_batched_tokens must be >= max_num_seqs so every running
+  // sequence can decode each step). The engine validates before constructing.
+  static Status validate(const SchedulerConfig& cfg);
+
+  Scheduler(SchedulerConfig cfg, kv::KvManager* kv);
+
+  // invalid_argument naming the field for a request that can never run: bad lengths,
+  // prompt_len + max_new_tokens > max_model_len, more pages than the whole pool, or a duplicate
+  // seq_id.
+  Status add(const SchedRequest& r);
+  // Any time: frees every page and forgets the seq. No-op for an unknown seq.
+  void cancel(uint64_t seq_id);
+
+  // Decodes of running seqs first, then partial prefills and waiting seqs in policy order, under
+  // the token budget. When a running seq can't grow, the lowest-priority (latest-arrival) running
+  // seq is preempted, possibly itself.
+  StepPlan schedule();
+
+  // The seq's known length grows by one. Returns true when that reached max_new_tokens: the
+  // scheduler then finished it (pages freed). No-op (false) for an unknown seq (e.g. cancelled
+  // while its step ran).
+  bool on_token_appended(uint64_t seq_id);
+  // Stop condition hit: frees pages. No-op for an unknown seq.
+  void finish(uint64_t seq_id);
+
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  bool has_work() const { return !seqs_.empty(); }
+
+  // Introspection for the engine's metrics and for tests.
+  int64_t num_generated(uint64_t seq_id) const;  // -1 for an unknown seq
+  int64_t num_computed(uint64_t seq_id) const;   // -1 for an unknown seq
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const SchedulerConfig& config() const { return cfg_; }
+
+ private:
+  // Policy order: smaller is scheduled first and preempted last.
+  struct Key {
+    int64_t priority;
+    uint64_t arrival;
+    uint64_t order;
+    uint64_t seq_id;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Seq {
+    SchedRequest req;
+    Key key;
+    int64_t num_generated = 0;
+    int64_t num_computed = 0;     // positions whose state is built
+    bool running = false;         // holds KV pages
+    bool awaiting = false;        // emitted needs_sample, not yet reported
+    uint64_t scheduled_step = 0;  // step_ of its item in the plan being built
+    uint64_t preempted_step = 0;
+    int64_t known() const { return req.prompt_len + num_generated; }
+  };
+
+  void remove(uint64_t seq_id);
+  // Preempts the lowest-key running seq; returns its id. Drops its item from `plan` if it has one.
+  uint64_t preempt_lowest(StepPlan& plan, int64_t& budget);
+  void emit(Seq& s, int64_t num_tokens, StepPlan& plan, int64_t& budget);
+
+  SchedulerConfig cfg_;
+  kv::KvManager* kv_;
+  std::unordered_map<uint64_t, Seq> seqs_;
+  std::vector<uint64_t> running_;  // sorted by key at the start of each schedule()
+  std::set<Key> waiting_;
+  uint64_t next_order_ = 0;
+  uint64_t step_ = 0;
+  int64_t num_preemptions_ = 0;
+  std::vector<uint64_t> scratch_;  // reused across steps
+  std::vector<Key> keys_;
+};
+
+}  // namespace deepinfer::sched
