@@ -1,0 +1,109 @@
+// deepinfer's public C++ API: an inference engine over one model. Requests (prompt ids, text, or
+// an OpenAI-style chat request through the DeepSeek recipe) are submitted from any thread; the
+// engine's step loop runs on its own thread and streams RequestOutputs to each request's callback.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/sample/sampling_params.h"
+
+namespace deepinfer {
+
+struct EngineArgs {
+  std::string model;                      // checkpoint directory
+  std::string numerics = "official";      // "official" | "plain"
+  int64_t kv_memory_bytes = 1ll << 30;    // --kv-memory: budget for sequence state
+  int max_num_seqs = 64;                  // running sequences at once
+  int64_t max_num_batched_tokens = 2048;  // per-step token budget (chunked prefill)
+  int64_t max_model_len = 0;              // 0: 65536
+  std::string policy = "fcfs";            // "fcfs" | "priority"
+  uint64_t seed = 0;                      // for requests without their own seed
+  // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
+  std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
+};
+
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // top-n alternatives, best first
+};
+
+struct CompletionOutput {
+  int index = 0;                         // 0..n-1
+  std::vector<int32_t> token_ids;        // all generated so far
+  std::string text;                      // all text so far (stop string handling applied)
+  std::vector<int32_t> delta_token_ids;  // new in this update
+  std::string delta_text;
+  std::vector<TokenLogprobs> logprobs;       // when requested: one per generated token
+  std::optional<std::string> finish_reason;  // "stop" | "length" | "abort"
+  std::optional<std::string> stop_reason;    // the stop string or token that matched
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prefix-cache hits (no prefix cache yet: 0)
+};
+
+struct RequestOutput {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<CompletionOutput> outputs;
+  bool finished = false;
+  Usage usage;
+};
+
+struct GenerateRequest {
+  std::string request_id;           // unique among live requests; empty: generated
+  std::vector<int32_t> prompt_ids;  // one of prompt_ids, prompt, chat
+  std::optional<std::string> prompt;
+  std::optional<nlohmann::json> chat;  // OpenAI-style request: messages, tools, thinking, ...
+  sample::SamplingParams params;
+  int priority = 0;  // lower runs first under the priority policy
+};
+
+// Per-step time split, accumulated since start (for `deepinfer bench`).
+struct EngineStats {
+  int64_t steps = 0;
+  double schedule_s = 0, forward_s = 0, sample_s = 0, output_s = 0, total_s = 0;
+  int64_t prefill_tokens = 0, decode_tokens = 0, preemptions = 0;
+};
+
+struct EngineCapacity {
+  int64_t max_tokens = 0, max_sequences = 0, num_pages = 0;
+};
+
+class Engine {
+ public:
+  using Callback = std::function<void(const RequestOutput&)>;
+
+  static StatusOr<std::unique_ptr<Engine>> create(const EngineArgs& args);
+  virtual ~Engine() = default;
+
+  // Validates and enqueues; `on_output` is called from the engine thread for every update and
+  // once with finished = true. Errors (bad params, prompt too long) come back here, before any
+  // work.
+  virtual Status submit(GenerateRequest request, Callback on_output) = 0;
+  // Thread-safe; the request finishes with finish_reason "abort" and frees all its state.
+  virtual void cancel(const std::string& request_id) = 0;
+  // Blocking convenience: submit and wait for the final output.
+  virtual StatusOr<RequestOutput> generate(GenerateRequest request) = 0;
+
+  virtual EngineStats stats() const = 0;
+  virtual EngineCapacity capacity() const = 0;
+  virtual int64_t kv_free_pages() const = 0;  // for tests: back to capacity().num_pages when idle
+  virtual int64_t vocab_size() const = 0;
+  virtual int32_t eos_token_id() const = 0;
+  // Tokenize / detokenize with the model's tokenizer (error when the model has none).
+  virtual StatusOr<std::vector<int32_t>> tokenize(const std::string& text) const = 0;
+  virtual StatusOr<std::string> detokenize(const std::vector<int32_t>& ids) const = 0;
+};
+
+}  // namespace deepinfer

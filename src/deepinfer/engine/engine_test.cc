@@ -1,0 +1,250 @@
+// Engine acceptance tests (issue 4) on a tiny quantized model with the bundled tokenizer.
+#include "deepinfer/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "deepinfer/model/deepseek_v4/tiny_model.h"
+
+namespace deepinfer {
+namespace {
+
+const std::string& model_dir() {
+  static const std::string dir = [] {
+    std::string d = ::testing::TempDir() + "/engine_test_model";
+    v4::TinyModelOptions o;
+    o.quantized = true;
+    o.seed = 11;
+    o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+    Status st = v4::write_tiny_model(d, o);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return d;
+  }();
+  return dir;
+}
+
+std::unique_ptr<Engine> make_engine(int64_t budget, int64_t kv_bytes = 1ll << 30) {
+  EngineArgs a;
+  a.model = model_dir();
+  a.max_num_batched_tokens = budget;
+  a.max_num_seqs = static_cast<int>(std::min<int64_t>(64, budget));
+  a.kv_memory_bytes = kv_bytes;
+  auto e = Engine::create(a);
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+std::vector<std::vector<int32_t>> mixed_prompts(int n, uint64_t seed, int min_len = 1,
+                                                int max_len = 70) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p(min_len + rng() % (max_len - min_len + 1));
+    for (auto& id : p) id = static_cast<int32_t>(2 + rng() % 128000);
+    out.push_back(p);
+  }
+  return out;
+}
+
+GenerateRequest req_of(const std::vector<int32_t>& ids, int max_tokens) {
+  GenerateRequest r;
+  r.prompt_ids = ids;
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  return r;
+}
+
+// Submits all requests at once and waits for every final output, in submission order.
+std::vector<RequestOutput> run_batch(Engine& e, std::vector<GenerateRequest> reqs) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<RequestOutput> outs(reqs.size());
+  int done = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].request_id = "r" + std::to_string(i);
+    Status st = e.submit(reqs[i], [&, i](const RequestOutput& o) {
+      if (!o.finished) return;
+      std::lock_guard<std::mutex> lock(m);
+      outs[i] = o;
+      ++done;
+      cv.notify_all();
+    });
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return done == static_cast<int>(reqs.size()); });
+  return outs;
+}
+
+std::vector<std::vector<int32_t>> alone_outputs(const std::vector<std::vector<int32_t>>& prompts,
+                                                int max_tokens) {
+  auto e = make_engine(1024);
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& p : prompts) {
+    auto r = e->generate(req_of(p, max_tokens));
+    EXPECT_TRUE(r.ok());
+    out.push_back(r->outputs[0].token_ids);
+  }
+  return out;
+}
+
+void expect_pool_full(Engine& e) {
+  // The engine publishes its pool level after each loop iteration, just after the callbacks.
+  for (int i = 0; i < 2000 && e.kv_free_pages() != e.capacity().num_pages; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(e.kv_free_pages(), e.capacity().num_pages);
+}
+
+TEST(EngineTest, BatchMatchesAloneForEveryChunkBudget) {
+  auto prompts = mixed_prompts(32, 5, 1, 70);
+  const int max_tokens = 6;
+  auto alone = alone_outputs(prompts, max_tokens);
+  for (int64_t budget : {16, 64, 1024}) {
+    auto e = make_engine(budget);
+    ASSERT_TRUE(e);
+    std::vector<GenerateRequest> reqs;
+    for (const auto& p : prompts) reqs.push_back(req_of(p, max_tokens));
+    auto outs = run_batch(*e, reqs);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(outs[i].outputs[0].token_ids, alone[i]) << "budget " << budget << " req " << i;
+    expect_pool_full(*e);
+  }
+}
+
+TEST(EngineTest, BatchMatchesAloneUnderForcedPreemption) {
+  // Prompts just below a 128-token page boundary that grow past it while decoding, in a pool
+  // with room for about three sequences: running sequences cannot all grow, so some are
+  // preempted and recomputed.
+  auto prompts = mixed_prompts(12, 8, 115, 127);
+  const int max_tokens = 16;
+  auto alone = alone_outputs(prompts, max_tokens);
+  auto probe = make_engine(64);
+  const auto cap = probe->capacity();
+  const int64_t per_seq = (int64_t(1) << 30) / std::max<int64_t>(1, cap.max_sequences);
+  auto e = make_engine(64, per_seq * 3);
+  ASSERT_TRUE(e);
+  std::vector<GenerateRequest> reqs;
+  for (const auto& p : prompts) reqs.push_back(req_of(p, max_tokens));
+  auto outs = run_batch(*e, reqs);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(outs[i].outputs[0].token_ids, alone[i]) << "req " << i;
+  EXPECT_GT(e->stats().preemptions, 0)
+      << "pool of " << e->capacity().num_pages << " pages was not small enough";
+  expect_pool_full(*e);
+}
+
+TEST(EngineTest, SeededSamplingIsReproducibleInsideABusyBatch) {
+  auto e = make_engine(64);
+  GenerateRequest r = req_of({10, 20, 30, 40}, 12);
+  r.params.temperature = 1.0f;
+  r.params.top_p = 0.9f;
+  r.params.seed = 1234;
+  auto alone = e->generate(r);
+  ASSERT_TRUE(alone.ok());
+  std::vector<GenerateRequest> reqs;
+  for (const auto& p : mixed_prompts(12, 9)) {
+    GenerateRequest o = req_of(p, 8);
+    o.params.temperature = 0.8f;
+    reqs.push_back(o);
+  }
+  reqs.insert(reqs.begin() + 5, r);
+  auto outs = run_batch(*e, reqs);
+  EXPECT_EQ(outs[5].outputs[0].token_ids, alone->outputs[0].token_ids);
+  GenerateRequest other = r;
+  other.params.seed = 99;
+  auto different = e->generate(other);
+  EXPECT_NE(different->outputs[0].token_ids, alone->outputs[0].token_ids);
+}
+
+TEST(EngineTest, CancelMidPrefillAndMidDecodeFreesEveryPage) {
+  auto e = make_engine(16);
+  const int64_t full = e->capacity().num_pages;
+  // Mid-prefill: 600 prompt tokens at 16 per step take ~38 steps; cancel after a few.
+  std::vector<int32_t> long_prompt(600);
+  for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = 2 + (i * 7919) % 120000;
+  std::promise<RequestOutput> p1;
+  GenerateRequest r1 = req_of(long_prompt, 4);
+  r1.request_id = "long";
+  ASSERT_TRUE(e->submit(r1, [&](const RequestOutput& o) {
+                 if (o.finished) p1.set_value(o);
+               }).ok());
+  while (e->stats().steps < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  e->cancel("long");
+  RequestOutput o1 = p1.get_future().get();
+  EXPECT_EQ(o1.outputs[0].finish_reason, "abort");
+  EXPECT_TRUE(o1.outputs[0].token_ids.empty());  // cancelled before the prompt was done
+  // Mid-decode: cancel from the callback after two tokens.
+  std::promise<RequestOutput> p2;
+  GenerateRequest r2 = req_of({5, 6, 7}, 50);
+  r2.request_id = "dec";
+  Engine* ep = e.get();
+  ASSERT_TRUE(e->submit(r2, [&, ep](const RequestOutput& o) {
+                 if (o.finished) {
+                   p2.set_value(o);
+                 } else if (o.outputs[0].token_ids.size() == 2) {
+                   ep->cancel("dec");
+                 }
+               }).ok());
+  RequestOutput o2 = p2.get_future().get();
+  EXPECT_EQ(o2.outputs[0].finish_reason, "abort");
+  EXPECT_LT(o2.outputs[0].token_ids.size(), 50u);
+  EXPECT_GE(o2.outputs[0].token_ids.size(), 2u);
+  expect_pool_full(*e);
+  EXPECT_EQ(e->capacity().num_pages, full);
+}
+
+TEST(EngineTest, StopStringsAcrossTokenBoundaries) {
+  auto e = make_engine(64);
+  GenerateRequest r = req_of({}, 24);
+  r.prompt_ids.clear();
+  r.prompt = "The quick brown fox";
+  auto free_run = e->generate(r);
+  ASSERT_TRUE(free_run.ok());
+  const auto& ids = free_run->outputs[0].token_ids;
+  const std::string text = free_run->outputs[0].text;
+  // A stop string made of the end of token 3's text and the start of token 4's.
+  auto t3 = e->detokenize({ids[3]}), t4 = e->detokenize({ids[4]});
+  ASSERT_TRUE(t3.ok() && t4.ok());
+  ASSERT_FALSE(t3->empty());
+  ASSERT_FALSE(t4->empty());
+  std::string stop = t3->substr(t3->size() - 1) + t4->substr(0, 1);
+  size_t at = text.find(stop);
+  ASSERT_NE(at, std::string::npos);
+  for (bool include : {false, true}) {
+    GenerateRequest s = r;
+    s.params.stop = {stop};
+    s.params.include_stop_str_in_output = include;
+    auto out = e->generate(s);
+    ASSERT_TRUE(out.ok());
+    EXPECT_EQ(out->outputs[0].finish_reason, "stop");
+    EXPECT_EQ(out->outputs[0].text, text.substr(0, at + (include ? stop.size() : 0)));
+  }
+}
+
+TEST(EngineTest, RejectsWhatCanNeverFitBeforeAnyWork) {
+  EngineArgs a;
+  a.model = model_dir();
+  a.max_model_len = 32;
+  auto e = Engine::create(a);
+  ASSERT_TRUE(e.ok());
+  GenerateRequest r = req_of(std::vector<int32_t>(30, 5), 10);
+  Status st = (*e)->submit(r, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("max_model_len"), std::string::npos) << st.message();
+  GenerateRequest bad = req_of({1, 2}, 4);
+  bad.params.top_p = 1.5f;
+  st = (*e)->submit(bad, nullptr);
+  EXPECT_NE(st.message().find("top_p"), std::string::npos) << st.message();
+  EXPECT_EQ((*e)->stats().steps, 0);
+}
+
+}  // namespace
+}  // namespace deepinfer
