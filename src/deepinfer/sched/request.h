@@ -26,6 +26,7 @@ struct PlanItem {
   // This chunk ends the known tokens (last prompt chunk, last re-prefill chunk, or a decode):
   // sample at its last position and report it with on_token_appended (or finish).
   bool needs_sample = false;
+  bool operator==(const PlanItem&) const = default;
 };
 
 struct StepPlan {
