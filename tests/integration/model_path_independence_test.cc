@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <tuple>
@@ -18,9 +20,9 @@ using deepinfer::testing::golden_dir;
 using deepinfer::testing::row_rel_err;
 
 constexpr double kTolerance = 1e-5;
-// 99 = 6 sliding windows of 16 + 3, 24 CSA windows + 3, 6 HCA windows + 3: never a multiple of 4.
-constexpr int64_t kLongLen = 99;
-constexpr int64_t kShortLen = 45;
+// 71 = 4 sliding windows of 16 + 7, 17 CSA windows + 3, 4 HCA windows + 7: never a multiple of 4.
+// Short, because this binary also runs under ASan+UBSan in CI.
+constexpr int64_t kLen = 71;
 
 const char* const kFixtures[] = {"mixed_selective", "mixed_fullk", "sliding_hash", "hca_clamp",
                                  "selective_noties"};
@@ -39,6 +41,37 @@ std::vector<int32_t> make_ids(int64_t n, int64_t vocab, uint32_t seed) {
   std::vector<int32_t> ids(n);
   for (auto& id : ids) id = static_cast<int32_t>(2 + rng() % static_cast<uint32_t>(vocab - 2));
   return ids;
+}
+
+// One prefill of all ids, every position's logits.
+std::vector<float> one_prefill(const CpuModel& m, const std::vector<int32_t>& ids) {
+  SequenceState s = m.new_sequence();
+  std::vector<float> logits;
+  Status st = m.forward(s, ids.data(), static_cast<int64_t>(ids.size()), true, &logits);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(s.num_tokens, static_cast<int64_t>(ids.size()));
+  return logits;
+}
+
+// A model with its reference: one prefill of kLen ids. Built once per fixture and numerics.
+struct Reference {
+  std::unique_ptr<CpuModel> model;
+  std::vector<int32_t> ids;
+  std::vector<float> logits;  // kLen x vocab
+};
+
+const Reference& reference(const std::string& name, Numerics numerics) {
+  static std::map<std::pair<std::string, Numerics>, Reference> cache;
+  auto [it, fresh] = cache.try_emplace({name, numerics});
+  Reference& r = it->second;
+  if (fresh) {
+    r.model = load_model(name, numerics);
+    if (r.model) {
+      r.ids = make_ids(kLen, r.model->config().vocab_size, 1234);
+      r.logits = one_prefill(*r.model, r.ids);
+    }
+  }
+  return r;
 }
 
 // Random prefill pieces of 1..13 tokens up to `prefill`, then single-token decode steps to n.
@@ -60,137 +93,94 @@ std::string describe(const std::vector<int64_t>& chunks) {
   return s.str();
 }
 
-// One prefill of all ids, every position's logits.
-std::vector<float> one_prefill(const CpuModel& m, const std::vector<int32_t>& ids) {
+// Feeds ids[0, sum(chunks)) in `chunks` into a fresh sequence and compares every row it gets with
+// the one-prefill reference (multi-token chunks alternate between all rows and the last row
+// only). At the first chunk boundary at or past each of `cuts`, the state goes through
+// serialize -> deserialize: the round trip must keep the bytes, the next chunk must give
+// bit-identical logits and states from the original and the restored state, and the run then
+// continues on the restored one.
+void run_and_compare(const CpuModel& m, const Reference& ref, const std::vector<int64_t>& chunks,
+                     std::vector<int64_t> cuts, const std::string& what) {
+  const int64_t V = m.config().vocab_size;
   SequenceState s = m.new_sequence();
   std::vector<float> logits;
-  Status st = m.forward(s, ids.data(), static_cast<int64_t>(ids.size()), true, &logits);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  EXPECT_EQ(s.num_tokens, static_cast<int64_t>(ids.size()));
-  return logits;
-}
-
-// Feeds ids[begin..] in `chunks` into `s`; after each chunk compares its rows (all of them, or
-// only the last when the chunk asked for the last row only) with `want` (rows of all ids).
-// Returns the logits it got, in order, for bitwise comparisons between runs.
-std::vector<float> run_and_compare(const CpuModel& m, SequenceState& s,
-                                   const std::vector<int32_t>& ids, int64_t begin,
-                                   const std::vector<int64_t>& chunks,
-                                   const std::vector<float>& want, const std::string& what) {
-  const int64_t V = m.config().vocab_size;
-  std::vector<float> got_all, logits;
-  int64_t pos = begin;
+  int64_t pos = 0;
+  std::string where = what + " chunks [" + describe(chunks) + "]";
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    std::optional<SequenceState> original;
+    if (!cuts.empty() && pos >= cuts.front()) {
+      while (!cuts.empty() && pos >= cuts.front()) cuts.erase(cuts.begin());
+      where += ", resumed at " + std::to_string(pos);
+      const std::string bytes = s.serialize();
+      auto restored = SequenceState::deserialize(bytes, m.config());
+      ASSERT_TRUE(restored.ok()) << where << ": " << restored.status().to_string();
+      ASSERT_EQ(restored->num_tokens, pos) << where;
+      ASSERT_EQ(restored->serialize(), bytes) << where << ": round trip changed the bytes";
+      original = std::move(s);
+      s = std::move(restored).value();
+    }
     const int64_t n = chunks[ci];
-    // Multi-token chunks alternate between all rows and the last row only.
     const bool all_rows = n == 1 || ci % 2 == 0;
-    Status st = m.forward(s, &ids[pos], n, all_rows, &logits);
-    EXPECT_TRUE(st.ok()) << what << ": " << st.to_string();
-    if (!st.ok()) return got_all;
+    Status st = m.forward(s, &ref.ids[pos], n, all_rows, &logits);
+    ASSERT_TRUE(st.ok()) << where << ": " << st.to_string();
     const int64_t rows = all_rows ? n : 1;
-    EXPECT_EQ(static_cast<int64_t>(logits.size()), rows * V) << what;
-    if (static_cast<int64_t>(logits.size()) != rows * V) return got_all;
+    ASSERT_EQ(static_cast<int64_t>(logits.size()), rows * V) << where;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t p = all_rows ? pos + r : pos + n - 1;
-      const double err = row_rel_err(&logits[r * V], &want[p * V], V);
-      EXPECT_LE(err, kTolerance) << what << ": position " << p << " (chunk " << ci << " of " << n
-                                 << " tokens)";
+      EXPECT_LE(row_rel_err(&logits[r * V], &ref.logits[p * V], V), kTolerance)
+          << where << ": position " << p << " (chunk " << ci << " of " << n << " tokens)";
     }
-    got_all.insert(got_all.end(), logits.begin(), logits.end());
+    if (original) {
+      std::vector<float> again;
+      ASSERT_TRUE(m.forward(*original, &ref.ids[pos], n, all_rows, &again).ok());
+      ASSERT_EQ(again.size(), logits.size());
+      EXPECT_EQ(std::memcmp(again.data(), logits.data(), again.size() * sizeof(float)), 0)
+          << where << ": restored state's logits are not bit-identical to the original's";
+      EXPECT_EQ(original->serialize(), s.serialize()) << where << ": states diverged";
+    }
     pos += n;
   }
-  EXPECT_EQ(s.num_tokens, pos) << what;
-  return got_all;
+  EXPECT_EQ(s.num_tokens, pos) << where;
 }
+
+std::vector<int64_t> ones(int64_t n) { return std::vector<int64_t>(n, 1); }
 
 class PathIndependence : public ::testing::TestWithParam<std::tuple<const char*, Numerics>> {
  protected:
   void SetUp() override {
     name_ = std::get<0>(GetParam());
     numerics_ = std::get<1>(GetParam());
-    model_ = load_model(name_, numerics_);
-    ASSERT_NE(model_, nullptr);
-    vocab_ = model_->config().vocab_size;
-    long_ids_ = make_ids(kLongLen, vocab_, 1234);
-    short_ids_ = make_ids(kShortLen, vocab_, 777);
-    long_ref_ = one_prefill(*model_, long_ids_);
-    short_ref_ = one_prefill(*model_, short_ids_);
-    ASSERT_EQ(static_cast<int64_t>(long_ref_.size()), kLongLen * vocab_);
-    ASSERT_EQ(static_cast<int64_t>(short_ref_.size()), kShortLen * vocab_);
+    ref_ = &reference(name_, numerics_);
+    ASSERT_NE(ref_->model, nullptr);
+    ASSERT_EQ(static_cast<int64_t>(ref_->logits.size()), kLen * ref_->model->config().vocab_size);
   }
-  std::string tag(const std::string& what) const {
-    return std::string(name_) + "/" + numerics_name(numerics_) + " " + what;
-  }
+  std::string tag() const { return std::string(name_) + "/" + numerics_name(numerics_); }
+  const CpuModel& model() const { return *ref_->model; }
 
   const char* name_ = nullptr;
   Numerics numerics_ = Numerics::kPlain;
-  std::unique_ptr<CpuModel> model_;
-  int64_t vocab_ = 0;
-  std::vector<int32_t> long_ids_, short_ids_;
-  std::vector<float> long_ref_, short_ref_;
+  const Reference* ref_ = nullptr;
 };
 
-// A shorter one-prefill is the same as the prefix of a longer one (causality; lengths around the
-// window, CSA and HCA boundaries).
-TEST_P(PathIndependence, ShorterPrefillMatchesPrefixOfLongPrefill) {
-  const int64_t V = vocab_;
-  for (int64_t len : {1, 2, 3, 5, 15, 16, 17, 31, 33, 50, 63, 65, 98}) {
-    std::vector<int32_t> prefix(long_ids_.begin(), long_ids_.begin() + len);
-    std::vector<float> got = one_prefill(*model_, prefix);
-    ASSERT_EQ(static_cast<int64_t>(got.size()), len * V);
-    for (int64_t p = 0; p < len; ++p)
-      EXPECT_LE(row_rel_err(&got[p * V], &long_ref_[p * V], V), kTolerance)
-          << tag("prefill of " + std::to_string(len)) << ": position " << p;
-  }
+// A shorter one-prefill is the prefix of the long one (lengths around window/CSA/HCA boundaries).
+TEST_P(PathIndependence, ShorterPrefillMatchesPrefix) {
+  for (int64_t len : {1, 3, 17}) run_and_compare(model(), *ref_, {len}, {}, tag());
 }
 
-// Pure token-by-token decode from the first token.
-TEST_P(PathIndependence, TokenByTokenMatchesOnePrefill) {
-  SequenceState s = model_->new_sequence();
-  run_and_compare(*model_, s, short_ids_, 0, std::vector<int64_t>(kShortLen, 1), short_ref_,
-                  tag("token by token"));
-}
-
+// (b) Seeded random chunkings: prefill pieces of 1..13 tokens, then decode steps.
 TEST_P(PathIndependence, RandomChunkingsMatchOnePrefill) {
   std::mt19937 rng(42);
-  for (int trial = 0; trial < 5; ++trial) {
-    const auto& ids = trial % 2 ? short_ids_ : long_ids_;
-    const auto& ref = trial % 2 ? short_ref_ : long_ref_;
-    const int64_t n = static_cast<int64_t>(ids.size());
-    // Prefill parts from a few tokens to nearly everything; the rest decodes one token at a time.
-    const int64_t prefill = std::min<int64_t>(n, 3 + rng() % n);
-    std::vector<int64_t> chunks = random_chunks(n, prefill, rng);
-    SequenceState s = model_->new_sequence();
-    run_and_compare(*model_, s, ids, 0, chunks, ref, tag("chunks [" + describe(chunks) + "]"));
-  }
+  run_and_compare(model(), *ref_, random_chunks(kLen, 45, rng), {}, tag());
+  run_and_compare(model(), *ref_, random_chunks(37, 21, rng), {}, tag());
+  run_and_compare(model(), *ref_, ones(20), {}, tag() + " token by token");
 }
 
-// Prefill part, serialize, deserialize into a fresh state, continue: same logits as one prefill,
-// and bitwise the same as continuing the original state with the same chunks.
+// (c) Prefill part, serialize, deserialize into a fresh state, continue: cuts mid-window, at the
+// window/HCA boundary, after several windows and in the decode phase.
 TEST_P(PathIndependence, SerializeResumeMatchesOnePrefill) {
-  const Config& c = model_->config();
   std::mt19937 rng(7);
-  for (int64_t cut : {1, 3, 7, 16, 21, 33, 50, 67, 98}) {
-    const std::string what = tag("cut at " + std::to_string(cut));
-    SequenceState orig = model_->new_sequence();
-    run_and_compare(*model_, orig, long_ids_, 0, random_chunks(cut, cut, rng), long_ref_,
-                    what + " (before)");
-    const std::string bytes = orig.serialize();
-    auto restored = SequenceState::deserialize(bytes, c);
-    ASSERT_TRUE(restored.ok()) << what << ": " << restored.status().to_string();
-    EXPECT_EQ(restored->num_tokens, cut) << what;
-    EXPECT_EQ(restored->serialize(), bytes) << what << ": round trip changed the bytes";
-
-    const std::vector<int64_t> rest = random_chunks(kLongLen - cut, (kLongLen - cut) / 2, rng);
-    std::vector<float> resumed =
-        run_and_compare(*model_, *restored, long_ids_, cut, rest, long_ref_, what + " (resumed)");
-    std::vector<float> continued =
-        run_and_compare(*model_, orig, long_ids_, cut, rest, long_ref_, what + " (continued)");
-    ASSERT_EQ(resumed.size(), continued.size()) << what;
-    EXPECT_EQ(std::memcmp(resumed.data(), continued.data(), resumed.size() * sizeof(float)), 0)
-        << what << ": resumed logits are not bit-identical to the uninterrupted run";
-    EXPECT_EQ(restored->serialize(), orig.serialize()) << what << ": states diverged";
-  }
+  run_and_compare(model(), *ref_, random_chunks(kLen, 40, rng), {3, 16, 30, 55}, tag());
+  run_and_compare(model(), *ref_, ones(8), {1, 5}, tag() + " token by token");
 }
 
 std::string param_name(const ::testing::TestParamInfo<std::tuple<const char*, Numerics>>& info) {
@@ -211,25 +201,31 @@ class PerFixture : public ::testing::TestWithParam<const char*> {};
 // Official numerics fake-quantize activations and KV (spec §4): the logits must move well past
 // fp32 noise, or the switch is not wired through.
 TEST_P(PerFixture, OfficialAndPlainNumericsDiffer) {
-  auto plain = load_model(GetParam(), Numerics::kPlain);
-  auto official = load_model(GetParam(), Numerics::kOfficial);
-  ASSERT_TRUE(plain && official);
-  const int64_t V = plain->config().vocab_size;
-  std::vector<int32_t> ids = make_ids(40, V, 99);
-  std::vector<float> a = one_prefill(*plain, ids), b = one_prefill(*official, ids);
-  ASSERT_EQ(a.size(), b.size());
+  const Reference& plain = reference(GetParam(), Numerics::kPlain);
+  const Reference& official = reference(GetParam(), Numerics::kOfficial);
+  ASSERT_TRUE(plain.model && official.model);
+  ASSERT_EQ(plain.ids, official.ids);
+  ASSERT_EQ(plain.logits.size(), official.logits.size());
+  const int64_t V = plain.model->config().vocab_size;
   double worst = 0;
-  for (int64_t p = 0; p < 40; ++p) worst = std::max(worst, row_rel_err(&b[p * V], &a[p * V], V));
+  for (int64_t p = 0; p < kLen; ++p)
+    worst = std::max(worst, row_rel_err(&official.logits[p * V], &plain.logits[p * V], V));
   EXPECT_GT(worst, 1e-3) << GetParam() << ": official and plain logits agree to " << worst;
 }
 
-// A state after 37 tokens: every compressor has finished entries and an unfinished window.
-std::string state_bytes(const CpuModel& m, int64_t n = 37) {
-  SequenceState s = m.new_sequence();
-  std::vector<int32_t> ids = make_ids(n, m.config().vocab_size, 5);
-  std::vector<float> logits;
-  EXPECT_TRUE(m.forward(s, ids.data(), n, false, &logits).ok());
-  return s.serialize();
+// The state after the first 37 reference ids (plain numerics): every compressor has finished
+// entries and an unfinished window. Computed once per fixture.
+const std::string& state_bytes(const std::string& name) {
+  static std::map<std::string, std::string> cache;
+  auto [it, fresh] = cache.try_emplace(name);
+  const Reference& ref = reference(name, Numerics::kPlain);
+  if (fresh && ref.model) {
+    SequenceState s = ref.model->new_sequence();
+    std::vector<float> logits;
+    EXPECT_TRUE(ref.model->forward(s, ref.ids.data(), 37, false, &logits).ok());
+    it->second = s.serialize();
+  }
+  return it->second;
 }
 
 void put_u64(std::string& bytes, size_t offset, uint64_t v) { std::memcpy(&bytes[offset], &v, 8); }
@@ -240,10 +236,10 @@ uint64_t get_u64(const std::string& bytes, size_t offset) {
 }
 
 TEST_P(PerFixture, DeserializeRejectsTruncatedOrPaddedBytes) {
-  auto model = load_model(GetParam(), Numerics::kPlain);
+  const CpuModel* model = reference(GetParam(), Numerics::kPlain).model.get();
   ASSERT_TRUE(model);
   const Config& c = model->config();
-  const std::string bytes = state_bytes(*model);
+  const std::string& bytes = state_bytes(GetParam());
   ASSERT_TRUE(SequenceState::deserialize(bytes, c).ok());
   std::vector<size_t> lengths;
   for (size_t k = 0; k < 80; ++k) lengths.push_back(k);
@@ -261,10 +257,10 @@ TEST_P(PerFixture, DeserializeRejectsTruncatedOrPaddedBytes) {
 // The header is magic, num_tokens, last_token, layer count (u64 each), then the first layer's
 // ring as a length-prefixed float vector.
 TEST_P(PerFixture, DeserializeRejectsCorruptHeaderFields) {
-  auto model = load_model(GetParam(), Numerics::kPlain);
+  const CpuModel* model = reference(GetParam(), Numerics::kPlain).model.get();
   ASSERT_TRUE(model);
   const Config& c = model->config();
-  const std::string bytes = state_bytes(*model);
+  const std::string& bytes = state_bytes(GetParam());
   ASSERT_EQ(get_u64(bytes, 8), 37u) << "layout assumption (num_tokens at offset 8) broke";
   ASSERT_EQ(get_u64(bytes, 24), static_cast<uint64_t>(c.num_layers));
   ASSERT_EQ(get_u64(bytes, 32), static_cast<uint64_t>(c.sliding_window) * c.head_dim);
@@ -306,29 +302,28 @@ TEST_P(PerFixture, DeserializeRejectsCorruptHeaderFields) {
 
 // A state written for one config does not load into a config of another shape.
 TEST(SequenceStateBytes, DeserializeRejectsStateOfAnotherConfig) {
-  auto mixed = load_model("mixed_selective", Numerics::kPlain);
-  auto sliding = load_model("sliding_hash", Numerics::kPlain);
-  auto hca = load_model("hca_clamp", Numerics::kPlain);
-  ASSERT_TRUE(mixed && sliding && hca);
-  const std::string m = state_bytes(*mixed), s = state_bytes(*sliding), h = state_bytes(*hca);
-  EXPECT_FALSE(SequenceState::deserialize(m, sliding->config()).ok());
-  EXPECT_FALSE(SequenceState::deserialize(m, hca->config()).ok());
-  EXPECT_FALSE(SequenceState::deserialize(s, mixed->config()).ok());
-  EXPECT_FALSE(SequenceState::deserialize(h, mixed->config()).ok());
-  EXPECT_FALSE(SequenceState::deserialize(std::string(), mixed->config()).ok());
+  const Config& mixed = reference("mixed_selective", Numerics::kPlain).model->config();
+  const Config& sliding = reference("sliding_hash", Numerics::kPlain).model->config();
+  const Config& hca = reference("hca_clamp", Numerics::kPlain).model->config();
+  const std::string& m = state_bytes("mixed_selective");
+  EXPECT_FALSE(SequenceState::deserialize(m, sliding).ok());
+  EXPECT_FALSE(SequenceState::deserialize(m, hca).ok());
+  EXPECT_FALSE(SequenceState::deserialize(state_bytes("sliding_hash"), mixed).ok());
+  EXPECT_FALSE(SequenceState::deserialize(state_bytes("hca_clamp"), mixed).ok());
+  EXPECT_FALSE(SequenceState::deserialize(std::string(), mixed).ok());
 }
 
 // Random byte flips anywhere: deserialize either refuses or yields a state the model can run on
 // without crashing (under ASan this catches out-of-bounds reads of a corrupt state).
 TEST_P(PerFixture, RandomByteFlipsNeverCrash) {
-  auto model = load_model(GetParam(), Numerics::kPlain);
+  const CpuModel* model = reference(GetParam(), Numerics::kPlain).model.get();
   ASSERT_TRUE(model);
   const Config& c = model->config();
-  const std::string bytes = state_bytes(*model, 21);
+  const std::string& bytes = state_bytes(GetParam());
   std::mt19937 rng(2024);
-  const int32_t next[3] = {5, 6, 7};
+  const int32_t next[2] = {5, 6};
   int accepted = 0;
-  for (int trial = 0; trial < 120; ++trial) {
+  for (int trial = 0; trial < 40; ++trial) {
     std::string b = bytes;
     // Half the flips hit the first 256 bytes, where the structural fields are dense.
     const size_t at = trial % 2 ? rng() % std::min<size_t>(256, b.size()) : rng() % b.size();
@@ -337,7 +332,7 @@ TEST_P(PerFixture, RandomByteFlipsNeverCrash) {
     if (!r.ok()) continue;
     ++accepted;
     std::vector<float> logits;
-    Status st = model->forward(*r, next, 3, true, &logits);
+    Status st = model->forward(*r, next, 2, true, &logits);
     (void)st;  // a float payload flip may give any values; it must just not crash
   }
   RecordProperty("accepted", accepted);

@@ -30,7 +30,9 @@ class Writer {
     u64(v.size());
     raw(v.data(), v.size() * 4);
   }
-  void raw(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+  void raw(const void* p, size_t n) {
+    if (n) out.append(static_cast<const char*>(p), n);
+  }
   std::string out;
 };
 
@@ -46,7 +48,7 @@ class Reader {
   }
   bool raw(void* p, size_t n) {
     if (s_.size() - pos_ < n) return false;
-    std::memcpy(p, s_.data() + pos_, n);
+    if (n) std::memcpy(p, s_.data() + pos_, n);  // an empty vector's data() may be null
     pos_ += n;
     return true;
   }
