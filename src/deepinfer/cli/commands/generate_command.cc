@@ -1,16 +1,18 @@
-// deepinfer generate: greedy generation on the CPU reference model (the engine-backed version with
-// sampling flags replaces this loop in the engine issue).
+// deepinfer generate: one request through the engine, streamed to stdout. Greedy by default.
+// With --prompt-ids the output is the generated ids (comma separated); with --prompt, the text.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <iostream>
 #include <sstream>
 
 #include "deepinfer/cli/command_registry.h"
 #include "deepinfer/cli/model_resolver.h"
-#include "deepinfer/model/deepseek_v4/cpu_model.h"
-#include "deepinfer/tokenizer/incremental_detokenizer.h"
-#include "deepinfer/tokenizer/tokenizer.h"
+#include "deepinfer/cli/sampling_flags.h"
+#include "deepinfer/engine/engine.h"
 
 namespace {
 
@@ -39,24 +41,25 @@ int fail(const Status& st) {
 }
 
 int run_generate(int argc, char** argv) {
-  std::string model_arg, prompt, prompt_ids, numerics = "official";
-  int max_tokens = 16;
-  bool ignore_eos = false, quiet = false;
+  std::string model_arg, prompt, prompt_ids;
+  deepinfer::EngineArgs args;
+  deepinfer::GenerateRequest req;
+  req.params.temperature = 0;
+  std::vector<std::string> stop;
+  uint64_t seed = 0;
+  bool has_seed = false, quiet = false;
   CLI::App app{
-      "Greedy generation on the CPU reference model. With no MODEL_DIR: "
+      "Generate from a prompt on the engine (CPU reference backend). With no MODEL_DIR: "
       "$DEEPINFER_HF_MODEL_DIR, else the embedded default tiny model.",
       "deepinfer generate"};
   app.add_option("MODEL_DIR", model_arg, "checkpoint directory (config.json + safetensors)");
   auto* text_opt = app.add_option("--prompt", prompt, "prompt text (needs tokenizer.json)");
-  app.add_option("--prompt-ids", prompt_ids, "prompt token ids, comma separated")
+  app.add_option("--prompt-ids", prompt_ids, "prompt token ids, comma separated; prints ids")
       ->excludes(text_opt);
-  app.add_option("--max-tokens", max_tokens, "tokens to generate")
-      ->check(CLI::Range(1, 1 << 20))
+  deepinfer::cli::add_sampling_flags(app, &req.params, &stop, &seed, &has_seed);
+  app.add_option("--numerics", args.numerics, "official (simulated quantization) or plain")
       ->capture_default_str();
-  app.add_option("--numerics", numerics, "official (simulated quantization) or plain")
-      ->capture_default_str();
-  app.add_flag("--ignore-eos", ignore_eos, "keep going past the end-of-sequence token");
-  app.add_flag("-q,--quiet", quiet, "no progress or timing on stderr");
+  app.add_flag("-q,--quiet", quiet, "no timing on stderr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -64,82 +67,58 @@ int run_generate(int argc, char** argv) {
   }
   if (prompt.empty() && prompt_ids.empty())
     return fail(deepinfer::invalid_argument("give --prompt TEXT or --prompt-ids 1,2,3"));
-  auto num = deepinfer::v4::parse_numerics(numerics);
-  if (!num.ok()) return fail(num.status().with_context("--numerics"));
+  if (!prompt_ids.empty()) {
+    Status st = parse_ids(prompt_ids, &req.prompt_ids);
+    if (!st.ok()) return fail(st);
+  } else {
+    req.prompt = prompt;
+  }
+  req.params.stop = stop;
+  if (has_seed) req.params.seed = seed;
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) return fail(dir.status());
-
+  args.model = *dir;
+  int last_decile = -1;
+  const bool tty = isatty(STDERR_FILENO);
+  if (!quiet)
+    args.on_load_progress = [&](int64_t t, int64_t tt, int64_t b, int64_t bt) {
+      int decile = bt ? static_cast<int>(10 * b / bt) : 10;
+      if ((decile == last_decile || !tty) && t != tt) return;  // a log gets the last line only
+      last_decile = decile;
+      std::fprintf(stderr, "\rloading %s: %lld/%lld tensors, %.1f/%.1f MB%s", args.model.c_str(),
+                   (long long)t, (long long)tt, b / 1e6, bt / 1e6, t == tt ? "\n" : "");
+    };
   auto t0 = std::chrono::steady_clock::now();
-  int64_t last_pct = -1;
-  auto model = deepinfer::v4::CpuModel::load(
-      *dir, {*num, std::nullopt}, [&](const deepinfer::v4::LoadProgress& p) {
-        int64_t pct = p.bytes_total ? 100 * p.bytes_done / p.bytes_total : 100;
-        if (!quiet && (pct / 10 != last_pct / 10 || p.tensors_done == p.tensors_total)) {
-          std::fprintf(stderr, "\rloading %s: %lld/%lld tensors, %.1f/%.1f MB", dir->c_str(),
-                       (long long)p.tensors_done, (long long)p.tensors_total, p.bytes_done / 1e6,
-                       p.bytes_total / 1e6);
-          last_pct = pct;
-        }
-      });
-  if (!quiet) std::fprintf(stderr, "\n");
-  if (!model.ok()) return fail(model.status());
-
-  std::unique_ptr<deepinfer::tokenizer::Tokenizer> tok;
-  std::vector<int32_t> ids;
-  if (!prompt.empty()) {
-    auto t = deepinfer::tokenizer::Tokenizer::from_file(*dir);
-    if (!t.ok()) return fail(t.status().with_context("--prompt needs the model's tokenizer"));
-    tok = std::move(t).value();
-    auto enc = tok->encode(prompt);
-    if (!enc.ok()) return fail(enc.status());
-    ids = std::move(enc).value();
-    if (ids.empty()) return fail(deepinfer::invalid_argument("--prompt encodes to no tokens"));
-  } else {
-    Status st = parse_ids(prompt_ids, &ids);
-    if (!st.ok()) return fail(st);
-  }
-
-  const auto& m = **model;
-  auto state = m.new_sequence();
-  std::vector<float> logits;
+  auto engine = deepinfer::Engine::create(args);
+  if (!engine.ok()) return fail(engine.status());
   auto t1 = std::chrono::steady_clock::now();
-  Status st = m.forward(state, ids.data(), static_cast<int64_t>(ids.size()), false, &logits);
-  if (!st.ok()) return fail(st);
-  auto t2 = std::chrono::steady_clock::now();
-  std::unique_ptr<deepinfer::tokenizer::IncrementalDetokenizer> detok;
-  if (tok) detok = std::make_unique<deepinfer::tokenizer::IncrementalDetokenizer>(*tok);
-  std::vector<int32_t> out;
-  for (int i = 0; i < max_tokens; ++i) {
-    int32_t best = 0;
-    for (int32_t v = 1; v < static_cast<int32_t>(logits.size()); ++v)
-      if (logits[v] > logits[best]) best = v;
-    out.push_back(best);
-    if (detok) {
-      std::string delta;
-      if (detok->push(best, &delta).ok()) std::cout << delta << std::flush;
+  const bool ids_out = !req.prompt_ids.empty();
+  std::promise<deepinfer::RequestOutput> done;
+  size_t printed = 0;
+  Status st = (*engine)->submit(req, [&](const deepinfer::RequestOutput& o) {
+    const auto& c = o.outputs[0];
+    if (ids_out) {
+      for (; printed < c.token_ids.size(); ++printed)
+        std::cout << (printed ? "," : "") << c.token_ids[printed];
+    } else {
+      std::cout << c.delta_text;
     }
-    if (best == m.config().eos_token_id && !ignore_eos) break;
-    if (i + 1 == max_tokens) break;
-    st = m.forward(state, &best, 1, false, &logits);
-    if (!st.ok()) return fail(st);
-  }
-  auto t3 = std::chrono::steady_clock::now();
-  if (detok) {
-    std::string delta;
-    detok->finish(&delta);
-    std::cout << delta << "\n";
-  } else {
-    for (size_t i = 0; i < out.size(); ++i) std::cout << (i ? "," : "") << out[i];
-    std::cout << "\n";
-  }
+    std::cout << std::flush;
+    if (o.finished) done.set_value(o);
+  });
+  if (!st.ok()) return fail(st);
+  deepinfer::RequestOutput out = done.get_future().get();
+  std::cout << "\n";
+  auto t2 = std::chrono::steady_clock::now();
   if (!quiet) {
     using sec = std::chrono::duration<double>;
-    double pre = sec(t2 - t1).count(), dec = sec(t3 - t2).count();
+    const auto& c = out.outputs[0];
+    double gen = sec(t2 - t1).count();
     std::fprintf(stderr,
-                 "load %.2f s; prefill %zu tokens %.3f s (%.0f tok/s); decode %zu tokens %.3f s "
-                 "(%.0f tok/s)\n",
-                 sec(t1 - t0).count(), ids.size(), pre, ids.size() / pre, out.size(), dec,
-                 out.size() > 1 ? (out.size() - 1) / dec : 0.0);
+                 "load %.2f s; %lld prompt + %zu generated tokens in %.3f s (%.0f tok/s); "
+                 "finish_reason=%s\n",
+                 sec(t1 - t0).count(), (long long)out.usage.prompt_tokens, c.token_ids.size(), gen,
+                 c.token_ids.size() / gen, c.finish_reason.value_or("?").c_str());
   }
   return 0;
 }
@@ -147,5 +126,5 @@ int run_generate(int argc, char** argv) {
 }  // namespace
 
 DEEPINFER_REGISTER_COMMAND(kGenerate, "generate",
-                           "greedy generation on the CPU reference (default: embedded tiny model)",
+                           "generate from a prompt (default: embedded tiny model, greedy)",
                            run_generate);

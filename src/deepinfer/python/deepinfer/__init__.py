@@ -1,0 +1,111 @@
+"""deepinfer: offline inference for DeepSeek-V4 models, with vLLM-style classes.
+
+    from deepinfer import LLM, SamplingParams
+    llm = LLM()                       # the embedded default tiny model
+    outs = llm.generate(["Hello"], SamplingParams(temperature=0, max_tokens=8))
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+from . import _deepinfer
+
+_ASSETS = os.environ.get("DEEPINFER_ASSETS_DIR", os.path.join(os.path.dirname(__file__), "assets"))
+
+
+@dataclass
+class SamplingParams:
+    """Field names and defaults follow vLLM's SamplingParams where both have the field."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    logit_bias: Optional[dict] = None
+    seed: Optional[int] = None
+    max_tokens: Optional[int] = 16
+    min_tokens: int = 0
+    stop: Optional[Union[str, list]] = None
+    stop_token_ids: Optional[list] = None
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    logprobs: Optional[int] = None
+    skip_special_tokens: bool = True
+
+    def _to_json(self) -> dict:
+        d = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        if isinstance(d.get("stop"), str):
+            d["stop"] = [d["stop"]]
+        if "logit_bias" in d:
+            d["logit_bias"] = {str(k): v for k, v in d["logit_bias"].items()}
+        return d
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str
+    token_ids: list
+    finish_reason: Optional[str]
+    stop_reason: Optional[str] = None
+    logprobs: Optional[list] = None
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt: Optional[str]
+    prompt_token_ids: list
+    outputs: list = field(default_factory=list)
+    finished: bool = True
+
+
+class LLM:
+    """An engine over one model directory (None: $DEEPINFER_HF_MODEL_DIR, else the default)."""
+
+    def __init__(self, model: Optional[str] = None, **engine_args: Any):
+        model = model or os.environ.get("DEEPINFER_HF_MODEL_DIR") or ""
+        args = dict(engine_args, model=model,
+                    tokenizer_dir=os.path.join(_ASSETS, "tokenizers", "deepseek_v3"))
+        if "gpu_memory_utilization" in args:
+            raise ValueError("gpu_memory_utilization needs the CUDA backend; use kv_memory_bytes")
+        self._engine = _deepinfer.Engine(json.dumps(args))
+
+    def generate(self, prompts: Union[str, Sequence[Union[str, Sequence[int]]]],
+                 sampling_params: Optional[SamplingParams] = None) -> list:
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        params = (sampling_params or SamplingParams())._to_json()
+        reqs = []
+        for p in prompts:
+            key = "prompt" if isinstance(p, str) else "prompt_token_ids"
+            reqs.append(json.dumps({key: p if isinstance(p, str) else list(p), "params": params}))
+        return [self._wrap(o, p if isinstance(p, str) else None)
+                for o, p in zip(self._engine.generate(reqs), prompts)]
+
+    def chat(self, messages: Union[list, Sequence[list]],
+             sampling_params: Optional[SamplingParams] = None, **chat_kwargs: Any) -> list:
+        """messages: one OpenAI-style conversation or a list of them; chat_kwargs go into the
+        request (tools, thinking, reasoning_effort, chat_template_kwargs, ...)."""
+        convs = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        params = (sampling_params or SamplingParams())._to_json()
+        reqs = [json.dumps({"chat": dict(chat_kwargs, messages=m), "params": params}) for m in convs]
+        return [self._wrap(o, None) for o in self._engine.generate(reqs)]
+
+    @staticmethod
+    def _wrap(text: str, prompt: Optional[str]) -> RequestOutput:
+        o = json.loads(text)
+        outs = [CompletionOutput(c["index"], c["text"], c["token_ids"], c["finish_reason"],
+                                 c.get("stop_reason"), c.get("logprobs")) for c in o["outputs"]]
+        return RequestOutput(o["request_id"], prompt, o["prompt_token_ids"], outs)
+
+
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]

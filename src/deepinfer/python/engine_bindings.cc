@@ -1,0 +1,134 @@
+// pybind11 module `deepinfer._deepinfer`: a thin JSON-in/JSON-out bridge to engine::Engine, so the
+// Python layer (deepinfer/__init__.py) owns the vLLM-style classes and the C++ side stays small.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "deepinfer/engine/engine.h"
+#include "deepinfer/model/deepseek_v4/tiny_model.h"
+
+namespace py = pybind11;
+using nlohmann::json;
+
+namespace deepinfer {
+namespace {
+
+[[noreturn]] void raise(const Status& st) { throw py::value_error(st.to_string()); }
+
+json output_to_json(const RequestOutput& o) {
+  json outs = json::array();
+  for (const auto& c : o.outputs) {
+    json lps = json::array();
+    for (const auto& lp : c.logprobs) {
+      json top = json::array();
+      for (const auto& [id, v] : lp.top) top.push_back({id, v});
+      lps.push_back({{"token", lp.token}, {"logprob", lp.logprob}, {"top", top}});
+    }
+    outs.push_back({{"index", c.index},
+                    {"token_ids", c.token_ids},
+                    {"text", c.text},
+                    {"finish_reason", c.finish_reason ? json(*c.finish_reason) : json()},
+                    {"stop_reason", c.stop_reason ? json(*c.stop_reason) : json()},
+                    {"logprobs", c.logprobs.empty() ? json() : lps}});
+  }
+  return {{"request_id", o.request_id},
+          {"prompt_token_ids", o.prompt_token_ids},
+          {"outputs", outs},
+          {"usage",
+           {{"prompt_tokens", o.usage.prompt_tokens},
+            {"completion_tokens", o.usage.completion_tokens}}}};
+}
+
+class PyEngine {
+ public:
+  explicit PyEngine(const std::string& args_json) {
+    json a = json::parse(args_json);
+    EngineArgs args;
+    args.model = a.value("model", std::string());
+    if (args.model.empty()) {
+      auto dir = v4::ensure_default_model(a.value("tokenizer_dir", std::string()));
+      if (!dir.ok()) raise(dir.status());
+      args.model = *dir;
+    }
+    args.numerics = a.value("numerics", args.numerics);
+    args.kv_memory_bytes = a.value("kv_memory_bytes", args.kv_memory_bytes);
+    args.max_num_seqs = a.value("max_num_seqs", args.max_num_seqs);
+    args.max_num_batched_tokens = a.value("max_num_batched_tokens", args.max_num_batched_tokens);
+    args.max_model_len = a.value("max_model_len", args.max_model_len);
+    args.policy = a.value("policy", args.policy);
+    args.seed = a.value("seed", args.seed);
+    py::gil_scoped_release release;
+    auto e = Engine::create(args);
+    if (!e.ok()) {
+      py::gil_scoped_acquire acquire;
+      raise(e.status());
+    }
+    engine_ = std::move(e).value();
+    model_dir_ = args.model;
+  }
+
+  // Each request: {"prompt" | "prompt_token_ids" | "chat", "params": {...}}. Runs them together.
+  std::vector<std::string> generate(const std::vector<std::string>& requests) {
+    std::vector<GenerateRequest> reqs;
+    for (const std::string& text : requests) {
+      json r = json::parse(text);
+      GenerateRequest g;
+      if (r.contains("prompt")) g.prompt = r["prompt"].get<std::string>();
+      if (r.contains("prompt_token_ids"))
+        g.prompt_ids = r["prompt_token_ids"].get<std::vector<int32_t>>();
+      if (r.contains("chat")) g.chat = r["chat"];
+      auto p = sample::sampling_params_from_json(r.value("params", json::object()));
+      if (!p.ok()) raise(p.status());
+      g.params = *p;
+      reqs.push_back(std::move(g));
+    }
+    std::vector<RequestOutput> outs(reqs.size());
+    Status first_error;
+    {
+      py::gil_scoped_release release;
+      std::mutex m;
+      std::condition_variable cv;
+      size_t done = 0, submitted = 0;
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        Status st = engine_->submit(reqs[i], [&, i](const RequestOutput& o) {
+          if (!o.finished) return;
+          std::lock_guard<std::mutex> lock(m);
+          outs[i] = o;
+          ++done;
+          cv.notify_all();
+        });
+        if (!st.ok()) {
+          first_error = st.with_context("request " + std::to_string(i));
+          break;
+        }
+        ++submitted;
+      }
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [&] { return done == submitted; });
+    }
+    if (!first_error.ok()) raise(first_error);
+    std::vector<std::string> out;
+    for (const auto& o : outs) out.push_back(output_to_json(o).dump());
+    return out;
+  }
+
+  std::string model_dir() const { return model_dir_; }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+  std::string model_dir_;
+};
+
+}  // namespace
+}  // namespace deepinfer
+
+PYBIND11_MODULE(_deepinfer, m) {
+  m.doc() = "deepinfer engine bridge (use the deepinfer package, not this module)";
+  py::class_<deepinfer::PyEngine>(m, "Engine")
+      .def(py::init<const std::string&>())
+      .def("generate", &deepinfer::PyEngine::generate)
+      .def_property_readonly("model_dir", &deepinfer::PyEngine::model_dir);
+}

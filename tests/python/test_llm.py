@@ -1,0 +1,65 @@
+"""The Python API on the embedded default model (created in DEEPINFER_CACHE_DIR by ctest)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from deepinfer import LLM, SamplingParams
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return LLM()
+
+
+def test_greedy_generate_is_deterministic_and_bounded(llm):
+    p = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    a = llm.generate(["Hello world", "abc"], p)
+    b = llm.generate(["Hello world"], p)
+    assert len(a) == 2
+    assert len(a[0].outputs[0].token_ids) == 8
+    assert a[0].outputs[0].finish_reason == "length"
+    assert a[0].outputs[0].token_ids == b[0].outputs[0].token_ids
+    assert a[0].prompt == "Hello world"
+
+
+def test_prompt_token_ids_and_logprobs(llm):
+    p = SamplingParams(temperature=0, max_tokens=3, logprobs=2, ignore_eos=True)
+    out = llm.generate([[10, 20, 30]], p)[0]
+    assert out.prompt_token_ids == [10, 20, 30]
+    lps = out.outputs[0].logprobs
+    assert len(lps) == 3
+    for tok, lp in zip(out.outputs[0].token_ids, lps):
+        assert lp["token"] == tok
+        assert len(lp["top"]) == 2
+        assert lp["top"][0][0] == tok  # greedy picks the most likely token
+        assert lp["logprob"] <= 0.0
+
+
+def test_seeded_sampling_and_n(llm):
+    p = SamplingParams(temperature=1.0, seed=3, max_tokens=6, n=2, ignore_eos=True)
+    a = llm.generate("Once", p)[0]
+    b = llm.generate("Once", p)[0]
+    assert [c.token_ids for c in a.outputs] == [c.token_ids for c in b.outputs]
+    assert len(a.outputs) == 2
+
+
+def test_chat_uses_the_recipe(llm):
+    out = llm.chat([{"role": "user", "content": "Hi"}], SamplingParams(temperature=0, max_tokens=4))
+    assert len(out[0].prompt_token_ids) > 2
+    assert out[0].prompt_token_ids[0] == 0  # the recipe starts with BOS
+
+
+def test_bad_params_name_the_field(llm):
+    with pytest.raises(ValueError, match="top_p"):
+        llm.generate("x", SamplingParams(top_p=2.0))
+
+
+def test_example_runs():
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "offline_inference.py")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "chat:" in r.stdout
