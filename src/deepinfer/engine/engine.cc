@@ -57,6 +57,11 @@ struct SeqState {
   std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
   CompletionOutput out;
   bool finished = false;
+  // n > 1: samples 1..n-1 wait ("parked") until sample 0 has computed the prompt, then start
+  // from a copy of its state and its last-position logits instead of recomputing the prompt.
+  bool parked = false;
+  bool forked = false;
+  std::vector<float> fork_logits;
 };
 
 struct RequestState {
@@ -183,32 +188,57 @@ class EngineImpl final : public Engine {
       s->req = rs.get();
       s->index = i;
       s->tokens = rs->prompt;
-      s->model_state = model_->new_sequence();
       const uint64_t fallback = args_.seed * 0x9E3779B97F4A7C15ull + s->seq_id;
-      sample::SamplingParams p = rs->req.params;
-      if (p.seed) p.seed = *p.seed + static_cast<uint64_t>(i);  // distinct samples, reproducible
+      sample::SamplingParams p = sample::child_params(rs->req.params, i);
       s->sampler = std::make_unique<sample::SequenceSampler>(p, fallback, rs->prompt);
       s->stop = std::make_unique<sample::StopChecker>(p, eos_token_id());
       if (tok_)
         s->detok =
             std::make_unique<tokenizer::IncrementalDetokenizer>(*tok_, p.skip_special_tokens);
       s->out.index = i;
-      sched::SchedRequest sr{s->seq_id, static_cast<int64_t>(rs->prompt.size()), p.max_tokens,
-                             rs->req.priority, arrival_++};
-      Status st = sched_.add(sr);
-      if (!st.ok()) {  // cannot fit the pool at all: finish as an error-like abort
-        s->finished = true;
-        s->out.finish_reason = "abort";
-        s->out.stop_reason = st.message();
-        ++rs->num_finished;
-        rs->touched = true;
-      } else {
-        seqs_[s->seq_id] = s.get();
-      }
+      s->parked = i > 0;
       rs->seqs.push_back(std::move(s));
     }
+    start_seq(*rs->seqs[0]);
+    if (rs->seqs[0]->finished)  // could not be scheduled at all: neither can its siblings
+      for (size_t i = 1; i < rs->seqs.size(); ++i)
+        reject(*rs->seqs[i], rs->seqs[0]->out.stop_reason.value_or(""));
     by_id_[rs->req.request_id] = rs.get();
     requests_.push_back(std::move(rs));
+  }
+
+  void reject(SeqState& s, const std::string& why) {
+    s.finished = true;
+    s.parked = false;
+    s.out.finish_reason = "abort";
+    s.out.stop_reason = why;
+    ++s.req->num_finished;
+    s.req->touched = true;
+  }
+
+  // Hands a sequence to the scheduler (its model state already set up, fresh or forked).
+  void start_seq(SeqState& s) {
+    s.parked = false;
+    if (!s.forked) s.model_state = model_->new_sequence();
+    sched::SchedRequest sr{s.seq_id, static_cast<int64_t>(s.req->prompt.size()),
+                           s.req->req.params.max_tokens, s.req->req.priority, arrival_++};
+    Status st = sched_.add(sr);
+    if (!st.ok()) {
+      reject(s, st.message());
+      return;
+    }
+    seqs_[s.seq_id] = &s;
+  }
+
+  // Sample 0 has the whole prompt in its state and `logits_` holds the last position's logits.
+  void fork_parked_siblings(const SeqState& parent) {
+    for (auto& sib : parent.req->seqs) {
+      if (!sib->parked) continue;
+      sib->model_state = parent.model_state;
+      sib->fork_logits = logits_;
+      sib->forked = true;
+      start_seq(*sib);
+    }
   }
 
   void finish_seq(SeqState& s, const std::string& reason, bool free_sched = true) {
@@ -222,11 +252,20 @@ class EngineImpl final : public Engine {
     s.req->touched = true;
   }
 
+  // Preempted (recompute): the state is rebuilt from scratch, a forked one included.
+  void reset_state(SeqState& s) {
+    s.model_state = model_->new_sequence();
+    s.computed = 0;
+    s.forked = false;
+    s.fork_logits.clear();
+  }
+
   void handle_cancel(const std::string& id) {
     auto it = by_id_.find(id);
     if (it == by_id_.end()) return;
     for (auto& s : it->second->seqs) {
       if (s->finished) continue;
+      s->parked = false;
       sched_.cancel(s->seq_id);
       finish_seq(*s, "abort", /*free_sched=*/false);
     }
@@ -236,21 +275,24 @@ class EngineImpl final : public Engine {
     auto it = seqs_.find(item.seq_id);
     DI_CHECK(it != seqs_.end());
     SeqState& s = *it->second;
-    if (item.start_pos == 0 && s.computed != 0) {
-      s.model_state = model_->new_sequence();
-      s.computed = 0;
-    }
+    if (item.start_pos == 0 && s.computed != 0) reset_state(s);
     DI_CHECK(item.start_pos == s.computed);
     DI_CHECK(item.start_pos + item.num_tokens <= static_cast<int64_t>(s.tokens.size()));
     auto t0 = Clock::now();
-    Status st =
-        model_->forward(s.model_state, &s.tokens[item.start_pos], item.num_tokens, false, &logits_);
-    DI_CHECK(st.ok());  // inputs were validated at submit
+    const int64_t prompt_len = static_cast<int64_t>(s.req->prompt.size());
+    if (s.forked && item.start_pos + item.num_tokens <= prompt_len) {
+      // The prompt is already in the forked state; the plan's prefill chunks only account for it.
+      if (item.needs_sample) logits_ = s.fork_logits;
+    } else {
+      Status st = model_->forward(s.model_state, &s.tokens[item.start_pos], item.num_tokens, false,
+                                  &logits_);
+      DI_CHECK(st.ok());  // inputs were validated at submit
+      (item.start_pos >= prompt_len ? local_.decode_tokens : local_.prefill_tokens) +=
+          item.num_tokens;
+    }
     s.computed += item.num_tokens;
     local_.forward_s += seconds_since(t0);
-    (item.num_tokens == 1 && item.start_pos >= static_cast<int64_t>(s.req->prompt.size())
-         ? local_.decode_tokens
-         : local_.prefill_tokens) += item.num_tokens;
+    if (item.needs_sample && s.index == 0 && s.out.token_ids.empty()) fork_parked_siblings(s);
     if (!item.needs_sample) return;
     auto t1 = Clock::now();
     sample::SampleResult r = s.sampler->sample(logits_.data(), vocab_size(), eos_token_id());
@@ -344,8 +386,7 @@ class EngineImpl final : public Engine {
         for (uint64_t id : plan.preempted) {
           auto it = seqs_.find(id);
           if (it == seqs_.end()) continue;
-          it->second->model_state = model_->new_sequence();
-          it->second->computed = 0;
+          reset_state(*it->second);
           ++local_.preemptions;
         }
         for (const auto& item : plan.items) run_item(item);

@@ -164,6 +164,30 @@ TEST(EngineTest, SeededSamplingIsReproducibleInsideABusyBatch) {
   EXPECT_NE(different->outputs[0].token_ids, alone->outputs[0].token_ids);
 }
 
+TEST(EngineTest, ParallelSamplesShareThePromptAndMatchSingleRequests) {
+  auto e = make_engine(64);
+  GenerateRequest r = req_of(mixed_prompts(1, 3, 60, 60)[0], 10);
+  r.params.temperature = 1.0f;
+  r.params.seed = 10;
+  r.params.n = 3;
+  auto before = e->stats();
+  auto shared = e->generate(r);
+  ASSERT_TRUE(shared.ok());
+  ASSERT_EQ(shared->outputs.size(), 3u);
+  // The prompt ran once: 60 prefill tokens, not 3 x 60.
+  EXPECT_EQ(e->stats().prefill_tokens - before.prefill_tokens, 60);
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest one = r;
+    one.params.n = 1;
+    one.params.seed = 10 + i;  // sample i of n uses seed + i
+    auto o = e->generate(one);
+    ASSERT_TRUE(o.ok());
+    EXPECT_EQ(shared->outputs[i].token_ids, o->outputs[0].token_ids) << "sample " << i;
+  }
+  EXPECT_NE(shared->outputs[0].token_ids, shared->outputs[1].token_ids);
+  expect_pool_full(*e);
+}
+
 TEST(EngineTest, CancelMidPrefillAndMidDecodeFreesEveryPage) {
   auto e = make_engine(16);
   const int64_t full = e->capacity().num_pages;
