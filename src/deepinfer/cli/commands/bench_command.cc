@@ -13,6 +13,7 @@
 #include <random>
 
 #include "deepinfer/cli/command_registry.h"
+#include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/model/deepseek_v4/config.h"
@@ -61,7 +62,7 @@ double decode_weight_bytes(const deepinfer::v4::Config& c) {
 int run_bench(int argc, char** argv) {
   std::string mode, model_arg, json_path;
   int num_requests = 0, batch = 1, input_len = 128, output_len = 32;
-  int64_t budget = 2048;
+  deepinfer::EngineArgs args;
   CLI::App app{"Benchmark the engine on synthetic requests", "deepinfer bench"};
   app.add_option("MODE", mode, "latency (one batch) or throughput (many requests)")
       ->required()
@@ -71,8 +72,7 @@ int run_bench(int argc, char** argv) {
   app.add_option("--num-prompts", num_requests, "throughput: requests (default 64)");
   app.add_option("--input-len", input_len, "prompt tokens per request")->capture_default_str();
   app.add_option("--output-len", output_len, "generated tokens per request")->capture_default_str();
-  app.add_option("--max-num-batched-tokens", budget, "per-step token budget")
-      ->capture_default_str();
+  deepinfer::cli::add_engine_flags(app, &args);
   app.add_option("--output-json", json_path,
                  "where to write the JSON result (default bench_MODE.json)");
   try {
@@ -90,10 +90,8 @@ int run_bench(int argc, char** argv) {
     std::fprintf(stderr, "deepinfer bench: %s\n", cfg.status().to_string().c_str());
     return 1;
   }
-  deepinfer::EngineArgs args;
   args.model = *dir;
-  args.max_num_batched_tokens = budget;
-  args.max_num_seqs = std::max(64, batch);
+  if (mode == "latency") args.max_num_seqs = std::max(args.max_num_seqs, batch);
   auto engine = Engine::create(args);
   if (!engine.ok()) {
     std::fprintf(stderr, "deepinfer bench: %s\n", engine.status().to_string().c_str());
@@ -147,7 +145,8 @@ int run_bench(int argc, char** argv) {
   const double floor_step = concurrent * decode_weight_bytes(*cfg) / bw;
   const double itl50 = percentile(itl, 50);
   std::printf("deepinfer bench %s  model=%s  requests=%d input=%d output=%d budget=%lld\n",
-              mode.c_str(), dir->c_str(), n, input_len, output_len, (long long)budget);
+              mode.c_str(), dir->c_str(), n, input_len, output_len,
+              (long long)args.max_num_batched_tokens);
   std::printf("| metric | value |\n|---|---|\n");
   std::printf("| wall time | %.3f s |\n| output tokens/s | %.1f |\n", wall, out_tok / wall);
   std::printf("| total tokens/s (prompt+output) | %.1f |\n",

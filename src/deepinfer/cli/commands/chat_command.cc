@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deepinfer/cli/command_registry.h"
+#include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/cli/sampling_flags.h"
 #include "deepinfer/engine/engine.h"
@@ -31,6 +32,7 @@ int run_chat(int argc, char** argv) {
   app.add_option("--system", system_prompt, "system prompt");
   app.add_flag("--thinking", thinking, "thinking mode (reasoning before the answer)");
   deepinfer::cli::add_sampling_flags(app, &params, &stop, &seed, &has_seed);
+  deepinfer::cli::add_engine_flags(app, &args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "deepinfer/cli/command_registry.h"
+#include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/cli/sampling_flags.h"
 #include "deepinfer/engine/engine.h"
@@ -57,8 +58,7 @@ int run_generate(int argc, char** argv) {
   app.add_option("--prompt-ids", prompt_ids, "prompt token ids, comma separated; prints ids")
       ->excludes(text_opt);
   deepinfer::cli::add_sampling_flags(app, &req.params, &stop, &seed, &has_seed);
-  app.add_option("--numerics", args.numerics, "official (simulated quantization) or plain")
-      ->capture_default_str();
+  deepinfer::cli::add_engine_flags(app, &args);
   app.add_flag("-q,--quiet", quiet, "no timing on stderr");
   try {
     app.parse(argc, argv);
@@ -92,6 +92,12 @@ int run_generate(int argc, char** argv) {
   auto engine = deepinfer::Engine::create(args);
   if (!engine.ok()) return fail(engine.status());
   auto t1 = std::chrono::steady_clock::now();
+  if (!quiet) {
+    const auto cap = (*engine)->capacity();
+    std::fprintf(stderr,
+                 "KV pool: %lld pages; up to %lld tokens for one sequence, %lld sequences\n",
+                 (long long)cap.num_pages, (long long)cap.max_tokens, (long long)cap.max_sequences);
+  }
   const bool ids_out = !req.prompt_ids.empty();
   std::promise<deepinfer::RequestOutput> done;
   size_t printed = 0;
