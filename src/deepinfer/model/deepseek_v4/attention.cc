@@ -89,19 +89,9 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
   // Compressors see the chunk before attention: an entry completed by token s is visible to s.
   std::vector<std::vector<int64_t>> selected(n);
   if (ratio > 0) {
-    const int cw = st.comp.width;
-    std::vector<float> ckv(n * cw), cg(n * cw);
-    cpu::linear(m.f(p + "attn.compressor.wkv.weight"), cw, H, h, n, ckv.data());
-    cpu::linear(m.f(p + "attn.compressor.wgate.weight"), cw, H, h, n, cg.data());
-    for (int64_t t = 0; t < n; ++t)
-      compressor_push(m, p, false, st.comp, &ckv[t * cw], &cg[t * cw], pos0 + t);
+    compressor_forward(m, p, /*is_indexer=*/false, st.comp, h, n, pos0);
     if (ratio == 4) {
-      const int iw = st.index.width;
-      std::vector<float> ikv(n * iw), ig(n * iw);
-      cpu::linear(m.f(p + "attn.indexer.compressor.wkv.weight"), iw, H, h, n, ikv.data());
-      cpu::linear(m.f(p + "attn.indexer.compressor.wgate.weight"), iw, H, h, n, ig.data());
-      for (int64_t t = 0; t < n; ++t)
-        compressor_push(m, p, true, st.index, &ikv[t * iw], &ig[t * iw], pos0 + t);
+      compressor_forward(m, p, /*is_indexer=*/true, st.index, h, n, pos0);
       ThreadPool::default_pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t)
           selected[t] = indexer_topk(m, p, st.index, &qr[t * ql], h + t * H, pos0 + t);
@@ -115,11 +105,9 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
   }
 
   // Window rows: the ring's last W-1 positions before the chunk, then the chunk itself.
-  const int64_t first = std::max<int64_t>(0, pos0 - (W - 1));
   auto window_row = [&](int64_t pos) -> const float* {
     return pos >= pos0 ? &kv[(pos - pos0) * hd] : &st.ring[(pos % W) * hd];
   };
-  (void)first;
   const float* sinks = m.f(p + "attn.attn_sink");
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> o(n * nh * hd);

@@ -8,6 +8,7 @@
 #include "deepinfer/tensor/fake_quant.h"
 
 namespace deepinfer::v4 {
+namespace {
 
 void compressor_push(const ModelContext& m, const std::string& prefix, bool is_indexer,
                      CompressorState& s, const float* kv, const float* gate, int64_t pos) {
@@ -72,6 +73,19 @@ void compressor_push(const ModelContext& m, const std::string& prefix, bool is_i
     }
   }
   s.entries.insert(s.entries.end(), v.begin(), v.end());
+}
+
+}  // namespace
+
+void compressor_forward(const ModelContext& m, const std::string& prefix, bool is_indexer,
+                        CompressorState& s, const float* h, int64_t n, int64_t pos0) {
+  const std::string base = prefix + (is_indexer ? "attn.indexer.compressor." : "attn.compressor.");
+  const int64_t H = m.c.hidden_size, w = s.width;
+  std::vector<float> kv(n * w), gate(n * w);
+  cpu::linear(m.f(base + "wkv.weight"), w, H, h, n, kv.data());
+  cpu::linear(m.f(base + "wgate.weight"), w, H, h, n, gate.data());
+  for (int64_t t = 0; t < n; ++t)
+    compressor_push(m, prefix, is_indexer, s, &kv[t * w], &gate[t * w], pos0 + t);
 }
 
 }  // namespace deepinfer::v4

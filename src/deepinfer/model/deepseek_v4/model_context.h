@@ -41,9 +41,10 @@ void attention_forward(const ModelContext& m, const std::string& prefix, int rat
 void moe_forward(const ModelContext& m, const std::string& prefix, bool hash, const float* h,
                  const int32_t* ids, int64_t n, float* out);
 
-// Feeds one token's projected (kv, gate) into a compressor; emits an entry when its window
-// completes (spec §6.6). `is_indexer` selects the indexer keys' post-processing.
-void compressor_push(const ModelContext& m, const std::string& prefix, bool is_indexer,
-                     CompressorState& s, const float* kv, const float* gate, int64_t pos);
+// Projects n tokens' hidden states h into a compressor's (kv, gate) and feeds them in order,
+// emitting an entry whenever a window completes (spec §6.6). `is_indexer` selects the indexer's
+// compressor (keys: Hadamard + FP4 in official numerics) instead of the main one (FP8 KV).
+void compressor_forward(const ModelContext& m, const std::string& prefix, bool is_indexer,
+                        CompressorState& s, const float* h, int64_t n, int64_t pos0);
 
 }  // namespace deepinfer::v4
