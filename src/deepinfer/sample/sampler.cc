@@ -136,7 +136,9 @@ void SequenceSampler::sample(float* logits, int64_t vocab, int32_t eos_token_id,
     }
   }
   double log_z = 0.0;  // everything masked: logprobs come out -inf rather than NaN
-  if (max_logit > kNegInf) {
+  // The normalizer costs a pass of exp over the vocabulary: only pay it when logprobs are asked.
+  const bool want_logprobs = p_.logprobs.has_value();
+  if (want_logprobs && max_logit > kNegInf) {
     double z = 0.0;
     for (int64_t i = 0; i < vocab; ++i) z += std::exp(static_cast<double>(logits[i]) - max_logit);
     log_z = static_cast<double>(max_logit) + std::log(z);
@@ -155,7 +157,7 @@ void SequenceSampler::sample(float* logits, int64_t vocab, int32_t eos_token_id,
   }
 
   out->token = token;
-  out->logprob = static_cast<float>(logits[token] - log_z);
+  out->logprob = want_logprobs ? static_cast<float>(logits[token] - log_z) : 0.0f;
   out->top.clear();
   if (p_.logprobs.has_value() && *p_.logprobs > 0) {
     top_logprobs(logits, log_z, std::min<int>(*p_.logprobs, static_cast<int>(vocab)), out);

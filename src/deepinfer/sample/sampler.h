@@ -18,7 +18,7 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = -1;
-  float logprob = 0.0f;           // of `token`, see SequenceSampler for which distribution
+  float logprob = 0.0f;           // of `token` when params.logprobs is set (else 0); see below
   std::vector<TokenLogprob> top;  // params.logprobs most likely tokens, most likely first
 };
 
