@@ -1,0 +1,130 @@
+#include "deepinfer/grammar/grammar_matcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "deepinfer/base/check.h"
+#include "deepinfer/tokenizer/tokenizer.h"
+
+namespace deepinfer::grammar {
+
+StatusOr<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_tokenizer(
+    const tokenizer::Tokenizer& tok, std::vector<int32_t> stop_token_ids) {
+  std::vector<std::string> bytes(tok.vocab_size());
+  std::vector<bool> usable(tok.vocab_size(), false);
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    auto b = tok.token_bytes(id);
+    if (!b.ok()) continue;  // holes in the id space
+    bytes[id] = std::string(*b);
+    usable[id] = !tok.is_special(id) && !tok.is_added(id);
+  }
+  return from_vocab(std::move(bytes), std::move(usable), std::move(stop_token_ids));
+}
+
+StatusOr<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(
+    std::vector<std::string> token_bytes, std::vector<bool> grammar_token,
+    std::vector<int32_t> stop_token_ids) {
+  if (grammar_token.size() != token_bytes.size()) {
+    return invalid_argument("grammar_token has " + std::to_string(grammar_token.size()) +
+                            " entries for a vocabulary of " + std::to_string(token_bytes.size()));
+  }
+  auto info = std::make_shared<TokenizerInfo>();
+  for (int32_t id : stop_token_ids) {
+    if (id < 0 || id >= static_cast<int32_t>(token_bytes.size())) {
+      return invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary");
+    }
+  }
+  info->bytes_ = std::move(token_bytes);
+  info->grammar_token_ = std::move(grammar_token);
+  info->stop_ids_ = std::move(stop_token_ids);
+  for (int32_t id = 0; id < info->vocab_size(); ++id) {
+    if (info->grammar_token_[id] && !info->bytes_[id].empty() && !info->is_stop(id)) {
+      info->sorted_.push_back(id);
+    } else {
+      info->grammar_token_[id] = false;
+    }
+  }
+  const auto& b = info->bytes_;
+  std::sort(info->sorted_.begin(), info->sorted_.end(),
+            [&](int32_t x, int32_t y) { return b[x] < b[y]; });
+  info->lcp_.resize(info->sorted_.size(), 0);
+  for (size_t i = 1; i < info->sorted_.size(); ++i) {
+    const std::string& p = b[info->sorted_[i - 1]];
+    const std::string& q = b[info->sorted_[i]];
+    size_t n = 0;
+    while (n < p.size() && n < q.size() && p[n] == q[n]) ++n;
+    info->lcp_[i] = static_cast<uint32_t>(n);
+  }
+  return std::shared_ptr<const TokenizerInfo>(std::move(info));
+}
+
+bool TokenizerInfo::is_stop(int32_t id) const {
+  return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
+}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar,
+                               std::shared_ptr<const TokenizerInfo> info)
+    : info_(std::move(info)), bytes_(std::move(grammar)) {}
+
+bool GrammarMatcher::accept_token(int32_t id) {
+  if (stopped_ || id < 0 || id >= info_->vocab_size()) return false;
+  if (info_->is_stop(id)) {
+    if (!bytes_.can_terminate()) return false;
+    stopped_ = true;
+    token_lengths_.push_back(0);
+    return true;
+  }
+  if (!info_->grammar_token_[id]) return false;
+  const std::string& b = info_->bytes_[id];
+  if (!bytes_.accept_bytes(b)) return false;
+  token_lengths_.push_back(static_cast<uint32_t>(b.size()));
+  return true;
+}
+
+void GrammarMatcher::fill_next_token_bitmask(uint32_t* mask) {
+  std::memset(mask, 0, sizeof(uint32_t) * info_->mask_words());
+  if (stopped_) return;
+  auto allow = [&](int32_t id) { mask[id / 32] |= uint32_t{1} << (id % 32); };
+  if (bytes_.can_terminate()) {
+    for (int32_t id : info_->stop_ids_) allow(id);
+  }
+  // Walk the sorted vocabulary as a trie: keep the bytes shared with the previous token
+  // matched, and skip every token that extends a prefix already rejected.
+  const size_t base = bytes_.num_bytes();
+  size_t depth = 0;  // bytes of the current token path accepted beyond `base`
+  const auto& sorted = info_->sorted_;
+  const auto& lcp = info_->lcp_;
+  size_t i = 0;
+  while (i < sorted.size()) {
+    const std::string& tok = info_->bytes_[sorted[i]];
+    size_t keep = std::min<size_t>(depth, lcp[i]);
+    bytes_.rollback_bytes(depth - keep);
+    depth = keep;
+    while (depth < tok.size() && bytes_.accept_byte(static_cast<uint8_t>(tok[depth]))) ++depth;
+    if (depth == tok.size()) {
+      allow(sorted[i]);
+      ++i;
+      continue;
+    }
+    // tok[0..depth] (the rejected byte included) is dead: skip tokens that share it.
+    size_t dead = depth + 1;
+    ++i;
+    while (i < sorted.size() && lcp[i] >= dead) ++i;
+  }
+  bytes_.rollback_bytes(bytes_.num_bytes() - base);
+}
+
+void GrammarMatcher::rollback(size_t n) {
+  DI_CHECK(n <= token_lengths_.size());
+  for (size_t k = 0; k < n; ++k) {
+    uint32_t len = token_lengths_.back();
+    token_lengths_.pop_back();
+    if (len == 0) {
+      stopped_ = false;
+    } else {
+      bytes_.rollback_bytes(len);
+    }
+  }
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,68 @@
+// Token-level constrained decoding: a per-sequence matcher over a tokenizer's vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/grammar/earley_matcher.h"
+
+namespace deepinfer::tokenizer {
+class Tokenizer;
+}
+
+namespace deepinfer::grammar {
+
+// Per-tokenizer preprocessing, shared by every matcher: token byte strings sorted so that
+// tokens sharing a prefix are adjacent (an implicit trie), with each one's common-prefix length
+// to its predecessor. Special/added tokens and empty tokens are never produced by a grammar.
+class TokenizerInfo {
+ public:
+  static StatusOr<std::shared_ptr<const TokenizerInfo>> from_tokenizer(
+      const tokenizer::Tokenizer& tok, std::vector<int32_t> stop_token_ids);
+  // For tests and non-HF vocabularies: bytes per id; ids in `stop_token_ids` end a sequence.
+  static StatusOr<std::shared_ptr<const TokenizerInfo>> from_vocab(
+      std::vector<std::string> token_bytes, std::vector<bool> grammar_token,
+      std::vector<int32_t> stop_token_ids);
+
+  int32_t vocab_size() const { return static_cast<int32_t>(bytes_.size()); }
+  int32_t mask_words() const { return (vocab_size() + 31) / 32; }
+  const std::string& token_bytes(int32_t id) const { return bytes_[id]; }
+  bool is_stop(int32_t id) const;
+
+ private:
+  friend class GrammarMatcher;
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> sorted_;  // grammar-usable token ids, by byte string
+  std::vector<uint32_t> lcp_;    // lcp_[i] = common prefix of sorted_[i-1] and sorted_[i]
+  std::vector<int32_t> stop_ids_;
+  std::vector<bool> grammar_token_;
+};
+
+class GrammarMatcher {
+ public:
+  GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar,
+                 std::shared_ptr<const TokenizerInfo> info);
+
+  // False (state unchanged) when the token is not allowed now. A stop token is allowed only
+  // when the grammar can terminate; accepting it terminates the matcher.
+  bool accept_token(int32_t id);
+  // mask has info.mask_words() words; bit (id % 32) of word id / 32 is set iff allowed.
+  void fill_next_token_bitmask(uint32_t* mask);
+  // Undo the last n accepted tokens (n <= num_tokens()), stop tokens included.
+  void rollback(size_t n);
+  // A stop token was accepted, or the bytes are complete and nothing can follow.
+  bool is_terminated() const { return stopped_ || bytes_.is_terminated(); }
+  bool can_terminate() const { return !stopped_ && bytes_.can_terminate(); }
+  size_t num_tokens() const { return token_lengths_.size(); }
+
+ private:
+  std::shared_ptr<const TokenizerInfo> info_;
+  EarleyMatcher bytes_;
+  std::vector<uint32_t> token_lengths_;  // bytes per accepted token; 0 = stop token
+  bool stopped_ = false;
+};
+
+}  // namespace deepinfer::grammar

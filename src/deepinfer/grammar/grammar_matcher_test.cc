@@ -1,0 +1,281 @@
+// Token-level matcher with the real DeepSeek tokenizer and with a tiny hand-made vocabulary.
+#include "deepinfer/grammar/grammar_matcher.h"
+
+#include <gtest/gtest.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <cctype>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "deepinfer/grammar/ebnf_parser.h"
+#include "deepinfer/grammar/regex_parser.h"
+#include "deepinfer/tokenizer/tokenizer.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+constexpr int32_t kEos = 1;  // <｜end▁of▁sentence｜>
+
+const tokenizer::Tokenizer& tok() {
+  static auto t = tokenizer::Tokenizer::from_file(std::string(DEEPINFER_SOURCE_DIR) +
+                                                  "/assets/tokenizers/deepseek_v3");
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return **t;
+}
+
+std::shared_ptr<const TokenizerInfo> info() {
+  static auto i = TokenizerInfo::from_tokenizer(tok(), {kEos});
+  EXPECT_TRUE(i.ok()) << i.status().to_string();
+  return *i;
+}
+
+bool allowed(const std::vector<uint32_t>& mask, int32_t id) {
+  return (mask[id / 32] >> (id % 32)) & 1;
+}
+
+std::shared_ptr<const CompiledGrammar> regex(const std::string& p) {
+  auto g = parse_regex(p);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  return std::make_shared<CompiledGrammar>(std::move(*g));
+}
+
+std::shared_ptr<const CompiledGrammar> ebnf(const std::string& t) {
+  auto g = parse_ebnf(t);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  return std::make_shared<CompiledGrammar>(std::move(*g));
+}
+
+bool pcre_full_match(const std::string& pattern, const std::string& s) {
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &err, &off, nullptr);
+  EXPECT_NE(code, nullptr);
+  pcre2_match_data* data = pcre2_match_data_create(4, nullptr);
+  int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, data, nullptr);
+  pcre2_match_data_free(data);
+  pcre2_code_free(code);
+  return rc >= 0;
+}
+
+// Tiny vocabulary: the mask must equal trying every token on its own, including tokens that
+// split a UTF-8 sequence and tokens that are prefixes of one another.
+TEST(GrammarMatcher, MaskEqualsBruteForceOnTinyVocab) {
+  std::vector<std::string> vocab = {"<eos>",
+                                    "a",
+                                    "ab",
+                                    "abc",
+                                    "b",
+                                    "\xC3",
+                                    "\xA9",
+                                    "\xC3\xA9",
+                                    "c",
+                                    "ca",
+                                    "\xC3\xA9"
+                                    "b",
+                                    "",
+                                    "<sp>"};
+  std::vector<bool> usable(vocab.size(), true);
+  usable.back() = false;  // a special token: never produced by a grammar
+  auto ti = TokenizerInfo::from_vocab(vocab, usable, {0});
+  ASSERT_TRUE(ti.ok());
+  auto g = ebnf("root ::= (\"a\" | \"b\" | \"\\u00e9\")* \"c\"");
+  GrammarMatcher m(g, *ti);
+  std::vector<uint32_t> mask((*ti)->mask_words());
+  std::mt19937 rng(3);
+  for (int step = 0; step < 30 && !m.is_terminated(); ++step) {
+    m.fill_next_token_bitmask(mask.data());
+    std::vector<int32_t> allowed_ids;
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
+      bool ok = m.accept_token(id);
+      if (ok) m.rollback(1);
+      EXPECT_EQ(allowed(mask, id), ok) << "step " << step << " token " << id;
+      if (ok) allowed_ids.push_back(id);
+    }
+    ASSERT_FALSE(allowed_ids.empty());
+    int32_t pick =
+        allowed_ids[std::uniform_int_distribution<size_t>(0, allowed_ids.size() - 1)(rng)];
+    ASSERT_TRUE(m.accept_token(pick));
+  }
+  EXPECT_FALSE(allowed(mask, 11));  // empty token
+  EXPECT_FALSE(allowed(mask, 12));  // special token
+}
+
+TEST(GrammarMatcher, StopTokenAndRollback) {
+  auto ti = TokenizerInfo::from_vocab({"<eos>", "x", "y"}, {false, true, true}, {0});
+  ASSERT_TRUE(ti.ok());
+  GrammarMatcher m(ebnf("root ::= \"x\"+ \"y\"?"), *ti);
+  EXPECT_FALSE(m.accept_token(0));  // nothing accepted yet: cannot stop
+  EXPECT_FALSE(m.accept_token(2));
+  ASSERT_TRUE(m.accept_token(1));
+  EXPECT_TRUE(m.can_terminate());
+  ASSERT_TRUE(m.accept_token(0));
+  EXPECT_TRUE(m.is_terminated());
+  EXPECT_FALSE(m.accept_token(1));
+  std::vector<uint32_t> mask(1);
+  m.fill_next_token_bitmask(mask.data());
+  EXPECT_EQ(mask[0], 0u);
+  m.rollback(1);
+  EXPECT_FALSE(m.is_terminated());
+  ASSERT_TRUE(m.accept_token(2));
+  EXPECT_TRUE(m.is_terminated());  // complete, and nothing can follow "y"
+  m.fill_next_token_bitmask(mask.data());
+  EXPECT_EQ(mask[0], 1u);  // only the stop token
+  m.rollback(2);
+  EXPECT_EQ(m.num_tokens(), 0u);
+  EXPECT_FALSE(m.can_terminate());
+  EXPECT_FALSE(TokenizerInfo::from_vocab({"a"}, {true}, {5}).ok());
+}
+
+struct TokenCase {
+  bool is_regex;
+  std::string grammar;
+  std::vector<std::string> valid;
+};
+
+std::vector<TokenCase> token_cases() {
+  return {
+      {true, R"([0-9]{1,4}(\.[0-9]+)?)", {"3.14159", "2024"}},
+      {true,
+       R"(\{"name": "[A-Za-z ]{1,12}", "age": \d{1,3}\})",
+       {"{\"name\": \"Ada Lovelace\", \"age\": 36}"}},
+      {true, R"((yes|no|maybe) \x{1F600}?)", {"maybe \xF0\x9F\x98\x80", "no "}},
+      {false,
+       "root ::= \"[\" (item (\", \" item)*)? \"]\"\nitem ::= [0-9]+ | root",
+       {"[1, [22, 333], []]"}},
+      {false, "root ::= \"\\u4e2d\" [\\u4e00-\\u9fff]{1,3} \"!\"", {"\xE4\xB8\xAD\xE6\x96\x87!"}},
+  };
+}
+
+// Each valid string's real tokenization is accepted token by token, every token was in the
+// mask beforehand, and the stop token is allowed exactly at the end.
+TEST(GrammarMatcher, RealTokenizerAcceptsValidTokenizations) {
+  auto ti = info();
+  std::vector<uint32_t> mask(ti->mask_words());
+  for (const TokenCase& c : token_cases()) {
+    auto g = c.is_regex ? regex(c.grammar) : ebnf(c.grammar);
+    for (const std::string& s : c.valid) {
+      auto ids = tok().encode(s, /*parse_special=*/false);
+      ASSERT_TRUE(ids.ok());
+      GrammarMatcher m(g, ti);
+      for (int32_t id : *ids) {
+        m.fill_next_token_bitmask(mask.data());
+        EXPECT_EQ(allowed(mask, kEos), m.can_terminate()) << c.grammar;
+        ASSERT_TRUE(allowed(mask, id)) << c.grammar << " / " << s << " token " << id;
+        ASSERT_TRUE(m.accept_token(id)) << c.grammar << " / " << s << " token " << id;
+      }
+      m.fill_next_token_bitmask(mask.data());
+      EXPECT_TRUE(allowed(mask, kEos)) << c.grammar << " / " << s;
+      ASSERT_TRUE(m.accept_token(kEos));
+      EXPECT_TRUE(m.is_terminated());
+      // Rolling everything back gives the initial state again.
+      m.rollback(m.num_tokens());
+      ASSERT_TRUE(m.accept_token((*ids)[0]));
+    }
+  }
+}
+
+// The trie walk must give exactly what trying each token on its own gives.
+TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForce) {
+  auto ti = info();
+  std::vector<uint32_t> mask(ti->mask_words());
+  GrammarMatcher m(regex(R"(\{"name": "[A-Za-z ]{1,12}", "age": \d{1,3}\})"), ti);
+  // Inside the name many tokens fit: the walk over the sorted vocabulary is really exercised.
+  auto prefix = tok().encode("{\"name\": \"Ad", false);
+  ASSERT_TRUE(prefix.ok());
+  for (int32_t id : *prefix) ASSERT_TRUE(m.accept_token(id));
+  m.fill_next_token_bitmask(mask.data());
+  int n_allowed = 0;
+  for (int32_t id = 0; id < ti->vocab_size(); ++id) {
+    bool ok = m.accept_token(id);
+    if (ok) m.rollback(1);
+    ASSERT_EQ(allowed(mask, id), ok) << "token " << id;
+    n_allowed += ok;
+  }
+  EXPECT_GT(n_allowed, 1000);
+}
+
+// Uniform random walks over allowed tokens; finished outputs must satisfy an independent
+// checker (PCRE2 for regexes, hand-written recognizers for the EBNF grammars).
+bool nested_list(const std::string& s, size_t* i) {
+  if (*i >= s.size() || s[*i] != '[') return false;
+  ++*i;
+  if (*i < s.size() && s[*i] == ']') return ++*i, true;
+  while (true) {
+    if (*i < s.size() && s[*i] == '[') {
+      if (!nested_list(s, i)) return false;
+    } else {
+      size_t start = *i;
+      while (*i < s.size() && isdigit(static_cast<unsigned char>(s[*i]))) ++*i;
+      if (*i == start) return false;
+    }
+    if (s.compare(*i, 2, ", ") == 0) {
+      *i += 2;
+      continue;
+    }
+    if (*i < s.size() && s[*i] == ']') return ++*i, true;
+    return false;
+  }
+}
+
+bool han_exclamation(const std::string& s) {
+  // "中" then 1..3 code points in U+4E00..U+9FFF (all 3-byte, lead E4..E9) then "!".
+  if (s.rfind("\xE4\xB8\xAD", 0) != 0 || s.empty() || s.back() != '!') return false;
+  std::string mid = s.substr(3, s.size() - 4);
+  if (mid.size() % 3 != 0 || mid.empty() || mid.size() > 9) return false;
+  for (size_t i = 0; i < mid.size(); i += 3) {
+    unsigned char a = mid[i], b = mid[i + 1], c = mid[i + 2];
+    uint32_t cp = ((a & 0x0F) << 12) | ((b & 0x3F) << 6) | (c & 0x3F);
+    if ((a >> 4) != 0xE || (b >> 6) != 2 || (c >> 6) != 2 || cp < 0x4E00 || cp > 0x9FFF) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(GrammarMatcher, RandomWalksAreValid) {
+  auto ti = info();
+  std::vector<uint32_t> mask(ti->mask_words());
+  std::mt19937_64 rng(42);
+  int finished = 0;
+  auto cases = token_cases();
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const TokenCase& c = cases[ci];
+    auto g = c.is_regex ? regex(c.grammar) : ebnf(c.grammar);
+    for (int walk = 0; walk < 3; ++walk) {
+      GrammarMatcher m(g, ti);
+      std::string out;
+      for (int step = 0; step < 8 && !m.is_terminated(); ++step) {
+        m.fill_next_token_bitmask(mask.data());
+        std::vector<int32_t> ids;
+        for (int32_t id = 0; id < ti->vocab_size(); ++id) {
+          if (allowed(mask, id)) ids.push_back(id);
+        }
+        ASSERT_FALSE(ids.empty()) << c.grammar << " after '" << out << "'";
+        int32_t id = ids[std::uniform_int_distribution<size_t>(0, ids.size() - 1)(rng)];
+        ASSERT_TRUE(m.accept_token(id));
+        if (id != kEos) out += ti->token_bytes(id);
+      }
+      if (!m.can_terminate() && !m.is_terminated()) continue;
+      ++finished;
+      if (c.is_regex) {
+        EXPECT_TRUE(pcre_full_match(c.grammar, out)) << c.grammar << " produced '" << out << "'";
+      } else if (ci == 3) {
+        size_t i = 0;
+        EXPECT_TRUE(nested_list(out, &i) && i == out.size()) << "produced '" << out << "'";
+      } else {
+        EXPECT_TRUE(han_exclamation(out)) << "produced '" << out << "'";
+      }
+    }
+  }
+  EXPECT_GT(finished, 0);
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
