@@ -229,6 +229,12 @@ std::vector<AcceptCase> regex_cases() {
       {R"(\x{e9}|\x41|\x{1F600})", {"\xC3\xA9", "A", "\xF0\x9F\x98\x80"}, {"e", "a"}},
       {R"([\d\-]+[^a-z])", {"12-3X", "--!"}, {"12a", "1"}},
       {"colou?r", {"color", "colour"}, {"colouur"}},
+      {"[]a]+[^]a]", {"]a]b", "a\xC3\xA9"}, {"ab]", "a]"}},
+      {"a{,|x{2,}}|\\.", {"a{,", "xx}", "xxx}", "."}, {"x}", "a{", "b"}},
+      // Nullable bodies under repetition: Earley sets must stay finite and exact.
+      {"(a*)*b", {"b", "aab"}, {"a", "ba"}},
+      {"(a?){3,5}c", {"c", "aaaaac"}, {"aaaaaac"}},
+      {"(|a)+x|y{0}", {"x", "aax", ""}, {"y", "xa"}},
       {"((a|b)c)+", {"ac", "acbc"}, {"a", "abc"}},
       {"", {""}, {"a"}},
       {"(?:x|(?<n>y)|(?P<m>z))+?", {"x", "xyz"}, {"", "w"}},
