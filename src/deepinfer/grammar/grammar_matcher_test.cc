@@ -166,6 +166,16 @@ struct TokenCase {
   std::vector<std::string> valid;
 };
 
+const char* kJsonGrammar = R"re(root ::= value
+value ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
+member ::= string ws ":" ws value
+array ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws ::= [ \t\n\r]*
+)re";
+
 std::vector<TokenCase> token_cases() {
   return {
       {true, R"([0-9]{1,4}(\.[0-9]+)?)", {"3.14159", "2024"}},
@@ -213,6 +223,25 @@ TEST(GrammarMatcher, RealTokenizerAcceptsValidTokenizations) {
 }
 
 // The trie walk must give exactly what trying each token on its own gives.
+TEST(GrammarMatcher, RealTokenizerAcceptsJson) {
+  auto ti = info();
+  std::vector<uint32_t> mask(ti->mask_words());
+  auto g = ebnf(kJsonGrammar);
+  // Short on purpose: a mask inside a string admits nearly the whole vocabulary, and this test
+  // also runs under ASan.
+  const std::string doc = "{\"n\": [0, -1.5e3, true, null]}";
+  auto ids = tok().encode(doc, false);
+  ASSERT_TRUE(ids.ok());
+  GrammarMatcher m(g, ti);
+  for (int32_t id : *ids) {
+    m.fill_next_token_bitmask(mask.data());
+    ASSERT_TRUE(allowed(mask, id)) << "token " << id << " '" << ti->token_bytes(id) << "'";
+    ASSERT_TRUE(m.accept_token(id));
+  }
+  EXPECT_TRUE(m.can_terminate());
+  EXPECT_TRUE(m.is_terminated());  // nothing may follow the closing brace
+}
+
 TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForce) {
   auto ti = info();
   std::vector<uint32_t> mask(ti->mask_words());

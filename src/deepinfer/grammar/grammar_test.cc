@@ -141,6 +141,20 @@ factor ::= [0-9]+ | "(" expr ")"
       {"root ::= ( \"x\" |\n  \"y\" )  # trailing comment\n  \"z\"", {"xz", "yz"}, {"z", "xyz"}},
       {"root ::= [a-c-]+ [\\u00e9\\x41]", {"a-cA", "b\xC3\xA9"}, {"dA", "a"}},
       {"root ::= \"\" | \"q\"", {"", "q"}, {"qq"}},
+      // JSON (RFC 8259), the shape a json_object front end will emit.
+      {R"re(root ::= ws value ws
+value ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
+member ::= string ws ":" ws value
+array ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" hex hex hex hex ) )* "\""
+hex ::= [0-9a-fA-F]
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws ::= [ \t\n\r]*
+)re",
+       {"{}", " [1, -2.5e3, \"a\\u00e9\\n\", true, null, {\"k\": [[]]}] ",
+        "{\"a\":{\"b\":\"\xE2\x82\xAC\"}}", "0", "\"\""},
+       {"{", "[1,]", "01", "{\"a\" 1}", "\"\x01\"", "tru", "[1 2]", "\"\\x\"", "1.e5"}},
   };
 }
 
