@@ -156,7 +156,6 @@ class EbnfParser {
   }
 
   StatusOr<Fragment> parse_postfix(int depth) {
-    size_t start = pos_;
     ASSIGN_OR_RETURN(Fragment f, parse_primary(depth));
     while (true) {
       char c = peek();
@@ -177,7 +176,6 @@ class EbnfParser {
         break;
       }
     }
-    (void)start;
     return f;
   }
 
