@@ -1,0 +1,383 @@
+#include "deepinfer/server/protocol.h"
+
+#include <utility>
+
+#include "deepinfer/recipe/chat_encoder.h"
+#include "deepinfer/recipe/completion_parser.h"
+#include "deepinfer/sample/sampling_params.h"
+
+namespace deepinfer::server {
+namespace {
+
+using nlohmann::json;
+
+enum class Kind { kString, kBool, kInt, kNumber, kObject, kArray, kStringOrArray, kAny };
+
+struct Field {
+  const char* name;
+  Kind kind;
+};
+
+// Known fields and their JSON types; null is always accepted (means "default").
+constexpr Field kFields[] = {
+    {"model", Kind::kString},
+    {"prompt", Kind::kStringOrArray},
+    {"messages", Kind::kArray},
+    {"stream", Kind::kBool},
+    {"stream_options", Kind::kObject},
+    {"max_tokens", Kind::kInt},
+    {"max_completion_tokens", Kind::kInt},
+    {"min_tokens", Kind::kInt},
+    {"n", Kind::kInt},
+    {"temperature", Kind::kNumber},
+    {"top_p", Kind::kNumber},
+    {"top_k", Kind::kInt},
+    {"min_p", Kind::kNumber},
+    {"presence_penalty", Kind::kNumber},
+    {"frequency_penalty", Kind::kNumber},
+    {"repetition_penalty", Kind::kNumber},
+    {"seed", Kind::kInt},
+    {"stop", Kind::kStringOrArray},
+    {"stop_token_ids", Kind::kArray},
+    {"logit_bias", Kind::kObject},
+    {"ignore_eos", Kind::kBool},
+    {"skip_special_tokens", Kind::kBool},
+    {"include_stop_str_in_output", Kind::kBool},
+    {"user", Kind::kString},
+    {"priority", Kind::kInt},
+    {"tools", Kind::kArray},
+};
+
+bool has_kind(const json& v, Kind k) {
+  switch (k) {
+    case Kind::kString:
+      return v.is_string();
+    case Kind::kBool:
+      return v.is_boolean();
+    case Kind::kInt:
+      return v.is_number_integer() ||
+             (v.is_number_float() && v.get<double>() == static_cast<int64_t>(v.get<double>()));
+    case Kind::kNumber:
+      return v.is_number();
+    case Kind::kObject:
+      return v.is_object();
+    case Kind::kArray:
+      return v.is_array();
+    case Kind::kStringOrArray:
+      return v.is_string() || v.is_array();
+    case Kind::kAny:
+      return true;
+  }
+  return false;
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kString:
+      return "a string";
+    case Kind::kBool:
+      return "a boolean";
+    case Kind::kInt:
+      return "an integer";
+    case Kind::kNumber:
+      return "a number";
+    case Kind::kObject:
+      return "an object";
+    case Kind::kArray:
+      return "an array";
+    case Kind::kStringOrArray:
+      return "a string or an array";
+    case Kind::kAny:
+      return "any";
+  }
+  return "?";
+}
+
+bool fail(ApiError* error, std::string message, std::string param) {
+  *error = ApiError{};
+  error->message = std::move(message);
+  error->param = std::move(param);
+  return false;
+}
+
+// validate()'s messages start with the field name ("top_p must be ..."); recover it for param.
+std::string param_of(const std::string& message) {
+  std::string head = message.substr(0, message.find_first_of(" :"));
+  for (const Field& f : kFields)
+    if (head == f.name) return head;
+  if (head == "logprobs") return head;
+  return {};
+}
+
+json tool_call_json(const recipe::ToolCall& c, const std::string& id) {
+  return {{"id", id},
+          {"type", "function"},
+          {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+}  // namespace
+
+json error_body(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return {{"error", err}};
+}
+
+ApiError not_found_error(std::string_view path) {
+  return {404, "no route for " + std::string(path), "invalid_request_error", "", "not_found"};
+}
+
+ApiError unauthorized_error() {
+  return {401, "invalid or missing API key (Authorization: Bearer <key>)", "authentication_error",
+          "", "invalid_api_key"};
+}
+
+ApiError body_too_large_error(size_t limit) {
+  return {413, "request body exceeds " + std::to_string(limit) + " bytes", "invalid_request_error",
+          "", "request_too_large"};
+}
+
+ApiError malformed_json_error(std::string_view what) {
+  return {400, "request body is not valid JSON: " + std::string(what), "invalid_request_error", "",
+          "invalid_json"};
+}
+
+ApiError error_from_status(const Status& st, std::string param) {
+  ApiError e;
+  e.message = st.message();
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kNotFound:
+    case StatusCode::kUnimplemented:
+      e.http_status = 400;
+      break;
+    case StatusCode::kResourceExhausted:
+      e.http_status = 429;
+      e.type = "rate_limit_error";
+      break;
+    default:
+      e.http_status = 500;
+      e.type = "internal_error";
+  }
+  e.param = param.empty() ? param_of(st.message()) : std::move(param);
+  return e;
+}
+
+bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size, ParsedRequest* out,
+                   ApiError* error) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    *error = malformed_json_error("parse error");
+    return false;
+  }
+  if (!j.is_object()) return fail(error, "request body must be a JSON object", "");
+  for (const Field& f : kFields) {
+    auto it = j.find(f.name);
+    if (it == j.end() || it->is_null()) continue;
+    if (!has_kind(*it, f.kind))
+      return fail(error, std::string(f.name) + " must be " + kind_name(f.kind), f.name);
+  }
+  *out = ParsedRequest{};
+  out->endpoint = endpoint;
+  out->model = j.value("model", json("")).is_string() ? j.value("model", std::string()) : "";
+  out->stream = j.contains("stream") && j["stream"].is_boolean() && j["stream"].get<bool>();
+  if (j.contains("stream_options") && j["stream_options"].is_object()) {
+    const json& so = j["stream_options"];
+    if (so.contains("include_usage") && !so["include_usage"].is_null()) {
+      if (!so["include_usage"].is_boolean())
+        return fail(error, "stream_options.include_usage must be a boolean",
+                    "stream_options.include_usage");
+      out->include_usage = so["include_usage"].get<bool>();
+    }
+  }
+
+  // max_completion_tokens is the newer name; it wins when both are given (as OpenAI's does).
+  json sp = j;
+  if (j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null())
+    sp["max_tokens"] = j["max_completion_tokens"];
+  // OpenAI's `logprobs` differs per endpoint (bool + top_logprobs for chat); not yet wired.
+  sp.erase("logprobs");
+  auto params = sample::sampling_params_from_json(sp);
+  if (!params.ok()) {
+    *error = error_from_status(params.status());
+    return false;
+  }
+  Status st = sample::validate(*params, vocab_size);
+  if (!st.ok()) {
+    *error = error_from_status(st);
+    return false;
+  }
+  if (params->n != 1) return fail(error, "n > 1 is not supported yet", "n");
+  out->gen.params = *params;
+  if (j.contains("priority") && j["priority"].is_number()) out->gen.priority = j["priority"];
+
+  if (endpoint == Endpoint::kCompletions) {
+    if (!j.contains("prompt") || j["prompt"].is_null())
+      return fail(error, "prompt is required", "prompt");
+    const json& p = j["prompt"];
+    if (p.is_string()) {
+      out->gen.prompt = p.get<std::string>();
+    } else {
+      // A token-id array; batches of prompts are not supported yet.
+      for (const json& t : p) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size)
+          return fail(error, "prompt must be a string or an array of token ids", "prompt");
+        out->gen.prompt_ids.push_back(t.get<int32_t>());
+      }
+      if (out->gen.prompt_ids.empty()) return fail(error, "prompt must not be empty", "prompt");
+    }
+  } else {
+    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
+      return fail(error, "messages is required and must be a non-empty array", "messages");
+    recipe::Json rj = recipe::Json::parse(body, nullptr, /*allow_exceptions=*/false);
+    auto mapped = recipe::map_chat_request(rj);
+    if (!mapped.ok()) {
+      *error = error_from_status(mapped.status(), "messages");
+      return false;
+    }
+    out->thinking = mapped->options.thinking;
+    out->gen.chat = std::move(j);
+  }
+  return true;
+}
+
+json usage_json(const Usage& u, int64_t completion_tokens, int64_t reasoning_tokens) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", u.prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+          {"completion_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
+          {"prompt_cache_hit_tokens", u.cached_tokens},
+          {"prompt_cache_miss_tokens", u.prompt_tokens - u.cached_tokens}};
+}
+
+recipe::ParsedMessage parse_chat_output(const std::string& text, bool thinking) {
+  auto strict = recipe::parse_completion(text, thinking);
+  if (strict.ok()) return *strict;
+  recipe::StreamingParser parser(thinking);
+  recipe::StreamDelta ignored;
+  parser.feed(text, &ignored);
+  parser.finish(&ignored);
+  return parser.message();
+}
+
+static int64_t total_completion_tokens(const RequestOutput& out) {
+  int64_t n = 0;
+  for (const CompletionOutput& c : out.outputs) n += static_cast<int64_t>(c.token_ids.size());
+  return n;
+}
+
+json completion_response(const std::string& id, int64_t created, const std::string& model,
+                         const RequestOutput& out) {
+  json choices = json::array();
+  for (const CompletionOutput& c : out.outputs) {
+    choices.push_back({{"index", c.index},
+                       {"text", c.text},
+                       {"logprobs", nullptr},
+                       {"finish_reason", c.finish_reason ? json(*c.finish_reason) : json()}});
+  }
+  return {{"id", id},           {"object", "text_completion"},
+          {"created", created}, {"model", model},
+          {"choices", choices}, {"usage", usage_json(out.usage, total_completion_tokens(out), 0)}};
+}
+
+json chat_response(const std::string& id, int64_t created, const std::string& model,
+                   const RequestOutput& out, bool thinking, int64_t reasoning_tokens) {
+  json choices = json::array();
+  for (const CompletionOutput& c : out.outputs) {
+    recipe::ParsedMessage m = parse_chat_output(c.text, thinking);
+    json msg = {{"role", "assistant"}, {"content", m.content}};
+    if (thinking) msg["reasoning_content"] = m.reasoning_content;
+    std::optional<std::string> finish = c.finish_reason;
+    if (!m.tool_calls.empty()) {
+      json calls = json::array();
+      for (size_t i = 0; i < m.tool_calls.size(); ++i)
+        calls.push_back(tool_call_json(m.tool_calls[i], id + "-call-" + std::to_string(i)));
+      msg["tool_calls"] = calls;
+      if (finish == "stop") finish = "tool_calls";
+    }
+    choices.push_back({{"index", c.index},
+                       {"message", msg},
+                       {"logprobs", nullptr},
+                       {"finish_reason", finish ? json(*finish) : json()}});
+  }
+  return {{"id", id},
+          {"object", "chat.completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", choices},
+          {"usage", usage_json(out.usage, total_completion_tokens(out), reasoning_tokens)}};
+}
+
+json completion_chunk(const std::string& id, int64_t created, const std::string& model, int index,
+                      const std::string& delta_text,
+                      const std::optional<std::string>& finish_reason) {
+  json choice = {{"index", index},
+                 {"text", delta_text},
+                 {"logprobs", nullptr},
+                 {"finish_reason", finish_reason ? json(*finish_reason) : json()}};
+  return {{"id", id},
+          {"object", "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({choice})}};
+}
+
+json chat_chunk(const std::string& id, int64_t created, const std::string& model, int index,
+                const recipe::StreamDelta& delta, bool first,
+                const std::optional<std::string>& finish_reason) {
+  json d = json::object();
+  if (first) d["role"] = "assistant";
+  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
+  if (!delta.content.empty() || first) d["content"] = delta.content;
+  if (!delta.tool_calls.empty()) {
+    json calls = json::array();
+    for (const recipe::ToolCallDelta& t : delta.tool_calls) {
+      json c = {{"index", t.index}, {"function", {{"arguments", t.arguments}}}};
+      if (!t.name.empty()) {
+        c["id"] = id + "-call-" + std::to_string(t.index);
+        c["type"] = "function";
+        c["function"]["name"] = t.name;
+      }
+      calls.push_back(c);
+    }
+    d["tool_calls"] = calls;
+  }
+  json choice = {{"index", index},
+                 {"delta", d},
+                 {"logprobs", nullptr},
+                 {"finish_reason", finish_reason ? json(*finish_reason) : json()}};
+  return {{"id", id},
+          {"object", "chat.completion.chunk"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({choice})}};
+}
+
+json usage_chunk(const std::string& id, int64_t created, const std::string& model,
+                 Endpoint endpoint, const json& usage) {
+  return {{"id", id},
+          {"object",
+           endpoint == Endpoint::kChatCompletions ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array()},
+          {"usage", usage}};
+}
+
+std::string sse_event(const json& j) {
+  // error_handler_t::replace: model output may split or contain invalid UTF-8.
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+json models_response(const std::string& model_id, int64_t created) {
+  return {{"object", "list"},
+          {"data", json::array({{{"id", model_id},
+                                 {"object", "model"},
+                                 {"created", created},
+                                 {"owned_by", "deepinfer"}}})}};
+}
+
+}  // namespace deepinfer::server
