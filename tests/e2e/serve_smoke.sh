@@ -89,6 +89,17 @@ python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["error"]["param
 code=$(c -o /dev/null -w '%{http_code}' "${auth[@]}" "$base/nope")
 [ "$code" = 404 ] || fail "unknown route gave $code"
 
+# Body over the limit: 413.
+head -c 9000000 /dev/zero | tr '\0' a >"$tmp/big.txt"
+code=$(c -o /dev/null -w '%{http_code}' "${auth[@]}" --data-binary @"$tmp/big.txt" "$base/v1/completions")
+[ "$code" = 413 ] || fail "huge body gave $code"
+
+# A client dropping a long stream must not hurt the server (the engine request is cancelled).
+curl -sN --max-time 1 "${auth[@]}" -d '{"prompt":"Hi","max_tokens":60000,"stream":true,"ignore_eos":true}' \
+  "$base/v1/completions" >/dev/null 2>&1
+c "${auth[@]}" -d '{"prompt":"Hi","max_tokens":2}' "$base/v1/completions" | grep -q '"text_completion"' \
+  || fail "request after a client disconnect"
+
 kill "$pid"
 for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
 kill -0 "$pid" 2>/dev/null && fail "server did not exit on SIGTERM"
