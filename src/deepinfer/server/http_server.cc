@@ -224,6 +224,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void reset_for_next() {
     req_ = ParsedRequest{};
     submitted_ = finished_ = cancelled_ = false;
+    created_ = now_s();  // keep-alive: each request gets its own timestamp
   }
 
   void close() {
