@@ -1,8 +1,11 @@
 // The MTP draft layer (spec §6.10). transformers drops MTP, so there is no golden reference: these
 // tests pin its contract (inputs it depends on, path independence, errors), not its values.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
@@ -12,7 +15,15 @@ namespace deepinfer::v4 {
 namespace {
 
 std::unique_ptr<CpuModel> tiny_with_mtp(Numerics numerics) {
-  const std::string dir = ::testing::TempDir() + "/mtp_model";
+  // ctest runs each test case as its own process, in parallel: one model dir per process.
+  static const std::string dir = [] {
+    std::string d = ::testing::TempDir() + "/mtp_model_" + std::to_string(::getpid());
+    std::atexit([] {
+      std::filesystem::remove_all(::testing::TempDir() + "/mtp_model_" +
+                                  std::to_string(::getpid()));
+    });
+    return d;
+  }();
   TinyModelOptions o;
   o.quantized = true;
   o.seed = 5;

@@ -2,6 +2,7 @@
 #include "deepinfer/engine/engine.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,9 +17,16 @@
 namespace deepinfer {
 namespace {
 
+// ctest runs each test case as its own process, in parallel: one model dir per process, removed
+// at exit (the path is recomputed there, so no static object's lifetime matters).
+std::string model_dir_path() {
+  return ::testing::TempDir() + "/engine_test_model_" + std::to_string(::getpid());
+}
+
 const std::string& model_dir() {
   static const std::string dir = [] {
-    std::string d = ::testing::TempDir() + "/engine_test_model";
+    std::string d = model_dir_path();
+    std::atexit([] { std::filesystem::remove_all(model_dir_path()); });
     v4::TinyModelOptions o;
     o.quantized = true;
     o.seed = 11;
