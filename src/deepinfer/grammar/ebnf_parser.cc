@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "deepinfer/grammar/utf8_decode.h"
+
 namespace deepinfer::grammar {
 namespace {
 
@@ -220,17 +222,9 @@ class EbnfParser {
 
   // Decodes one UTF-8 code point of the source text.
   StatusOr<uint32_t> next_code_point() {
-    unsigned char c = static_cast<unsigned char>(peek());
-    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || pos_ + n > text_.size()) return error("invalid UTF-8 in grammar text");
-    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int i = 1; i < n; ++i) {
-      unsigned char d = static_cast<unsigned char>(text_[pos_ + i]);
-      if ((d >> 6) != 2) return error("invalid UTF-8 in grammar text");
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    pos_ += n;
-    return cp;
+    std::optional<uint32_t> cp = decode_utf8(text_, &pos_);
+    if (!cp) return error("invalid UTF-8 in grammar text");
+    return *cp;
   }
 
   StatusOr<uint32_t> parse_hex(int digits) {
