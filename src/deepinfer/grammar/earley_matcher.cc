@@ -1,5 +1,7 @@
 #include "deepinfer/grammar/earley_matcher.h"
 
+#include <algorithm>
+
 #include "deepinfer/base/check.h"
 
 namespace deepinfer::grammar {
@@ -41,21 +43,39 @@ CompiledGrammar::CompiledGrammar(Grammar g) : grammar_(std::move(g)) {
 }
 
 EarleyMatcher::EarleyMatcher(std::shared_ptr<const CompiledGrammar> g) : g_(std::move(g)) {
+  head_.assign(g_->positions_.size(), 0);
+  stamp_.assign(g_->positions_.size(), 0);
   reset();
 }
 
 void EarleyMatcher::reset() {
   items_.clear();
+  next_same_.clear();
   set_begin_.assign(1, 0);
+  begin_set();
   add(g_->rule_starts_[g_->start_rule_][0], 0);
   close_current_set();
 }
 
-void EarleyMatcher::add(uint32_t position, uint32_t origin) {
-  // Sets are small for the grammars seen so far; a linear scan avoids any allocation.
-  for (size_t i = set_begin_.back(); i < items_.size(); ++i) {
-    if (items_[i].position == position && items_[i].origin == origin) return;
+void EarleyMatcher::begin_set() {
+  if (++epoch_ == 0) {  // wrapped: old stamps could alias the new epoch
+    std::fill(stamp_.begin(), stamp_.end(), 0);
+    epoch_ = 1;
   }
+}
+
+void EarleyMatcher::add(uint32_t position, uint32_t origin) {
+  constexpr uint32_t kNone = 0xFFFFFFFF;
+  uint32_t head = kNone;
+  if (stamp_[position] == epoch_) {
+    head = head_[position];
+    for (uint32_t i = head; i != kNone; i = next_same_[i]) {
+      if (items_[i].origin == origin) return;
+    }
+  }
+  stamp_[position] = epoch_;
+  head_[position] = static_cast<uint32_t>(items_.size());
+  next_same_.push_back(head);
   items_.push_back({position, origin});
 }
 
@@ -90,6 +110,7 @@ bool EarleyMatcher::accept_byte(uint8_t b) {
   uint32_t begin = set_begin_.back();
   uint32_t end = static_cast<uint32_t>(items_.size());
   set_begin_.push_back(end);
+  begin_set();
   for (uint32_t i = begin; i < end; ++i) {
     const auto& p = pos[items_[i].position];
     if (p.index != CompiledGrammar::kEnd && p.kind == Element::Kind::kBytes &&
@@ -99,7 +120,7 @@ bool EarleyMatcher::accept_byte(uint8_t b) {
   }
   if (items_.size() == end) {
     set_begin_.pop_back();
-    return false;
+    return false;  // the epoch moved on, so no stale stamp refers to the popped set
   }
   close_current_set();
   return true;
@@ -141,7 +162,41 @@ void EarleyMatcher::rollback_bytes(size_t n) {
   if (n == 0) return;
   size_t k = set_begin_.size() - n;
   items_.resize(set_begin_[k]);
+  next_same_.resize(set_begin_[k]);
   set_begin_.resize(k);
+}
+
+void EarleyMatcher::state_key(std::vector<uint32_t>* out) const {
+  const auto& pos = g_->positions_;
+  const uint32_t k = static_cast<uint32_t>(set_begin_.size() - 1);
+  key_canon_.resize(set_begin_.size());
+  key_queue_.clear();
+  key_queue_.push_back(k);
+  key_canon_[k] = 0;
+  auto set_end = [&](uint32_t s) {
+    return s == k ? static_cast<uint32_t>(items_.size()) : set_begin_[s + 1];
+  };
+  for (size_t q = 0; q < key_queue_.size(); ++q) {
+    uint32_t s = key_queue_[q];
+    out->push_back(0xFFFFFFFF);  // set separator
+    for (uint32_t i = set_begin_[s]; i < set_end(s); ++i) {
+      const Item& it = items_[i];
+      const auto& p = pos[it.position];
+      // Older sets matter only through items waiting on a rule (completion advances those);
+      // the current set also scans, and its finished accept item says "can terminate".
+      bool keep = s == k ? (p.index != CompiledGrammar::kEnd || it.position == g_->accept_position_)
+                         : (p.index != CompiledGrammar::kEnd && p.kind == Element::Kind::kRule);
+      if (!keep) continue;
+      bool seen = false;
+      for (uint32_t v : key_queue_) seen |= v == it.origin;
+      if (!seen) {
+        key_canon_[it.origin] = static_cast<int32_t>(key_queue_.size());
+        key_queue_.push_back(it.origin);
+      }
+      out->push_back(it.position);
+      out->push_back(static_cast<uint32_t>(key_canon_[it.origin]));
+    }
+  }
 }
 
 }  // namespace deepinfer::grammar

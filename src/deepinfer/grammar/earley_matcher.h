@@ -55,6 +55,11 @@ class EarleyMatcher {
   size_t num_bytes() const { return set_begin_.size() - 1; }
   void rollback_bytes(size_t n);
   void reset();
+  // Appends an encoding of everything the future of this matcher depends on: the current set's
+  // unfinished items and, through origins, the rule-waiting items of every set they reach, with
+  // sets renumbered in visit order. Equal keys => equal behaviour on every byte string, so a
+  // token mask may be cached under it.
+  void state_key(std::vector<uint32_t>* out) const;
 
  private:
   struct Item {
@@ -64,9 +69,19 @@ class EarleyMatcher {
   void add(uint32_t position, uint32_t origin);
   void close_current_set();
 
+  void begin_set();
+
   std::shared_ptr<const CompiledGrammar> g_;
   std::vector<Item> items_;
   std::vector<uint32_t> set_begin_;  // set k = items_[set_begin_[k], set_begin_[k+1] or end)
+  // Dedup index for the set being built: items with the same position are chained (newest
+  // first) from head_[position], valid while stamp_[position] == epoch_.
+  std::vector<uint32_t> next_same_;  // parallel to items_
+  std::vector<uint32_t> head_;
+  std::vector<uint32_t> stamp_;
+  uint32_t epoch_ = 0;
+  mutable std::vector<int32_t> key_canon_;   // scratch for state_key: set -> visit order
+  mutable std::vector<uint32_t> key_queue_;  // scratch for state_key: sets in visit order
 };
 
 }  // namespace deepinfer::grammar

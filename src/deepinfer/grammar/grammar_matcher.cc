@@ -55,6 +55,15 @@ StatusOr<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(
     while (n < p.size() && n < q.size() && p[n] == q[n]) ++n;
     info->lcp_[i] = static_cast<uint32_t>(n);
   }
+  // Next-smaller-lcp links, by a monotonic stack from the right.
+  const uint32_t n_sorted = static_cast<uint32_t>(info->sorted_.size());
+  info->skip_.assign(n_sorted, n_sorted);
+  std::vector<uint32_t> stack;
+  for (uint32_t i = n_sorted; i-- > 0;) {
+    while (!stack.empty() && info->lcp_[stack.back()] >= info->lcp_[i]) stack.pop_back();
+    info->skip_[i] = stack.empty() ? n_sorted : stack.back();
+    stack.push_back(i);
+  }
   return std::shared_ptr<const TokenizerInfo>(std::move(info));
 }
 
@@ -63,8 +72,13 @@ bool TokenizerInfo::is_stop(int32_t id) const {
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar,
-                               std::shared_ptr<const TokenizerInfo> info)
-    : info_(std::move(info)), bytes_(std::move(grammar)) {}
+                               std::shared_ptr<const TokenizerInfo> info,
+                               std::shared_ptr<MaskCache> cache)
+    : info_(std::move(info)), cache_(std::move(cache)), bytes_(std::move(grammar)) {
+  if (!cache_ || cache_->mask_words() != info_->mask_words()) {
+    cache_ = std::make_shared<MaskCache>(info_->mask_words(), kDefaultCacheBytes);
+  }
+}
 
 bool GrammarMatcher::accept_token(int32_t id) {
   if (stopped_ || id < 0 || id >= info_->vocab_size()) return false;
@@ -82,8 +96,24 @@ bool GrammarMatcher::accept_token(int32_t id) {
 }
 
 void GrammarMatcher::fill_next_token_bitmask(uint32_t* mask) {
-  std::memset(mask, 0, sizeof(uint32_t) * info_->mask_words());
-  if (stopped_) return;
+  const size_t bytes = sizeof(uint32_t) * info_->mask_words();
+  if (stopped_) {
+    std::memset(mask, 0, bytes);
+    return;
+  }
+  key_.clear();
+  bytes_.state_key(&key_);
+  const uint64_t h = MaskCache::hash(key_);
+  if (const uint32_t* hit = cache_->find(key_, h)) {
+    std::memcpy(mask, hit, bytes);
+    return;
+  }
+  std::memset(mask, 0, bytes);
+  walk_vocabulary(mask);
+  cache_->insert(key_, h, mask);
+}
+
+void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
   auto allow = [&](int32_t id) { mask[id / 32] |= uint32_t{1} << (id % 32); };
   if (bytes_.can_terminate()) {
     for (int32_t id : info_->stop_ids_) allow(id);
@@ -107,9 +137,10 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* mask) {
       continue;
     }
     // tok[0..depth] (the rejected byte included) is dead: skip tokens that share it.
-    size_t dead = depth + 1;
+    const size_t dead = depth + 1;
+    const auto& skip = info_->skip_;
     ++i;
-    while (i < sorted.size() && lcp[i] >= dead) ++i;
+    while (i < sorted.size() && lcp[i] >= dead) i = skip[i];
   }
   bytes_.rollback_bytes(bytes_.num_bytes() - base);
 }

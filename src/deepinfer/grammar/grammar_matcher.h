@@ -8,6 +8,7 @@
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/grammar/earley_matcher.h"
+#include "deepinfer/grammar/mask_cache.h"
 
 namespace deepinfer::tokenizer {
 class Tokenizer;
@@ -37,14 +38,22 @@ class TokenizerInfo {
   std::vector<std::string> bytes_;
   std::vector<int32_t> sorted_;  // grammar-usable token ids, by byte string
   std::vector<uint32_t> lcp_;    // lcp_[i] = common prefix of sorted_[i-1] and sorted_[i]
+  // skip_[i]: the first j > i with lcp_[j] < lcp_[i]. Every token in between shares at least
+  // lcp_[i] bytes with sorted_[i-1], so a rejected prefix is skipped in O(its length) jumps.
+  std::vector<uint32_t> skip_;
   std::vector<int32_t> stop_ids_;
   std::vector<bool> grammar_token_;
 };
 
 class GrammarMatcher {
  public:
+  // Masks are memoized in `cache` (exact: keyed by the full matcher state). Matchers of the
+  // same grammar and tokenizer may share one cache when they run on one thread; by default
+  // each matcher has its own of kDefaultCacheBytes.
+  static constexpr size_t kDefaultCacheBytes = 4 << 20;
   GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar,
-                 std::shared_ptr<const TokenizerInfo> info);
+                 std::shared_ptr<const TokenizerInfo> info,
+                 std::shared_ptr<MaskCache> cache = nullptr);
 
   // False (state unchanged) when the token is not allowed now. A stop token is allowed only
   // when the grammar can terminate; accepting it terminates the matcher.
@@ -57,9 +66,14 @@ class GrammarMatcher {
   bool is_terminated() const { return stopped_ || bytes_.is_terminated(); }
   bool can_terminate() const { return !stopped_ && bytes_.can_terminate(); }
   size_t num_tokens() const { return token_lengths_.size(); }
+  const MaskCache& cache() const { return *cache_; }
 
  private:
+  void walk_vocabulary(uint32_t* mask);
+
   std::shared_ptr<const TokenizerInfo> info_;
+  std::shared_ptr<MaskCache> cache_;
+  std::vector<uint32_t> key_;  // scratch for the state key
   EarleyMatcher bytes_;
   std::vector<uint32_t> token_lengths_;  // bytes per accepted token; 0 = stop token
   bool stopped_ = false;

@@ -1,0 +1,36 @@
+// Token masks memoized by matcher state (EarleyMatcher::state_key). A key fixes everything the
+// future depends on, so a hit is exact, never a guess. Inside a string, a repeated array element
+// or a repeated object member the state recurs, and its mask is a copy instead of a walk.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace deepinfer::grammar {
+
+class MaskCache {
+ public:
+  // Holds at most max_bytes of masks; when full it starts over (states recur locally, so a
+  // recent working set refills quickly).
+  MaskCache(int32_t mask_words, size_t max_bytes);
+
+  static uint64_t hash(const std::vector<uint32_t>& key);
+  // The cached mask for key, or nullptr.
+  const uint32_t* find(const std::vector<uint32_t>& key, uint64_t h) const;
+  void insert(const std::vector<uint32_t>& key, uint64_t h, const uint32_t* mask);
+
+  int32_t mask_words() const { return mask_words_; }
+  size_t size() const { return keys_.size(); }
+  mutable int64_t hits = 0, misses = 0;
+
+ private:
+  int32_t mask_words_;
+  size_t max_entries_;
+  std::unordered_multimap<uint64_t, uint32_t> index_;  // hash -> entry
+  std::vector<std::vector<uint32_t>> keys_;
+  std::vector<uint32_t> masks_;  // entry e at [e * mask_words_, (e + 1) * mask_words_)
+};
+
+}  // namespace deepinfer::grammar
