@@ -17,6 +17,7 @@
 #include "deepinfer/base/check.h"
 #include "deepinfer/kv/kv_geometry.h"
 #include "deepinfer/kv/kv_manager.h"
+#include "deepinfer/engine/pooled_state_pages.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/recipe/chat_encoder.h"
 #include "deepinfer/sample/sampler.h"
@@ -51,7 +52,7 @@ struct SeqState {
   int index = 0;
   std::vector<int32_t> tokens;  // prompt + generated
   int64_t computed = 0;         // tokens already in model_state
-  v4::SequenceState model_state;
+  v4::SequenceState model_state;  // in pool pages; empty until its first chunk runs
   std::unique_ptr<sample::SequenceSampler> sampler;
   std::unique_ptr<sample::StopChecker> stop;
   std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
@@ -62,6 +63,9 @@ struct SeqState {
   bool parked = false;
   bool forked = false;
   std::vector<float> fork_logits;
+  // Sample 0's state after the prompt, copied into this sample's own pages once the scheduler
+  // has reserved them (its last prompt chunk).
+  std::shared_ptr<const std::string> fork_snapshot;
 };
 
 struct RequestState {
@@ -76,13 +80,19 @@ struct RequestState {
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineArgs& args, std::unique_ptr<v4::CpuModel> model,
-             std::unique_ptr<tokenizer::Tokenizer> tok, kv::KvManager kv)
+             std::unique_ptr<tokenizer::Tokenizer> tok, kv::KvManager kv,
+             std::shared_ptr<const v4::StateLayout> layout)
       : args_(args),
         model_(std::move(model)),
         tok_(std::move(tok)),
         kv_(std::move(kv)),
-        sched_(sched_config(args), &kv_) {
+        sched_(sched_config(args), &kv_),
+        layout_(std::move(layout)),
+        // Uninitialized: the OS commits pages as sequences first touch them.
+        arena_(new float[static_cast<size_t>(kv_.num_total_pages() * layout_->page_floats())]) {
     free_pages_snapshot_ = kv_.num_free_pages();
+    if (!args_.debug_scripted_output.empty() && tok_)
+      if (auto ids = tok_->encode(args_.debug_scripted_output); ids.ok()) scripted_ = *ids;
     thread_ = std::thread([this] { loop(); });
   }
 
@@ -148,7 +158,7 @@ class EngineImpl final : public Engine {
   }
   EngineCapacity capacity() const override {
     auto c = kv_.capacity();
-    return {c.max_tokens, c.max_sequences, c.num_pages};
+    return {c.max_tokens, c.max_sequences, c.num_pages, layout_->page_bytes()};
   }
   int64_t kv_free_pages() const override {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -219,7 +229,6 @@ class EngineImpl final : public Engine {
   // Hands a sequence to the scheduler (its model state already set up, fresh or forked).
   void start_seq(SeqState& s) {
     s.parked = false;
-    if (!s.forked) s.model_state = model_->new_sequence();
     sched::SchedRequest sr{s.seq_id, static_cast<int64_t>(s.req->prompt.size()),
                            s.req->req.params.max_tokens, s.req->req.priority, arrival_++};
     Status st = sched_.add(sr);
@@ -232,9 +241,11 @@ class EngineImpl final : public Engine {
 
   // Sample 0 has the whole prompt in its state and `logits_` holds the last position's logits.
   void fork_parked_siblings(const SeqState& parent) {
+    std::shared_ptr<const std::string> snapshot;
     for (auto& sib : parent.req->seqs) {
       if (!sib->parked) continue;
-      sib->model_state = parent.model_state;
+      if (!snapshot) snapshot = std::make_shared<const std::string>(parent.model_state.serialize());
+      sib->fork_snapshot = snapshot;
       sib->fork_logits = logits_;
       sib->forked = true;
       start_seq(*sib);
@@ -254,10 +265,15 @@ class EngineImpl final : public Engine {
 
   // Preempted (recompute): the state is rebuilt from scratch, a forked one included.
   void reset_state(SeqState& s) {
-    s.model_state = model_->new_sequence();
+    s.model_state = v4::SequenceState();  // its pages are already back in the pool
     s.computed = 0;
     s.forked = false;
     s.fork_logits.clear();
+    s.fork_snapshot.reset();
+  }
+
+  std::unique_ptr<v4::StatePages> pooled_pages(uint64_t seq_id) {
+    return std::make_unique<PooledStatePages>(kv_, seq_id, arena_.get(), layout_->page_floats());
   }
 
   void handle_cancel(const std::string& id) {
@@ -282,8 +298,17 @@ class EngineImpl final : public Engine {
     const int64_t prompt_len = static_cast<int64_t>(s.req->prompt.size());
     if (s.forked && item.start_pos + item.num_tokens <= prompt_len) {
       // The prompt is already in the forked state; the plan's prefill chunks only account for it.
+      if (item.start_pos + item.num_tokens == prompt_len) {
+        auto st = v4::SequenceState::deserialize(*s.fork_snapshot, model_->config(), layout_,
+                                                 pooled_pages(s.seq_id));
+        DI_CHECK(st.ok());  // our own snapshot of the same model
+        s.model_state = std::move(*st);
+        s.fork_snapshot.reset();
+      }
       if (item.needs_sample) logits_ = s.fork_logits;
     } else {
+      if (s.model_state.empty())
+        s.model_state = v4::make_sequence_state(model_->config(), layout_, pooled_pages(s.seq_id));
       Status st = model_->forward(s.model_state, &s.tokens[item.start_pos], item.num_tokens, false,
                                   &logits_);
       DI_CHECK(st.ok());  // inputs were validated at submit
@@ -296,6 +321,10 @@ class EngineImpl final : public Engine {
     if (!item.needs_sample) return;
     auto t1 = Clock::now();
     sample::SampleResult r = s.sampler->sample(logits_.data(), vocab_size(), eos_token_id());
+    if (!args_.debug_scripted_output.empty()) {
+      const size_t i = s.out.token_ids.size();
+      r.token = i < scripted_.size() ? scripted_[i] : eos_token_id();
+    }
     s.sampler->accept(r.token);
     s.tokens.push_back(r.token);
     const bool sched_done = sched_.on_token_appended(s.seq_id);  // true: max_tokens reached
@@ -405,6 +434,8 @@ class EngineImpl final : public Engine {
       emit_outputs();
       std::lock_guard<std::mutex> lock(stats_mu_);
       free_pages_snapshot_ = kv_.num_free_pages();
+      stats_.num_running = sched_.num_running();
+      stats_.num_waiting = sched_.num_waiting();
     }
   }
 
@@ -413,6 +444,8 @@ class EngineImpl final : public Engine {
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   kv::KvManager kv_;
   sched::Scheduler sched_;
+  std::shared_ptr<const v4::StateLayout> layout_;
+  std::unique_ptr<float[]> arena_;  // every pool page, layout_->page_floats() each
 
   // Engine-thread only.
   std::vector<std::unique_ptr<RequestState>> requests_;
@@ -421,6 +454,7 @@ class EngineImpl final : public Engine {
   uint64_t next_seq_ = 1, arrival_ = 0;
   std::vector<float> logits_;
   EngineStats local_;
+  std::vector<int32_t> scripted_;  // debug_scripted_output's tokens
 
   // Shared with submitters.
   std::mutex mu_;
@@ -455,9 +489,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& args) {
   if (std::filesystem::exists(args.model + "/tokenizer.json")) {
     ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::from_file(args.model));
   }
+  // Pool pages are the CPU state layout's pages: its row packing decides their size and how
+  // many hold a sequence's constant state.
   kv::KvGeometry geo = kv::kv_geometry(model->config(), /*element_bytes=*/4);
+  auto layout = std::make_shared<const v4::StateLayout>(model->config(), geo.page_tokens);
+  geo.page_bytes = layout->page_bytes();
+  geo.constant_pages_per_seq = layout->constant_pages();
   ASSIGN_OR_RETURN(kv::KvManager kv, kv::KvManager::create(geo, args.kv_memory_bytes));
-  auto e = std::make_unique<EngineImpl>(args, std::move(model), std::move(tok), std::move(kv));
+  auto e = std::make_unique<EngineImpl>(args, std::move(model), std::move(tok), std::move(kv),
+                                        std::move(layout));
   return std::unique_ptr<Engine>(std::move(e));
 }
 

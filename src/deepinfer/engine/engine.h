@@ -27,6 +27,10 @@ struct EngineArgs {
   uint64_t seed = 0;                      // for requests without their own seed
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
+  // Test hook (`serve --debug-scripted-output FILE`): when set, every sample's tokens are this
+  // text's encoding and then EOS instead of sampled ones; detokenizing, stop rules and streaming
+  // stay the real ones. Only for tests of output parsing (tool calls, reasoning) on a tiny model.
+  std::string debug_scripted_output;
 };
 
 struct TokenLogprobs {
@@ -74,10 +78,13 @@ struct EngineStats {
   int64_t steps = 0;
   double schedule_s = 0, forward_s = 0, sample_s = 0, output_s = 0, total_s = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0, preemptions = 0;
+  // Scheduler sequences after the latest step (gauges for /metrics).
+  int64_t num_running = 0, num_waiting = 0;
 };
 
 struct EngineCapacity {
   int64_t max_tokens = 0, max_sequences = 0, num_pages = 0;
+  int64_t page_bytes = 0;  // every page is this many bytes of the engine's state arena
 };
 
 class Engine {

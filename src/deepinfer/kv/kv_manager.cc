@@ -11,8 +11,10 @@ StatusOr<KvManager> KvManager::create(const KvGeometry& g, int64_t memory_budget
                             std::to_string(g.page_tokens));
   if (g.page_bytes <= 0)
     return invalid_argument("kv: the model has no growing KV state to page (page_bytes is 0)");
-  // Recomputed from bytes so a hand-built geometry can't disagree with itself.
-  const int64_t constant_pages = (g.constant_bytes_per_seq + g.page_bytes - 1) / g.page_bytes;
+  // At least what the bytes need, so a hand-built geometry can't undercount; a runtime whose row
+  // packing pads pages asks for more through constant_pages_per_seq.
+  const int64_t constant_pages = std::max(
+      (g.constant_bytes_per_seq + g.page_bytes - 1) / g.page_bytes, g.constant_pages_per_seq);
   const int64_t num_pages =
       std::min(memory_budget_bytes < 0 ? 0 : memory_budget_bytes / g.page_bytes, kMaxPages);
   if (num_pages < constant_pages + 1) {

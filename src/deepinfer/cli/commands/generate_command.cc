@@ -95,8 +95,10 @@ int run_generate(int argc, char** argv) {
   if (!quiet) {
     const auto cap = (*engine)->capacity();
     std::fprintf(stderr,
-                 "KV pool: %lld pages; up to %lld tokens for one sequence, %lld sequences\n",
-                 (long long)cap.num_pages, (long long)cap.max_tokens, (long long)cap.max_sequences);
+                 "KV pool: %lld pages of %lld bytes; up to %lld tokens for one sequence, %lld "
+                 "sequences\n",
+                 (long long)cap.num_pages, (long long)cap.page_bytes, (long long)cap.max_tokens,
+                 (long long)cap.max_sequences);
   }
   const bool ids_out = !req.prompt_ids.empty();
   std::promise<deepinfer::RequestOutput> done;

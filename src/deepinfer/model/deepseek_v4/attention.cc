@@ -40,7 +40,7 @@ std::vector<int64_t> indexer_topk(const ModelContext& m, const std::string& p,
   const float wscale = 1.0f / std::sqrt(static_cast<float>(ih));
   std::vector<float> score(visible);
   for (int64_t t = 0; t < visible; ++t) {
-    const float* k = keys.entries.data() + t * ihd;
+    const float* k = keys.entries[t];
     float s = 0;
     for (int hh = 0; hh < ih; ++hh)
       s +=
@@ -106,7 +106,7 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
 
   // Window rows: the ring's last W-1 positions before the chunk, then the chunk itself.
   auto window_row = [&](int64_t pos) -> const float* {
-    return pos >= pos0 ? &kv[(pos - pos0) * hd] : &st.ring[(pos % W) * hd];
+    return pos >= pos0 ? &kv[(pos - pos0) * hd] : st.ring[pos % W];
   };
   const float* sinks = m.f(p + "attn.attn_sink");
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -121,7 +121,7 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
       keys.clear();
       for (int64_t pos = std::max<int64_t>(0, s - (W - 1)); pos <= s; ++pos)
         keys.push_back(window_row(pos));
-      for (int64_t ent : selected[t]) keys.push_back(&st.comp.entries[ent * hd]);
+      for (int64_t ent : selected[t]) keys.push_back(st.comp.entries[ent]);
       logits.resize(keys.size());
       float mx = sinks[hh];
       for (size_t k = 0; k < keys.size(); ++k) {
@@ -140,7 +140,7 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
     }
   });
   for (int64_t t = 0; t < n; ++t)
-    std::copy(&kv[t * hd], &kv[(t + 1) * hd], &st.ring[((pos0 + t) % W) * hd]);
+    std::copy(&kv[t * hd], &kv[(t + 1) * hd], st.ring[(pos0 + t) % W]);
 
   // Grouped output: group g's heads (hpg * hd values) go through wo_a's g-th row block.
   const int g = c.o_groups, ol = c.o_lora_rank, hpg = nh / g;

@@ -1,5 +1,6 @@
 // KV compressors (spec §6.6): HCA pools `ratio` tokens per entry; CSA pools 2*ratio slots that
 // overlap the previous window through its A-halves. Per-channel softmax over the slots.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -17,8 +18,8 @@ void compressor_push(const ModelContext& m, const std::string& prefix, bool is_i
   const float* ape = m.f(base + "ape");
   const int slot = static_cast<int>(pos % r);
   for (int k = 0; k < W; ++k) {
-    s.pending_kv[slot * W + k] = kv[k];
-    s.pending_gate[slot * W + k] = gate[k] + ape[slot * W + k];
+    s.pending_kv[slot][k] = kv[k];
+    s.pending_gate[slot][k] = gate[k] + ape[slot * W + k];
   }
   s.pending = slot + 1;
   if (s.pending < r) return;
@@ -29,17 +30,17 @@ void compressor_push(const ModelContext& m, const std::string& prefix, bool is_i
   for (int ch = 0; ch < d; ++ch) {
     // Slots: A-halves of the previous window (CSA only), then this window's own half.
     float mx = ninf;
-    auto own_kv = [&](int j) { return s.pending_kv[j * W + (overlap ? d : 0) + ch]; };
-    auto own_g = [&](int j) { return s.pending_gate[j * W + (overlap ? d : 0) + ch]; };
+    auto own_kv = [&](int j) { return s.pending_kv[j][(overlap ? d : 0) + ch]; };
+    auto own_g = [&](int j) { return s.pending_gate[j][(overlap ? d : 0) + ch]; };
     if (overlap && s.has_prev)
-      for (int j = 0; j < r; ++j) mx = std::max(mx, s.prev_gate[j * d + ch]);
+      for (int j = 0; j < r; ++j) mx = std::max(mx, s.prev_gate[j][ch]);
     for (int j = 0; j < r; ++j) mx = std::max(mx, own_g(j));
     float den = 0, num = 0;
     if (overlap && s.has_prev)
       for (int j = 0; j < r; ++j) {
-        float e = std::exp(s.prev_gate[j * d + ch] - mx);
+        float e = std::exp(s.prev_gate[j][ch] - mx);
         den += e;
-        num += e * s.prev_kv[j * d + ch];
+        num += e * s.prev_kv[j][ch];
       }
     for (int j = 0; j < r; ++j) {
       float e = std::exp(own_g(j) - mx);
@@ -51,13 +52,15 @@ void compressor_push(const ModelContext& m, const std::string& prefix, bool is_i
   if (overlap) {
     for (int j = 0; j < r; ++j)
       for (int ch = 0; ch < d; ++ch) {
-        s.prev_kv[j * d + ch] = s.pending_kv[j * W + ch];
-        s.prev_gate[j * d + ch] = s.pending_gate[j * W + ch];
+        s.prev_kv[j][ch] = s.pending_kv[j][ch];
+        s.prev_gate[j][ch] = s.pending_gate[j][ch];
       }
     s.has_prev = true;
   }
-  std::fill(s.pending_kv.begin(), s.pending_kv.end(), 0.0f);
-  std::fill(s.pending_gate.begin(), s.pending_gate.end(), ninf);
+  for (int j = 0; j < r; ++j) {
+    std::fill(s.pending_kv[j], s.pending_kv[j] + W, 0.0f);
+    std::fill(s.pending_gate[j], s.pending_gate[j] + W, ninf);
+  }
   s.pending = 0;
 
   const int64_t entry = (pos + 1) / r - 1;
@@ -72,7 +75,7 @@ void compressor_push(const ModelContext& m, const std::string& prefix, bool is_i
       fake_quant_fp8_blocks(v.data(), d - m.c.rope_dim, 64);
     }
   }
-  s.entries.insert(s.entries.end(), v.begin(), v.end());
+  std::copy(v.begin(), v.end(), s.append_entry());
 }
 
 }  // namespace

@@ -1,26 +1,51 @@
 #include "deepinfer/model/deepseek_v4/sequence_state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+
+#include "deepinfer/base/check.h"
 
 namespace deepinfer::v4 {
 namespace {
 
 constexpr uint32_t kMagic = 0x34565344;  // "DSV4"
 
-CompressorState make_compressor(int ratio, int dim) {
-  CompressorState s;
-  s.ratio = ratio;
-  s.dim = dim;
-  s.width = ratio == 4 ? 2 * dim : dim;
-  s.pending_kv.assign(static_cast<size_t>(ratio) * s.width, 0.0f);
-  s.pending_gate.assign(static_cast<size_t>(ratio) * s.width,
-                        -std::numeric_limits<float>::infinity());
-  if (ratio == 4) {
-    s.prev_kv.assign(static_cast<size_t>(ratio) * dim, 0.0f);
-    s.prev_gate.assign(static_cast<size_t>(ratio) * dim, -std::numeric_limits<float>::infinity());
+std::vector<float*> bind_rows(const StateLayout& lay, StatePages& pages, const RowBuffer& b,
+                              float fill) {
+  std::vector<float*> rows(b.rows);
+  for (int i = 0; i < b.rows; ++i) {
+    const RowPlace& at = lay.constant_rows()[b.first + i];
+    rows[i] = pages.constant_page(at.page) + at.offset;
+    std::fill(rows[i], rows[i] + b.width, fill);
   }
+  return rows;
+}
+
+CompressorState bind_compressor(const StateLayout& lay, StatePages& pages,
+                                const CompressorLayout& cl) {
+  CompressorState s;
+  if (cl.ratio == 0) return s;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  s.ratio = cl.ratio;
+  s.dim = cl.dim;
+  s.width = cl.width;
+  s.pending_kv = bind_rows(lay, pages, cl.pending_kv, 0.0f);
+  s.pending_gate = bind_rows(lay, pages, cl.pending_gate, ninf);
+  s.prev_kv = bind_rows(lay, pages, cl.prev_kv, 0.0f);
+  s.prev_gate = bind_rows(lay, pages, cl.prev_gate, ninf);
+  s.pages = &pages;
+  s.layout = &lay;
+  s.place = &cl;
   return s;
+}
+
+LayerState bind_layer(const StateLayout& lay, StatePages& pages, const LayerLayout& ll) {
+  LayerState l;
+  l.ring = bind_rows(lay, pages, ll.ring, 0.0f);
+  l.comp = bind_compressor(lay, pages, ll.comp);
+  l.index = bind_compressor(lay, pages, ll.index);
+  return l;
 }
 
 class Writer {
@@ -29,6 +54,11 @@ class Writer {
   void floats(const std::vector<float>& v) {
     u64(v.size());
     raw(v.data(), v.size() * 4);
+  }
+  template <typename Ptr>
+  void rows(const std::vector<Ptr>& rows, int width) {
+    u64(rows.size() * width);
+    for (const float* r : rows) raw(r, size_t(width) * 4);
   }
   void raw(const void* p, size_t n) {
     if (n) out.append(static_cast<const char*>(p), n);
@@ -40,15 +70,29 @@ class Reader {
  public:
   explicit Reader(const std::string& s) : s_(s) {}
   bool u64(uint64_t* v) { return raw(v, 8); }
-  bool floats(std::vector<float>* v, size_t expect = SIZE_MAX) {
+  bool floats(std::vector<float>* v) {
     uint64_t n;
-    if (!u64(&n) || n > (s_.size() - pos_) / 4 || (expect != SIZE_MAX && n != expect)) return false;
-    v->resize(n);
+    if (!u64(&n) || n != v->size()) return false;
     return raw(v->data(), n * 4);
+  }
+  bool rows(const std::vector<float*>& rows, int width) {
+    uint64_t n;
+    if (!u64(&n) || n != rows.size() * width) return false;
+    for (float* r : rows)
+      if (!raw(r, size_t(width) * 4)) return false;
+    return true;
+  }
+  // The count is checked against what the token count implies before any page is touched.
+  bool entries(CompressorState* c, uint64_t expect) {
+    uint64_t n;
+    if (!u64(&n) || n != expect * c->dim || n > (s_.size() - pos_) / 4) return false;
+    for (uint64_t e = 0; e < expect; ++e)
+      if (!raw(c->append_entry(), size_t(c->dim) * 4)) return false;
+    return true;
   }
   bool raw(void* p, size_t n) {
     if (s_.size() - pos_ < n) return false;
-    if (n) std::memcpy(p, s_.data() + pos_, n);  // an empty vector's data() may be null
+    if (n) std::memcpy(p, s_.data() + pos_, n);
     pos_ += n;
     return true;
   }
@@ -62,60 +106,62 @@ class Reader {
 void write_comp(Writer& w, const CompressorState& c) {
   w.u64(c.pending);
   w.u64(c.has_prev);
-  w.floats(c.pending_kv);
-  w.floats(c.pending_gate);
-  w.floats(c.prev_kv);
-  w.floats(c.prev_gate);
-  w.floats(c.entries);
+  w.rows(c.pending_kv, c.width);
+  w.rows(c.pending_gate, c.width);
+  w.rows(c.prev_kv, c.dim);
+  w.rows(c.prev_gate, c.dim);
+  w.rows(c.entries, c.dim);
 }
 
-bool read_comp(Reader& r, CompressorState* c) {
+// What a compressor holds must agree with the token count n: the forward indexes entries by
+// position, so a mismatch would read past them.
+bool read_comp(Reader& r, CompressorState* c, uint64_t n) {
   uint64_t pending, has_prev;
-  if (!r.u64(&pending) || !r.u64(&has_prev) || pending >= static_cast<uint64_t>(c->ratio + 1))
+  if (!r.u64(&pending) || !r.u64(&has_prev)) return false;
+  const uint64_t ratio = static_cast<uint64_t>(c->ratio);
+  const bool overlap = c->ratio > 0 && c->width == 2 * c->dim;
+  if (pending != (ratio ? n % ratio : 0) || (has_prev != 0) != (overlap && n >= ratio))
     return false;
   c->pending = static_cast<int>(pending);
   c->has_prev = has_prev != 0;
-  return r.floats(&c->pending_kv, c->pending_kv.size()) &&
-         r.floats(&c->pending_gate, c->pending_gate.size()) &&
-         r.floats(&c->prev_kv, c->prev_kv.size()) && r.floats(&c->prev_gate, c->prev_gate.size()) &&
-         r.floats(&c->entries) && (c->dim == 0 || c->entries.size() % c->dim == 0);
+  return r.rows(c->pending_kv, c->width) && r.rows(c->pending_gate, c->width) &&
+         r.rows(c->prev_kv, c->dim) && r.rows(c->prev_gate, c->dim) &&
+         r.entries(c, ratio ? n / ratio : 0);
 }
 
-void write_layer(Writer& w, const LayerState& l) {
-  w.floats(l.ring);
+void write_layer(Writer& w, const LayerState& l, int head_dim) {
+  w.rows(l.ring, head_dim);
   write_comp(w, l.comp);
   write_comp(w, l.index);
 }
 
-bool read_layer(Reader& r, LayerState* l) {
-  return r.floats(&l->ring, l->ring.size()) && read_comp(r, &l->comp) && read_comp(r, &l->index);
-}
-
-// What a compressor holds must agree with the token count: the forward indexes entries by
-// position, so a mismatch would read past them.
-bool consistent(const CompressorState& c, uint64_t n) {
-  if (c.ratio == 0) return c.entries.empty() && c.pending == 0 && !c.has_prev;
-  const uint64_t r = static_cast<uint64_t>(c.ratio);
-  return static_cast<uint64_t>(c.num_entries()) == n / r &&
-         static_cast<uint64_t>(c.pending) == n % r &&
-         c.has_prev == (c.width == 2 * c.dim && n >= r);
-}
-
-LayerState make_layer(const Config& c, int ratio) {
-  LayerState l;
-  l.ring.assign(static_cast<size_t>(c.sliding_window) * c.head_dim, 0.0f);
-  if (ratio > 0) l.comp = make_compressor(ratio, c.head_dim);
-  if (ratio == 4) l.index = make_compressor(ratio, c.index_head_dim);
-  return l;
+bool read_layer(Reader& r, LayerState* l, int head_dim, uint64_t n) {
+  return r.rows(l->ring, head_dim) && read_comp(r, &l->comp, n) && read_comp(r, &l->index, n);
 }
 
 }  // namespace
 
-SequenceState make_sequence_state(const Config& c) {
+float* CompressorState::append_entry() {
+  DI_CHECK(pages != nullptr && place != nullptr);
+  int64_t page, offset;
+  layout->entry_place(*place, num_entries(), &page, &offset);
+  float* row = pages->token_page(page) + offset;
+  entries.push_back(row);
+  return row;
+}
+
+SequenceState make_sequence_state(const Config& c, std::shared_ptr<const StateLayout> layout,
+                                  std::unique_ptr<StatePages> pages) {
+  if (!layout) layout = std::make_shared<StateLayout>(c, kDefaultPageTokens);
+  if (!pages) pages = std::make_unique<HeapStatePages>(layout->page_floats());
   SequenceState s;
-  for (int l = 0; l < c.num_layers; ++l) s.layers.push_back(make_layer(c, c.compress_ratio(l)));
-  s.mtp = make_layer(c, 0);
+  const auto& ll = layout->layers();
+  DI_CHECK(static_cast<int>(ll.size()) == c.num_layers + 1);
+  for (int l = 0; l < c.num_layers; ++l) s.layers.push_back(bind_layer(*layout, *pages, ll[l]));
+  s.mtp = bind_layer(*layout, *pages, ll.back());
   s.last_hidden.assign(static_cast<size_t>(c.hc_mult) * c.hidden_size, 0.0f);
+  s.layout = std::move(layout);
+  s.pages = std::move(pages);
   return s;
 }
 
@@ -125,25 +171,25 @@ std::string SequenceState::serialize() const {
   w.u64(num_tokens);
   w.u64(static_cast<uint64_t>(last_token));
   w.u64(layers.size());
-  for (const auto& l : layers) write_layer(w, l);
-  write_layer(w, mtp);
+  for (size_t i = 0; i < layers.size(); ++i)
+    write_layer(w, layers[i], layout->layers()[i].ring.width);
+  write_layer(w, mtp, layout ? layout->layers().back().ring.width : 0);
   w.floats(last_hidden);
   return std::move(w.out);
 }
 
-StatusOr<SequenceState> SequenceState::deserialize(const std::string& bytes, const Config& c) {
-  SequenceState s = make_sequence_state(c);
+StatusOr<SequenceState> SequenceState::deserialize(const std::string& bytes, const Config& c,
+                                                   std::shared_ptr<const StateLayout> layout,
+                                                   std::unique_ptr<StatePages> pages) {
+  SequenceState s = make_sequence_state(c, std::move(layout), std::move(pages));
   Reader r(bytes);
   uint64_t magic, n, last, nl;
   bool ok = r.u64(&magic) && magic == kMagic && r.u64(&n) && r.u64(&last) && r.u64(&nl) &&
-            nl == s.layers.size();
-  for (size_t i = 0; ok && i < s.layers.size(); ++i) ok = read_layer(r, &s.layers[i]);
-  ok = ok && read_layer(r, &s.mtp) && r.floats(&s.last_hidden, s.last_hidden.size()) && r.done();
-  ok = ok && n <= (uint64_t{1} << 62) &&
-       (n == 0 ? last == ~uint64_t{0} : last < static_cast<uint64_t>(c.vocab_size));
+            nl == s.layers.size() && n <= (uint64_t{1} << 62) &&
+            (n == 0 ? last == ~uint64_t{0} : last < static_cast<uint64_t>(c.vocab_size));
   for (size_t i = 0; ok && i < s.layers.size(); ++i)
-    ok = consistent(s.layers[i].comp, n) && consistent(s.layers[i].index, n);
-  ok = ok && consistent(s.mtp.comp, 0) && consistent(s.mtp.index, 0);
+    ok = read_layer(r, &s.layers[i], c.head_dim, n);
+  ok = ok && read_layer(r, &s.mtp, c.head_dim, 0) && r.floats(&s.last_hidden) && r.done();
   if (!ok) return data_loss("sequence state: corrupt or for a different config");
   s.num_tokens = static_cast<int64_t>(n);
   s.last_token = static_cast<int64_t>(last);

@@ -1,0 +1,66 @@
+// Where every float of a sequence's state lives in fixed-size pages (spec §7). Constant state
+// (sliding-window rings, compressor partial windows and overlap halves) is cut into rows packed
+// into the sequence's constant pages, no row straddling a page. Growing state (compressed
+// entries, indexer keys) goes into token pages: page p holds, per compressed layer, the entries
+// whose last token falls in tokens [p*page_tokens, (p+1)*page_tokens).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "deepinfer/model/deepseek_v4/config.h"
+
+namespace deepinfer::v4 {
+
+struct RowPlace {
+  int64_t page = 0;    // index among the sequence's constant pages
+  int64_t offset = 0;  // floats from the page start
+};
+
+// A buffer of `rows` rows of `width` floats: rows [first, first + rows) of constant_rows().
+struct RowBuffer {
+  int64_t first = 0;
+  int rows = 0;
+  int width = 0;
+};
+
+struct CompressorLayout {
+  int ratio = 0;  // 0: the layer has no such compressor
+  int width = 0;  // channels per pushed token: 2*dim when overlapping (CSA), else dim
+  int dim = 0;
+  RowBuffer pending_kv, pending_gate;  // ratio x width
+  RowBuffer prev_kv, prev_gate;        // CSA: ratio x dim
+  int64_t entry_offset = 0;            // floats into a token page where this layer's slots begin
+  int slots_per_page = 0;              // most entries that can end in one page
+};
+
+struct LayerLayout {
+  RowBuffer ring;  // sliding_window x head_dim
+  CompressorLayout comp, index;
+};
+
+class StateLayout {
+ public:
+  // page_tokens must be positive.
+  StateLayout(const Config& c, int page_tokens);
+
+  int page_tokens() const { return page_tokens_; }
+  int64_t page_floats() const { return page_floats_; }
+  int64_t page_bytes() const { return page_floats_ * 4; }
+  int64_t constant_pages() const { return constant_pages_; }
+  const std::vector<RowPlace>& constant_rows() const { return rows_; }
+  // num_layers main layers, then the MTP layer (sliding window only).
+  const std::vector<LayerLayout>& layers() const { return layers_; }
+
+  // Token page and float offset of entry e of a compressor laid out as `cl`.
+  void entry_place(const CompressorLayout& cl, int64_t e, int64_t* page, int64_t* offset) const;
+
+ private:
+  int page_tokens_ = 0;
+  int64_t page_floats_ = 0;
+  int64_t constant_pages_ = 0;
+  std::vector<RowPlace> rows_;
+  std::vector<LayerLayout> layers_;
+};
+
+}  // namespace deepinfer::v4
