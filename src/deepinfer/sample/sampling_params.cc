@@ -239,6 +239,8 @@ StatusOr<SamplingParams> sampling_params_from_json(const nlohmann::json& j) {
       p.logprobs = lp;
     } else if (key == "skip_special_tokens") {
       RETURN_IF_ERROR(read_bool(key, v, &p.skip_special_tokens));
+    } else if (key == "so_args") {
+      ASSIGN_OR_RETURN(p.so_args, structured_output_from_json(v));
     }
   }
   return p;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "deepinfer/base/status.h"
+#include "deepinfer/sample/structured_output.h"
 
 namespace deepinfer::sample {
 
@@ -39,6 +40,8 @@ struct SamplingParams {
   bool ignore_eos = false;
   std::optional<int> logprobs;  // number of top logprobs to return (0 = only the sampled token's)
   bool skip_special_tokens = true;
+  // Structured output (constrained decoding); checked by the engine, which compiles it.
+  std::optional<StructuredOutput> so_args;
 };
 
 // Input errors name the field, e.g. "top_p must be in (0, 1], got 1.5".
@@ -46,8 +49,8 @@ Status validate(const SamplingParams& p, int64_t vocab_size);
 
 // Reads the fields above by name from a JSON object. Unknown keys are ignored; null means
 // "default" (unset for the optional fields); `stop` may be one string or an array of strings;
-// `logit_bias` keys are decimal token ids. Wrong types are errors naming the field. Does not
-// range-check: call validate() with the model's vocab size.
+// `logit_bias` keys are decimal token ids; `so_args` as structured_output_from_json. Wrong types
+// are errors naming the field. Does not range-check: call validate() with the model's vocab size.
 StatusOr<SamplingParams> sampling_params_from_json(const nlohmann::json& j);
 
 // The params of the index-th of n parallel samples: n = 1 and, when seeded, seed + index, so

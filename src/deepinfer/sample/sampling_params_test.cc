@@ -170,6 +170,35 @@ TEST(FromJson, WrongTypesNameTheField) {
   expect_error(R"({"seed": "x"})", "seed must be an integer");
   expect_error(R"({"logprobs": true})", "logprobs must be an integer, got boolean");
   expect_error(R"([1, 2])", "sampling params must be a JSON object");
+  expect_error(R"({"so_args": "x"})", "so_args must be an object");
+  expect_error(R"({"so_args": {}})", "so_args must have exactly one of");
+  expect_error(R"({"so_args": {"regex": "a", "ebnf": "root ::= \"a\""}})",
+               "so_args must have exactly one of");
+  expect_error(R"({"so_args": {"regex": 3}})", "so_args.regex must be a string");
+  expect_error(R"({"so_args": {"json_object": false}})", "so_args.json_object must be true");
+  expect_error(R"({"so_args": {"json_schema": 3}})", "so_args.json_schema must be a schema");
+  expect_error(R"({"so_args": {"grammar": "x"}})", "so_args has unknown key 'grammar'");
+}
+
+TEST(FromJson, StructuredOutput) {
+  using Kind = StructuredOutput::Kind;
+  auto read = [](const char* text) {
+    auto p = sampling_params_from_json(nlohmann::json::parse(text));
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    return p.ok() ? p->so_args : std::nullopt;
+  };
+  EXPECT_FALSE(read(R"({"so_args": null})").has_value());
+  EXPECT_EQ(read(R"({"so_args": {"regex": "[0-9]+"}})"),
+            (StructuredOutput{Kind::kRegex, "[0-9]+"}));
+  EXPECT_EQ(read(R"({"so_args": {"ebnf": "root ::= \"x\""}})"),
+            (StructuredOutput{Kind::kEbnf, "root ::= \"x\""}));
+  EXPECT_EQ(read(R"({"so_args": {"json_object": true}})"),
+            (StructuredOutput{Kind::kJsonObject, ""}));
+  EXPECT_EQ(read(R"({"so_args": {"json_schema": {"type": "integer"}}})"),
+            (StructuredOutput{Kind::kJsonSchema, R"({"type":"integer"})"}));
+  EXPECT_EQ(read(R"({"so_args": {"json_schema": "{\"type\": \"string\"}"}})"),
+            (StructuredOutput{Kind::kJsonSchema, R"({"type": "string"})"}));
+  EXPECT_STREQ(kind_name(Kind::kJsonSchema), "json_schema");
 }
 
 }  // namespace
