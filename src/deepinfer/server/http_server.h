@@ -17,6 +17,9 @@ struct ServerOptions {
   std::string api_key;   // empty: no auth
   std::string model_name = "deepinfer";
   size_t max_body_bytes = 8 << 20;
+  double request_timeout_s = 0;       // 0: none; else a request still running is aborted
+  int64_t max_waiting_requests = -1;  // -1: no limit; else 429 once this many wait
+  std::string access_log = "-";       // "-": stderr, "": off, else a file (JSON lines)
 };
 
 class HttpServer {
@@ -29,8 +32,11 @@ class HttpServer {
   virtual void set_engine(Engine* engine) = 0;
   // Serves until stop(); call from one thread.
   virtual void run() = 0;
-  // Thread-safe.
+  // Thread-safe. Stops at once (open requests are dropped).
   virtual void stop() = 0;
+  // Thread-safe. Graceful: stops accepting, lets running requests finish for up to `grace_s`,
+  // then cancels the rest and stops run() once their final events are written.
+  virtual void shutdown(double grace_s) = 0;
   virtual uint16_t port() const = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "deepinfer/server/protocol.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "deepinfer/recipe/chat_encoder.h"
@@ -46,6 +47,7 @@ constexpr Field kFields[] = {
     {"user", Kind::kString},
     {"priority", Kind::kInt},
     {"tools", Kind::kArray},
+    {"response_format", Kind::kObject},
 };
 
 bool has_kind(const json& v, Kind k) {
@@ -109,6 +111,86 @@ std::string param_of(const std::string& message) {
   return {};
 }
 
+// Index of the first byte that is not part of well-formed UTF-8, or npos.
+size_t invalid_utf8_at(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 2) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+// OpenAI's `logprobs` is a boolean (plus `top_logprobs`) in chat and a count in completions;
+// both become SamplingParams::logprobs (the number of alternatives).
+bool parse_logprobs(Endpoint endpoint, const json& j, json* sp, ApiError* error) {
+  sp->erase("logprobs");
+  const json lp = j.value("logprobs", json());
+  const json top = j.value("top_logprobs", json());
+  if (endpoint == Endpoint::kCompletions) {
+    if (lp.is_null()) return true;
+    if (!has_kind(lp, Kind::kInt)) return fail(error, "logprobs must be an integer", "logprobs");
+    (*sp)["logprobs"] = lp;
+    return true;
+  }
+  if (!lp.is_null() && !lp.is_boolean())
+    return fail(error, "logprobs must be a boolean", "logprobs");
+  if (!top.is_null() && !has_kind(top, Kind::kInt))
+    return fail(error, "top_logprobs must be an integer", "top_logprobs");
+  const bool on = lp.is_boolean() && lp.get<bool>();
+  if (!top.is_null() && !on)
+    return fail(error, "top_logprobs requires logprobs to be true", "top_logprobs");
+  if (!on) return true;
+  const int64_t n = top.is_null() ? 0 : static_cast<int64_t>(top.get<double>());
+  if (n < 0 || n > sample::kMaxLogprobs)
+    return fail(error,
+                "top_logprobs must be in [0, " + std::to_string(sample::kMaxLogprobs) + "], got " +
+                    std::to_string(n),
+                "top_logprobs");
+  (*sp)["logprobs"] = n;
+  return true;
+}
+
+// Structured output is not wired into the server yet: say so rather than ignore the format.
+bool check_response_format(const json& j, ApiError* error) {
+  auto it = j.find("response_format");
+  if (it == j.end() || it->is_null()) return true;
+  const json type = it->value("type", json());
+  if (!type.is_string())
+    return fail(error, "response_format.type must be a string", "response_format.type");
+  const std::string t = type.get<std::string>();
+  if (t == "text") return true;
+  if (t == "json_object" || t == "json_schema")
+    return fail(error,
+                "response_format type '" + t +
+                    "' is not supported yet (structured output is not wired into the server)",
+                "response_format");
+  return fail(error, "response_format.type must be 'text', 'json_object' or 'json_schema'",
+              "response_format.type");
+}
+
+constexpr int kMaxN = 128;
+
+// vLLM's floor: -inf (a masked token) is not representable in JSON.
+double clamp_logprob(float lp) { return std::max(static_cast<double>(lp), -9999.0); }
+
+json token_bytes(const std::string& t) {
+  json b = json::array();
+  for (unsigned char c : t) b.push_back(static_cast<int>(c));
+  return b;
+}
+
 json tool_call_json(const recipe::ToolCall& c, const std::string& id) {
   return {{"id", id},
           {"type", "function"},
@@ -143,6 +225,11 @@ ApiError malformed_json_error(std::string_view what) {
           "invalid_json"};
 }
 
+ApiError invalid_utf8_error(size_t offset) {
+  return {400, "request body is not valid UTF-8 (byte " + std::to_string(offset) + ")",
+          "invalid_request_error", "", "invalid_utf8"};
+}
+
 ApiError error_from_status(const Status& st, std::string param) {
   ApiError e;
   e.message = st.message();
@@ -167,6 +254,10 @@ ApiError error_from_status(const Status& st, std::string param) {
 
 bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size, ParsedRequest* out,
                    ApiError* error) {
+  if (size_t bad = invalid_utf8_at(body); bad != std::string_view::npos) {
+    *error = invalid_utf8_error(bad);
+    return false;
+  }
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     *error = malformed_json_error("parse error");
@@ -197,8 +288,8 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
   json sp = j;
   if (j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null())
     sp["max_tokens"] = j["max_completion_tokens"];
-  // OpenAI's `logprobs` differs per endpoint (bool + top_logprobs for chat); not yet wired.
-  sp.erase("logprobs");
+  if (!parse_logprobs(endpoint, j, &sp, error)) return false;
+  if (!check_response_format(j, error)) return false;
   auto params = sample::sampling_params_from_json(sp);
   if (!params.ok()) {
     *error = error_from_status(params.status());
@@ -209,7 +300,8 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
     *error = error_from_status(st);
     return false;
   }
-  if (params->n != 1) return fail(error, "n > 1 is not supported yet", "n");
+  // Each sample holds its own sequence state; a bound keeps one request from taking the pool.
+  if (params->n > kMaxN) return fail(error, "n must be at most " + std::to_string(kMaxN), "n");
   out->gen.params = *params;
   if (j.contains("priority") && j["priority"].is_number()) out->gen.priority = j["priority"];
 
@@ -269,13 +361,54 @@ static int64_t total_completion_tokens(const RequestOutput& out) {
   return n;
 }
 
+json chat_logprobs(std::span<const TokenLogprobs> lps, const TokenText& token_text) {
+  json content = json::array();
+  for (const TokenLogprobs& t : lps) {
+    std::string text = token_text(t.token);
+    json top = json::array();
+    for (const auto& [id, lp] : t.top) {
+      std::string alt = token_text(id);
+      top.push_back({{"token", alt}, {"logprob", clamp_logprob(lp)}, {"bytes", token_bytes(alt)}});
+    }
+    content.push_back({{"token", text},
+                       {"logprob", clamp_logprob(t.logprob)},
+                       {"bytes", token_bytes(text)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+json completion_logprobs(std::span<const TokenLogprobs> lps, const TokenText& token_text,
+                         int64_t* text_offset) {
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const TokenLogprobs& t : lps) {
+    std::string text = token_text(t.token);
+    tokens.push_back(text);
+    token_lps.push_back(clamp_logprob(t.logprob));
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[token_text(id)] = clamp_logprob(lp);
+    tops.push_back(top);
+    offsets.push_back(*text_offset);
+    *text_offset += static_cast<int64_t>(text.size());
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_lps},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
 json completion_response(const std::string& id, int64_t created, const std::string& model,
-                         const RequestOutput& out) {
+                         const RequestOutput& out, const TokenText& token_text) {
   json choices = json::array();
   for (const CompletionOutput& c : out.outputs) {
+    int64_t offset = 0;
+    json lps = token_text && !c.logprobs.empty()
+                   ? completion_logprobs(c.logprobs, token_text, &offset)
+                   : json();
     choices.push_back({{"index", c.index},
                        {"text", c.text},
-                       {"logprobs", nullptr},
+                       {"logprobs", lps},
                        {"finish_reason", c.finish_reason ? json(*c.finish_reason) : json()}});
   }
   return {{"id", id},           {"object", "text_completion"},
@@ -284,7 +417,8 @@ json completion_response(const std::string& id, int64_t created, const std::stri
 }
 
 json chat_response(const std::string& id, int64_t created, const std::string& model,
-                   const RequestOutput& out, bool thinking, int64_t reasoning_tokens) {
+                   const RequestOutput& out, bool thinking, int64_t reasoning_tokens,
+                   const TokenText& token_text) {
   json choices = json::array();
   for (const CompletionOutput& c : out.outputs) {
     recipe::ParsedMessage m = parse_chat_output(c.text, thinking);
@@ -298,9 +432,10 @@ json chat_response(const std::string& id, int64_t created, const std::string& mo
       msg["tool_calls"] = calls;
       if (finish == "stop") finish = "tool_calls";
     }
+    json lps = token_text && !c.logprobs.empty() ? chat_logprobs(c.logprobs, token_text) : json();
     choices.push_back({{"index", c.index},
                        {"message", msg},
-                       {"logprobs", nullptr},
+                       {"logprobs", lps},
                        {"finish_reason", finish ? json(*finish) : json()}});
   }
   return {{"id", id},
@@ -313,10 +448,10 @@ json chat_response(const std::string& id, int64_t created, const std::string& mo
 
 json completion_chunk(const std::string& id, int64_t created, const std::string& model, int index,
                       const std::string& delta_text,
-                      const std::optional<std::string>& finish_reason) {
+                      const std::optional<std::string>& finish_reason, const json& logprobs) {
   json choice = {{"index", index},
                  {"text", delta_text},
-                 {"logprobs", nullptr},
+                 {"logprobs", logprobs},
                  {"finish_reason", finish_reason ? json(*finish_reason) : json()}};
   return {{"id", id},
           {"object", "text_completion"},
@@ -327,7 +462,7 @@ json completion_chunk(const std::string& id, int64_t created, const std::string&
 
 json chat_chunk(const std::string& id, int64_t created, const std::string& model, int index,
                 const recipe::StreamDelta& delta, bool first,
-                const std::optional<std::string>& finish_reason) {
+                const std::optional<std::string>& finish_reason, const json& logprobs) {
   json d = json::object();
   if (first) d["role"] = "assistant";
   if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
@@ -347,7 +482,7 @@ json chat_chunk(const std::string& id, int64_t created, const std::string& model
   }
   json choice = {{"index", index},
                  {"delta", d},
-                 {"logprobs", nullptr},
+                 {"logprobs", logprobs},
                  {"finish_reason", finish_reason ? json(*finish_reason) : json()}};
   return {{"id", id},
           {"object", "chat.completion.chunk"},

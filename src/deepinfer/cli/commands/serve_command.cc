@@ -2,12 +2,15 @@
 // while the weights load) and loads the engine on a second thread.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "deepinfer/cli/command_registry.h"
@@ -23,21 +26,49 @@ int fail(const deepinfer::Status& st) {
   return 1;
 }
 
+// Every connection is a descriptor; the default soft limit (often 1024) is too few.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int run_serve(int argc, char** argv) {
-  std::string model_arg, served_name;
+  std::string model_arg, served_name, scripted_file;
+  double grace_s = 30;
   deepinfer::EngineArgs args;
   deepinfer::server::ServerOptions opts;
   CLI::App app{
       "Serve the OpenAI-compatible API. With no MODEL_DIR: $DEEPINFER_HF_MODEL_DIR, else the "
-      "embedded default tiny model.",
+      "embedded default tiny model. SIGTERM/SIGINT: stop accepting, let running requests finish "
+      "for --shutdown-grace seconds, cancel the rest, exit 0 (a second signal exits at once).",
       "deepinfer serve"};
   app.add_option("MODEL_DIR", model_arg, "checkpoint directory (config.json + safetensors)");
   app.add_option("--host", opts.host, "IP address to listen on")->capture_default_str();
   app.add_option("--port", opts.port, "TCP port (0: any free port)")->capture_default_str();
-  app.add_option("--api-key", opts.api_key, "require Authorization: Bearer KEY (not /health)");
+  app.add_option("--api-key", opts.api_key,
+                 "require Authorization: Bearer KEY (not for /health and /metrics)");
   app.add_option("--served-model-name", served_name, "model id in /v1/models");
   app.add_option("--max-body-bytes", opts.max_body_bytes, "larger request bodies get 413")
       ->capture_default_str();
+  app.add_option("--request-timeout", opts.request_timeout_s,
+                 "seconds before a request is aborted (408, or an error event when streaming); "
+                 "0: never")
+      ->capture_default_str();
+  app.add_option("--max-waiting-requests", opts.max_waiting_requests,
+                 "answer 429 while this many requests wait for a running slot; -1: no limit")
+      ->capture_default_str();
+  app.add_option("--access-log", opts.access_log,
+                 "JSON access log, one line per request: '-' stderr, '' off, else a file")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", grace_s,
+                 "seconds running requests get to finish after SIGTERM/SIGINT")
+      ->capture_default_str();
+  app.add_option("--debug-scripted-output", scripted_file,
+                 "TEST HOOK: every sample's output is this file's text (then EOS) instead of "
+                 "sampled tokens, still through the real detokenizer, output parser and streaming");
   deepinfer::cli::add_engine_flags(app, &args);
   try {
     app.parse(argc, argv);
@@ -47,10 +78,23 @@ int run_serve(int argc, char** argv) {
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) return fail(dir.status());
   args.model = *dir;
+  if (!scripted_file.empty()) {
+    std::ifstream in(scripted_file, std::ios::binary);
+    if (!in)
+      return fail(
+          deepinfer::invalid_argument("--debug-scripted-output: cannot read " + scripted_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    args.debug_scripted_output = ss.str();
+    if (args.debug_scripted_output.empty())
+      return fail(
+          deepinfer::invalid_argument("--debug-scripted-output: " + scripted_file + " is empty"));
+  }
   opts.model_name = !served_name.empty() ? served_name
                     : !model_arg.empty() ? std::filesystem::path(model_arg).filename().string()
                                          : std::string("deepinfer-tiny");
   if (opts.model_name.empty()) opts.model_name = model_arg;
+  raise_fd_limit();
 
   // Signals go to one waiting thread, not to whichever thread the kernel picks.
   sigset_t sigs;
@@ -65,18 +109,26 @@ int run_serve(int argc, char** argv) {
                (*server)->port(), args.model.c_str());
 
   std::unique_ptr<deepinfer::Engine> engine;
-  std::atomic<bool> load_failed{false};
+  std::atomic<bool> load_failed{false}, serving_done{false};
   std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    (*server)->stop();
+    for (int count = 0;; ++count) {
+      int sig = 0;
+      sigwait(&sigs, &sig);
+      if (serving_done) return;
+      if (count == 0) {
+        std::fprintf(stderr, "deepinfer serve: signal %d, draining (grace %.1f s)\n", sig, grace_s);
+        (*server)->shutdown(grace_s);
+      } else {
+        (*server)->stop();
+      }
+    }
   });
   std::thread loader([&] {
     auto e = deepinfer::Engine::create(args);
     if (!e.ok()) {
       fail(e.status());
       load_failed = true;
-      pthread_kill(signal_thread.native_handle(), SIGTERM);
+      (*server)->stop();
       return;
     }
     engine = std::move(*e);
@@ -84,6 +136,8 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "deepinfer serve: model loaded, ready\n");
   });
   (*server)->run();
+  serving_done = true;
+  pthread_kill(signal_thread.native_handle(), SIGTERM);  // wakes its sigwait
   loader.join();
   signal_thread.join();
   (*server)->set_engine(nullptr);

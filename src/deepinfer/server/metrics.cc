@@ -1,0 +1,123 @@
+#include "deepinfer/server/metrics.h"
+
+#include <cstdio>
+
+namespace deepinfer::server {
+namespace {
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+void header(std::string* out, const std::string& name, const char* type, const char* help) {
+  *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void sample(std::string* out, const std::string& name, const std::string& labels, double v) {
+  *out += name + "{" + labels + "} " + num(v) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& labels, std::string* out) const {
+  uint64_t cum = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cum += counts_[i];
+    std::string le = i < bounds_.size() ? num(bounds_[i]) : "+Inf";
+    sample(out, name + "_bucket", labels + ",le=\"" + le + "\"", static_cast<double>(cum));
+  }
+  sample(out, name + "_sum", labels, sum_);
+  sample(out, name + "_count", labels, static_cast<double>(count_));
+}
+
+// Bucket bounds are vLLM's, so dashboards built for it read these the same way.
+Metrics::Metrics()
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+             1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      itl_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+            20.0, 40.0, 80.0}),
+      e2e_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+            30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}) {
+  for (const char* r : {"stop", "length", "abort"}) finished_[r] = 0;
+}
+
+void Metrics::on_finished(const std::string& reason, double e2e_s, int64_t prompt_tokens,
+                          int64_t generation_tokens) {
+  ++finished_[reason];
+  e2e_.observe(e2e_s);
+  prompt_tokens_ += prompt_tokens;
+  generation_tokens_ += generation_tokens;
+}
+
+std::string Metrics::render(const std::string& model_name, const Engine* engine) const {
+  const std::string l = "model_name=\"" + model_name + "\"";
+  std::string out;
+  EngineStats st;
+  double kv_usage = 0;
+  if (engine != nullptr) {
+    st = engine->stats();
+    const int64_t pages = engine->capacity().num_pages;
+    if (pages > 0) kv_usage = 1.0 - static_cast<double>(engine->kv_free_pages()) / pages;
+  }
+  std::string n = "deepinfer:num_requests_running";
+  header(&out, n, "gauge", "Number of sequences in model execution batches.");
+  sample(&out, n, l, static_cast<double>(st.num_running));
+  n = "deepinfer:num_requests_waiting";
+  header(&out, n, "gauge", "Number of sequences waiting to be processed.");
+  sample(&out, n, l, static_cast<double>(st.num_waiting));
+  n = "deepinfer:kv_cache_usage_perc";
+  header(&out, n, "gauge", "KV-cache usage. 1 means 100 percent usage.");
+  sample(&out, n, l, kv_usage);
+  // No prefix cache yet: the counters exist so dashboards and alerts can be set up now.
+  n = "deepinfer:prefix_cache_queries_total";
+  header(&out, n, "counter", "Prefix cache queries, in terms of number of queried tokens.");
+  sample(&out, n, l, 0);
+  n = "deepinfer:prefix_cache_hits_total";
+  header(&out, n, "counter", "Prefix cache hits, in terms of number of cached tokens.");
+  sample(&out, n, l, 0);
+  n = "deepinfer:num_preemptions_total";
+  header(&out, n, "counter", "Cumulative number of preemptions from the engine.");
+  sample(&out, n, l, static_cast<double>(st.preemptions));
+  n = "deepinfer:prompt_tokens_total";
+  header(&out, n, "counter", "Number of prefill tokens processed.");
+  sample(&out, n, l, static_cast<double>(prompt_tokens_));
+  n = "deepinfer:generation_tokens_total";
+  header(&out, n, "counter", "Number of generation tokens processed.");
+  sample(&out, n, l, static_cast<double>(generation_tokens_));
+  n = "deepinfer:request_success_total";
+  header(&out, n, "counter", "Count of finished requests, by finish reason (abort: aborted).");
+  for (const auto& [reason, count] : finished_)
+    sample(&out, n, l + ",finished_reason=\"" + reason + "\"", static_cast<double>(count));
+  n = "deepinfer:http_requests_in_flight";
+  header(&out, n, "gauge", "Requests the HTTP server has submitted and not yet seen finish.");
+  sample(&out, n, l, static_cast<double>(in_flight));
+  n = "deepinfer:http_responses_total";
+  header(&out, n, "counter", "HTTP responses by status code.");
+  for (const auto& [status, count] : http_status_)
+    sample(&out, n, l + ",status=\"" + std::to_string(status) + "\"", static_cast<double>(count));
+  n = "deepinfer:time_to_first_token_seconds";
+  header(&out, n, "histogram", "Histogram of time to first token in seconds.");
+  ttft_.render(n, l, &out);
+  n = "deepinfer:inter_token_latency_seconds";
+  header(&out, n, "histogram", "Histogram of inter-token latency in seconds.");
+  itl_.render(n, l, &out);
+  n = "deepinfer:e2e_request_latency_seconds";
+  header(&out, n, "histogram", "Histogram of end to end request latency in seconds.");
+  e2e_.render(n, l, &out);
+  return out;
+}
+
+}  // namespace deepinfer::server
