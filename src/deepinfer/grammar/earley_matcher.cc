@@ -166,6 +166,27 @@ void EarleyMatcher::rollback_bytes(size_t n) {
   set_begin_.resize(k);
 }
 
+void EarleyMatcher::local_key(size_t base, const int32_t* path_state,
+                              std::vector<uint32_t>* out) const {
+  constexpr uint32_t kSelf = 0xFFFFFFFF, kPath = 0x80000000;
+  const auto& pos = g_->positions_;
+  const uint32_t k = static_cast<uint32_t>(set_begin_.size() - 1);
+  for (uint32_t i = set_begin_.back(); i < items_.size(); ++i) {
+    const Item& it = items_[i];
+    if (pos[it.position].index == CompiledGrammar::kEnd && it.position != g_->accept_position_) {
+      continue;  // finished items are never consulted again
+    }
+    out->push_back(it.position);
+    if (it.origin == k) {
+      out->push_back(kSelf);
+    } else if (it.origin <= base) {
+      out->push_back(it.origin);
+    } else {
+      out->push_back(kPath | static_cast<uint32_t>(path_state[it.origin - base]));
+    }
+  }
+}
+
 void EarleyMatcher::state_key(std::vector<uint32_t>* out) const {
   const auto& pos = g_->positions_;
   const uint32_t k = static_cast<uint32_t>(set_begin_.size() - 1);

@@ -60,6 +60,12 @@ class EarleyMatcher {
   // sets renumbered in visit order. Equal keys => equal behaviour on every byte string, so a
   // token mask may be cached under it.
   void state_key(std::vector<uint32_t>* out) const;
+  // Key of the current set for a walk that started at byte `base` (num_bytes() >= base):
+  // origins at or below base are kept as they are (those sets do not change while the walk
+  // lasts), the current set is "self", and a set in between is named by
+  // path_state[origin - base], the caller's id for it. Equal keys (same base, same ids) =>
+  // equal behaviour, which is what a lazily built byte DFA over Earley states needs.
+  void local_key(size_t base, const int32_t* path_state, std::vector<uint32_t>* out) const;
 
  private:
   struct Item {

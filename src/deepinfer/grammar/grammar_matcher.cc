@@ -55,6 +55,9 @@ StatusOr<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(
     while (n < p.size() && n < q.size() && p[n] == q[n]) ++n;
     info->lcp_[i] = static_cast<uint32_t>(n);
   }
+  for (int32_t id : info->sorted_) {
+    info->max_token_bytes_ = std::max(info->max_token_bytes_, b[id].size());
+  }
   // Next-smaller-lcp links, by a monotonic stack from the right.
   const uint32_t n_sorted = static_cast<uint32_t>(info->sorted_.size());
   info->skip_.assign(n_sorted, n_sorted);
@@ -119,18 +122,48 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
     for (int32_t id : info_->stop_ids_) allow(id);
   }
   // Walk the sorted vocabulary as a trie: keep the bytes shared with the previous token
-  // matched, and skip every token that extends a prefix already rejected.
+  // matched, and skip every token that extends a prefix already rejected. Steps go through the
+  // lazy DFA; the Earley matcher only catches up (phys bytes) when a transition is new.
+  if (dfa_.num_states() > kMaxDfaStates) dfa_.clear();
   const size_t base = bytes_.num_bytes();
-  size_t depth = 0;  // bytes of the current token path accepted beyond `base`
   const auto& sorted = info_->sorted_;
   const auto& lcp = info_->lcp_;
+  const auto& skip = info_->skip_;
+  path_state_.resize(info_->max_token_bytes_ + 1);
+  dfa_key_.clear();
+  bytes_.local_key(base, path_state_.data(), &dfa_key_);
+  path_state_[0] = dfa_.intern(dfa_key_);
+  size_t depth = 0;  // bytes of the current token matched (DFA states path_state_[0..depth])
+  size_t phys = 0;   // bytes of the current token the Earley matcher holds beyond base
   size_t i = 0;
   while (i < sorted.size()) {
     const std::string& tok = info_->bytes_[sorted[i]];
-    size_t keep = std::min<size_t>(depth, lcp[i]);
-    bytes_.rollback_bytes(depth - keep);
-    depth = keep;
-    while (depth < tok.size() && bytes_.accept_byte(static_cast<uint8_t>(tok[depth]))) ++depth;
+    depth = std::min<size_t>(depth, lcp[i]);
+    if (phys > depth) {
+      bytes_.rollback_bytes(phys - depth);
+      phys = depth;
+    }
+    while (depth < tok.size()) {
+      const uint8_t b = static_cast<uint8_t>(tok[depth]);
+      int32_t t = dfa_.next(path_state_[depth], b);
+      if (t == ByteDfa::kUnknown) {
+        for (; phys < depth; ++phys) {
+          bool ok = bytes_.accept_byte(static_cast<uint8_t>(tok[phys]));
+          DI_CHECK(ok);  // the DFA said these bytes are viable
+        }
+        if (bytes_.accept_byte(b)) {
+          ++phys;
+          dfa_key_.clear();
+          bytes_.local_key(base, path_state_.data(), &dfa_key_);
+          t = dfa_.intern(dfa_key_);
+        } else {
+          t = ByteDfa::kDead;
+        }
+        dfa_.set_next(path_state_[depth], b, t);
+      }
+      if (t == ByteDfa::kDead) break;
+      path_state_[++depth] = t;
+    }
     if (depth == tok.size()) {
       allow(sorted[i]);
       ++i;
@@ -138,7 +171,6 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
     }
     // tok[0..depth] (the rejected byte included) is dead: skip tokens that share it.
     const size_t dead = depth + 1;
-    const auto& skip = info_->skip_;
     ++i;
     while (i < sorted.size() && lcp[i] >= dead) i = skip[i];
   }
@@ -154,6 +186,7 @@ void GrammarMatcher::rollback(size_t n) {
       stopped_ = false;
     } else {
       bytes_.rollback_bytes(len);
+      dfa_.clear();  // its keys name the sets just removed
     }
   }
 }

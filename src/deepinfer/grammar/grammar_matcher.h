@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "deepinfer/base/status.h"
+#include "deepinfer/grammar/byte_dfa.h"
 #include "deepinfer/grammar/earley_matcher.h"
 #include "deepinfer/grammar/mask_cache.h"
 
@@ -41,6 +42,7 @@ class TokenizerInfo {
   // skip_[i]: the first j > i with lcp_[j] < lcp_[i]. Every token in between shares at least
   // lcp_[i] bytes with sorted_[i-1], so a rejected prefix is skipped in O(its length) jumps.
   std::vector<uint32_t> skip_;
+  size_t max_token_bytes_ = 0;
   std::vector<int32_t> stop_ids_;
   std::vector<bool> grammar_token_;
 };
@@ -73,7 +75,10 @@ class GrammarMatcher {
 
   std::shared_ptr<const TokenizerInfo> info_;
   std::shared_ptr<MaskCache> cache_;
-  std::vector<uint32_t> key_;  // scratch for the state key
+  static constexpr size_t kMaxDfaStates = 4096;  // 1 KiB each
+  std::vector<uint32_t> key_, dfa_key_;          // scratch for state keys
+  std::vector<int32_t> path_state_;              // DFA state per depth of the trie walk
+  ByteDfa dfa_;
   EarleyMatcher bytes_;
   std::vector<uint32_t> token_lengths_;  // bytes per accepted token; 0 = stop token
   bool stopped_ = false;

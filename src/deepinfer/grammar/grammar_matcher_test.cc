@@ -261,6 +261,42 @@ TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForce) {
   EXPECT_GT(n_allowed, 1000);
 }
 
+// Masks come from the cache, the lazy DFA and the trie walk; on random states (reached by
+// random walks with random rollbacks, which invalidate the DFA) they must equal trying every
+// token of the real vocabulary on its own.
+TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForceOnRandomStates) {
+  auto ti = info();
+  std::vector<uint32_t> mask(ti->mask_words());
+  std::mt19937_64 rng(11);
+  const char* grammars[] = {
+      kJsonGrammar,
+      "root ::= \"{\\\"k\\\": \\\"\" [a-z\\u00e0-\\u00ff]{0,6} \"\\\"}\"",
+  };
+  int states = 0;
+  for (const char* text : grammars) {
+    auto g = ebnf(text);
+    auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
+    for (int walk = 0; walk < 2; ++walk) {
+      GrammarMatcher m(g, ti, cache);  // the cache is shared across walks on purpose
+      for (int step = 0; step < 10 && !m.is_terminated(); ++step) {
+        m.fill_next_token_bitmask(mask.data());
+        std::vector<int32_t> ids;
+        for (int32_t id = 0; id < ti->vocab_size(); ++id) {
+          bool ok = m.accept_token(id);
+          if (ok) m.rollback(1);
+          ASSERT_EQ(allowed(mask, id), ok) << text << " step " << step << " token " << id;
+          if (ok) ids.push_back(id);
+        }
+        ++states;
+        ASSERT_FALSE(ids.empty());
+        ASSERT_TRUE(m.accept_token(ids[rng() % ids.size()]));
+        if (m.num_tokens() >= 2 && rng() % 3 == 0) m.rollback(1 + rng() % 2);
+      }
+    }
+  }
+  EXPECT_GE(states, 20);
+}
+
 // Uniform random walks over allowed tokens; finished outputs must satisfy an independent
 // checker (PCRE2 for regexes, hand-written recognizers for the EBNF grammars).
 bool nested_list(const std::string& s, size_t* i) {

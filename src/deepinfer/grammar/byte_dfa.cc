@@ -1,0 +1,22 @@
+#include "deepinfer/grammar/byte_dfa.h"
+
+#include "deepinfer/grammar/mask_cache.h"
+
+namespace deepinfer::grammar {
+
+size_t ByteDfa::KeyHash::operator()(const std::vector<uint32_t>& k) const {
+  return static_cast<size_t>(MaskCache::hash(k));
+}
+
+int32_t ByteDfa::intern(const std::vector<uint32_t>& key) {
+  auto [it, inserted] = ids_.try_emplace(key, static_cast<int32_t>(num_states()));
+  if (inserted) trans_.resize(trans_.size() + 256, kUnknown);
+  return it->second;
+}
+
+void ByteDfa::clear() {
+  ids_.clear();
+  trans_.clear();
+}
+
+}  // namespace deepinfer::grammar
