@@ -17,6 +17,7 @@
 #include "deepinfer/base/check.h"
 #include "deepinfer/kv/kv_geometry.h"
 #include "deepinfer/kv/kv_manager.h"
+#include "deepinfer/engine/constrained_decoding.h"
 #include "deepinfer/engine/pooled_state_pages.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/recipe/chat_encoder.h"
@@ -56,6 +57,7 @@ struct SeqState {
   std::unique_ptr<sample::SequenceSampler> sampler;
   std::unique_ptr<sample::StopChecker> stop;
   std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
+  std::unique_ptr<SequenceConstraint> constraint;  // so_args
   CompletionOutput out;
   bool finished = false;
   // n > 1: samples 1..n-1 wait ("parked") until sample 0 has computed the prompt, then start
@@ -75,6 +77,10 @@ struct RequestState {
   std::vector<std::unique_ptr<SeqState>> seqs;
   int num_finished = 0;
   bool touched = false;
+  // so_args, compiled at submit; the mask cache is shared by the request's n samples.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  std::shared_ptr<const grammar::TokenizerInfo> grammar_info;
+  std::shared_ptr<grammar::MaskCache> mask_cache;
 };
 
 class EngineImpl final : public Engine {
@@ -109,6 +115,12 @@ class EngineImpl final : public Engine {
     auto rs = std::make_unique<RequestState>();
     ASSIGN_OR_RETURN(rs->prompt, prompt_ids(r));
     RETURN_IF_ERROR(sample::validate(r.params, model_->config().vocab_size));
+    if (r.params.so_args) {
+      ASSIGN_OR_RETURN(rs->grammar, compile_structured_output(*r.params.so_args));
+      ASSIGN_OR_RETURN(rs->grammar_info, grammar_info());
+      rs->mask_cache = std::make_shared<grammar::MaskCache>(
+          rs->grammar_info->mask_words(), grammar::GrammarMatcher::kDefaultCacheBytes);
+    }
     for (int32_t id : rs->prompt)
       if (id < 0 || id >= model_->config().vocab_size)
         return invalid_argument("prompt token id " + std::to_string(id) +
@@ -202,6 +214,9 @@ class EngineImpl final : public Engine {
       sample::SamplingParams p = sample::child_params(rs->req.params, i);
       s->sampler = std::make_unique<sample::SequenceSampler>(p, fallback, rs->prompt);
       s->stop = std::make_unique<sample::StopChecker>(p, eos_token_id());
+      if (rs->grammar)
+        s->constraint =
+            std::make_unique<SequenceConstraint>(rs->grammar, rs->grammar_info, rs->mask_cache);
       if (tok_)
         s->detok =
             std::make_unique<tokenizer::IncrementalDetokenizer>(*tok_, p.skip_special_tokens);
@@ -320,11 +335,21 @@ class EngineImpl final : public Engine {
     if (item.needs_sample && s.index == 0 && s.out.token_ids.empty()) fork_parked_siblings(s);
     if (!item.needs_sample) return;
     auto t1 = Clock::now();
+    const bool constrained = s.constraint && args_.debug_scripted_output.empty();
+    if (constrained) s.constraint->apply(logits_.data(), vocab_size());
     sample::SampleResult r = s.sampler->sample(logits_.data(), vocab_size(), eos_token_id());
     if (!args_.debug_scripted_output.empty()) {
       const size_t i = s.out.token_ids.size();
       r.token = i < scripted_.size() ? scripted_[i] : eos_token_id();
     }
+    // Only eos is left when the grammar is complete; if min_tokens masked it, end here anyway.
+    bool grammar_stop = false, grammar_dead = false;
+    if (constrained && !s.constraint->accept(r.token)) {
+      grammar_dead = !s.constraint->can_terminate();
+      r.token = eos_token_id();
+      if (!grammar_dead) s.constraint->accept(r.token);
+    }
+    if (constrained) grammar_stop = s.constraint->is_terminated() && r.token == eos_token_id();
     s.sampler->accept(r.token);
     s.tokens.push_back(r.token);
     const bool sched_done = sched_.on_token_appended(s.seq_id);  // true: max_tokens reached
@@ -338,6 +363,11 @@ class EngineImpl final : public Engine {
     if (sched_done && !done) {
       done = true;
       reason = "length";
+    }
+    if ((grammar_stop || grammar_dead) && !done) {  // ignore_eos cannot outlive the grammar
+      done = true;
+      reason = grammar_dead ? "abort" : "stop";
+      if (grammar_dead) s.out.stop_reason = "so_args: the grammar allows no token here";
     }
     s.out.token_ids.push_back(r.token);
     s.out.delta_token_ids.push_back(r.token);
@@ -455,6 +485,18 @@ class EngineImpl final : public Engine {
   std::vector<float> logits_;
   EngineStats local_;
   std::vector<int32_t> scripted_;  // debug_scripted_output's tokens
+
+  // Built on the first so_args request (about 30 ms for a 128k vocabulary).
+  StatusOr<std::shared_ptr<const grammar::TokenizerInfo>> grammar_info() {
+    std::lock_guard<std::mutex> lock(grammar_mu_);
+    if (grammar_info_) return grammar_info_;
+    if (!tok_) return failed_precondition("so_args needs the model's tokenizer.json");
+    ASSIGN_OR_RETURN(grammar_info_,
+                     grammar::TokenizerInfo::from_tokenizer(*tok_, {eos_token_id()}));
+    return grammar_info_;
+  }
+  std::mutex grammar_mu_;
+  std::shared_ptr<const grammar::TokenizerInfo> grammar_info_;
 
   // Shared with submitters.
   std::mutex mu_;

@@ -1,0 +1,53 @@
+#include "deepinfer/engine/constrained_decoding.h"
+
+#include <limits>
+
+#include "deepinfer/grammar/ebnf_parser.h"
+#include "deepinfer/grammar/regex_parser.h"
+
+namespace deepinfer {
+
+StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_output(
+    const sample::StructuredOutput& so) {
+  using Kind = sample::StructuredOutput::Kind;
+  StatusOr<grammar::Grammar> g = unimplemented("unreachable");
+  switch (so.kind) {
+    case Kind::kRegex:
+      g = grammar::parse_regex(so.spec);
+      break;
+    case Kind::kEbnf:
+      g = grammar::parse_ebnf(so.spec);
+      break;
+    case Kind::kJsonSchema:
+    case Kind::kJsonObject:
+      g = unimplemented("the JSON Schema front end is not built in yet");
+      break;
+  }
+  if (!g.ok()) {
+    return Status(g.status().code(), std::string("so_args.") + sample::kind_name(so.kind) + ": " +
+                                         g.status().message());
+  }
+  return std::shared_ptr<const grammar::CompiledGrammar>(
+      std::make_shared<grammar::CompiledGrammar>(std::move(*g)));
+}
+
+SequenceConstraint::SequenceConstraint(std::shared_ptr<const grammar::CompiledGrammar> g,
+                                       std::shared_ptr<const grammar::TokenizerInfo> info,
+                                       std::shared_ptr<grammar::MaskCache> cache)
+    : matcher_(std::move(g), info, std::move(cache)), mask_(info->mask_words()) {}
+
+void SequenceConstraint::apply(float* logits, int64_t vocab) {
+  matcher_.fill_next_token_bitmask(mask_.data());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t words = static_cast<int64_t>(mask_.size());
+  for (int64_t w = 0; w * 32 < vocab; ++w) {
+    const uint32_t bits = w < words ? mask_[w] : 0;
+    if (bits == 0xFFFFFFFFu) continue;
+    const int64_t end = std::min<int64_t>(vocab, (w + 1) * 32);
+    for (int64_t id = w * 32; id < end; ++id) {
+      if (!((bits >> (id - w * 32)) & 1)) logits[id] = kNegInf;
+    }
+  }
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,38 @@
+// Structured output in the engine: so_args -> compiled grammar (at submit, so errors reach the
+// caller), and per sample a matcher whose token mask is applied to the logits before sampling.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/grammar/grammar_matcher.h"
+#include "deepinfer/sample/structured_output.h"
+
+namespace deepinfer {
+
+// Errors keep the front end's code and name the field: "so_args.regex: regex offset 3: ...".
+StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_output(
+    const sample::StructuredOutput& so);
+
+// One sample's constraint. Engine-thread only.
+class SequenceConstraint {
+ public:
+  SequenceConstraint(std::shared_ptr<const grammar::CompiledGrammar> g,
+                     std::shared_ptr<const grammar::TokenizerInfo> info,
+                     std::shared_ptr<grammar::MaskCache> cache);
+  // Sets every token the grammar does not allow now to -inf (ids past the tokenizer's
+  // vocabulary, e.g. padding rows of the model's vocabulary, included).
+  void apply(float* logits, int64_t vocab);
+  // False when the token is not allowed (the caller then ends the sample).
+  bool accept(int32_t token) { return matcher_.accept_token(token); }
+  bool can_terminate() const { return matcher_.can_terminate(); }
+  bool is_terminated() const { return matcher_.is_terminated(); }
+
+ private:
+  grammar::GrammarMatcher matcher_;
+  std::vector<uint32_t> mask_;
+};
+
+}  // namespace deepinfer

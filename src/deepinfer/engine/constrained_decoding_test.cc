@@ -1,0 +1,161 @@
+// Constrained decoding through the engine on the tiny model: every output, greedy or sampled,
+// is checked by an independent validator (PCRE2 for regexes and for the EBNF grammars'
+// equivalent patterns, nlohmann::json for JSON).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "deepinfer/engine/engine.h"
+#include "deepinfer/model/deepseek_v4/tiny_model.h"
+
+namespace deepinfer {
+namespace {
+
+using Kind = sample::StructuredOutput::Kind;
+
+std::string model_dir_path() {
+  return ::testing::TempDir() + "/constrained_test_model_" + std::to_string(::getpid());
+}
+
+const std::string& model_dir() {
+  static const std::string dir = [] {
+    std::string d = model_dir_path();
+    std::atexit([] { std::filesystem::remove_all(model_dir_path()); });
+    v4::TinyModelOptions o;
+    o.quantized = true;
+    o.seed = 5;
+    o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+    Status st = v4::write_tiny_model(d, o);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return d;
+  }();
+  return dir;
+}
+
+Engine& engine() {
+  static std::unique_ptr<Engine> e = [] {
+    EngineArgs a;
+    a.model = model_dir();
+    a.max_num_batched_tokens = 256;
+    auto r = Engine::create(a);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }();
+  return *e;
+}
+
+bool pcre_full_match(const std::string& pattern, const std::string& s) {
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &err, &off, nullptr);
+  EXPECT_NE(code, nullptr) << pattern;
+  if (!code) return false;
+  pcre2_match_data* data = pcre2_match_data_create(4, nullptr);
+  int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, data, nullptr);
+  pcre2_match_data_free(data);
+  pcre2_code_free(code);
+  return rc >= 0;
+}
+
+GenerateRequest request(Kind kind, const std::string& spec, float temperature, uint64_t seed) {
+  GenerateRequest r;
+  r.prompt = "The answer is";
+  r.params.max_tokens = 96;
+  r.params.temperature = temperature;
+  r.params.seed = seed;
+  r.params.so_args = sample::StructuredOutput{kind, spec};
+  return r;
+}
+
+struct Case {
+  Kind kind;
+  std::string spec;
+  std::string check;  // PCRE2 pattern the finished text must fully match
+};
+
+// Bounded languages, so that every generation ends within max_tokens whatever the model does.
+std::vector<Case> cases() {
+  return {
+      {Kind::kRegex, R"([0-9]{3}-[0-9]{4})", R"([0-9]{3}-[0-9]{4})"},
+      {Kind::kRegex, R"((yes|no|maybe)!?)", R"((yes|no|maybe)!?)"},
+      {Kind::kRegex, R"([a-z]{1,8}@[a-z]{2,6}\.(com|org))", R"([a-z]{1,8}@[a-z]{2,6}\.(com|org))"},
+      {Kind::kRegex, R"(\{"n": -?[1-9][0-9]{0,3}, "ok": (true|false)\})",
+       R"(\{"n": -?[1-9][0-9]{0,3}, "ok": (true|false)\})"},
+      {Kind::kRegex, "[\\x{4e00}-\\x{9fff}]{1,4}\\u3002", "[\\x{4e00}-\\x{9fff}]{1,4}\\x{3002}"},
+      {Kind::kEbnf, "root ::= \"[\" num (\", \" num){0,3} \"]\"\nnum ::= [0-9]{1,3}",
+       R"(\[[0-9]{1,3}(, [0-9]{1,3}){0,3}\])"},
+      {Kind::kEbnf,
+       "root ::= (\"Name\" | \"City\") \": \" word (\" \" word)?\nword ::= [A-Z] [a-z]{0,6}",
+       R"((Name|City): [A-Z][a-z]{0,6}( [A-Z][a-z]{0,6})?)"},
+  };
+}
+
+TEST(ConstrainedDecoding, GreedyAndSampledOutputsMatch) {
+  int checked = 0;
+  for (const Case& c : cases()) {
+    for (float temperature : {0.0f, 1.0f}) {
+      for (uint64_t seed : {1ull, 2ull}) {
+        if (temperature == 0.0f && seed == 2) continue;  // greedy ignores the seed
+        auto out = engine().generate(request(c.kind, c.spec, temperature, seed));
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        const CompletionOutput& o = out->outputs[0];
+        EXPECT_EQ(o.finish_reason, "stop") << c.spec << " -> '" << o.text << "'";
+        EXPECT_TRUE(pcre_full_match(c.check, o.text))
+            << c.spec << " (t=" << temperature << ", seed " << seed << ") -> '" << o.text << "'";
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3 * static_cast<int>(cases().size()));
+}
+
+TEST(ConstrainedDecoding, SeededSamplingIsReproducibleAndParallelSamplesAreValid) {
+  const Case c = cases()[2];
+  auto a = engine().generate(request(c.kind, c.spec, 1.0f, 9));
+  auto b = engine().generate(request(c.kind, c.spec, 1.0f, 9));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->outputs[0].token_ids, b->outputs[0].token_ids);
+  GenerateRequest r = request(c.kind, c.spec, 1.0f, 3);
+  r.params.n = 3;
+  auto many = engine().generate(r);
+  ASSERT_TRUE(many.ok());
+  ASSERT_EQ(many->outputs.size(), 3u);
+  for (const auto& o : many->outputs) {
+    EXPECT_EQ(o.finish_reason, "stop");
+    EXPECT_TRUE(pcre_full_match(c.check, o.text)) << o.text;
+  }
+}
+
+// ignore_eos cannot make a sample run past the end of its grammar.
+TEST(ConstrainedDecoding, GrammarEndStopsEvenWithIgnoreEos) {
+  GenerateRequest r = request(Kind::kRegex, "(yes|no)", 0.0f, 1);
+  r.params.ignore_eos = true;
+  auto out = engine().generate(r);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->outputs[0].finish_reason, "stop");
+  EXPECT_TRUE(out->outputs[0].text == "yes" || out->outputs[0].text == "no")
+      << out->outputs[0].text;
+}
+
+TEST(ConstrainedDecoding, GrammarErrorsAreRejectedAtSubmitNamingTheField) {
+  auto expect_error = [](Kind kind, const std::string& spec, const std::string& fragment) {
+    Status st = engine().submit(request(kind, spec, 0.0f, 1), nullptr);
+    ASSERT_FALSE(st.ok()) << spec;
+    EXPECT_NE(st.message().find(fragment), std::string::npos) << st.message();
+  };
+  expect_error(Kind::kRegex, "(ab", "so_args.regex: ");
+  expect_error(Kind::kRegex, "(?=a)b", "so_args.regex: ");
+  expect_error(Kind::kEbnf, "root ::= missing", "so_args.ebnf: ebnf line 1");
+  expect_error(Kind::kEbnf, "start ::= \"a\"", "so_args.ebnf: ");
+}
+
+}  // namespace
+}  // namespace deepinfer
