@@ -1,5 +1,6 @@
 // deepinfer generate: one request through the engine, streamed to stdout. Greedy by default.
 // With --prompt-ids the output is the generated ids (comma separated); with --prompt, the text.
+// --regex / --json-schema / --ebnf / --json-object constrain the output (so_args).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -58,6 +59,8 @@ int run_generate(int argc, char** argv) {
   app.add_option("--prompt-ids", prompt_ids, "prompt token ids, comma separated; prints ids")
       ->excludes(text_opt);
   deepinfer::cli::add_sampling_flags(app, &req.params, &stop, &seed, &has_seed);
+  deepinfer::cli::StructuredOutputFlags so_flags;
+  deepinfer::cli::add_structured_output_flags(app, &so_flags);
   deepinfer::cli::add_engine_flags(app, &args);
   app.add_flag("-q,--quiet", quiet, "no timing on stderr");
   try {
@@ -75,6 +78,9 @@ int run_generate(int argc, char** argv) {
   }
   req.params.stop = stop;
   if (has_seed) req.params.seed = seed;
+  auto so = deepinfer::cli::structured_output_from_flags(so_flags);
+  if (!so.ok()) return fail(so.status());
+  req.params.so_args = *so;
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) return fail(dir.status());
   args.model = *dir;

@@ -39,9 +39,16 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: Optional[int] = None
     skip_special_tokens: bool = True
+    # Structured output: exactly one of {"regex": str}, {"json_schema": dict | bool | str},
+    # {"ebnf": str} (start rule `root`), {"json_object": True}. Errors come from generate().
+    so_args: Optional[dict] = None
 
     def _to_json(self) -> dict:
         d = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        if isinstance(d.get("so_args"), dict) and not isinstance(
+                d["so_args"].get("json_schema", ""), str):
+            # As text, so the engine keeps the schema's property order.
+            d["so_args"] = dict(d["so_args"], json_schema=json.dumps(d["so_args"]["json_schema"]))
         if isinstance(d.get("stop"), str):
             d["stop"] = [d["stop"]]
         if "logit_bias" in d:
