@@ -19,6 +19,8 @@ class ByteDfa {
   int32_t intern(const std::vector<uint32_t>& key);
   int32_t next(int32_t state, uint8_t b) const { return trans_[state * 256 + b]; }
   void set_next(int32_t state, uint8_t b, int32_t to) { trans_[state * 256 + b] = to; }
+  // Row-major [state][byte]; valid until the next intern().
+  const int32_t* table() const { return trans_.data(); }
   size_t num_states() const { return trans_.size() / 256; }
   // Keys name absolute set indices, so any rollback below them invalidates everything.
   void clear();

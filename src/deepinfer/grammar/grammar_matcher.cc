@@ -55,8 +55,12 @@ StatusOr<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(
     while (n < p.size() && n < q.size() && p[n] == q[n]) ++n;
     info->lcp_[i] = static_cast<uint32_t>(n);
   }
-  for (int32_t id : info->sorted_) {
-    info->max_token_bytes_ = std::max(info->max_token_bytes_, b[id].size());
+  info->suffix_off_.assign(1, 0);
+  for (size_t i = 0; i < info->sorted_.size(); ++i) {
+    const std::string& t = b[info->sorted_[i]];
+    info->max_token_bytes_ = std::max(info->max_token_bytes_, t.size());
+    info->suffix_bytes_.insert(info->suffix_bytes_.end(), t.begin() + info->lcp_[i], t.end());
+    info->suffix_off_.push_back(static_cast<uint32_t>(info->suffix_bytes_.size()));
   }
   // Next-smaller-lcp links, by a monotonic stack from the right.
   const uint32_t n_sorted = static_cast<uint32_t>(info->sorted_.size());
@@ -133,43 +137,51 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
   dfa_key_.clear();
   bytes_.local_key(base, path_state_.data(), &dfa_key_);
   path_state_[0] = dfa_.intern(dfa_key_);
-  size_t depth = 0;  // bytes of the current token matched (DFA states path_state_[0..depth])
-  size_t phys = 0;   // bytes of the current token the Earley matcher holds beyond base
+  // A visited token always shares exactly lcp_[i] bytes with the path walked so far (tokens
+  // in between were skipped for sharing a longer, dead prefix), so only its suffix is walked.
+  const uint8_t* suffix = info_->suffix_bytes_.data();
+  const uint32_t* off = info_->suffix_off_.data();
+  const int32_t* trans = dfa_.table();
+  size_t phys = 0;  // bytes of the current token the Earley matcher holds beyond base
   size_t i = 0;
   while (i < sorted.size()) {
-    const std::string& tok = info_->bytes_[sorted[i]];
-    depth = std::min<size_t>(depth, lcp[i]);
+    size_t depth = lcp[i];
     if (phys > depth) {
       bytes_.rollback_bytes(phys - depth);
       phys = depth;
     }
-    while (depth < tok.size()) {
-      const uint8_t b = static_cast<uint8_t>(tok[depth]);
-      int32_t t = dfa_.next(path_state_[depth], b);
+    const uint8_t* q = suffix + off[i];
+    const uint8_t* end = suffix + off[i + 1];
+    int32_t state = path_state_[depth];
+    for (; q < end; ++q) {
+      int32_t t = trans[state * 256 + *q];
       if (t == ByteDfa::kUnknown) {
+        const std::string& tok = info_->bytes_[sorted[i]];
         for (; phys < depth; ++phys) {
           bool ok = bytes_.accept_byte(static_cast<uint8_t>(tok[phys]));
           DI_CHECK(ok);  // the DFA said these bytes are viable
         }
-        if (bytes_.accept_byte(b)) {
+        if (bytes_.accept_byte(*q)) {
           ++phys;
           dfa_key_.clear();
           bytes_.local_key(base, path_state_.data(), &dfa_key_);
           t = dfa_.intern(dfa_key_);
+          trans = dfa_.table();  // interning may grow the table
         } else {
           t = ByteDfa::kDead;
         }
-        dfa_.set_next(path_state_[depth], b, t);
+        dfa_.set_next(state, *q, t);
       }
       if (t == ByteDfa::kDead) break;
-      path_state_[++depth] = t;
+      path_state_[++depth] = state = t;
     }
-    if (depth == tok.size()) {
+    if (q == end) {
       allow(sorted[i]);
       ++i;
       continue;
     }
-    // tok[0..depth] (the rejected byte included) is dead: skip tokens that share it.
+    // The token's first depth + 1 bytes (the rejected byte included) are dead: skip tokens
+    // that share them.
     const size_t dead = depth + 1;
     ++i;
     while (i < sorted.size() && lcp[i] >= dead) i = skip[i];

@@ -43,6 +43,9 @@ class TokenizerInfo {
   // lcp_[i] bytes with sorted_[i-1], so a rejected prefix is skipped in O(its length) jumps.
   std::vector<uint32_t> skip_;
   size_t max_token_bytes_ = 0;
+  // sorted_[i]'s bytes past lcp_[i], back to back (the trie's edges in walk order).
+  std::vector<uint8_t> suffix_bytes_;
+  std::vector<uint32_t> suffix_off_;  // sorted_.size() + 1 offsets into suffix_bytes_
   std::vector<int32_t> stop_ids_;
   std::vector<bool> grammar_token_;
 };
