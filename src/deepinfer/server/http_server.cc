@@ -140,12 +140,13 @@ class Session : public std::enable_shared_from_this<Session> {
     submit(*ep);
   }
 
-  // The engine's running count is a per-step snapshot; what the server has submitted beyond it
-  // is waiting (queued in the scheduler or not yet admitted).
+  // Running: the engine's per-step snapshot, or the requests already streaming tokens if more
+  // (the snapshot can lag a step). What the server has submitted beyond that is waiting.
   bool overloaded() const {
     const int64_t limit = shared_->options.max_waiting_requests;
     if (limit < 0) return false;
-    const int64_t waiting = shared_->metrics.in_flight - engine_->stats().num_running;
+    const int64_t running = std::max(engine_->stats().num_running, shared_->metrics.generating);
+    const int64_t waiting = shared_->metrics.in_flight - running;
     return waiting >= limit;
   }
 
@@ -157,6 +158,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (req_.stream && ep == Endpoint::kChatCompletions)
       parsers_.assign(n, recipe::StreamingParser(req_.thinking));
     first_chunk_.assign(n, true);
+    sample_done_.assign(n, false);
     text_offset_.assign(n, 0);
     auto self = shared_from_this();
     auto* ioc = &static_cast<asio::io_context&>(socket_.get_executor().context());
@@ -218,9 +220,10 @@ class Session : public std::enable_shared_from_this<Session> {
       tokens += static_cast<int64_t>(c.token_ids.size());
     if (tokens <= tokens_seen_) return;
     auto now = Clock::now();
-    if (tokens_seen_ == 0)
+    if (tokens_seen_ == 0) {
       shared_->metrics.on_first_token(std::chrono::duration<double>(now - start_).count());
-    else
+      ++shared_->metrics.generating;
+    } else
       shared_->metrics.on_inter_token(std::chrono::duration<double>(now - last_token_).count());
     tokens_seen_ = tokens;
     last_token_ = now;
@@ -230,6 +233,7 @@ class Session : public std::enable_shared_from_this<Session> {
     finished_ = true;
     timer_.cancel();
     --shared_->metrics.in_flight;
+    if (tokens_seen_ > 0) --shared_->metrics.generating;
     shared_->live.erase(id_);
     finish_reason_ = "abort";
     if (!out.outputs.empty() && out.outputs[0].finish_reason)
@@ -290,7 +294,9 @@ class Session : public std::enable_shared_from_this<Session> {
     const TokenText text_of = token_text();
     for (const CompletionOutput& c : out.outputs) {
       const size_t i = static_cast<size_t>(c.index);
-      if (i >= first_chunk_.size()) continue;
+      // Every update repeats all samples; one that already finished has nothing more to say.
+      if (i >= first_chunk_.size() || sample_done_[i]) continue;
+      if (c.finish_reason) sample_done_[i] = true;
       // This update's tokens are the last delta_token_ids.size() logprobs entries.
       std::span<const TokenLogprobs> lps;
       if (text_of && c.logprobs.size() >= c.delta_token_ids.size())
@@ -423,7 +429,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string id_;
   int64_t created_ = now_s();
   std::vector<recipe::StreamingParser> parsers_;  // chat streams: one per sample
-  std::vector<bool> first_chunk_;
+  std::vector<bool> first_chunk_, sample_done_;
   std::vector<int64_t> text_offset_;  // completion streams: logprobs text_offset per sample
   int64_t tokens_seen_ = 0, prompt_tokens_ = 0, completion_tokens_ = 0;
   std::string finish_reason_;

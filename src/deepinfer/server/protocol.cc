@@ -336,6 +336,9 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
 }
 
 json usage_json(const Usage& u, int64_t completion_tokens, int64_t reasoning_tokens) {
+  // Re-tokenizing the reasoning text can give more tokens than were generated (random output
+  // tokenizes differently); it is a part of the completion, never more.
+  reasoning_tokens = std::min(reasoning_tokens, completion_tokens);
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", completion_tokens},
           {"total_tokens", u.prompt_tokens + completion_tokens},

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace deepinfer::server {
 namespace {
 
@@ -176,6 +178,88 @@ TEST(Protocol, SseFraming) {
   json u = usage_chunk("id", 1, "m", Endpoint::kChatCompletions, usage_json(Usage{}, 0, 0));
   EXPECT_TRUE(u["choices"].empty());
   EXPECT_TRUE(u.contains("usage"));
+}
+
+TEST(Protocol, InvalidUtf8IsNamedAsSuch) {
+  std::string body = "{\"prompt\":\"a\xff\"}";
+  ApiError e = parse_error(Endpoint::kCompletions, body);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.code, "invalid_utf8");
+  // Overlong "/" and a lone surrogate are not UTF-8 either.
+  EXPECT_EQ(parse_error(Endpoint::kCompletions, "{\"prompt\":\"\xc0\xaf\"}").code, "invalid_utf8");
+  EXPECT_EQ(parse_error(Endpoint::kCompletions, "{\"prompt\":\"\xed\xa0\x80\"}").code,
+            "invalid_utf8");
+  ParsedRequest req;
+  ApiError err;
+  EXPECT_TRUE(parse_request(Endpoint::kCompletions, "{\"prompt\":\"é日😀\"}", kVocab, &req, &err))
+      << err.message;
+}
+
+TEST(Protocol, LogprobsPerEndpoint) {
+  ParsedRequest req;
+  ApiError err;
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions,
+                            "{" + msgs + R"(,"logprobs":true,"top_logprobs":3})", kVocab, &req,
+                            &err))
+      << err.message;
+  EXPECT_EQ(req.gen.params.logprobs, 3);
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, "{" + msgs + R"(,"logprobs":false})",
+                            kVocab, &req, &err));
+  EXPECT_FALSE(req.gen.params.logprobs.has_value());
+  ASSERT_TRUE(
+      parse_request(Endpoint::kCompletions, R"({"prompt":"x","logprobs":2})", kVocab, &req, &err));
+  EXPECT_EQ(req.gen.params.logprobs, 2);
+  EXPECT_EQ(parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"logprobs":2})").param,
+            "logprobs");
+  EXPECT_EQ(parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"top_logprobs":2})").param,
+            "top_logprobs");
+  EXPECT_EQ(
+      parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"logprobs":true,"top_logprobs":21})")
+          .param,
+      "top_logprobs");
+}
+
+TEST(Protocol, ResponseFormatAndN) {
+  ParsedRequest req;
+  ApiError err;
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_TRUE(parse_request(Endpoint::kChatCompletions,
+                            "{" + msgs + R"(,"response_format":{"type":"text"},"n":3})", kVocab,
+                            &req, &err))
+      << err.message;
+  EXPECT_EQ(req.gen.params.n, 3);
+  ApiError e = parse_error(Endpoint::kChatCompletions,
+                           "{" + msgs + R"(,"response_format":{"type":"json_object"}})");
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_NE(e.message.find("json_object"), std::string::npos);
+  EXPECT_EQ(
+      parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"response_format":"json"})").param,
+      "response_format");
+  EXPECT_EQ(parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"n":1000})").param, "n");
+}
+
+TEST(Protocol, LogprobsShapes) {
+  std::vector<TokenLogprobs> lps = {{5, -0.5f, {{5, -0.5f}, {6, -1.5f}}},
+                                    {6, -std::numeric_limits<float>::infinity(), {}}};
+  TokenText text = [](int32_t id) { return id == 5 ? std::string("ab") : std::string("c"); };
+  json chat = chat_logprobs(lps, text);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["token"], "ab");
+  EXPECT_EQ(chat["content"][0]["bytes"], json::array({97, 98}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "c");
+  EXPECT_DOUBLE_EQ(chat["content"][1]["logprob"].get<double>(), -9999.0);  // -inf is not JSON
+  int64_t offset = 10;
+  json cmpl = completion_logprobs(lps, text, &offset);
+  EXPECT_EQ(cmpl["tokens"], json::array({"ab", "c"}));
+  EXPECT_EQ(cmpl["text_offset"], json::array({10, 12}));
+  EXPECT_EQ(offset, 13);
+  EXPECT_DOUBLE_EQ(cmpl["top_logprobs"][0]["c"].get<double>(), -1.5);
+}
+
+TEST(Protocol, ReasoningTokensNeverExceedCompletionTokens) {
+  json u = usage_json(Usage{10, 3, 0}, 3, 7);
+  EXPECT_EQ(u["completion_tokens_details"]["reasoning_tokens"], 3);
 }
 
 }  // namespace
