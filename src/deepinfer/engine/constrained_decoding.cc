@@ -31,6 +31,27 @@ StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_out
       std::make_shared<grammar::CompiledGrammar>(std::move(*g)));
 }
 
+StatusOr<GrammarCache::Entry> GrammarCache::get(const sample::StructuredOutput& so,
+                                                int32_t mask_words) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (it->first == so) {
+        lru_.splice(lru_.begin(), lru_, it);
+        return it->second;
+      }
+    }
+  }
+  // Compiled outside the lock: a slow schema does not hold up other submitters.
+  ASSIGN_OR_RETURN(auto g, compile_structured_output(so));
+  Entry e{std::move(g), std::make_shared<grammar::MaskCache>(
+                            mask_words, grammar::GrammarMatcher::kDefaultCacheBytes)};
+  std::lock_guard<std::mutex> lock(mu_);
+  lru_.emplace_front(so, e);
+  if (lru_.size() > max_entries_) lru_.pop_back();
+  return e;
+}
+
 SequenceConstraint::SequenceConstraint(std::shared_ptr<const grammar::CompiledGrammar> g,
                                        std::shared_ptr<const grammar::TokenizerInfo> info,
                                        std::shared_ptr<grammar::MaskCache> cache)

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "deepinfer/base/status.h"
@@ -15,6 +17,24 @@ namespace deepinfer {
 // Errors keep the front end's code and name the field: "so_args.regex: regex offset 3: ...".
 StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_output(
     const sample::StructuredOutput& so);
+
+// Compiled so_args shared by the requests that repeat them: the grammar is compiled once and
+// its mask cache stays warm (states recur across requests of one schema). get() is thread-safe;
+// the MaskCache it returns must only be used on the engine thread.
+class GrammarCache {
+ public:
+  struct Entry {
+    std::shared_ptr<const grammar::CompiledGrammar> grammar;
+    std::shared_ptr<grammar::MaskCache> masks;
+  };
+  explicit GrammarCache(size_t max_entries) : max_entries_(max_entries) {}
+  StatusOr<Entry> get(const sample::StructuredOutput& so, int32_t mask_words);
+
+ private:
+  std::mutex mu_;
+  size_t max_entries_;
+  std::list<std::pair<sample::StructuredOutput, Entry>> lru_;  // most recent first
+};
 
 // One sample's constraint. Engine-thread only.
 class SequenceConstraint {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/engine/constrained_decoding.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
 
@@ -155,6 +156,22 @@ TEST(ConstrainedDecoding, GrammarErrorsAreRejectedAtSubmitNamingTheField) {
   expect_error(Kind::kRegex, "(?=a)b", "so_args.regex: ");
   expect_error(Kind::kEbnf, "root ::= missing", "so_args.ebnf: ebnf line 1");
   expect_error(Kind::kEbnf, "start ::= \"a\"", "so_args.ebnf: ");
+}
+
+TEST(ConstrainedDecoding, GrammarCacheSharesCompiledGrammarsAndEvictsTheOldest) {
+  GrammarCache cache(2);
+  sample::StructuredOutput a{Kind::kRegex, "a+"}, b{Kind::kRegex, "b+"},
+      c{Kind::kEbnf, "root ::= \"c\""};
+  auto a1 = cache.get(a, 4), a2 = cache.get(a, 4);
+  ASSERT_TRUE(a1.ok() && a2.ok());
+  EXPECT_EQ(a1->grammar, a2->grammar);
+  EXPECT_EQ(a1->masks, a2->masks);
+  ASSERT_TRUE(cache.get(b, 4).ok());
+  ASSERT_TRUE(cache.get(c, 4).ok());  // evicts a, the least recently used
+  auto a3 = cache.get(a, 4);
+  ASSERT_TRUE(a3.ok());
+  EXPECT_NE(a3->grammar, a1->grammar);
+  EXPECT_FALSE(cache.get({Kind::kRegex, "("}, 4).ok());
 }
 
 }  // namespace

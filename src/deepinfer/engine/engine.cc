@@ -77,7 +77,7 @@ struct RequestState {
   std::vector<std::unique_ptr<SeqState>> seqs;
   int num_finished = 0;
   bool touched = false;
-  // so_args, compiled at submit; the mask cache is shared by the request's n samples.
+  // so_args, compiled at submit; the mask cache is shared with every request of this so_args.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::shared_ptr<const grammar::TokenizerInfo> grammar_info;
   std::shared_ptr<grammar::MaskCache> mask_cache;
@@ -116,10 +116,10 @@ class EngineImpl final : public Engine {
     ASSIGN_OR_RETURN(rs->prompt, prompt_ids(r));
     RETURN_IF_ERROR(sample::validate(r.params, model_->config().vocab_size));
     if (r.params.so_args) {
-      ASSIGN_OR_RETURN(rs->grammar, compile_structured_output(*r.params.so_args));
       ASSIGN_OR_RETURN(rs->grammar_info, grammar_info());
-      rs->mask_cache = std::make_shared<grammar::MaskCache>(
-          rs->grammar_info->mask_words(), grammar::GrammarMatcher::kDefaultCacheBytes);
+      ASSIGN_OR_RETURN(auto c, grammars_.get(*r.params.so_args, rs->grammar_info->mask_words()));
+      rs->grammar = std::move(c.grammar);
+      rs->mask_cache = std::move(c.masks);
     }
     for (int32_t id : rs->prompt)
       if (id < 0 || id >= model_->config().vocab_size)
@@ -497,6 +497,7 @@ class EngineImpl final : public Engine {
   }
   std::mutex grammar_mu_;
   std::shared_ptr<const grammar::TokenizerInfo> grammar_info_;
+  GrammarCache grammars_{16};
 
   // Shared with submitters.
   std::mutex mu_;
