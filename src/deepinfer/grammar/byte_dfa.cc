@@ -8,9 +8,15 @@ size_t ByteDfa::KeyHash::operator()(const std::vector<uint32_t>& k) const {
   return static_cast<size_t>(MaskCache::hash(k));
 }
 
-int32_t ByteDfa::intern(const std::vector<uint32_t>& key) {
+int32_t ByteDfa::intern(const std::vector<uint32_t>& key, const ByteSet& allowed) {
   auto [it, inserted] = ids_.try_emplace(key, static_cast<int32_t>(num_states()));
-  if (inserted) trans_.resize(trans_.size() + 256, kUnknown);
+  if (inserted) {
+    trans_.resize(trans_.size() + 256, kUnknown);
+    int32_t* row = trans_.data() + trans_.size() - 256;
+    for (int b = 0; b < 256; ++b) {
+      if (!allowed.test(b)) row[b] = kDead;
+    }
+  }
   return it->second;
 }
 

@@ -1,7 +1,8 @@
-// A byte DFA over Earley states, built lazily while token masks are walked. A state is an
-// Earley set named by EarleyMatcher::local_key; a transition is computed once by a real Earley
-// step and then reused, so the trie walk costs a table lookup per node instead of an Earley
-// step. Inside a string the same few states recur for every token of the vocabulary.
+// A byte DFA over Earley states, built lazily while token masks are walked. A state is a
+// matcher state named by EarleyMatcher::state_key (canonical: the same name whatever path led
+// there), so a transition is computed once by a real Earley step and then reused by every walk
+// and every matcher sharing the DFA; the trie walk costs a table lookup per node. Inside a
+// string, or in a run of whitespace, the same few states recur for every token.
 #pragma once
 
 #include <cstddef>
@@ -9,20 +10,23 @@
 #include <unordered_map>
 #include <vector>
 
+#include "deepinfer/grammar/grammar.h"
+
 namespace deepinfer::grammar {
 
 class ByteDfa {
  public:
   static constexpr int32_t kUnknown = -2, kDead = -1;
 
-  // The state named by key (created when new).
-  int32_t intern(const std::vector<uint32_t>& key);
+  // The state named by key. A new state gets kDead for every byte outside `allowed` (what the
+  // matcher in that state accepts), so only viable bytes ever need a real Earley step.
+  int32_t intern(const std::vector<uint32_t>& key, const ByteSet& allowed);
   int32_t next(int32_t state, uint8_t b) const { return trans_[state * 256 + b]; }
   void set_next(int32_t state, uint8_t b, int32_t to) { trans_[state * 256 + b] = to; }
   // Row-major [state][byte]; valid until the next intern().
   const int32_t* table() const { return trans_.data(); }
   size_t num_states() const { return trans_.size() / 256; }
-  // Keys name absolute set indices, so any rollback below them invalidates everything.
+  // Invalidates every state id: only between walks.
   void clear();
 
  private:

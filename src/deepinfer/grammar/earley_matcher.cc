@@ -42,7 +42,8 @@ CompiledGrammar::CompiledGrammar(Grammar g) : grammar_(std::move(g)) {
   }
 }
 
-EarleyMatcher::EarleyMatcher(std::shared_ptr<const CompiledGrammar> g) : g_(std::move(g)) {
+EarleyMatcher::EarleyMatcher(std::shared_ptr<const CompiledGrammar> g, bool leo)
+    : g_(std::move(g)), leo_(leo) {
   head_.assign(g_->positions_.size(), 0);
   stamp_.assign(g_->positions_.size(), 0);
   reset();
@@ -53,14 +54,17 @@ void EarleyMatcher::reset() {
   next_same_.clear();
   set_begin_.assign(1, 0);
   begin_set();
+  set_id_.assign(1, epoch_);
   add(g_->rule_starts_[g_->start_rule_][0], 0);
   close_current_set();
 }
 
 void EarleyMatcher::begin_set() {
-  if (++epoch_ == 0) {  // wrapped: old stamps could alias the new epoch
+  if (++epoch_ == 0) {  // wrapped: old stamps and set ids could alias new ones
     std::fill(stamp_.begin(), stamp_.end(), 0);
     epoch_ = 1;
+    for (auto& id : set_id_) id = 0;
+    leo_memo_.clear();
   }
 }
 
@@ -86,6 +90,11 @@ void EarleyMatcher::close_current_set() {
     Item it = items_[i];
     const auto& p = pos[it.position];
     if (p.index == CompiledGrammar::kEnd) {
+      Item top;
+      if (leo_ && it.origin < k && leo_top(it.origin, p.rule, &top)) {
+        add(top.position, top.origin);
+        continue;
+      }
       // Complete: advance every item in the origin set waiting on this rule.
       uint32_t begin = set_begin_[it.origin];
       uint32_t end =
@@ -104,6 +113,41 @@ void EarleyMatcher::close_current_set() {
   }
 }
 
+bool EarleyMatcher::leo_top(uint32_t j, uint32_t rule, Item* top) {
+  constexpr uint64_t kNoLeo = ~uint64_t{0}, kInProgress = kNoLeo - 1;
+  if (set_id_[j] == 0) return false;  // ids were reset by an epoch wrap
+  const uint64_t key = (uint64_t{set_id_[j]} << 32) | rule;
+  auto found = leo_memo_.find(key);
+  if (found != leo_memo_.end()) {
+    if (found->second >= kInProgress) return false;
+    *top = {static_cast<uint32_t>(found->second >> 32), static_cast<uint32_t>(found->second)};
+    return true;
+  }
+  if (leo_memo_.size() > (1u << 16)) leo_memo_.clear();
+  const auto& pos = g_->positions_;
+  const uint32_t end = set_begin_[j + 1];
+  uint32_t waiting = 0, w = 0;
+  for (uint32_t i = set_begin_[j]; i < end && waiting < 2; ++i) {
+    const auto& q = pos[items_[i].position];
+    if (q.index == rule && q.kind == Element::Kind::kRule) {
+      ++waiting;
+      w = i;
+    }
+  }
+  uint64_t result = kNoLeo;
+  if (waiting == 1 && pos[items_[w].position + 1].index == CompiledGrammar::kEnd) {
+    leo_memo_[key] = kInProgress;  // a cycle of unit rules must not recurse forever
+    Item cand{items_[w].position + 1, items_[w].origin};
+    Item up;
+    if (leo_top(cand.origin, pos[items_[w].position].rule, &up)) cand = up;
+    result = (uint64_t{cand.position} << 32) | cand.origin;
+  }
+  leo_memo_[key] = result;
+  if (result == kNoLeo) return false;
+  *top = {static_cast<uint32_t>(result >> 32), static_cast<uint32_t>(result)};
+  return true;
+}
+
 bool EarleyMatcher::accept_byte(uint8_t b) {
   const auto& pos = g_->positions_;
   const auto& sets = g_->grammar_.byte_sets;
@@ -111,6 +155,7 @@ bool EarleyMatcher::accept_byte(uint8_t b) {
   uint32_t end = static_cast<uint32_t>(items_.size());
   set_begin_.push_back(end);
   begin_set();
+  set_id_.push_back(epoch_);
   for (uint32_t i = begin; i < end; ++i) {
     const auto& p = pos[items_[i].position];
     if (p.index != CompiledGrammar::kEnd && p.kind == Element::Kind::kBytes &&
@@ -120,6 +165,7 @@ bool EarleyMatcher::accept_byte(uint8_t b) {
   }
   if (items_.size() == end) {
     set_begin_.pop_back();
+    set_id_.pop_back();
     return false;  // the epoch moved on, so no stale stamp refers to the popped set
   }
   close_current_set();
@@ -164,58 +210,61 @@ void EarleyMatcher::rollback_bytes(size_t n) {
   items_.resize(set_begin_[k]);
   next_same_.resize(set_begin_[k]);
   set_begin_.resize(k);
-}
-
-void EarleyMatcher::local_key(size_t base, const int32_t* path_state,
-                              std::vector<uint32_t>* out) const {
-  constexpr uint32_t kSelf = 0xFFFFFFFF, kPath = 0x80000000;
-  const auto& pos = g_->positions_;
-  const uint32_t k = static_cast<uint32_t>(set_begin_.size() - 1);
-  for (uint32_t i = set_begin_.back(); i < items_.size(); ++i) {
-    const Item& it = items_[i];
-    if (pos[it.position].index == CompiledGrammar::kEnd && it.position != g_->accept_position_) {
-      continue;  // finished items are never consulted again
-    }
-    out->push_back(it.position);
-    if (it.origin == k) {
-      out->push_back(kSelf);
-    } else if (it.origin <= base) {
-      out->push_back(it.origin);
-    } else {
-      out->push_back(kPath | static_cast<uint32_t>(path_state[it.origin - base]));
-    }
-  }
+  set_id_.resize(k);
 }
 
 void EarleyMatcher::state_key(std::vector<uint32_t>* out) const {
   const auto& pos = g_->positions_;
   const uint32_t k = static_cast<uint32_t>(set_begin_.size() - 1);
-  key_canon_.resize(set_begin_.size());
-  key_queue_.clear();
-  key_queue_.push_back(k);
-  key_canon_[k] = 0;
-  auto set_end = [&](uint32_t s) {
-    return s == k ? static_cast<uint32_t>(items_.size()) : set_begin_[s + 1];
+  // key_canon_[s] is valid while key_stamp_[s] == key_gen_ (no clearing per call).
+  if (key_canon_.size() < set_begin_.size()) {
+    key_canon_.resize(set_begin_.size());
+    key_stamp_.resize(set_begin_.size(), 0);
+  }
+  if (++key_gen_ == 0) {
+    std::fill(key_stamp_.begin(), key_stamp_.end(), 0);
+    key_gen_ = 1;
+  }
+  uint32_t next_canon = 0;
+  auto canon = [&](uint32_t set) {
+    if (key_stamp_[set] != key_gen_) {
+      key_stamp_[set] = key_gen_;
+      key_canon_[set] = static_cast<int32_t>(next_canon++);
+    }
+    return static_cast<uint32_t>(key_canon_[set]);
   };
-  for (size_t q = 0; q < key_queue_.size(); ++q) {
-    uint32_t s = key_queue_[q];
-    out->push_back(0xFFFFFFFF);  // set separator
-    for (uint32_t i = set_begin_[s]; i < set_end(s); ++i) {
+  // An older set j matters only through the items that wait on a rule r some live item can
+  // still complete from j: (j, r) pairs, found breadth-first from the current set's items.
+  key_pairs_.clear();
+  auto need = [&](uint32_t set, uint32_t rule) {
+    if (set == k) return;  // the current set is in the key whole
+    for (const auto& pr : key_pairs_) {
+      if (pr.first == set && pr.second == rule) return;
+    }
+    key_pairs_.emplace_back(set, rule);
+  };
+  canon(k);
+  for (uint32_t i = set_begin_.back(); i < items_.size(); ++i) {
+    const Item& it = items_[i];
+    const auto& p = pos[it.position];
+    // Finished items are never consulted again, except the accept item (can terminate).
+    if (p.index == CompiledGrammar::kEnd && it.position != g_->accept_position_) continue;
+    out->push_back(it.position);
+    out->push_back(canon(it.origin));
+    need(it.origin, p.rule);
+  }
+  for (size_t q = 0; q < key_pairs_.size(); ++q) {
+    const auto [set, rule] = key_pairs_[q];
+    out->push_back(0xFFFFFFFF);  // pair separator
+    out->push_back(canon(set));
+    out->push_back(rule);
+    for (uint32_t i = set_begin_[set]; i < set_begin_[set + 1]; ++i) {
       const Item& it = items_[i];
       const auto& p = pos[it.position];
-      // Older sets matter only through items waiting on a rule (completion advances those);
-      // the current set also scans, and its finished accept item says "can terminate".
-      bool keep = s == k ? (p.index != CompiledGrammar::kEnd || it.position == g_->accept_position_)
-                         : (p.index != CompiledGrammar::kEnd && p.kind == Element::Kind::kRule);
-      if (!keep) continue;
-      bool seen = false;
-      for (uint32_t v : key_queue_) seen |= v == it.origin;
-      if (!seen) {
-        key_canon_[it.origin] = static_cast<int32_t>(key_queue_.size());
-        key_queue_.push_back(it.origin);
-      }
+      if (p.index != rule || p.kind != Element::Kind::kRule) continue;
       out->push_back(it.position);
-      out->push_back(static_cast<uint32_t>(key_canon_[it.origin]));
+      out->push_back(canon(it.origin));
+      need(it.origin, p.rule);
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "deepinfer/grammar/grammar.h"
@@ -40,7 +41,8 @@ class CompiledGrammar {
 
 class EarleyMatcher {
  public:
-  explicit EarleyMatcher(std::shared_ptr<const CompiledGrammar> g);
+  // leo: Leo's deterministic-reduction shortcut (off only to test it against plain Earley).
+  explicit EarleyMatcher(std::shared_ptr<const CompiledGrammar> g, bool leo = true);
 
   // False (and no state change) when the byte cannot extend a valid prefix.
   bool accept_byte(uint8_t b);
@@ -56,16 +58,10 @@ class EarleyMatcher {
   void rollback_bytes(size_t n);
   void reset();
   // Appends an encoding of everything the future of this matcher depends on: the current set's
-  // unfinished items and, through origins, the rule-waiting items of every set they reach, with
-  // sets renumbered in visit order. Equal keys => equal behaviour on every byte string, so a
-  // token mask may be cached under it.
+  // unfinished items and, for each older set a live item can complete a rule r back into, that
+  // set's items waiting on r (transitively), with sets renumbered in visit order. Equal keys =>
+  // equal behaviour on every byte string, so masks and DFA states may be keyed by it.
   void state_key(std::vector<uint32_t>* out) const;
-  // Key of the current set for a walk that started at byte `base` (num_bytes() >= base):
-  // origins at or below base are kept as they are (those sets do not change while the walk
-  // lasts), the current set is "self", and a set in between is named by
-  // path_state[origin - base], the caller's id for it. Equal keys (same base, same ids) =>
-  // equal behaviour, which is what a lazily built byte DFA over Earley states needs.
-  void local_key(size_t base, const int32_t* path_state, std::vector<uint32_t>* out) const;
 
  private:
   struct Item {
@@ -74,6 +70,11 @@ class EarleyMatcher {
   };
   void add(uint32_t position, uint32_t origin);
   void close_current_set();
+  // Leo: when closed set j has exactly one item waiting on `rule` and the rule is its last
+  // element, completing `rule` from j completes that item too, and so on up the chain. The
+  // topmost item of the chain is memoized per (set, rule), so right recursion (bounded
+  // repetition is right-nested) costs O(1) per byte instead of O(depth).
+  bool leo_top(uint32_t j, uint32_t rule, Item* top);
 
   void begin_set();
 
@@ -86,8 +87,15 @@ class EarleyMatcher {
   std::vector<uint32_t> head_;
   std::vector<uint32_t> stamp_;
   uint32_t epoch_ = 0;
+  std::vector<uint32_t> set_id_;  // epoch at each set's creation: names it in leo_memo_
+  bool leo_;
+  // (set id << 32 | rule) -> topmost item, or kNoLeo. Entries of rolled-back sets are never
+  // looked up again (set ids are not reused); the memo is cleared when it grows large.
+  std::unordered_map<uint64_t, uint64_t> leo_memo_;
   mutable std::vector<int32_t> key_canon_;   // scratch for state_key: set -> visit order
-  mutable std::vector<uint32_t> key_queue_;  // scratch for state_key: sets in visit order
+  mutable std::vector<uint32_t> key_stamp_;  // scratch for state_key: key_canon_ validity
+  mutable uint32_t key_gen_ = 0;
+  mutable std::vector<std::pair<uint32_t, uint32_t>> key_pairs_;  // scratch: (set, rule)
 };
 
 }  // namespace deepinfer::grammar

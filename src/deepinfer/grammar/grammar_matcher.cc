@@ -116,7 +116,7 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* mask) {
     return;
   }
   std::memset(mask, 0, bytes);
-  walk_vocabulary(mask);
+  walk_vocabulary(mask);  // uses key_ as the DFA's name for the current state
   cache_->insert(key_, h, mask);
 }
 
@@ -128,20 +128,19 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
   // Walk the sorted vocabulary as a trie: keep the bytes shared with the previous token
   // matched, and skip every token that extends a prefix already rejected. Steps go through the
   // lazy DFA; the Earley matcher only catches up (phys bytes) when a transition is new.
-  if (dfa_.num_states() > kMaxDfaStates) dfa_.clear();
+  ByteDfa& dfa = cache_->dfa();
+  if (dfa.num_states() > kMaxDfaStates) dfa.clear();  // only between walks: ids stay valid
   const size_t base = bytes_.num_bytes();
   const auto& sorted = info_->sorted_;
   const auto& lcp = info_->lcp_;
   const auto& skip = info_->skip_;
   path_state_.resize(info_->max_token_bytes_ + 1);
-  dfa_key_.clear();
-  bytes_.local_key(base, path_state_.data(), &dfa_key_);
-  path_state_[0] = dfa_.intern(dfa_key_);
+  path_state_[0] = dfa.intern(key_, bytes_.allowed_bytes());
   // A visited token always shares exactly lcp_[i] bytes with the path walked so far (tokens
   // in between were skipped for sharing a longer, dead prefix), so only its suffix is walked.
   const uint8_t* suffix = info_->suffix_bytes_.data();
   const uint32_t* off = info_->suffix_off_.data();
-  const int32_t* trans = dfa_.table();
+  const int32_t* trans = dfa.table();
   size_t phys = 0;  // bytes of the current token the Earley matcher holds beyond base
   size_t i = 0;
   while (i < sorted.size()) {
@@ -164,13 +163,13 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
         if (bytes_.accept_byte(*q)) {
           ++phys;
           dfa_key_.clear();
-          bytes_.local_key(base, path_state_.data(), &dfa_key_);
-          t = dfa_.intern(dfa_key_);
-          trans = dfa_.table();  // interning may grow the table
+          bytes_.state_key(&dfa_key_);
+          t = dfa.intern(dfa_key_, bytes_.allowed_bytes());
+          trans = dfa.table();  // interning may grow the table
         } else {
           t = ByteDfa::kDead;
         }
-        dfa_.set_next(state, *q, t);
+        dfa.set_next(state, *q, t);
       }
       if (t == ByteDfa::kDead) break;
       path_state_[++depth] = state = t;
@@ -198,7 +197,6 @@ void GrammarMatcher::rollback(size_t n) {
       stopped_ = false;
     } else {
       bytes_.rollback_bytes(len);
-      dfa_.clear();  // its keys name the sets just removed
     }
   }
 }

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "deepinfer/base/status.h"
-#include "deepinfer/grammar/byte_dfa.h"
 #include "deepinfer/grammar/earley_matcher.h"
 #include "deepinfer/grammar/mask_cache.h"
 
@@ -81,7 +80,6 @@ class GrammarMatcher {
   static constexpr size_t kMaxDfaStates = 4096;  // 1 KiB each
   std::vector<uint32_t> key_, dfa_key_;          // scratch for state keys
   std::vector<int32_t> path_state_;              // DFA state per depth of the trie walk
-  ByteDfa dfa_;
   EarleyMatcher bytes_;
   std::vector<uint32_t> token_lengths_;  // bytes per accepted token; 0 = stop token
   bool stopped_ = false;

@@ -261,6 +261,43 @@ TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForce) {
   EXPECT_GT(n_allowed, 1000);
 }
 
+// Leo's shortcut must not change what the recognizer accepts: random byte walks (choosing among
+// allowed bytes, sometimes rolling back) see the same allowed bytes and the same verdicts with
+// and without it.
+TEST(GrammarMatcher, LeoMatchesPlainEarley) {
+  const char* grammars[] = {
+      kJsonGrammar,
+      "root ::= \"<\" [a-z]{0,12} \">\" [0-9]{2,5}",
+      "root ::= item*\nitem ::= \"(\" root \")\" | [a-c]",
+      "root ::= a\na ::= \"x\" a | \"y\" b | \"\"\nb ::= a | \"z\"",
+      "root ::= ([a-z] | \"-\" root){0,6} \".\"",
+  };
+  std::mt19937_64 rng(5);
+  for (const char* text : grammars) {
+    auto g = ebnf(text);
+    EarleyMatcher leo(g, true), plain(g, false);
+    for (int step = 0; step < 400; ++step) {
+      ASSERT_EQ(leo.allowed_bytes(), plain.allowed_bytes()) << text << " step " << step;
+      ASSERT_EQ(leo.can_terminate(), plain.can_terminate()) << text << " step " << step;
+      ByteSet allowed = plain.allowed_bytes();
+      if (!allowed.any() || (leo.num_bytes() > 0 && rng() % 8 == 0)) {
+        size_t n = 1 + rng() % std::max<size_t>(1, leo.num_bytes());
+        n = std::min(n, leo.num_bytes());
+        leo.rollback_bytes(n);
+        plain.rollback_bytes(n);
+        continue;
+      }
+      std::vector<int> bytes;
+      for (int b = 0; b < 256; ++b) {
+        if (allowed.test(b)) bytes.push_back(b);
+      }
+      const uint8_t b = static_cast<uint8_t>(bytes[rng() % bytes.size()]);
+      ASSERT_TRUE(leo.accept_byte(b));
+      ASSERT_TRUE(plain.accept_byte(b));
+    }
+  }
+}
+
 // Masks come from the cache, the lazy DFA and the trie walk; on random states (reached by
 // random walks with random rollbacks, which invalidate the DFA) they must equal trying every
 // token of the real vocabulary on its own.

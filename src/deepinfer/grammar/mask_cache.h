@@ -1,12 +1,16 @@
-// Token masks memoized by matcher state (EarleyMatcher::state_key). A key fixes everything the
-// future depends on, so a hit is exact, never a guess. Inside a string, a repeated array element
-// or a repeated object member the state recurs, and its mask is a copy instead of a walk.
+// What matchers of one grammar and tokenizer learn and share: token masks memoized by matcher
+// state (EarleyMatcher::state_key), and the byte DFA over those same states. A key fixes
+// everything the future depends on, so a hit is exact, never a guess. Inside a string, a
+// repeated array element or a repeated object member the state recurs, and its mask is a copy
+// instead of a walk. Not thread-safe: share it only among matchers used on one thread.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
+
+#include "deepinfer/grammar/byte_dfa.h"
 
 namespace deepinfer::grammar {
 
@@ -22,6 +26,7 @@ class MaskCache {
   void insert(const std::vector<uint32_t>& key, uint64_t h, const uint32_t* mask);
 
   int32_t mask_words() const { return mask_words_; }
+  ByteDfa& dfa() { return dfa_; }
   size_t size() const { return keys_.size(); }
   mutable int64_t hits = 0, misses = 0;
 
@@ -31,6 +36,7 @@ class MaskCache {
   std::unordered_multimap<uint64_t, uint32_t> index_;  // hash -> entry
   std::vector<std::vector<uint32_t>> keys_;
   std::vector<uint32_t> masks_;  // entry e at [e * mask_words_, (e + 1) * mask_words_)
+  ByteDfa dfa_;
 };
 
 }  // namespace deepinfer::grammar
