@@ -95,6 +95,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_read(beast::error_code ec) {
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
+      linger_ = true;
       begin_exchange("POST", "?");
       return send_error(body_too_large_error(shared_->options.max_body_bytes));
     }
@@ -166,7 +167,11 @@ class Session : public std::enable_shared_from_this<Session> {
       // Engine thread: hand a copy to the io thread, which owns the session.
       asio::post(*ioc, [self, out]() { self->on_output(out); });
     });
-    if (!st.ok()) return send_error(error_from_status(st));
+    if (!st.ok()) {
+      // Grammar errors name so_args (the engine's field); the client sent response_format.
+      const bool grammar = req_.response_format && st.message().rfind("so_args", 0) == 0;
+      return send_error(error_from_status(st, grammar ? "response_format" : ""));
+    }
     submitted_ = true;
     ++shared_->metrics.in_flight;
     shared_->live[id_] = self;
@@ -384,6 +389,7 @@ class Session : public std::enable_shared_from_this<Session> {
     http::async_write(socket_, *res,
                       [self = shared_from_this(), res](beast::error_code ec, size_t) {
                         self->end_exchange();
+                        if (!ec && self->linger_) return self->linger_close();
                         if (ec || !self->keep_alive_ || self->shared_->draining)
                           return self->close();
                         self->reset_for_next();
@@ -404,6 +410,30 @@ class Session : public std::enable_shared_from_this<Session> {
     submitted_ = finished_ = cancelled_ = timed_out_ = false;
     tokens_seen_ = prompt_tokens_ = completion_tokens_ = 0;
     finish_reason_.clear();
+  }
+
+  // The client may still be sending the body we refused: closing now would reset the connection
+  // and could destroy our response before it is read. Half-close, discard input until the
+  // client closes too (at most a few seconds), then close.
+  void linger_close() {
+    beast::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    timer_.expires_after(std::chrono::seconds(5));
+    timer_.async_wait([self = shared_from_this()](beast::error_code e) {
+      if (!e) self->close();
+    });
+    discard();
+  }
+
+  void discard() {
+    socket_.async_read_some(asio::buffer(probe_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) {
+                                self->timer_.cancel();
+                                return self->close();
+                              }
+                              self->discard();
+                            });
   }
 
   void close() {
@@ -434,10 +464,10 @@ class Session : public std::enable_shared_from_this<Session> {
   int64_t tokens_seen_ = 0, prompt_tokens_ = 0, completion_tokens_ = 0;
   std::string finish_reason_;
   bool busy_ = false, streaming_ = false, submitted_ = false, finished_ = false;
-  bool cancelled_ = false, timed_out_ = false;
+  bool cancelled_ = false, timed_out_ = false, linger_ = false;
   bool writing_ = false, write_failed_ = false, close_after_writes_ = false;
   std::deque<std::string> queue_;
-  char probe_[64];
+  char probe_[4096];  // disconnect probe and discard buffer
 };
 
 class BeastServer final : public HttpServer {

@@ -162,8 +162,10 @@ bool parse_logprobs(Endpoint endpoint, const json& j, json* sp, ApiError* error)
   return true;
 }
 
-// Structured output is not wired into the server yet: say so rather than ignore the format.
-bool check_response_format(const json& j, ApiError* error) {
+// OpenAI's response_format as the engine's so_args. The schema is read from an order-preserving
+// parse of the body: property order decides the order the grammar generates keys in.
+bool parse_response_format(const json& j, std::string_view body,
+                           std::optional<sample::StructuredOutput>* so, ApiError* error) {
   auto it = j.find("response_format");
   if (it == j.end() || it->is_null()) return true;
   const json type = it->value("type", json());
@@ -171,13 +173,44 @@ bool check_response_format(const json& j, ApiError* error) {
     return fail(error, "response_format.type must be a string", "response_format.type");
   const std::string t = type.get<std::string>();
   if (t == "text") return true;
-  if (t == "json_object" || t == "json_schema")
+  if (t == "json_object") {
+    *so = sample::StructuredOutput{sample::StructuredOutput::Kind::kJsonObject, ""};
+    return true;
+  }
+  if (t != "json_schema")
+    return fail(error, "response_format.type must be 'text', 'json_object' or 'json_schema'",
+                "response_format.type");
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+  const auto& rf = ordered["response_format"];
+  if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
+    return fail(error, "response_format.json_schema must be an object",
+                "response_format.json_schema");
+  const auto& js = rf["json_schema"];
+  if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
+    return fail(error, "response_format.json_schema.schema must be a JSON Schema object",
+                "response_format.json_schema.schema");
+  *so = sample::StructuredOutput{sample::StructuredOutput::Kind::kJsonSchema, js["schema"].dump()};
+  return true;
+}
+
+// The grammar constrains the whole completion, reasoning included, so a structured chat request
+// runs without thinking: by default it is switched off; asked for explicitly, it is an error.
+bool structured_chat_without_thinking(json* j, ApiError* error) {
+  json& kwargs = (*j)["chat_template_kwargs"];
+  if (kwargs.is_null()) kwargs = json::object();
+  if (!kwargs.is_object())
+    return fail(error, "chat_template_kwargs must be an object", "chat_template_kwargs");
+  const bool explicit_thinking = kwargs.contains("thinking") ||
+                                 kwargs.contains("enable_thinking") ||
+                                 !j->value("reasoning_effort", json()).is_null() ||
+                                 !kwargs.value("reasoning_effort", json()).is_null();
+  if (explicit_thinking)
     return fail(error,
-                "response_format type '" + t +
-                    "' is not supported yet (structured output is not wired into the server)",
+                "response_format json_object/json_schema cannot be combined with thinking yet; "
+                "set chat_template_kwargs.thinking to false",
                 "response_format");
-  return fail(error, "response_format.type must be 'text', 'json_object' or 'json_schema'",
-              "response_format.type");
+  kwargs["thinking"] = false;
+  return true;
 }
 
 constexpr int kMaxN = 128;
@@ -289,11 +322,18 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
   if (j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null())
     sp["max_tokens"] = j["max_completion_tokens"];
   if (!parse_logprobs(endpoint, j, &sp, error)) return false;
-  if (!check_response_format(j, error)) return false;
+  std::optional<sample::StructuredOutput> so;
+  if (!parse_response_format(j, body, &so, error)) return false;
+  if (so && j.contains("so_args") && !j["so_args"].is_null())
+    return fail(error, "give one of response_format and so_args", "response_format");
   auto params = sample::sampling_params_from_json(sp);
   if (!params.ok()) {
     *error = error_from_status(params.status());
     return false;
+  }
+  if (so) {
+    params->so_args = so;
+    out->response_format = true;
   }
   Status st = sample::validate(*params, vocab_size);
   if (!st.ok()) {
@@ -324,6 +364,10 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
       return fail(error, "messages is required and must be a non-empty array", "messages");
     recipe::Json rj = recipe::Json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (out->response_format) {
+      if (!structured_chat_without_thinking(&j, error)) return false;
+      rj["chat_template_kwargs"]["thinking"] = false;
+    }
     auto mapped = recipe::map_chat_request(rj);
     if (!mapped.ok()) {
       *error = error_from_status(mapped.status(), "messages");

@@ -42,8 +42,9 @@ struct ParsedRequest {
   GenerateRequest gen;
   std::string model;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool thinking = false;       // chat: the recipe's thinking mode, to parse the output
+  bool include_usage = false;    // stream_options.include_usage
+  bool thinking = false;         // chat: the recipe's thinking mode, to parse the output
+  bool response_format = false;  // json_object/json_schema became gen.params.so_args
 };
 
 // The text of one token, for logprobs (the engine's detokenizer).

@@ -229,10 +229,40 @@ TEST(Protocol, ResponseFormatAndN) {
                             &req, &err))
       << err.message;
   EXPECT_EQ(req.gen.params.n, 3);
-  ApiError e = parse_error(Endpoint::kChatCompletions,
-                           "{" + msgs + R"(,"response_format":{"type":"json_object"}})");
-  EXPECT_EQ(e.param, "response_format");
-  EXPECT_NE(e.message.find("json_object"), std::string::npos);
+  // json_object / json_schema become so_args, and chat thinking is switched off for them.
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions,
+                            "{" + msgs + R"(,"response_format":{"type":"json_object"}})", kVocab,
+                            &req, &err))
+      << err.message;
+  ASSERT_TRUE(req.gen.params.so_args.has_value());
+  EXPECT_EQ(req.gen.params.so_args->kind, sample::StructuredOutput::Kind::kJsonObject);
+  EXPECT_FALSE(req.thinking);
+  EXPECT_EQ((*req.gen.chat)["chat_template_kwargs"]["thinking"], false);
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions,
+                            "{" + msgs +
+                                R"(,"response_format":{"type":"json_schema","json_schema":
+                                  {"name":"x","schema":{"type":"object","properties":
+                                  {"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}}})",
+                            kVocab, &req, &err))
+      << err.message;
+  ASSERT_TRUE(req.gen.params.so_args.has_value());
+  EXPECT_EQ(req.gen.params.so_args->kind, sample::StructuredOutput::Kind::kJsonSchema);
+  // Property order as written (it is the order the grammar generates keys in).
+  EXPECT_LT(req.gen.params.so_args->spec.find("zeta"), req.gen.params.so_args->spec.find("alpha"));
+  EXPECT_EQ(
+      parse_error(Endpoint::kChatCompletions, "{" + msgs +
+                                                  R"(,"response_format":{"type":"json_object"},
+                               "chat_template_kwargs":{"thinking":true}})")
+          .param,
+      "response_format");
+  EXPECT_EQ(parse_error(Endpoint::kChatCompletions,
+                        "{" + msgs + R"(,"response_format":{"type":"json_schema"}})")
+                .param,
+            "response_format.json_schema");
+  EXPECT_EQ(
+      parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"response_format":{"type":"yaml"}})")
+          .param,
+      "response_format.type");
   EXPECT_EQ(
       parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"response_format":"json"})").param,
       "response_format");

@@ -290,13 +290,31 @@ async function mainServerTests(s: Server): Promise<Test[]> {
       await expectApiError(client.completions.create({ model: "x", prompt: "a",
         max_tokens: 10_000_000 }), 400);
     }],
-    ["response_format: text accepted, json_* a clear 400", async () => {
+    ["response_format: text, json_object, json_schema (grammar-constrained)", async () => {
       const r = await client.chat.completions.create({ model: "x", messages, max_tokens: 2,
         response_format: { type: "text" } });
       checkChat(r, 1, 2);
+      const o = await client.chat.completions.create({ model: "x", messages, max_tokens: 400,
+        temperature: 0, response_format: { type: "json_object" } });
+      checkChat(o, 1, 400);
+      eq(o.choices[0]?.finish_reason, "stop", "json_object finished");
+      const obj: unknown = JSON.parse(o.choices[0]?.message.content ?? "");
+      check(isRecord(obj), "json_object content is a JSON object");
+      check(!hasReasoning(o.choices[0]?.message), "structured output runs without thinking");
+      const sc = await client.chat.completions.create({ model: "x", messages, max_tokens: 400,
+        temperature: 0, response_format: { type: "json_schema", json_schema: { name: "answer",
+          schema: { type: "object", properties: { answer: { type: "string", enum: ["yes", "no"] } },
+            required: ["answer"], additionalProperties: false } } } });
+      eq(sc.choices[0]?.finish_reason, "stop", "json_schema finished");
+      const ans: unknown = JSON.parse(sc.choices[0]?.message.content ?? "");
+      check(isRecord(ans) && (ans["answer"] === "yes" || ans["answer"] === "no") &&
+        Object.keys(ans).length === 1, `schema-valid content: ${JSON.stringify(ans)}`);
       const e = await expectApiError(client.chat.completions.create({ model: "x", messages,
-        max_tokens: 2, response_format: { type: "json_object" } }), 400, "response_format");
-      check(e.message.includes("json_object"), "message names the type");
+        max_tokens: 2, response_format: { type: "json_schema", json_schema: { name: "bad",
+          schema: { type: "strnig" } } } }), 400, "response_format");
+      check(e.message.includes("strnig"), "grammar error names the problem");
+      await expectApiError(postRaw(client, "/chat/completions", { messages,
+        response_format: { type: "yaml" } }), 400, "response_format.type");
     }],
     ["unknown fields are accepted and ignored", async () => {
       const r = await postRaw(client, "/chat/completions",
