@@ -45,7 +45,6 @@ struct Shared {
   Metrics metrics;
   std::unique_ptr<AccessLog> log;
   bool draining = false;
-  int64_t busy = 0;  // requests read whose response is not fully written yet
   std::unordered_map<std::string, std::weak_ptr<Session>> live;  // submitted, not finished
 };
 
@@ -89,7 +88,7 @@ class Session : public std::enable_shared_from_this<Session> {
     method_ = std::move(method);
     path_ = std::move(path);
     busy_ = true;
-    ++shared_->busy;
+    ++shared_->metrics.busy;
   }
 
   void on_read(beast::error_code ec) {
@@ -350,6 +349,7 @@ class Session : public std::enable_shared_from_this<Session> {
                           self->writing_ = false;
                           self->queue_.clear();
                           self->cancel();
+                          if (self->close_after_writes_) self->close();
                           return;
                         }
                         self->write_next();
@@ -400,7 +400,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void end_exchange() {
     if (!busy_) return;
     busy_ = false;
-    --shared_->busy;
+    --shared_->metrics.busy;
   }
 
   void reset_for_next() {
@@ -527,7 +527,7 @@ class BeastServer final : public HttpServer {
   // their abort events get a short while to be written.
   void poll_drain() {
     const auto now = Clock::now();
-    if (shared_.busy == 0 && shared_.metrics.in_flight == 0) return ioc_.stop();
+    if (shared_.metrics.busy == 0 && shared_.metrics.in_flight == 0) return ioc_.stop();
     if (now >= drain_deadline_) {
       if (cancelled_all_) return ioc_.stop();
       cancelled_all_ = true;

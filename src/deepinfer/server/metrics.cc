@@ -104,6 +104,9 @@ std::string Metrics::render(const std::string& model_name, const Engine* engine)
   n = "deepinfer:http_requests_in_flight";
   header(&out, n, "gauge", "Requests the HTTP server has submitted and not yet seen finish.");
   sample(&out, n, l, static_cast<double>(in_flight));
+  n = "deepinfer:http_responses_in_progress";
+  header(&out, n, "gauge", "Requests read whose response is not fully written (this scrape too).");
+  sample(&out, n, l, static_cast<double>(busy));
   n = "deepinfer:http_responses_total";
   header(&out, n, "counter", "HTTP responses by status code.");
   for (const auto& [status, count] : http_status_)

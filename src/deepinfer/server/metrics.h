@@ -38,6 +38,7 @@ class Metrics {
 
   int64_t in_flight = 0;   // engine requests whose final output the server has not seen yet
   int64_t generating = 0;  // of those, the ones that have produced a token
+  int64_t busy = 0;        // requests read whose response is not fully written yet
 
   // Prometheus text exposition (version 0.0.4). `engine` is null while loading.
   std::string render(const std::string& model_name, const Engine* engine) const;

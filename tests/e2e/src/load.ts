@@ -109,6 +109,7 @@ async function main(): Promise<void> {
   await waitFor("server idle after the load", async () => {
     const m = await metrics(s.base);
     return metric(m, "deepinfer:http_requests_in_flight") === 0 &&
+      metric(m, "deepinfer:http_responses_in_progress") === 1 && // this scrape
       metric(m, "deepinfer:num_requests_running") === 0 &&
       metric(m, "deepinfer:kv_cache_usage_perc") === 0;
   });

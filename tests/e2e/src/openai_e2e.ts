@@ -355,6 +355,7 @@ async function mainServerTests(s: Server): Promise<Test[]> {
         return metric(m, "deepinfer:request_success_total", 'finished_reason="abort"') ===
             aborted0 + 1 && metric(m, "deepinfer:num_requests_running") === 0 &&
           metric(m, "deepinfer:http_requests_in_flight") === 0 &&
+          metric(m, "deepinfer:http_responses_in_progress") === 1 &&  // this scrape
           metric(m, "deepinfer:kv_cache_usage_perc") === 0;
       });
     }],
