@@ -2,7 +2,7 @@
 // Every request must complete or fail with a well-formed API error, each exactly once; the
 // server must be idle again afterwards with its RSS near the pre-load baseline. Prints p50/p99
 // TTFT and ITL, and throughput (reported, never asserted).
-// Usage: node dist/load.js path/to/deepinfer N [max_tokens] [tmpdir]
+// Usage: node dist/load.js path/to/deepinfer N [max_tokens] [tmpdir] [extra serve flags...]
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -77,7 +77,8 @@ function pct(xs: number[], p: number): number {
 }
 
 async function main(): Promise<void> {
-  const s = await startServer(bin!, tmp, "load", ["--access-log", join(tmp, "access.jsonl")]);
+  const s = await startServer(bin!, tmp, "load",
+    ["--access-log", join(tmp, "access.jsonl"), ...process.argv.slice(6)]);
   const client = new OpenAI({ baseURL: `${s.base}/v1`, apiKey: "unused", maxRetries: 0,
     timeout: 600_000 });
   // Warm-up, so the baseline includes one-time allocations (tokenizer caches, buffers).
