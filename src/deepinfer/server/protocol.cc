@@ -213,6 +213,37 @@ bool structured_chat_without_thinking(json* j, ApiError* error) {
   return true;
 }
 
+// tool_choice: "auto" (the default) offers the tools; "none" leaves them out of the prompt, so
+// the model is not told it has any. Forcing a call ("required", a named function) needs the
+// DSML markup as a grammar, which is not built yet: a clear 400 rather than a silent "auto".
+bool apply_tool_choice(json* j, recipe::Json* rj, ApiError* error) {
+  auto it = j->find("tool_choice");
+  if (it == j->end() || it->is_null()) return true;
+  std::string forced;
+  if (it->is_string()) {
+    const std::string c = it->get<std::string>();
+    if (c == "auto") return true;
+    if (c == "none") {
+      j->erase("tools");
+      rj->erase("tools");
+      return true;
+    }
+    if (c != "required")
+      return fail(error, "tool_choice must be 'none', 'auto', 'required' or a named function",
+                  "tool_choice");
+    forced = "'required'";
+  } else if (it->is_object()) {
+    const json fn = it->value("function", json());
+    if (!fn.is_object() || !fn.value("name", json()).is_string())
+      return fail(error, "tool_choice.function.name must be a string", "tool_choice");
+    forced = "a named function";
+  } else {
+    return fail(error, "tool_choice must be a string or an object", "tool_choice");
+  }
+  return fail(error, "tool_choice " + forced + " is not supported yet (use 'auto' or 'none')",
+              "tool_choice");
+}
+
 constexpr int kMaxN = 128;
 
 // vLLM's floor: -inf (a masked token) is not representable in JSON.
@@ -364,6 +395,7 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
       return fail(error, "messages is required and must be a non-empty array", "messages");
     recipe::Json rj = recipe::Json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (!apply_tool_choice(&j, &rj, error)) return false;
     if (out->response_format) {
       if (!structured_chat_without_thinking(&j, error)) return false;
       rj["chat_template_kwargs"]["thinking"] = false;

@@ -269,6 +269,30 @@ TEST(Protocol, ResponseFormatAndN) {
   EXPECT_EQ(parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"n":1000})").param, "n");
 }
 
+TEST(Protocol, ToolChoice) {
+  const std::string head =
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function",
+          "function":{"name":"f","parameters":{"type":"object"}}}])";
+  ParsedRequest req;
+  ApiError err;
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, head + R"(,"tool_choice":"auto"})", kVocab,
+                            &req, &err))
+      << err.message;
+  EXPECT_TRUE(req.gen.chat->contains("tools"));
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, head + R"(,"tool_choice":"none"})", kVocab,
+                            &req, &err))
+      << err.message;
+  EXPECT_FALSE(req.gen.chat->contains("tools"));
+  EXPECT_EQ(parse_error(Endpoint::kChatCompletions, head + R"(,"tool_choice":"required"})").param,
+            "tool_choice");
+  EXPECT_EQ(parse_error(Endpoint::kChatCompletions,
+                        head + R"(,"tool_choice":{"type":"function","function":{"name":"f"}}})")
+                .param,
+            "tool_choice");
+  EXPECT_EQ(parse_error(Endpoint::kChatCompletions, head + R"(,"tool_choice":7})").param,
+            "tool_choice");
+}
+
 TEST(Protocol, LogprobsShapes) {
   std::vector<TokenLogprobs> lps = {{5, -0.5f, {{5, -0.5f}, {6, -1.5f}}},
                                     {6, -std::numeric_limits<float>::infinity(), {}}};

@@ -286,6 +286,10 @@ async function mainServerTests(s: Server): Promise<Test[]> {
       await expectApiError(postRaw(client, "/chat/completions", { messages, top_logprobs: 2 }),
         400, "top_logprobs");
       await expectApiError(postRaw(client, "/completions", {}), 400, "prompt");
+      await expectApiError(client.chat.completions.create({ model: "x", messages, max_tokens: 2,
+        tools: [WEATHER_TOOL], tool_choice: "required" }), 400, "tool_choice");
+      checkChat(await client.chat.completions.create({ model: "x", messages, max_tokens: 2,
+        tools: [WEATHER_TOOL], tool_choice: "none" }), 1, 2);
       // Never fits: rejected before any work.
       await expectApiError(client.completions.create({ model: "x", prompt: "a",
         max_tokens: 10_000_000 }), 400);
