@@ -3,7 +3,8 @@
 // (reasoning_content, prompt_cache_*_tokens) are not in those types, so they are read through
 // narrow type guards, never `any`.
 // Usage: node dist/openai_e2e.js path/to/deepinfer TMPDIR
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import OpenAI, { APIError } from "openai";
@@ -532,7 +533,36 @@ async function main(): Promise<number> {
   eq(await stopServer(ops), 0, "ops server exit code");
 
   failed += await runTests(await drainTests());
+  failed += await runTests([["503 while the model loads", loadingTest]]);
   return failed;
+}
+
+// The model's config.json is a FIFO, so loading blocks until the test writes it: a deterministic
+// window in which the server listens but has no engine.
+async function loadingTest(): Promise<void> {
+  const dir = join(tmp, "fifo-model");
+  execFileSync(bin!, ["make-tiny-model", dir], { stdio: "ignore" });
+  const cfgPath = join(dir, "config.json");
+  const cfg = readFileSync(cfgPath);
+  unlinkSync(cfgPath);
+  execFileSync("mkfifo", [cfgPath]);
+  const s = await startServer(bin!, tmp, "loading", [dir], /*ready=*/false);
+  const client = new OpenAI({ baseURL: `${s.base}/v1`, apiKey: "unused", maxRetries: 0 });
+  try {
+    const h = await fetch(`${s.base}/health`);
+    eq(h.status, 503, "/health while loading");
+    const e = await expectApiError(client.chat.completions.create({ model: "x",
+      messages: [{ role: "user", content: "hi" }], max_tokens: 2 }), 503);
+    eq(e.code, "loading", "503 code");
+  } catch (err) {
+    s.proc.kill("SIGKILL"); // its loader is stuck on the FIFO: SIGTERM would wait for it
+    throw err;
+  }
+  writeFileSync(cfgPath, cfg); // unblocks the loader
+  await waitFor("ready after loading", async () => (await fetch(`${s.base}/health`)).status === 200);
+  checkChat(await client.chat.completions.create({ model: "x",
+    messages: [{ role: "user", content: "hi" }], max_tokens: 2 }), 1, 2);
+  eq(await stopServer(s), 0, "exit code");
 }
 
 // SIGTERM: running streams finish inside the grace period, new connections are refused, exit 0;
