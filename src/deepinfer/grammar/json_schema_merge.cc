@@ -1,0 +1,395 @@
+#include "deepinfer/grammar/json_schema_merge.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+namespace deepinfer::grammar::json_detail {
+namespace {
+
+const std::set<std::string>& handled_keywords() {
+  static const std::set<std::string> k = {"type",
+                                          "enum",
+                                          "const",
+                                          "properties",
+                                          "required",
+                                          "additionalProperties",
+                                          "items",
+                                          "prefixItems",
+                                          "minItems",
+                                          "maxItems",
+                                          "uniqueItems",
+                                          "minLength",
+                                          "maxLength",
+                                          "pattern",
+                                          "format",
+                                          "minimum",
+                                          "maximum",
+                                          "exclusiveMinimum",
+                                          "exclusiveMaximum",
+                                          "anyOf",
+                                          "oneOf",
+                                          "allOf",
+                                          "$ref",
+                                          "$defs",
+                                          "definitions",
+                                          "minProperties",
+                                          "maxProperties"};
+  return k;
+}
+
+std::string at(const std::string& path) { return path.empty() ? "/" : path; }
+
+Status unsupported(const std::string& keyword, const std::string& path, const std::string& why) {
+  return unimplemented("json schema: unsupported keyword '" + keyword + "' at " + at(path) +
+                       (why.empty() ? "" : " (" + why + ")"));
+}
+
+// Follows top-level $refs (bounded, so a ref cycle is an error rather than a hang).
+StatusOr<const Json*> deref(const Json& root, const Json* s, std::string* path) {
+  for (int i = 0; i < 32; ++i) {
+    if (!s->is_object() || !s->contains("$ref")) return s;
+    const Json& r = (*s)["$ref"];
+    if (!r.is_string())
+      return invalid_argument("json schema at " + at(*path) + ": $ref must be a string");
+    for (const auto& [k, v] : s->items()) {
+      if (k != "$ref" && !is_annotation(k) && k != "$defs" && k != "definitions") {
+        return unsupported(k, *path, "next to $ref");
+      }
+    }
+    ASSIGN_OR_RETURN(s, resolve_ref(root, r.get<std::string>(), *path));
+    *path = r.get<std::string>().substr(1);
+  }
+  return unsupported("$ref", *path, "a chain of more than 32 references");
+}
+
+Status collect(const Json& root, const Json& s, std::string path,
+               std::vector<std::pair<Json, std::string>>* parts, int depth) {
+  if (depth > 32) return unsupported("allOf", path, "nested too deeply");
+  ASSIGN_OR_RETURN(const Json* t, deref(root, &s, &path));
+  if (t->is_boolean()) {
+    if (t->get<bool>()) return ok_status();
+    return invalid_argument("json schema at " + at(path) + ": schema 'false' accepts no value");
+  }
+  if (!t->is_object())
+    return invalid_argument("json schema at " + at(path) +
+                            ": a schema must be an object or a boolean");
+  RETURN_IF_ERROR(check_keywords(*t, path, path.empty()));
+  Json base = *t;
+  base.erase("allOf");
+  parts->emplace_back(base, path);
+  if (t->contains("allOf")) {
+    const Json& all = (*t)["allOf"];
+    if (!all.is_array() || all.empty()) {
+      return invalid_argument("json schema at " + path + "/allOf: must be a non-empty array");
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      RETURN_IF_ERROR(
+          collect(root, all[i], path + "/allOf/" + std::to_string(i), parts, depth + 1));
+    }
+  }
+  return ok_status();
+}
+
+std::set<std::string> intersect_types(const std::set<std::string>& a,
+                                      const std::set<std::string>& b) {
+  std::set<std::string> out;
+  for (const std::string& t : a) {
+    if (b.count(t)) out.insert(t);
+    if (t == "number" && b.count("integer")) out.insert("integer");
+    if (t == "integer" && b.count("number")) out.insert("integer");
+  }
+  return out;
+}
+
+Status merge_into(Json* out, const Json& part, const std::string& path) {
+  static const std::set<std::string> take_max = {"minimum", "exclusiveMinimum", "minLength",
+                                                 "minItems", "minProperties"};
+  static const std::set<std::string> take_min = {"maximum", "exclusiveMaximum", "maxLength",
+                                                 "maxItems", "maxProperties"};
+  for (const auto& [k, v] : part.items()) {
+    if (is_annotation(k) || k == "$defs" || k == "definitions") continue;
+    if (!out->contains(k)) {
+      (*out)[k] = v;
+      continue;
+    }
+    Json& o = (*out)[k];
+    if (o == v) continue;
+    if (k == "required" && o.is_array() && v.is_array()) {
+      for (const Json& r : v) {
+        if (std::find(o.begin(), o.end(), r) == o.end()) o.push_back(r);
+      }
+    } else if (k == "properties" && o.is_object() && v.is_object()) {
+      for (const auto& [p, sub] : v.items()) {
+        if (!o.contains(p)) {
+          o[p] = sub;
+        } else if (o[p] != sub) {
+          o[p] = Json{{"allOf", Json::array({o[p], sub})}};
+        }
+      }
+    } else if (k == "type") {
+      ASSIGN_OR_RETURN(auto a, type_set(o, path));
+      ASSIGN_OR_RETURN(auto b, type_set(v, path + "/type"));
+      auto both = intersect_types(a, b);
+      if (both.empty())
+        return invalid_argument("json schema at " + at(path) + ": allOf types accept no value");
+      o = Json::array();
+      for (const std::string& t : both) o.push_back(t);
+    } else if ((take_max.count(k) || take_min.count(k)) && o.is_number() && v.is_number()) {
+      bool bigger = v.get<double>() > o.get<double>();
+      if (take_max.count(k) == static_cast<size_t>(bigger)) o = v;
+    } else if (k == "enum" && o.is_array() && v.is_array()) {
+      Json keep = Json::array();
+      for (const Json& x : o) {
+        if (std::find(v.begin(), v.end(), x) != v.end()) keep.push_back(x);
+      }
+      o = keep;
+    } else {
+      return unsupported(k, path, "allOf parts give it different values");
+    }
+  }
+  return ok_status();
+}
+
+std::set<std::string> possible_types(const Json& s) {
+  static const std::set<std::string> all = {"null",   "boolean", "integer", "number",
+                                            "string", "array",   "object"};
+  auto of_value = [](const Json& v) -> std::string {
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "boolean";
+    if (v.is_number()) return "number";
+    if (v.is_string()) return "string";
+    if (v.is_array()) return "array";
+    return "object";
+  };
+  if (!s.is_object()) return all;
+  if (s.contains("const")) return {of_value(s["const"])};
+  if (s.contains("enum") && s["enum"].is_array()) {
+    std::set<std::string> out;
+    for (const Json& v : s["enum"]) out.insert(of_value(v));
+    return out;
+  }
+  if (s.contains("anyOf") || s.contains("oneOf") || s.contains("allOf")) return all;
+  if (s.contains("type")) {
+    auto t = type_set(s["type"], "");
+    if (t.ok()) return *t;
+  }
+  return all;
+}
+
+bool types_overlap(const std::set<std::string>& a, const std::set<std::string>& b) {
+  return !intersect_types(a, b).empty();
+}
+
+// The finite value set of a schema (const / enum), if it has one.
+std::optional<std::vector<Json>> values_of(const Json& s) {
+  if (!s.is_object()) return std::nullopt;
+  if (s.contains("const")) return std::vector<Json>{s["const"]};
+  if (s.contains("enum") && s["enum"].is_array()) {
+    return std::vector<Json>(s["enum"].begin(), s["enum"].end());
+  }
+  return std::nullopt;
+}
+
+bool values_disjoint(const std::vector<Json>& a, const std::vector<Json>& b) {
+  for (const Json& x : a) {
+    for (const Json& y : b) {
+      if (x == y) return false;
+    }
+  }
+  return true;
+}
+
+const Json* resolved(const Json& root, const Json& s) {
+  std::string path;
+  auto r = deref(root, &s, &path);
+  return r.ok() ? *r : nullptr;
+}
+
+// Every object valid under a has a member that no object valid under b can have.
+bool object_excludes(const Json& root, const Json& a, const Json& b) {
+  if (possible_types(a) != std::set<std::string>{"object"}) return false;
+  if (!a.contains("required") || !a["required"].is_array()) return false;
+  for (const Json& key : a["required"]) {
+    if (!key.is_string()) continue;
+    std::string k = key.get<std::string>();
+    bool b_has =
+        b.contains("properties") && b["properties"].is_object() && b["properties"].contains(k);
+    if (!b_has) {
+      if (b.contains("additionalProperties") && b["additionalProperties"] == false) return true;
+      continue;
+    }
+    const Json* pb = resolved(root, b["properties"][k]);
+    if (pb && pb->is_boolean() && !pb->get<bool>()) return true;
+    if (!a.contains("properties") || !a["properties"].contains(k)) continue;
+    const Json* pa = resolved(root, a["properties"][k]);
+    if (!pa || !pb) continue;
+    auto va = values_of(*pa), vb = values_of(*pb);
+    if (va && vb && values_disjoint(*va, *vb)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool is_annotation(const std::string& k) {
+  static const std::set<std::string> a = {"title",    "description", "examples",
+                                          "$comment", "default",     "deprecated",
+                                          "readOnly", "writeOnly",   "$schema"};
+  return a.count(k) > 0;
+}
+
+Status check_keywords(const Json& s, const std::string& path, bool at_root) {
+  for (const auto& [k, v] : s.items()) {
+    if (handled_keywords().count(k) || is_annotation(k)) continue;
+    if (k == "$id" && at_root) continue;
+    return unsupported(k, path, "");
+  }
+  return ok_status();
+}
+
+std::string pointer_escape(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+StatusOr<const Json*> resolve_ref(const Json& root, const std::string& ref,
+                                  const std::string& path) {
+  if (ref.empty() || ref[0] != '#') {
+    return unsupported("$ref", path,
+                       "only local references starting with '#' are supported, got '" + ref + "'");
+  }
+  // Percent-decoding first (URI fragment), then JSON pointer tokens.
+  std::string ptr;
+  for (size_t i = 1; i < ref.size(); ++i) {
+    if (ref[i] == '%' && i + 2 < ref.size() + 0 &&
+        isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
+        isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
+      ptr += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      ptr += ref[i];
+    }
+  }
+  const Json* at_node = &root;
+  if (ptr.empty()) return at_node;
+  if (ptr[0] != '/') {
+    return unsupported("$ref", path,
+                       "anchors ('" + ref + "') are not supported, only JSON pointers");
+  }
+  size_t pos = 1;
+  while (true) {
+    size_t end = ptr.find('/', pos);
+    std::string token = ptr.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    std::string key;
+    for (size_t i = 0; i < token.size(); ++i) {
+      if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+        key += token[i + 1] == '0' ? '~' : '/';
+        ++i;
+      } else {
+        key += token[i];
+      }
+    }
+    if (at_node->is_object() && at_node->contains(key)) {
+      at_node = &(*at_node)[key];
+    } else if (at_node->is_array() && !key.empty() &&
+               key.find_first_not_of("0123456789") == std::string::npos &&
+               std::stoull(key) < at_node->size()) {
+      at_node = &(*at_node)[std::stoull(key)];
+    } else {
+      return invalid_argument("json schema at " + at(path) + ": cannot resolve $ref '" + ref + "'");
+    }
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return at_node;
+}
+
+StatusOr<std::set<std::string>> type_set(const Json& type, const std::string& path) {
+  static const std::set<std::string> names = {"null",   "boolean", "integer", "number",
+                                              "string", "array",   "object"};
+  std::set<std::string> out;
+  auto add = [&](const Json& t) -> Status {
+    if (!t.is_string() || !names.count(t.get<std::string>())) {
+      return invalid_argument("json schema at " + at(path) + "/type: unknown type " + t.dump());
+    }
+    out.insert(t.get<std::string>());
+    return ok_status();
+  };
+  if (type.is_array()) {
+    for (const Json& t : type) RETURN_IF_ERROR(add(t));
+    if (out.empty())
+      return invalid_argument("json schema at " + at(path) +
+                              "/type: empty type list accepts no value");
+  } else {
+    RETURN_IF_ERROR(add(type));
+  }
+  return out;
+}
+
+bool value_has_type(const Json& v, const std::set<std::string>& types) {
+  if (v.is_null()) return types.count("null");
+  if (v.is_boolean()) return types.count("boolean");
+  if (v.is_string()) return types.count("string");
+  if (v.is_array()) return types.count("array");
+  if (v.is_object()) return types.count("object");
+  if (types.count("number")) return true;
+  if (!types.count("integer")) return false;
+  if (v.is_number_integer()) return true;
+  double d = v.get<double>();
+  return std::floor(d) == d;
+}
+
+StatusOr<Json> merge_all_of(const Json& root, const Json& schema, const std::string& path) {
+  std::vector<std::pair<Json, std::string>> parts;
+  RETURN_IF_ERROR(collect(root, schema, path, &parts, 0));
+  Json out = Json::object();
+  for (const auto& [part, ppath] : parts) RETURN_IF_ERROR(merge_into(&out, part, ppath));
+  // A part's additionalProperties (other than true) must accept every property of the merge.
+  for (const auto& [part, ppath] : parts) {
+    if (!part.contains("additionalProperties") || part["additionalProperties"] == true) continue;
+    std::vector<std::string> names;
+    if (out.contains("properties")) {
+      for (const auto& [k, v] : out["properties"].items()) names.push_back(k);
+    }
+    if (out.contains("required")) {
+      for (const Json& r : out["required"]) {
+        if (r.is_string()) names.push_back(r.get<std::string>());
+      }
+    }
+    for (const std::string& n : names) {
+      bool own = part.contains("properties") && part["properties"].is_object() &&
+                 part["properties"].contains(n);
+      if (!own) {
+        return unsupported("additionalProperties", ppath,
+                           "in allOf it would also apply to property '" + n + "' of another part");
+      }
+    }
+  }
+  return out;
+}
+
+bool provably_disjoint(const Json& root, const Json& a0, const Json& b0, bool /*strict*/) {
+  const Json* a = resolved(root, a0);
+  const Json* b = resolved(root, b0);
+  if (!a || !b) return false;
+  if (a->is_boolean() || b->is_boolean())
+    return (a->is_boolean() && !a->get<bool>()) || (b->is_boolean() && !b->get<bool>());
+  if (!types_overlap(possible_types(*a), possible_types(*b))) return true;
+  auto va = values_of(*a), vb = values_of(*b);
+  if (va && vb && values_disjoint(*va, *vb)) return true;
+  return object_excludes(root, *a, *b) || object_excludes(root, *b, *a);
+}
+
+}  // namespace deepinfer::grammar::json_detail

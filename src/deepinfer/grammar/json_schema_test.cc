@@ -1,0 +1,202 @@
+// JSON Schema front end at the byte level: accepted and rejected documents, numeric ranges
+// against arithmetic, and the errors for what is not supported. The token-level acceptance
+// corpus is tests/grammar/.
+#include "deepinfer/grammar/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "deepinfer/grammar/earley_matcher.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::shared_ptr<const CompiledGrammar> compile(const std::string& schema,
+                                               const JsonSchemaOptions& o = {}) {
+  auto g = compile_json_schema_text(schema, o);
+  EXPECT_TRUE(g.ok()) << schema << ": " << g.status().to_string();
+  if (!g.ok()) return nullptr;
+  return std::make_shared<CompiledGrammar>(std::move(*g));
+}
+
+bool accepts(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  EarleyMatcher m(g);
+  return m.accept_bytes(text) && m.can_terminate();
+}
+
+struct Case {
+  std::string schema;
+  std::vector<std::string> good, bad;
+};
+
+TEST(JsonSchema, AcceptsAndRejects) {
+  std::vector<Case> cases = {
+      {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},
+          "required":["b"]})",
+       {R"({"b":""})", R"({"a":-3,"b":"x"})", R"({ "a" : 1 , "b" : "y" })"},
+       {R"({})", R"({"b":"x","a":1})", R"({"a":1})", R"({"b":"x","c":1})", R"({"b":"x",})"}},
+      {R"({"type":"object","additionalProperties":{"type":"boolean"},
+          "properties":{"ab":{"type":"null"}}})",
+       {R"({})", R"({"ab":null,"a":true,"abc":false})", R"({"x":true})"},
+       {R"({"ab":true})", R"({"x":1})"}},
+      {R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})",
+       {"[1,2]", "[1, 2, 3]"},
+       {"[]", "[1]", "[1,2,3,4]", "[1,]"}},
+      {R"({"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}]})",
+       {"[]", R"(["a"])", R"(["a",true])"},
+       {R"([true])", R"(["a",true,1])"}},
+      {R"({"enum":["a\"b", 1, null, {"k":[1]}]})",
+       {R"("a\"b")", "1", "null", R"({"k":[1]})", R"({ "k" : [ 1 ] })"},
+       {R"("ab")", "2", R"({"k":[]})"}},
+      {R"({"type":"string","minLength":2,"maxLength":3})",
+       {R"("ab")", R"("\u00e9\n")", "\"\xF0\x9F\x98\x80\xC3\xA9\"", R"("\ud83d\ude00ab")"},
+       {R"("a")", R"("abcd")", R"("\ud83d")"}},
+      {R"({"type":"string","pattern":"^a\"b\\\\c$"})", {R"("a\"b\\c")"}, {R"("a"b\c")"}},
+      {R"({"type":"string","format":"date"})",
+       {R"("2024-02-29")", R"("2023-12-31")"},
+       {R"("2023-02-29")", R"("2024-04-31")", R"("0000-01-01")"}},
+      {R"({"type":"string","format":"ipv4"})",
+       {R"("10.0.0.255")"},
+       {R"("256.1.1.1")", R"("01.1.1.1")"}},
+      {R"({"$defs":{"n":{"type":"object","properties":{"c":{"type":"array","items":{"$ref":"#/$defs/n"}}}}},
+          "$ref":"#/$defs/n"})",
+       {R"({})", R"({"c":[{},{"c":[{}]}]})"},
+       {R"({"c":[1]})"}},
+      {R"({"oneOf":[{"type":"object","properties":{"t":{"const":"a"}},"required":["t"]},
+                    {"type":"object","properties":{"t":{"const":"b"},"x":{"type":"integer"}},
+                     "required":["t"]}]})",
+       {R"({"t":"a"})", R"({"t":"b","x":1})"},
+       {R"({"t":"c"})"}},
+      {R"({"allOf":[{"type":"integer","minimum":0},{"maximum":5}]})", {"0", "5"}, {"-1", "6"}},
+      {R"({"type":["string","null"]})", {"null", R"("x")"}, {"1"}},
+      {R"({})", {"1", R"({"any":[true]})"}, {"nul"}},
+  };
+  for (const Case& c : cases) {
+    auto g = compile(c.schema);
+    ASSERT_NE(g, nullptr);
+    for (const std::string& s : c.good) EXPECT_TRUE(accepts(g, s)) << c.schema << " / " << s;
+    for (const std::string& s : c.bad) EXPECT_FALSE(accepts(g, s)) << c.schema << " / " << s;
+  }
+}
+
+TEST(JsonSchema, PropertyOrderFollowsTheSchemaText) {
+  auto g = compile(R"({"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"integer"}},
+                       "required":["z","a"]})");
+  EXPECT_TRUE(accepts(g, R"({"z":1,"a":2})"));
+  EXPECT_FALSE(accepts(g, R"({"a":2,"z":1})"));
+}
+
+TEST(JsonSchema, WhitespaceIsBounded) {
+  auto g = compile(R"({"type":"array"})");
+  EXPECT_TRUE(accepts(g, "[" + std::string(16, ' ') + "]"));
+  EXPECT_FALSE(accepts(g, "[" + std::string(17, ' ') + "]"));
+  auto compact = compile(R"({"type":"array"})", JsonSchemaOptions{.max_whitespace = 0});
+  EXPECT_TRUE(accepts(compact, "[1,2]"));
+  EXPECT_FALSE(accepts(compact, "[1, 2]"));
+}
+
+TEST(JsonSchema, StrictModeClosesListedObjectsAndTuples) {
+  const std::string obj = R"({"type":"object","properties":{"a":{"type":"integer"}}})";
+  const std::string tuple = R"({"type":"array","prefixItems":[{"type":"integer"}]})";
+  EXPECT_FALSE(accepts(compile(obj), R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(compile(tuple), "[1,2]"));
+  JsonSchemaOptions lax{.strict = false};
+  EXPECT_TRUE(accepts(compile(obj, lax), R"({"a":1,"b":2})"));
+  EXPECT_TRUE(accepts(compile(tuple, lax), R"([1,"x"])"));
+  // Without `properties` an object is open either way.
+  EXPECT_TRUE(accepts(compile(R"({"type":"object"})"), R"({"b":2})"));
+}
+
+// Integer and number bounds against plain arithmetic over a window of values.
+TEST(JsonSchema, NumericRangesMatchArithmetic) {
+  struct Bounds {
+    const char* keywords;
+    double lo, hi;
+    bool lo_ex, hi_ex;
+  };
+  std::vector<Bounds> bounds = {
+      {R"("minimum":-37,"maximum":205)", -37, 205, false, false},
+      {R"("exclusiveMinimum":-10,"exclusiveMaximum":10)", -10, 10, true, true},
+      {R"("minimum":99)", 99, 1e18, false, false},
+      {R"("maximum":-100)", -1e18, -100, false, false},
+      {R"("minimum":0,"maximum":0)", 0, 0, false, false},
+  };
+  for (const Bounds& b : bounds) {
+    auto gi = compile(std::string(R"({"type":"integer",)") + b.keywords + "}");
+    auto gn = compile(std::string(R"({"type":"number",)") + b.keywords + "}");
+    ASSERT_NE(gi, nullptr);
+    ASSERT_NE(gn, nullptr);
+    for (int v = -400; v <= 400; ++v) {
+      bool in = (b.lo_ex ? v > b.lo : v >= b.lo) && (b.hi_ex ? v < b.hi : v <= b.hi);
+      EXPECT_EQ(accepts(gi, std::to_string(v)), in) << b.keywords << " " << v;
+      EXPECT_EQ(accepts(gn, std::to_string(v)), in) << b.keywords << " " << v;
+      for (const char* frac : {".5", ".25", ".0"}) {
+        double x = v < 0 ? v - std::stod(frac) : v + std::stod(frac);
+        if (v == 0) continue;  // "0.5" is checked below through positive v = 0 separately
+        bool xin = (b.lo_ex ? x > b.lo : x >= b.lo) && (b.hi_ex ? x < b.hi : x <= b.hi);
+        EXPECT_EQ(accepts(gn, std::to_string(v) + frac), xin) << b.keywords << " " << v << frac;
+      }
+    }
+    for (const char* s : {"0.5", "-0.5"}) {
+      double x = std::stod(s);
+      bool xin = (b.lo_ex ? x > b.lo : x >= b.lo) && (b.hi_ex ? x < b.hi : x <= b.hi);
+      EXPECT_EQ(accepts(gn, s), xin) << b.keywords << " " << s;
+    }
+  }
+}
+
+void expect_error(const std::string& schema, StatusCode code, const std::string& needle) {
+  auto g = compile_json_schema_text(schema);
+  ASSERT_FALSE(g.ok()) << schema;
+  EXPECT_EQ(g.status().code(), code) << g.status().to_string();
+  EXPECT_NE(g.status().message().find(needle), std::string::npos)
+      << g.status().message() << " lacks " << needle;
+}
+
+TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
+  expect_error(R"({"type":"object","properties":{"a":{"type":"string","contentEncoding":"x"}}})",
+               StatusCode::kUnimplemented, "'contentEncoding' at /properties/a");
+  expect_error(R"({"patternProperties":{"^a":{}}})", StatusCode::kUnimplemented,
+               "'patternProperties' at /");
+  expect_error(R"({"type":"array","items":{"not":{}}})", StatusCode::kUnimplemented,
+               "'not' at /items");
+  expect_error(R"({"type":"array","uniqueItems":true})", StatusCode::kUnimplemented,
+               "'uniqueItems'");
+  expect_error(R"({"type":"number","multipleOf":2})", StatusCode::kUnimplemented, "'multipleOf'");
+  expect_error(R"({"type":"number","minimum":0.5})", StatusCode::kUnimplemented, "'minimum'");
+  expect_error(R"({"type":"string","format":"hostname"})", StatusCode::kUnimplemented,
+               "'hostname'");
+  expect_error(R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})",
+               StatusCode::kUnimplemented, "'oneOf'");
+  expect_error(
+      R"({"allOf":[{"type":"array","items":{"type":"string"}},{"items":{"type":"integer"}}]})",
+      StatusCode::kUnimplemented, "'items'");
+  expect_error(R"({"$ref":"https://example.com/s.json"})", StatusCode::kUnimplemented, "'$ref'");
+  expect_error(R"({"$ref":"#/$defs/missing"})", StatusCode::kInvalidArgument, "cannot resolve");
+  expect_error(R"({"type":"string","pattern":"(a"})", StatusCode::kInvalidArgument, "pattern");
+  expect_error(R"({"type":"strin"})", StatusCode::kInvalidArgument, "unknown type");
+  expect_error(R"({"type":"object","properties":{"a":false},"required":["a"]})",
+               StatusCode::kInvalidArgument, "accepts no value");
+  expect_error("{not json", StatusCode::kInvalidArgument, "not valid JSON");
+}
+
+TEST(JsonSchema, JsonObjectIsAnyObject) {
+  auto g = std::make_shared<CompiledGrammar>(json_object_grammar());
+  EXPECT_TRUE(accepts(g, R"({})"));
+  EXPECT_TRUE(accepts(g, R"({"a":[1,{"b":"\u00e9"}],"c":-1.5e3})"));
+  EXPECT_FALSE(accepts(g, "[]"));
+  EXPECT_FALSE(accepts(g, R"("s")"));
+  EXPECT_FALSE(accepts(g, R"({"a":01})"));
+  auto v = std::make_shared<CompiledGrammar>(json_value_grammar());
+  EXPECT_TRUE(accepts(v, "[]"));
+  EXPECT_TRUE(accepts(v, "true"));
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
