@@ -10,6 +10,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "deepinfer/recipe/chat_encoder.h"
 #include "deepinfer/server/access_log.h"
 #include "deepinfer/server/metrics.h"
 #include "deepinfer/server/protocol.h"
@@ -157,6 +158,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const size_t n = static_cast<size_t>(std::max(1, req_.gen.params.n));
     if (req_.stream && ep == Endpoint::kChatCompletions)
       parsers_.assign(n, recipe::StreamingParser(req_.thinking));
+    if (ep == Endpoint::kChatCompletions && !req_.max_tokens_given) default_max_tokens();
     first_chunk_.assign(n, true);
     sample_done_.assign(n, false);
     text_offset_.assign(n, 0);
@@ -184,6 +186,20 @@ class Session : public std::enable_shared_from_this<Session> {
       });
     }
     if (req_.stream) start_stream();
+  }
+
+  // OpenAI's chat default is "up to the context length" (vLLM: max_model_len - prompt), not
+  // the completions API's 16; it needs the prompt's length, hence the extra encode.
+  void default_max_tokens() {
+    auto text = recipe::encode_chat_request(*req_.gen.chat);
+    if (!text.ok()) return;  // submit reports the error
+    auto ids = engine_->tokenize(*text);
+    if (!ids.ok()) return;
+    // Bounded by the KV pool too: a length the pool cannot hold would be a 400.
+    const int64_t limit =
+        std::min(shared_->options.max_model_len, engine_->capacity().max_tokens + 1);
+    const int64_t room = limit - static_cast<int64_t>(ids->size());
+    if (room > 0) req_.gen.params.max_tokens = static_cast<int>(std::min<int64_t>(room, INT32_MAX));
   }
 
   std::string model_name() const {

@@ -17,6 +17,7 @@ struct ServerOptions {
   std::string api_key;   // empty: no auth
   std::string model_name = "deepinfer";
   size_t max_body_bytes = 8 << 20;
+  int64_t max_model_len = 65536;      // the engine's; chat's default max_tokens fills it
   double request_timeout_s = 0;       // 0: none; else a request still running is aborted
   int64_t max_waiting_requests = -1;  // -1: no limit; else 429 once this many wait
   std::string access_log = "-";       // "-": stderr, "": off, else a file (JSON lines)

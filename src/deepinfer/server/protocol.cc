@@ -352,6 +352,7 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
   json sp = j;
   if (j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null())
     sp["max_tokens"] = j["max_completion_tokens"];
+  out->max_tokens_given = !sp.value("max_tokens", json()).is_null();
   if (!parse_logprobs(endpoint, j, &sp, error)) return false;
   std::optional<sample::StructuredOutput> so;
   if (!parse_response_format(j, body, &so, error)) return false;

@@ -42,9 +42,10 @@ struct ParsedRequest {
   GenerateRequest gen;
   std::string model;
   bool stream = false;
-  bool include_usage = false;    // stream_options.include_usage
-  bool thinking = false;         // chat: the recipe's thinking mode, to parse the output
-  bool response_format = false;  // json_object/json_schema became gen.params.so_args
+  bool include_usage = false;     // stream_options.include_usage
+  bool thinking = false;          // chat: the recipe's thinking mode, to parse the output
+  bool max_tokens_given = false;  // max_tokens or max_completion_tokens
+  bool response_format = false;   // json_object/json_schema became gen.params.so_args
 };
 
 // The text of one token, for logprobs (the engine's detokenizer).

@@ -94,6 +94,7 @@ int run_serve(int argc, char** argv) {
                     : !model_arg.empty() ? std::filesystem::path(model_arg).filename().string()
                                          : std::string("deepinfer-tiny");
   if (opts.model_name.empty()) opts.model_name = model_arg;
+  opts.max_model_len = args.max_model_len > 0 ? args.max_model_len : 65536;
   raise_fd_limit();
 
   // Signals go to one waiting thread, not to whichever thread the kernel picks.
