@@ -15,9 +15,7 @@
 
 #include "deepinfer/grammar/ebnf_parser.h"
 #include "deepinfer/grammar/grammar_matcher.h"
-#ifndef GRAMMAR_BENCH_NO_JSON_SCHEMA
 #include "deepinfer/grammar/json_schema.h"
-#endif
 #include "deepinfer/grammar/regex_parser.h"
 #include "deepinfer/tokenizer/tokenizer.h"
 
@@ -115,12 +113,8 @@ int ::= "-"? ("0" | [1-9] [0-9]{0,15})
 
 deepinfer::StatusOr<Grammar> build(const Item& it) {
   std::string kind = it.kind;
-#ifndef GRAMMAR_BENCH_NO_JSON_SCHEMA
   if (kind == "json_schema") return deepinfer::grammar::compile_json_schema_text(it.text);
   if (kind == "json_object") return deepinfer::grammar::json_object_grammar();
-#else
-  if (kind == "json_schema" || kind == "json_object") return deepinfer::unimplemented("no js");
-#endif
   if (kind == "regex") return deepinfer::grammar::parse_regex(it.text);
   return deepinfer::grammar::parse_ebnf(it.text);
 }

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "deepinfer/grammar/ebnf_parser.h"
+#include "deepinfer/grammar/json_schema.h"
 #include "deepinfer/grammar/regex_parser.h"
 
 namespace deepinfer {
@@ -19,8 +20,10 @@ StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_out
       g = grammar::parse_ebnf(so.spec);
       break;
     case Kind::kJsonSchema:
+      g = grammar::compile_json_schema_text(so.spec);
+      break;
     case Kind::kJsonObject:
-      g = unimplemented("the JSON Schema front end is not built in yet");
+      g = grammar::json_object_grammar();
       break;
   }
   if (!g.ok()) {

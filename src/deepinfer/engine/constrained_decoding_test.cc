@@ -1,13 +1,17 @@
 // Constrained decoding through the engine on the tiny model: every output, greedy or sampled,
 // is checked by an independent validator (PCRE2 for regexes and for the EBNF grammars'
-// equivalent patterns, nlohmann::json for JSON).
+// equivalent patterns, Debian's python3-jsonschema for JSON Schema, nlohmann::json for
+// json_object).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -146,6 +150,20 @@ TEST(ConstrainedDecoding, GrammarEndStopsEvenWithIgnoreEos) {
       << out->outputs[0].text;
 }
 
+// min_tokens masks eos while the grammar allows nothing else: the sample still ends at the
+// grammar's end, greedy and sampled.
+TEST(ConstrainedDecoding, GrammarEndWinsOverMinTokens) {
+  for (float temperature : {0.0f, 1.0f}) {
+    GenerateRequest r = request(Kind::kRegex, "(yes|no)", temperature, 4);
+    r.params.min_tokens = 8;
+    auto out = engine().generate(r);
+    ASSERT_TRUE(out.ok());
+    EXPECT_EQ(out->outputs[0].finish_reason, "stop");
+    EXPECT_TRUE(out->outputs[0].text == "yes" || out->outputs[0].text == "no")
+        << out->outputs[0].text;
+  }
+}
+
 TEST(ConstrainedDecoding, GrammarErrorsAreRejectedAtSubmitNamingTheField) {
   auto expect_error = [](Kind kind, const std::string& spec, const std::string& fragment) {
     Status st = engine().submit(request(kind, spec, 0.0f, 1), nullptr);
@@ -156,6 +174,88 @@ TEST(ConstrainedDecoding, GrammarErrorsAreRejectedAtSubmitNamingTheField) {
   expect_error(Kind::kRegex, "(?=a)b", "so_args.regex: ");
   expect_error(Kind::kEbnf, "root ::= missing", "so_args.ebnf: ebnf line 1");
   expect_error(Kind::kEbnf, "start ::= \"a\"", "so_args.ebnf: ");
+  expect_error(Kind::kJsonSchema, "{\"type\": \"strnig\"}", "so_args.json_schema: ");
+  expect_error(Kind::kJsonSchema, "{not json", "so_args.json_schema: ");
+}
+
+// Debian's python3-jsonschema, which shares nothing with our JSON Schema front end.
+bool jsonschema_valid(const std::string& schema, const std::string& instance) {
+  const std::string dir = model_dir_path() + "_json";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/schema.json") << schema;
+  std::ofstream(dir + "/instance.json") << instance;
+  const std::string cmd =
+      "/usr/bin/python3 -c 'import json, sys, jsonschema; "
+      "jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))' " +
+      dir + "/schema.json " + dir + "/instance.json 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+// Bounded schemas (enums, bounded strings and integers, bounded arrays), so generation ends
+// within max_tokens whatever the model does; whitespace gaps are bounded by the front end.
+TEST(ConstrainedDecoding, JsonSchemaOutputsValidate) {
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":8},
+          "age":{"type":"integer","minimum":0,"maximum":150},"ok":{"type":"boolean"}},
+          "required":["name","age","ok"],"additionalProperties":false})",
+      R"({"type":"object","properties":{"tags":{"type":"array","items":{"enum":["a","b","c"]},
+          "minItems":1,"maxItems":3},"kind":{"const":"t"}},"required":["tags","kind"],
+          "additionalProperties":false})",
+      R"({"anyOf":[{"type":"null"},{"type":"boolean"},{"enum":[1,2,3]}]})",
+  };
+  // The checker itself rejects what it should.
+  EXPECT_FALSE(jsonschema_valid(schemas[0], R"({"name": 3, "age": 1, "ok": true})"));
+  int checked = 0;
+  for (const char* schema : schemas) {
+    for (float temperature : {0.0f, 1.0f}) {
+      for (uint64_t seed : {1ull, 2ull}) {
+        if (temperature == 0.0f && seed == 2) continue;
+        GenerateRequest r = request(Kind::kJsonSchema, schema, temperature, seed);
+        r.params.max_tokens = 400;
+        auto out = engine().generate(r);
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        const CompletionOutput& o = out->outputs[0];
+        ASSERT_EQ(o.finish_reason, "stop") << schema << " -> '" << o.text << "'";
+        EXPECT_TRUE(jsonschema_valid(schema, o.text)) << schema << " -> '" << o.text << "'";
+        std::printf("json_schema (t=%.0f): %s\n", temperature,
+                    nlohmann::json(o.text).dump().c_str());
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 9);
+}
+
+// json_object admits unbounded documents; a bias towards closing tokens (still subject to the
+// mask) makes them end, and every finished one must parse as a JSON object.
+TEST(ConstrainedDecoding, JsonObjectOutputsParse) {
+  int finished = 0;
+  for (float temperature : {0.0f, 1.0f}) {
+    for (uint64_t seed : {1ull, 2ull, 3ull}) {
+      if (temperature == 0.0f && seed > 1) continue;
+      GenerateRequest r = request(Kind::kJsonObject, "", temperature, seed);
+      r.params.max_tokens = 400;
+      // Closing tokens first, so documents end; a softer pull keeps sampled ones varied.
+      const std::pair<const char*, float> bias[] = {
+          {"\"}", 12.0f}, {"}", 10.0f}, {"\"", 9.0f}, {"]", 8.0f}, {"1", 6.0f}};
+      for (const auto& [text, b] : bias) {
+        auto ids = engine().tokenize(text);
+        ASSERT_TRUE(ids.ok() && ids->size() == 1) << text;
+        r.params.logit_bias[(*ids)[0]] = b;
+      }
+      auto out = engine().generate(r);
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      const CompletionOutput& o = out->outputs[0];
+      ASSERT_EQ(o.finish_reason, "stop") << "'" << o.text << "'";
+      std::printf("json_object (t=%.0f, seed %llu): %s\n", temperature,
+                  static_cast<unsigned long long>(seed), nlohmann::json(o.text).dump().c_str());
+      auto j = nlohmann::json::parse(o.text, nullptr, /*allow_exceptions=*/false);
+      EXPECT_FALSE(j.is_discarded()) << "'" << o.text << "'";
+      EXPECT_TRUE(j.is_object()) << "'" << o.text << "'";
+      ++finished;
+    }
+  }
+  EXPECT_EQ(finished, 4);
 }
 
 TEST(ConstrainedDecoding, GrammarCacheSharesCompiledGrammarsAndEvictsTheOldest) {
