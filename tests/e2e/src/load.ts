@@ -1,7 +1,8 @@
 // Bounded load: N concurrent streaming chat requests through the official client on loopback.
 // Every request must complete or fail with a well-formed API error, each exactly once; the
-// server must be idle again afterwards with its RSS near the pre-load baseline. Prints p50/p99
-// TTFT and ITL, and throughput (reported, never asserted).
+// server must be idle again afterwards with its RSS near the pre-load baseline, and a second
+// identical burst must not grow it again (no memory kept per request). Prints p50/p99 TTFT and
+// ITL, and throughput (reported, never asserted).
 // Usage: node dist/load.js path/to/deepinfer N [max_tokens] [tmpdir] [extra serve flags...]
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -90,36 +91,22 @@ async function main(): Promise<void> {
   let peak = rssBefore;
   const sampler = setInterval(() => (peak = Math.max(peak, rssKb(s.pid))), 100);
   const t0 = performance.now();
-  const seen = new Array<number>(total).fill(0);
-  const outcomes = await Promise.all(Array.from({ length: total }, async (_, i) => {
-    const o = await one(client, i);
-    seen[i] = (seen[i] ?? 0) + 1;
-    return o;
-  }));
+  const { ok, failed } = await burst(client);
   const wall = (performance.now() - t0) / 1000;
   clearInterval(sampler);
-
-  // None lost or duplicated: each settled once, and each success had its own server id.
-  eq(outcomes.length, total, "outcomes");
-  check(seen.every((n) => n === 1), "every request settled exactly once");
-  const ok = outcomes.filter((o) => o.ok);
-  const failed = outcomes.filter((o) => !o.ok);
-  eq(new Set(ok.map((o) => o.id)).size, ok.length, "distinct response ids");
-  eq(ok.length + failed.length, total, "ok + failed");
-
-  await waitFor("server idle after the load", async () => {
-    const m = await metrics(s.base);
-    return metric(m, "deepinfer:http_requests_in_flight") === 0 &&
-      metric(m, "deepinfer:http_responses_in_progress") === 1 && // this scrape
-      metric(m, "deepinfer:num_requests_running") === 0 &&
-      metric(m, "deepinfer:kv_cache_usage_perc") === 0;
-  });
+  await idle(s.base);
   const m = await metrics(s.base);
   const served = metric(m, "deepinfer:request_success_total", 'finished_reason="stop"') +
     metric(m, "deepinfer:request_success_total", 'finished_reason="length"');
   eq(served, ok.length + 32, "server-side finished count = client successes (+ warm-up)");
   await sleep(500);
   const rssAfter = rssKb(s.pid);
+  // A second identical burst: memory kept per request would grow RSS again; the allocator's
+  // high-water mark from the first burst would not.
+  const second = await burst(client);
+  await idle(s.base);
+  await sleep(500);
+  const rssAfterSecond = rssKb(s.pid);
 
   const ttfts = ok.map((o) => o.ttft).filter((t) => t >= 0);
   const itls = ok.flatMap((o) => o.itls);
@@ -135,13 +122,45 @@ async function main(): Promise<void> {
     requests_per_s: +(ok.length / wall).toFixed(2),
     rss_before_mib: +(rssBefore / 1024).toFixed(1), rss_peak_mib: +(peak / 1024).toFixed(1),
     rss_after_mib: +(rssAfter / 1024).toFixed(1),
+    second_burst_ok: second.ok.length, rss_after_second_burst_mib: +(rssAfterSecond / 1024).toFixed(1),
   };
   console.log(JSON.stringify(summary));
   // Near baseline: what the load added (peak - before) is mostly given back, within 32 MiB.
   const grown = rssAfter - rssBefore;
   check(grown <= Math.max(32 * 1024, 0.25 * (peak - rssBefore)),
     `RSS did not return near baseline: before ${rssBefore} kB, peak ${peak} kB, after ${rssAfter} kB`);
+  check(rssAfterSecond - rssAfter <= 16 * 1024,
+    `RSS grew again over a second burst: ${rssAfter} kB -> ${rssAfterSecond} kB`);
   eq(await stopServer(s), 0, "server exit code");
+}
+
+// `total` concurrent streams; none lost or duplicated: each settles once, each success has its
+// own server id.
+async function burst(client: OpenAI): Promise<{ ok: Outcome[]; failed: Outcome[] }> {
+  const seen = new Array<number>(total).fill(0);
+  const outcomes = await Promise.all(Array.from({ length: total }, async (_, i) => {
+    const o = await one(client, i);
+    seen[i] = (seen[i] ?? 0) + 1;
+    return o;
+  }));
+  eq(outcomes.length, total, "outcomes");
+  check(seen.every((n) => n === 1), "every request settled exactly once");
+  const ok = outcomes.filter((o) => o.ok);
+  const failed = outcomes.filter((o) => !o.ok);
+  eq(new Set(ok.map((o) => o.id)).size, ok.length, "distinct response ids");
+  eq(ok.length + failed.length, total, "ok + failed");
+  return { ok, failed };
+}
+
+// Every request finished and its state freed, server-side.
+async function idle(base: string): Promise<void> {
+  await waitFor("server idle after the load", async () => {
+    const m = await metrics(base);
+    return metric(m, "deepinfer:http_requests_in_flight") === 0 &&
+      metric(m, "deepinfer:http_responses_in_progress") === 1 && // this scrape
+      metric(m, "deepinfer:num_requests_running") === 0 &&
+      metric(m, "deepinfer:kv_cache_usage_perc") === 0;
+  });
 }
 
 let code = 1;
