@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <optional>
 #include <unordered_map>
@@ -50,7 +51,9 @@ struct Shared {
 };
 
 ApiError timeout_error(double s) {
-  return {408, "request timed out after " + std::to_string(s) + " s (--request-timeout)",
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%g", s);
+  return {408, std::string("request timed out after ") + secs + " s (--request-timeout)",
           "timeout_error", "", "request_timeout"};
 }
 
@@ -96,7 +99,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
       linger_ = true;
-      begin_exchange("POST", "?");
+      // The header was read; only the body was refused.
+      const auto& head = parser_->get();
+      std::string target(head.target());
+      begin_exchange(std::string(head.method_string()), target.substr(0, target.find('?')));
       return send_error(body_too_large_error(shared_->options.max_body_bytes));
     }
     if (ec) return close();
