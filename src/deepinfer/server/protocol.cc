@@ -200,11 +200,13 @@ bool structured_chat_without_thinking(json* j, ApiError* error) {
   if (kwargs.is_null()) kwargs = json::object();
   if (!kwargs.is_object())
     return fail(error, "chat_template_kwargs must be an object", "chat_template_kwargs");
-  const bool explicit_thinking = kwargs.contains("thinking") ||
-                                 kwargs.contains("enable_thinking") ||
-                                 !j->value("reasoning_effort", json()).is_null() ||
-                                 !kwargs.value("reasoning_effort", json()).is_null();
-  if (explicit_thinking)
+  auto on = [](const json& v) { return v.is_boolean() && v.get<bool>(); };
+  auto effort_on = [](const json& v) { return !v.is_null() && v != "none"; };
+  const bool asked_for_thinking = on(kwargs.value("thinking", json())) ||
+                                  on(kwargs.value("enable_thinking", json())) ||
+                                  effort_on(j->value("reasoning_effort", json())) ||
+                                  effort_on(kwargs.value("reasoning_effort", json()));
+  if (asked_for_thinking)
     return fail(error,
                 "response_format json_object/json_schema cannot be combined with thinking yet; "
                 "set chat_template_kwargs.thinking to false",
@@ -242,6 +244,23 @@ bool apply_tool_choice(json* j, recipe::Json* rj, ApiError* error) {
   }
   return fail(error, "tool_choice " + forced + " is not supported yet (use 'auto' or 'none')",
               "tool_choice");
+}
+
+// DeepSeek's API switch, `"thinking": {"type": "enabled" | "disabled"}`, as the recipe's
+// chat_template_kwargs.thinking (which wins when both are given).
+bool apply_thinking_switch(json* j, recipe::Json* rj, ApiError* error) {
+  auto it = j->find("thinking");
+  if (it == j->end() || it->is_null()) return true;
+  const json type = it->is_object() ? it->value("type", json()) : json();
+  if (type != "enabled" && type != "disabled")
+    return fail(error, "thinking must be {\"type\": \"enabled\"} or {\"type\": \"disabled\"}",
+                "thinking");
+  json& kwargs = (*j)["chat_template_kwargs"];
+  if (kwargs.is_null()) kwargs = json::object();
+  if (!kwargs.is_object() || kwargs.contains("thinking")) return true;  // recipe decides
+  kwargs["thinking"] = type == "enabled";
+  (*rj)["chat_template_kwargs"]["thinking"] = type == "enabled";
+  return true;
 }
 
 constexpr int kMaxN = 128;
@@ -397,6 +416,7 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
       return fail(error, "messages is required and must be a non-empty array", "messages");
     recipe::Json rj = recipe::Json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (!apply_tool_choice(&j, &rj, error)) return false;
+    if (!apply_thinking_switch(&j, &rj, error)) return false;
     if (out->response_format) {
       if (!structured_chat_without_thinking(&j, error)) return false;
       rj["chat_template_kwargs"]["thinking"] = false;

@@ -269,6 +269,33 @@ TEST(Protocol, ResponseFormatAndN) {
   EXPECT_EQ(parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"n":1000})").param, "n");
 }
 
+TEST(Protocol, DeepSeekThinkingSwitch) {
+  const std::string head = R"({"messages":[{"role":"user","content":"x"}])";
+  ParsedRequest req;
+  ApiError err;
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions,
+                            head + R"(,"thinking":{"type":"disabled"}})", kVocab, &req, &err))
+      << err.message;
+  EXPECT_FALSE(req.thinking);
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, head + R"(,"thinking":{"type":"enabled"}})",
+                            kVocab, &req, &err))
+      << err.message;
+  EXPECT_TRUE(req.thinking);
+  EXPECT_EQ(
+      parse_error(Endpoint::kChatCompletions, head + R"(,"thinking":{"type":"maybe"}})").param,
+      "thinking");
+  // Thinking switched off explicitly goes with structured output; switched on it is a 400.
+  ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, head + R"(,"thinking":{"type":"disabled"},
+                                      "response_format":{"type":"json_object"}})",
+                            kVocab, &req, &err))
+      << err.message;
+  EXPECT_FALSE(req.thinking);
+  EXPECT_EQ(parse_error(Endpoint::kChatCompletions, head + R"(,"thinking":{"type":"enabled"},
+                                  "response_format":{"type":"json_object"}})")
+                .param,
+            "response_format");
+}
+
 TEST(Protocol, ToolChoice) {
   const std::string head =
       R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function",

@@ -189,6 +189,12 @@ async function mainServerTests(s: Server): Promise<Test[]> {
       checkChat(r, 1, 6);
       // Thinking is on by default: the message carries reasoning_content.
       check(hasReasoning(r.choices[0]?.message), "reasoning_content");
+      // DeepSeek's switch (extra_body in the Python SDK): a non-literal passes the client's types.
+      const off = { model: "x", messages, max_tokens: 4, thinking: { type: "disabled" } };
+      const r2 = await client.chat.completions.create(off);
+      checkChat(r2, 1, 4);
+      check(!hasReasoning(r2.choices[0]?.message), "thinking disabled: no reasoning_content");
+      eq(r2.usage?.completion_tokens_details?.reasoning_tokens, 0, "no reasoning tokens");
     }],
     ["chat, streaming, include_usage", async () => {
       const stream = await client.chat.completions.create({ model: "x", messages, max_tokens: 5,
