@@ -120,7 +120,7 @@ def documents(item, fc, stats):
                 stats["bad_expectation"].append((item["id"], t[:200], errors[0].message[:200]))
     elif kind == "regex":
         for t in item.get("valid", []):
-            if not re.fullmatch(item["regex"], t):
+            if not re.fullmatch(item["regex"], t, re.ASCII):
                 stats["bad_expectation"].append((item["id"], t, "re.fullmatch rejects it"))
             docs.append(t)
     elif kind == "ebnf":
@@ -168,7 +168,8 @@ class Validators:
             err = next(iter(self.cache[key].iter_errors(value)), None)
             return None if err is None else "jsonschema: " + err.message[:300]
         if kind == "regex":
-            return None if re.fullmatch(item["regex"], text) else "re.fullmatch rejects it"
+            # re.ASCII: \\w \\d \\s are ASCII, as in our front end (PCRE2 without UCP, ECMAScript).
+            return None if re.fullmatch(item["regex"], text, re.ASCII) else "re.fullmatch rejects it"
         if key_rules(item) is None:
             return "bad grammar"
         return None if ebnf_recognizer.recognize(key_rules(item), text) else "recognizer rejects"
@@ -194,6 +195,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="parallel walker processes")
     ap.add_argument("--workdir", default="corpus_run")
     ap.add_argument("--only", default="", help="substring filter on item ids")
+    ap.add_argument("--ids-file", default="", help="only the item ids listed in this file")
     ap.add_argument("--report", default="", help="write a JSON summary here")
     ap.add_argument("--max-docs", type=int, default=0,
                     help="> 0: check only the first N documents of each item (CI setting)")
@@ -215,6 +217,9 @@ def main():
         print("FAIL: no checker for formats " + ",".join(missing))
         return 1
     items = [it for it in load_items(args.corpus) if args.only in it["id"]]
+    if args.ids_file:
+        wanted = set(open(args.ids_file).read().split())
+        items = [it for it in items if it["id"] in wanted]
     stats = {"bad_expectation": []}
     os.makedirs(args.workdir, exist_ok=True)
     jobs_path = os.path.join(args.workdir, "jobs.jsonl")
@@ -274,7 +279,7 @@ def main():
                 it = by_id[r["id"]]
                 k = kinds.setdefault(it["kind"], {"items": 0, "compiled": 0, "docs": 0,
                                                   "docs_ok": 0, "walks": 0, "done": 0,
-                                                  "valid": 0, "cap": 0, "bad": 0,
+                                                  "valid": 0, "cap": 0, "budget": 0, "bad": 0,
                                                   "items_no_finished_walk": 0, "_fin": {}})
                 if r["type"] == "compile":
                     k["items"] += 1
@@ -294,8 +299,8 @@ def main():
                 elif r["type"] == "walk":
                     k["walks"] += 1
                     st = r["status"]
-                    if st == "cap":
-                        k["cap"] += 1
+                    if st in ("cap", "budget"):
+                        k["cap" if st == "cap" else "budget"] += 1
                     elif st == "done":
                         k["done"] += 1
                         k["_fin"][r["id"]] += 1
@@ -309,6 +314,12 @@ def main():
                     else:
                         k["bad"] += 1
                         failures.append("%s: walk %d %s" % (r["id"], r["index"], st))
+    seen_ids = set()
+    for k in kinds.values():
+        seen_ids.update(k["_fin"].keys())
+    for ident in by_id:
+        if ident not in seen_ids:
+            failures.append("%s: the walker produced no result for it" % ident)
     for k in kinds.values():
         k["items_no_finished_walk"] = sum(1 for n in k.pop("_fin").values() if n == 0)
     for ident, doc, why in stats["bad_expectation"]:
@@ -319,9 +330,10 @@ def main():
     for name in sorted(kinds):
         k = kinds[name]
         print("  %-12s items %4d compiled %4d | docs %5d accepted %5d | walks %6d finished %6d "
-              "valid %6d invalid/stuck %d capped %d | items with no finished walk %d" % (
-                  name, k["items"], k["compiled"], k["docs"], k["docs_ok"], k["walks"], k["done"],
-                  k["valid"], k["bad"], k["cap"], k["items_no_finished_walk"]))
+              "valid %6d invalid/stuck %d capped %d cut by budget %d | items with no finished "
+              "walk %d" % (name, k["items"], k["compiled"], k["docs"], k["docs_ok"], k["walks"],
+                           k["done"], k["valid"], k["bad"], k["cap"], k["budget"],
+                           k["items_no_finished_walk"]))
     compile_ms.sort()
     if compile_ms:
         print("compile ms: median %.3f p99 %.3f max %.3f" % (

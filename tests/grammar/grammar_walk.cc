@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -133,7 +134,9 @@ Json check_doc(Ctx& c, const std::shared_ptr<const CompiledGrammar>& g, const st
   return r;
 }
 
-Json walk(Ctx& c, const std::shared_ptr<const CompiledGrammar>& g, uint64_t seed, int max_tokens) {
+// A walk past `deadline` stops with status "budget" (reported apart from passes, like "cap").
+Json walk(Ctx& c, const std::shared_ptr<const CompiledGrammar>& g, uint64_t seed, int max_tokens,
+          std::optional<Clock::time_point> deadline) {
   std::mt19937_64 rng(seed);
   GrammarMatcher m(g, c.info);
   std::vector<uint32_t> mask(c.info->mask_words());
@@ -144,6 +147,10 @@ Json walk(Ctx& c, const std::shared_ptr<const CompiledGrammar>& g, uint64_t seed
   std::string status = "cap";
   for (; steps < max_tokens; ++steps) {
     auto t = Clock::now();
+    if (deadline && t > *deadline) {
+      status = "budget";
+      break;
+    }
     m.fill_next_token_bitmask(mask.data());
     c.mask_ms += ms_since(t);
     ++c.masks;
@@ -220,10 +227,14 @@ int run(const Args& a) {
     int walks = job.value("walks", a.walks);
     uint64_t base = std::hash<std::string>{}(id) ^ (a.seed * 0x9E3779B97F4A7C15ull);
     auto tw = Clock::now();
+    std::optional<Clock::time_point> deadline;
+    if (a.item_budget_s > 0) {
+      deadline = tw + std::chrono::microseconds(static_cast<int64_t>(a.item_budget_s * 1e6));
+    }
     int w = 0;
     for (; w < walks; ++w) {
-      if (a.item_budget_s > 0 && ms_since(tw) > a.item_budget_s * 1000) break;
-      Json r = walk(c, cg, base + static_cast<uint64_t>(w), a.max_tokens);
+      if (deadline && Clock::now() > *deadline) break;
+      Json r = walk(c, cg, base + static_cast<uint64_t>(w), a.max_tokens, deadline);
       r["id"] = id;
       r["index"] = w;
       out << r.dump() << "\n";
