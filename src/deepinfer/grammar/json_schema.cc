@@ -589,13 +589,22 @@ StatusOr<Grammar> compile_json_schema(const nlohmann::ordered_json& schema,
   if (options.max_whitespace < 0 || options.max_whitespace > 1024) {
     return invalid_argument("json schema: max_whitespace must be in [0, 1024]");
   }
-  SchemaCompiler c(schema, options);
-  return c.compile();
+  // nlohmann throws (e.g. on strings that are not UTF-8); exceptions stay inside the module.
+  try {
+    SchemaCompiler c(schema, options);
+    return c.compile();
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(std::string("json schema: ") + e.what());
+  }
 }
 
 StatusOr<Grammar> compile_json_schema(const nlohmann::json& schema,
                                       const JsonSchemaOptions& options) {
-  return compile_json_schema(nlohmann::ordered_json::parse(schema.dump()), options);
+  try {
+    return compile_json_schema(nlohmann::ordered_json::parse(schema.dump()), options);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(std::string("json schema: ") + e.what());
+  }
 }
 
 StatusOr<Grammar> compile_json_schema_text(std::string_view schema_text,

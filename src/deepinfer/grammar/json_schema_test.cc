@@ -186,6 +186,15 @@ TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
   expect_error("{not json", StatusCode::kInvalidArgument, "not valid JSON");
 }
 
+TEST(JsonSchema, InvalidUtf8IsAnErrorNotAnException) {
+  Json schema = {{"enum", Json::array({std::string("\xFF")})}};
+  auto g = compile_json_schema(schema);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  nlohmann::json unordered = {{"const", std::string("\xC3")}};
+  EXPECT_FALSE(compile_json_schema(unordered).ok());
+}
+
 TEST(JsonSchema, JsonObjectIsAnyObject) {
   auto g = std::make_shared<CompiledGrammar>(json_object_grammar());
   EXPECT_TRUE(accepts(g, R"({})"));
