@@ -1,6 +1,7 @@
 #include "deepinfer/backend/cpu/cpu_ops.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "deepinfer/base/thread_pool.h"
 
@@ -38,6 +39,58 @@ void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* 
   for (int64_t k = 0; k < d; ++k) ss += static_cast<double>(x[k]) * x[k];
   const float r = 1.0f / std::sqrt(static_cast<float>(ss / d) + eps);
   for (int64_t k = 0; k < d; ++k) y[k] = weight ? weight[k] * (x[k] * r) : x[k] * r;
+}
+
+void sink_attention(const float* q, const float* const* keys, int64_t n, float sink, int hd,
+                    float scale, float* out) {
+  std::vector<float> logits(n);
+  float mx = sink;
+  for (int64_t k = 0; k < n; ++k) {
+    logits[k] = dot(q, keys[k], hd) * scale;
+    mx = std::max(mx, logits[k]);
+  }
+  float den = std::exp(sink - mx);
+  for (int64_t k = 0; k < n; ++k) den += (logits[k] = std::exp(logits[k] - mx));
+  std::fill(out, out + hd, 0.0f);
+  for (int64_t k = 0; k < n; ++k) {
+    const float p = logits[k] / den;
+    for (int d = 0; d < hd; ++d) out[d] += p * keys[k][d];
+  }
+}
+
+void softmax_pool(const float* const* kv, const float* const* gate, int rows, int dim, float* out) {
+  for (int c = 0; c < dim; ++c) {
+    float mx = -INFINITY;
+    for (int j = 0; j < rows; ++j) mx = std::max(mx, gate[j][c]);
+    float den = 0, num = 0;
+    for (int j = 0; j < rows; ++j) {
+      const float e = std::exp(gate[j][c] - mx);
+      den += e;
+      num += e * kv[j][c];
+    }
+    out[c] = num / den;
+  }
+}
+
+float indexer_score(const float* q, const float* w, const float* key, int heads, int head_dim,
+                    float weight_scale, float score_scale) {
+  float s = 0;
+  for (int h = 0; h < heads; ++h)
+    s += w[h] * weight_scale *
+         (std::max(0.0f, dot(q + int64_t(h) * head_dim, key, head_dim)) * score_scale);
+  return s;
+}
+
+std::vector<int64_t> top_k_indices(const float* scores, int64_t n, int64_t k) {
+  std::vector<int64_t> picks(n);
+  std::iota(picks.begin(), picks.end(), 0);
+  k = std::min(k, n);
+  std::partial_sort(picks.begin(), picks.begin() + k, picks.end(), [&](int64_t a, int64_t b) {
+    return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
+  });
+  picks.resize(k);
+  std::sort(picks.begin(), picks.end());
+  return picks;
 }
 
 }  // namespace deepinfer::cpu

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace deepinfer::cpu {
 
@@ -14,6 +15,23 @@ void linear(const float* w, int64_t out, int64_t in, const float* x, int64_t n, 
 
 // y = x * rsqrt(mean(x^2) + eps) (* weight when weight != nullptr); y may alias x.
 void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* y);
+
+// Softmax over q . keys[k] * scale (k < n) together with a sink logit that takes probability
+// but adds nothing; out[hd] = sum_k p_k keys[k] (spec §6.5).
+void sink_attention(const float* q, const float* const* keys, int64_t n, float sink, int hd,
+                    float scale, float* out);
+
+// out[c] = sum_j softmax_j(gate[j][c]) * kv[j][c] over `rows` slots (the compressors' pooling,
+// spec §6.6).
+void softmax_pool(const float* const* kv, const float* const* gate, int rows, int dim, float* out);
+
+// The lightning indexer's score of one key (spec §6.7): sum_h w[h] * weight_scale *
+// relu(q[h] . key) * score_scale over heads of head_dim values.
+float indexer_score(const float* q, const float* w, const float* key, int heads, int head_dim,
+                    float weight_scale, float score_scale);
+
+// Indices of the k highest of scores[0..n) (ties: the lower index), in ascending index order.
+std::vector<int64_t> top_k_indices(const float* scores, int64_t n, int64_t k);
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }

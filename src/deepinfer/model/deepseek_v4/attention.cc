@@ -39,23 +39,9 @@ std::vector<int64_t> indexer_topk(const ModelContext& m, const std::string& p,
   const float scale = 1.0f / std::sqrt(static_cast<float>(ihd));
   const float wscale = 1.0f / std::sqrt(static_cast<float>(ih));
   std::vector<float> score(visible);
-  for (int64_t t = 0; t < visible; ++t) {
-    const float* k = keys.entries[t];
-    float s = 0;
-    for (int hh = 0; hh < ih; ++hh)
-      s +=
-          w[hh] * wscale * (std::max(0.0f, cpu::dot(q.data() + int64_t(hh) * ihd, k, ihd)) * scale);
-    score[t] = s;
-  }
-  picks.resize(visible);
-  std::iota(picks.begin(), picks.end(), 0);
-  const int64_t k = std::min<int64_t>(c.index_topk, visible);
-  std::partial_sort(picks.begin(), picks.begin() + k, picks.end(), [&](int64_t a, int64_t b) {
-    return score[a] != score[b] ? score[a] > score[b] : a < b;
-  });
-  picks.resize(k);
-  std::sort(picks.begin(), picks.end());
-  return picks;
+  for (int64_t t = 0; t < visible; ++t)
+    score[t] = cpu::indexer_score(q.data(), w.data(), keys.entries[t], ih, ihd, wscale, scale);
+  return cpu::top_k_indices(score.data(), visible, c.index_topk);
 }
 
 }  // namespace
@@ -112,7 +98,6 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> o(n * nh * hd);
   ThreadPool::default_pool().parallel_for(n * nh, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> logits;
     std::vector<const float*> keys;
     for (int64_t job = b; job < e; ++job) {
       const int64_t t = job / nh, s = pos0 + t;
@@ -122,20 +107,9 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
       for (int64_t pos = std::max<int64_t>(0, s - (W - 1)); pos <= s; ++pos)
         keys.push_back(window_row(pos));
       for (int64_t ent : selected[t]) keys.push_back(st.comp.entries[ent]);
-      logits.resize(keys.size());
-      float mx = sinks[hh];
-      for (size_t k = 0; k < keys.size(); ++k) {
-        logits[k] = cpu::dot(qh, keys[k], hd) * scale;
-        mx = std::max(mx, logits[k]);
-      }
-      float den = std::exp(sinks[hh] - mx);
-      for (size_t k = 0; k < keys.size(); ++k) den += (logits[k] = std::exp(logits[k] - mx));
       float* oh = &o[job * hd];
-      std::fill(oh, oh + hd, 0.0f);
-      for (size_t k = 0; k < keys.size(); ++k) {
-        const float pk = logits[k] / den;
-        for (int d = 0; d < hd; ++d) oh[d] += pk * keys[k][d];
-      }
+      cpu::sink_attention(qh, keys.data(), static_cast<int64_t>(keys.size()), sinks[hh], hd, scale,
+                          oh);
       rope.rotate(oh + hd - rd, s, /*inverse=*/true);
     }
   });

@@ -25,30 +25,19 @@ void compressor_push(const ModelContext& m, const std::string& prefix, bool is_i
   if (s.pending < r) return;
 
   const bool overlap = W == 2 * d;
+  // Slots: A-halves of the previous window (CSA only), then this window's own half.
+  std::vector<const float*> kv_rows, gate_rows;
+  if (overlap && s.has_prev)
+    for (int j = 0; j < r; ++j)
+      kv_rows.push_back(s.prev_kv[j]), gate_rows.push_back(s.prev_gate[j]);
+  for (int j = 0; j < r; ++j) {
+    kv_rows.push_back(s.pending_kv[j] + (overlap ? d : 0));
+    gate_rows.push_back(s.pending_gate[j] + (overlap ? d : 0));
+  }
   std::vector<float> v(d);
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int ch = 0; ch < d; ++ch) {
-    // Slots: A-halves of the previous window (CSA only), then this window's own half.
-    float mx = ninf;
-    auto own_kv = [&](int j) { return s.pending_kv[j][(overlap ? d : 0) + ch]; };
-    auto own_g = [&](int j) { return s.pending_gate[j][(overlap ? d : 0) + ch]; };
-    if (overlap && s.has_prev)
-      for (int j = 0; j < r; ++j) mx = std::max(mx, s.prev_gate[j][ch]);
-    for (int j = 0; j < r; ++j) mx = std::max(mx, own_g(j));
-    float den = 0, num = 0;
-    if (overlap && s.has_prev)
-      for (int j = 0; j < r; ++j) {
-        float e = std::exp(s.prev_gate[j][ch] - mx);
-        den += e;
-        num += e * s.prev_kv[j][ch];
-      }
-    for (int j = 0; j < r; ++j) {
-      float e = std::exp(own_g(j) - mx);
-      den += e;
-      num += e * own_kv(j);
-    }
-    v[ch] = num / den;
-  }
+  cpu::softmax_pool(kv_rows.data(), gate_rows.data(), static_cast<int>(kv_rows.size()), d,
+                    v.data());
   if (overlap) {
     for (int j = 0; j < r; ++j)
       for (int ch = 0; ch < d; ++ch) {

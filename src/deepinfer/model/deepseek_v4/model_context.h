@@ -37,6 +37,12 @@ void quantized_linear(const ModelContext& m, const float* w, int64_t out, int64_
 void attention_forward(const ModelContext& m, const std::string& prefix, int ratio, const float* h,
                        int64_t n, int64_t pos0, LayerState& st, float* out);
 
+// MoE routing of one token (spec §6.8): affinities sqrt(softplus(logits)), experts from the hash
+// row when given, else the top K of affinity + bias (ties: the lower id); weights are the
+// picked affinities * route_scale / their sum.
+void route_token(const float* logits, const float* bias, const int32_t* hash_row, int E, int K,
+                 float route_scale, int* idx, float* weights);
+
 // MoE sub-layer (spec §6.8) for n tokens.
 void moe_forward(const ModelContext& m, const std::string& prefix, bool hash, const float* h,
                  const int32_t* ids, int64_t n, float* out);

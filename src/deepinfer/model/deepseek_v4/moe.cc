@@ -37,6 +37,26 @@ void expert(const ModelContext& m, const std::string& p, int64_t inter, const fl
 
 }  // namespace
 
+void route_token(const float* logits, const float* bias, const int32_t* hash_row, int E, int K,
+                 float route_scale, int* idx, float* weights) {
+  std::vector<float> a(E), sel(E);
+  for (int x = 0; x < E; ++x) a[x] = std::sqrt(cpu::softplus(logits[x]));
+  if (hash_row) {
+    std::copy(hash_row, hash_row + K, idx);
+  } else {
+    std::vector<int> order(E);
+    for (int x = 0; x < E; ++x) sel[x] = a[x] + bias[x];
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                      [&](int x, int y) { return sel[x] != sel[y] ? sel[x] > sel[y] : x < y; });
+    std::copy(order.begin(), order.begin() + K, idx);
+  }
+  float sum = 0;
+  for (int k = 0; k < K; ++k) sum += a[idx[k]];
+  const float scale = route_scale / (sum + 1e-20f);
+  for (int k = 0; k < K; ++k) weights[k] = a[idx[k]] * scale;
+}
+
 void moe_forward(const ModelContext& m, const std::string& p, bool hash, const float* h,
                  const int32_t* ids, int64_t n, float* out) {
   const Config& c = m.c;
@@ -45,28 +65,18 @@ void moe_forward(const ModelContext& m, const std::string& p, bool hash, const f
   std::vector<float> logits(n * E);
   cpu::linear(m.f(p + "ffn.gate.weight"), E, H, h, n, logits.data());
   ThreadPool::default_pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> a(E), sel(E);
-    std::vector<int> idx(E);
+    std::vector<int> idx(K);
+    std::vector<float> wts(K);
     for (int64_t t = b; t < e; ++t) {
-      for (int x = 0; x < E; ++x) a[x] = std::sqrt(cpu::softplus(logits[t * E + x]));
-      if (hash) {
-        const int32_t* row = m.w.i(p + "ffn.gate.tid2eid") + int64_t(ids[t]) * K;
-        std::copy(row, row + K, idx.begin());
-      } else {
-        const float* bias = m.f(p + "ffn.gate.bias");
-        for (int x = 0; x < E; ++x) sel[x] = a[x] + bias[x];
-        std::iota(idx.begin(), idx.end(), 0);
-        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
-                          [&](int x, int y) { return sel[x] != sel[y] ? sel[x] > sel[y] : x < y; });
-      }
-      float sum = 0;
-      for (int k = 0; k < K; ++k) sum += a[idx[k]];
+      const int32_t* hash_row =
+          hash ? m.w.i(p + "ffn.gate.tid2eid") + int64_t(ids[t]) * K : nullptr;
+      route_token(&logits[t * E], hash ? nullptr : m.f(p + "ffn.gate.bias"), hash_row, E, K,
+                  static_cast<float>(c.routed_scaling_factor), idx.data(), wts.data());
       float* acc = out + t * H;
       std::fill(acc, acc + H, 0.0f);
-      const float scale = static_cast<float>(c.routed_scaling_factor) / (sum + 1e-20f);
       for (int k = 0; k < K; ++k)
         expert(m, p + "ffn.experts." + std::to_string(idx[k]) + ".", c.moe_intermediate_size,
-               h + t * H, a[idx[k]] * scale, true, acc);
+               h + t * H, wts[k], true, acc);
       if (c.n_shared_experts > 0)
         expert(m, p + "ffn.shared_experts.", int64_t(c.moe_intermediate_size) * c.n_shared_experts,
                h + t * H, 1.0f, m.clamp_shared_expert, acc);

@@ -1,0 +1,33 @@
+#include "deepinfer/backend/cuda/attention/rope.h"
+#include "deepinfer/backend/cuda/cuda_check.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+__global__ void rope_kernel(float* x, int64_t rows, int64_t stride, int half, int rows_per_pos,
+                            const int64_t* positions, const double* inv_freq, bool inverse) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= rows * half) return;
+  const int64_t r = i / half;
+  const int k = static_cast<int>(i % half);
+  const double a = static_cast<double>(positions[r / rows_per_pos]) * inv_freq[k];
+  const float c = static_cast<float>(cos(a));
+  const float s = static_cast<float>(inverse ? -sin(a) : sin(a));
+  float* p = x + r * stride + 2 * k;
+  const float x0 = p[0], x1 = p[1];
+  p[0] = x0 * c - x1 * s;
+  p[1] = x1 * c + x0 * s;
+}
+
+}  // namespace
+
+void rope(float* x, int64_t rows, int64_t row_stride, int rope_dim, int rows_per_pos,
+          const int64_t* positions, const double* inv_freq, bool inverse, cudaStream_t stream) {
+  const int64_t work = rows * (rope_dim / 2);
+  if (work == 0) return;
+  rope_kernel<<<static_cast<unsigned>((work + 255) / 256), 256, 0, stream>>>(
+      x, rows, row_stride, rope_dim / 2, rows_per_pos, positions, inv_freq, inverse);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,73 @@
+#include "deepinfer/backend/cuda/attention/sink_attention.h"
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/reduce.cuh"
+
+namespace deepinfer::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One block per (query, head): warps score keys (lanes split the dims), then the block takes the
+// softmax with the sink and threads accumulate output dims over keys in order.
+__global__ void sink_attention_kernel(SinkAttentionArgs a) {
+  extern __shared__ float smem[];
+  float* qs = smem;                   // head_dim
+  float* logits = smem + a.head_dim;  // window + max_selected
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  const int h = blockIdx.y;
+  const int hd = a.head_dim;
+  const int64_t s = a.pos0 + t;
+  const int64_t first = s - (a.window - 1) > 0 ? s - (a.window - 1) : 0;
+  const int nwin = static_cast<int>(s - first + 1);
+  const int nsel = a.max_selected ? a.num_selected[t] : 0;
+  const int nkeys = nwin + nsel;
+  const float* q = a.q + (t * a.num_heads + h) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[d];
+  __syncthreads();
+
+  auto key = [&](int k) -> const float* {
+    if (k < nwin) return a.ring + ((first + k) % a.ring_rows) * hd;
+    return a.entries + int64_t{a.selected[t * a.max_selected + (k - nwin)]} * hd;
+  };
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int k = warp; k < nkeys; k += warps) {
+    const float* kr = key(k);
+    float acc = 0;
+    for (int d = lane; d < hd; d += 32) acc += qs[d] * kr[d];
+    acc = warp_sum(acc);
+    if (lane == 0) logits[k] = acc * a.scale;
+  }
+  __syncthreads();
+  float mx = a.sinks[h];
+  for (int k = threadIdx.x; k < nkeys; k += blockDim.x) mx = fmaxf(mx, logits[k]);
+  mx = block_max(mx, scratch);
+  float den = 0;
+  for (int k = threadIdx.x; k < nkeys; k += blockDim.x) den += (logits[k] = expf(logits[k] - mx));
+  den = block_sum(den, scratch) + expf(a.sinks[h] - mx);
+  const float inv = 1.0f / den;
+  float* o = a.out + (t * a.num_heads + h) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float acc = 0;
+    for (int k = 0; k < nkeys; ++k) acc += logits[k] * key(k)[d];
+    o[d] = acc * inv;
+  }
+}
+
+}  // namespace
+
+void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
+  if (a.num_queries == 0) return;
+  const size_t smem = sizeof(float) * (a.head_dim + a.window + a.max_selected);
+  static bool raised = false;  // dynamic shared memory above 48 KB must be opted into
+  if (!raised) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    raised = true;
+  }
+  dim3 grid(static_cast<unsigned>(a.num_queries), static_cast<unsigned>(a.num_heads));
+  sink_attention_kernel<<<grid, kThreads, smem, stream>>>(a);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,135 @@
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/indexer/indexer.h"
+#include "deepinfer/backend/cuda/reduce.cuh"
+
+namespace deepinfer::cuda {
+namespace {
+
+constexpr int kEntriesPerBlock = 32;
+
+// Block: one query, kEntriesPerBlock entries, one warp per entry at a time. Lane l owns heads
+// l, l+32, ...; q sits in shared memory with rows padded by one float (no bank conflicts).
+__global__ void scores_kernel(IndexerArgs a, float* scores) {
+  extern __shared__ float smem[];
+  const int hd = a.head_dim, nh = a.num_heads, qstride = hd + 1;
+  float* qs = smem;                 // nh x (hd + 1)
+  float* ks = smem + nh * qstride;  // warps x hd
+  const int64_t t = blockIdx.x;
+  const int64_t visible = (a.pos0 + t + 1) / a.ratio;
+  const int64_t e0 = int64_t{blockIdx.y} * kEntriesPerBlock;
+  if (e0 >= visible) return;
+  for (int i = threadIdx.x; i < nh * hd; i += blockDim.x)
+    qs[(i / hd) * qstride + i % hd] = a.q[t * nh * hd + i];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  float* kw = ks + warp * hd;
+  for (int64_t e = e0 + warp; e < e0 + kEntriesPerBlock && e < visible; e += warps) {
+    for (int d = lane; d < hd; d += 32) kw[d] = a.keys[e * hd + d];
+    __syncwarp();
+    float acc = 0;
+    for (int h = lane; h < nh; h += 32) {
+      float dot = 0;
+      for (int d = 0; d < hd; ++d) dot += qs[h * qstride + d] * kw[d];
+      acc += a.w[t * nh + h] * a.weight_scale * (fmaxf(dot, 0.0f) * a.score_scale);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) scores[t * a.num_entries + e] = acc;
+    __syncwarp();
+  }
+}
+
+// Scores map to unsigned keys whose ascending order is descending score, then ascending index.
+__device__ inline unsigned long long sort_key(float score, int32_t idx) {
+  unsigned u = __float_as_uint(score);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending float order as unsigned
+  return (static_cast<unsigned long long>(~u) << 32) | static_cast<unsigned>(idx);
+}
+
+__device__ void bitonic_sort(unsigned long long* v, int n) {
+  for (int k = 2; k <= n; k <<= 1)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int l = i ^ j;
+        if (l > i) {
+          const bool up = (i & k) == 0;
+          if ((v[i] > v[l]) == up) {
+            const unsigned long long x = v[i];
+            v[i] = v[l];
+            v[l] = x;
+          }
+        }
+      }
+      __syncthreads();
+    }
+}
+
+__global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t pos0, int ratio,
+                            int top_k, int32_t* selected, int32_t* num_selected) {
+  extern __shared__ unsigned long long keys[];
+  const int64_t t = blockIdx.x;
+  const int visible = static_cast<int>((pos0 + t + 1) / ratio);
+  const int k = visible < top_k ? visible : top_k;
+  int n = 1;
+  while (n < visible) n <<= 1;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    keys[i] = i < visible ? sort_key(scores[t * num_entries + i], i) : ~0ull;
+  __syncthreads();
+  bitonic_sort(keys, n);
+  // The winners' indices, re-sorted ascending (the CPU reference's order).
+  int m = 1;
+  while (m < k) m <<= 1;
+  unsigned long long* idx = keys + n;
+  for (int i = threadIdx.x; i < m; i += blockDim.x)
+    idx[i] = i < k ? (keys[i] & 0xffffffffull) : ~0ull;
+  __syncthreads();
+  bitonic_sort(idx, m);
+  for (int i = threadIdx.x; i < top_k; i += blockDim.x)
+    selected[t * top_k + i] = i < k ? static_cast<int32_t>(idx[i]) : -1;
+  if (threadIdx.x == 0) num_selected[t] = k;
+}
+
+}  // namespace
+
+void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream) {
+  if (a.num_queries == 0 || a.num_entries == 0) return;
+  const int threads = 256;
+  const size_t smem =
+      sizeof(float) * (a.num_heads * (a.head_dim + 1) + (threads / 32) * a.head_dim);
+  static bool raised = false;
+  if (!raised) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       200 * 1024));
+    raised = true;
+  }
+  dim3 grid(static_cast<unsigned>(a.num_queries),
+            static_cast<unsigned>((a.num_entries + kEntriesPerBlock - 1) / kEntriesPerBlock));
+  scores_kernel<<<grid, threads, smem, stream>>>(a, scores);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries, int64_t pos0,
+                  int ratio, int top_k, int32_t* selected, int32_t* num_selected,
+                  cudaStream_t stream) {
+  if (num_queries == 0) return;
+  const int64_t most = (pos0 + num_queries) / ratio;
+  if (most > kMaxIndexerEntries) {
+    std::fprintf(stderr, "indexer_topk: %lld visible entries exceed this build's %lld\n",
+                 (long long)most, (long long)kMaxIndexerEntries);
+    std::abort();
+  }
+  int64_t n = 1, m = 1;
+  while (n < most) n <<= 1;
+  while (m < top_k) m <<= 1;
+  const size_t smem = sizeof(unsigned long long) * (n + m);
+  static bool raised = false;
+  if (!raised) {
+    DI_CUDA_CHECK(
+        cudaFuncSetAttribute(topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    raised = true;
+  }
+  topk_kernel<<<static_cast<unsigned>(num_queries), 512, smem, stream>>>(
+      scores, num_entries, pos0, ratio, top_k, selected, num_selected);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,32 @@
+// Lightning indexer (spec §6.7). Query t at position pos0 + t sees entries e < (pos + 1) / ratio;
+// its score for e is sum_h w[t, h] * weight_scale * relu(q[t, h] . k[e]) * score_scale.
+// indexer_topk keeps the top_k highest (ties: the earlier entry, as the CPU reference) and
+// writes them in ascending entry order, padding with -1; num_selected[t] = min(top_k, visible).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+struct IndexerArgs {
+  const float* q = nullptr;     // [num_queries, num_heads, head_dim], rotated
+  const float* w = nullptr;     // [num_queries, num_heads] (weights_proj output)
+  const float* keys = nullptr;  // [num_entries, head_dim]
+  int64_t num_queries = 0, pos0 = 0, num_entries = 0;
+  int num_heads = 0, head_dim = 0, ratio = 4;
+  float weight_scale = 0, score_scale = 0;
+};
+
+// scores: [num_queries, num_entries]; entries a query can't see are left unwritten.
+void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream);
+
+// Largest visible count this build can select from (shared-memory sort).
+inline constexpr int64_t kMaxIndexerEntries = 16384;
+
+void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries, int64_t pos0,
+                  int ratio, int top_k, int32_t* selected, int32_t* num_selected,
+                  cudaStream_t stream);
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,29 @@
+// Manifold-constrained hyper-connections (spec §6.2, §6.3, §6.9) over a batch of tokens, each
+// with hc streams of `hidden` values (X: [tokens, hc, hidden]).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+struct HcArgs {
+  const float* fn = nullptr;     // [(2 + hc) * hc, hc * hidden] (hc_pre) or [hc, hc * hidden]
+  const float* base = nullptr;   // [(2 + hc) * hc] or [hc]
+  const float* scale = nullptr;  // [3] or [1]
+  int64_t tokens = 0, hidden = 0;
+  int hc = 4, sinkhorn_iters = 20;
+  float norm_eps = 1e-6f, hc_eps = 1e-6f;
+};
+
+// y [tokens, hidden], post [tokens, hc], comb [tokens, hc, hc] (row j = source stream).
+void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
+            cudaStream_t stream);
+// In place: X'[k] = post[k] * f + sum_j comb[j][k] * X[j].
+void hc_post(const float* f, const float* post, const float* comb, int64_t tokens, int hc,
+             int64_t hidden, float* X, cudaStream_t stream);
+// y = sum_j (sigmoid(m_j * scale + base_j) + hc_eps) X[j].
+void hc_head(const HcArgs& a, const float* X, float* y, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,141 @@
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/moe/experts.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+__global__ void gather_bf16(const float* x, const int32_t* rows, int64_t n, int64_t d,
+                            __nv_bfloat16* out) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n * d) out[i] = __float2bfloat16_rn(x[int64_t{rows[i / d]} * d + i % d]);
+}
+
+__global__ void swiglu_kernel(const float* g, const float* u, const float* row_w, int64_t n,
+                              int64_t inter, bool clamp, float lim, bool scale, __nv_bfloat16* h) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n * inter) return;
+  float gk = g[i], uk = u[i];
+  if (clamp) {
+    gk = fminf(gk, lim);
+    uk = fminf(fmaxf(uk, -lim), lim);
+  }
+  const float silu = gk / (1.0f + expf(-gk));
+  h[i] = __float2bfloat16_rn(silu * uk * (scale ? row_w[i / inter] : 1.0f));
+}
+
+__global__ void scatter_kernel(const float* y, const int32_t* dst_rows, const float* row_w,
+                               int64_t n, int64_t d, bool scale, float* dst) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n * d) return;
+  const int64_t r = i / d;
+  dst[int64_t{dst_rows[r]} * d + i % d] = y[i] * (scale ? row_w[r] : 1.0f);
+}
+
+// out[t] = sum_k slots[t, k] in routing order, then + shared[t] (the CPU reference's order).
+__global__ void combine_kernel(const float* slots, const float* shared, int64_t tokens, int k,
+                               int64_t d, float* out) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= tokens * d) return;
+  const int64_t t = i / d, c = i % d;
+  float acc = 0;
+  for (int j = 0; j < k; ++j) acc += slots[(t * k + j) * d + c];
+  if (shared) acc += shared[i];
+  out[i] = acc;
+}
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
+
+}  // namespace
+
+void MoeRunner::expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t inter, bool clamp,
+                       const int32_t* src_rows, const int32_t* dst_rows, const float* row_weights,
+                       int64_t rows, float* dst, cudaStream_t stream) {
+  const int64_t H = a.hidden;
+  __nv_bfloat16* xg = scratch(xg_, rows * H);
+  __nv_bfloat16* hb = scratch(hb_, rows * inter);
+  float* g = scratch(g_, rows * inter);
+  float* u = scratch(u_, rows * inter);
+  float* y = scratch(y_, rows * H);
+  gather_bf16<<<blocks_for(rows * H), 256, 0, stream>>>(a.x, src_rows, rows, H, xg);
+  DI_CUDA_LAUNCH_CHECK();
+  gemm_.bf16(w.w1, xg, g, rows, inter, H, stream);
+  gemm_.bf16(w.w3, xg, u, rows, inter, H, stream);
+  swiglu_kernel<<<blocks_for(rows * inter), 256, 0, stream>>>(
+      g, u, row_weights, rows, inter, clamp, a.swiglu_limit, a.weight_before_w2, hb);
+  DI_CUDA_LAUNCH_CHECK();
+  gemm_.bf16(w.w2, hb, y, rows, H, inter, stream);
+  scatter_kernel<<<blocks_for(rows * H), 256, 0, stream>>>(y, dst_rows, row_weights, rows, H,
+                                                           !a.weight_before_w2, dst);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void MoeRunner::run(const MoeArgs& a, cudaStream_t stream) {
+  const int64_t T = a.tokens, H = a.hidden;
+  const int K = a.top_k, E = static_cast<int>(a.experts.size());
+  if (T == 0) return;
+  std::vector<int32_t> ids(T * K);
+  std::vector<float> wts(T * K);
+  DI_CUDA_CHECK(
+      cudaMemcpyAsync(ids.data(), a.expert_ids, ids.size() * 4, cudaMemcpyDeviceToHost, stream));
+  DI_CUDA_CHECK(
+      cudaMemcpyAsync(wts.data(), a.weights, wts.size() * 4, cudaMemcpyDeviceToHost, stream));
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  // Per expert: source token rows, destination slot rows (t * K + k) and weights, back to back;
+  // then the shared expert's identity rows.
+  std::vector<std::vector<int32_t>> slots_of(E);
+  for (int64_t s = 0; s < T * K; ++s) {
+    if (ids[s] < 0 || ids[s] >= E) {
+      std::fprintf(stderr, "moe: expert id %d outside 0..%d\n", ids[s], E - 1);
+      std::abort();
+    }
+    slots_of[ids[s]].push_back(static_cast<int32_t>(s));
+  }
+  std::vector<int32_t> src, dst;
+  std::vector<float> rw;
+  std::vector<int64_t> begin(E + 1);
+  for (int e = 0; e < E; ++e) {
+    begin[e] = static_cast<int64_t>(src.size());
+    for (int32_t s : slots_of[e]) {
+      src.push_back(s / K);
+      dst.push_back(s);
+      rw.push_back(wts[s]);
+    }
+  }
+  begin[E] = static_cast<int64_t>(src.size());
+  const int64_t shared_begin = begin[E];
+  for (int64_t t = 0; t < T; ++t) {
+    src.push_back(static_cast<int32_t>(t));
+    dst.push_back(static_cast<int32_t>(t));
+    rw.push_back(1.0f);
+  }
+  const int64_t n = static_cast<int64_t>(src.size());
+  int32_t* rows = scratch(rows_, 2 * n);
+  float* row_w = scratch(row_w_, n);
+  DI_CUDA_CHECK(cudaMemcpyAsync(rows, src.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  DI_CUDA_CHECK(cudaMemcpyAsync(rows + n, dst.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  DI_CUDA_CHECK(cudaMemcpyAsync(row_w, rw.data(), n * 4, cudaMemcpyHostToDevice, stream));
+
+  float* slots = scratch(slots_, T * K * H);
+  for (int e = 0; e < E; ++e) {
+    const int64_t cnt = begin[e + 1] - begin[e];
+    if (cnt == 0) continue;
+    expert(a, a.experts[e], a.inter, /*clamp=*/true, rows + begin[e], rows + n + begin[e],
+           row_w + begin[e], cnt, slots, stream);
+  }
+  float* shared = nullptr;
+  if (a.shared) {
+    shared = scratch(shared_out_, T * H);
+    // Weight 1 either way; the shared expert never uses the routed scaling.
+    MoeArgs s = a;
+    s.weight_before_w2 = false;
+    expert(s, *a.shared, a.shared_inter, a.clamp_shared, rows + shared_begin,
+           rows + n + shared_begin, row_w + shared_begin, T, shared, stream);
+  }
+  combine_kernel<<<blocks_for(T * H), 256, 0, stream>>>(slots, shared, T, K, H, a.out);
+  DI_CUDA_LAUNCH_CHECK();
+  // The host vectors above feed async copies: finish them before they go out of scope.
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,76 @@
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/moe/routing.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+constexpr int kWarps = 4;  // tokens per block
+constexpr int kMaxTopK = 16;
+
+__device__ inline float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// Better = higher score, then lower id.
+__device__ inline bool better(float s, int i, float bs, int bi) {
+  return s > bs || (s == bs && i < bi);
+}
+
+__global__ void route_kernel(RoutingArgs a, int32_t* expert_ids, float* weights) {
+  extern __shared__ float smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = int64_t{blockIdx.x} * kWarps + warp;
+  if (t >= a.tokens) return;
+  const int E = a.num_experts, K = a.top_k;
+  float* aff = smem + warp * 2 * E;
+  float* sel = aff + E;
+  for (int e = lane; e < E; e += 32) {
+    aff[e] = sqrtf(softplusf(a.logits[t * E + e]));
+    if (!a.tid2eid) sel[e] = aff[e] + a.bias[e];
+  }
+  __syncwarp();
+  int picked[kMaxTopK];
+  if (a.tid2eid) {
+    for (int k = 0; k < K; ++k) picked[k] = a.tid2eid[int64_t{a.token_ids[t]} * K + k];
+  } else {
+    for (int k = 0; k < K; ++k) {
+      float bs = -INFINITY;
+      int bi = 0x7fffffff;
+      for (int e = lane; e < E; e += 32)
+        if (better(sel[e], e, bs, bi)) bs = sel[e], bi = e;
+      for (int o = 16; o > 0; o >>= 1) {
+        const float os = __shfl_xor_sync(0xffffffffu, bs, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (better(os, oi, bs, bi)) bs = os, bi = oi;
+      }
+      picked[k] = bi;
+      __syncwarp();
+      if (lane == 0) sel[bi] = -INFINITY;
+      __syncwarp();
+    }
+  }
+  if (lane == 0) {
+    float sum = 0;
+    for (int k = 0; k < K; ++k) sum += aff[picked[k]];
+    const float scale = a.route_scale / (sum + 1e-20f);
+    for (int k = 0; k < K; ++k) {
+      expert_ids[t * K + k] = picked[k];
+      weights[t * K + k] = aff[picked[k]] * scale;
+    }
+  }
+}
+
+}  // namespace
+
+void route(const RoutingArgs& a, int32_t* expert_ids, float* weights, cudaStream_t stream) {
+  if (a.top_k < 1 || a.top_k > kMaxTopK || a.top_k > a.num_experts) {
+    std::fprintf(stderr, "route: top_k %d outside 1..min(%d, %d)\n", a.top_k, kMaxTopK,
+                 a.num_experts);
+    std::abort();
+  }
+  if (a.tokens == 0) return;
+  const unsigned blocks = static_cast<unsigned>((a.tokens + kWarps - 1) / kWarps);
+  const size_t smem = sizeof(float) * kWarps * 2 * a.num_experts;
+  route_kernel<<<blocks, kWarps * 32, smem, stream>>>(a, expert_ids, weights);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace deepinfer::cuda

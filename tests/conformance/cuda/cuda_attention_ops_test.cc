@@ -1,0 +1,168 @@
+// CUDA attention-side ops against the CPU reference at V4-Flash dims: sliding-window + sparse
+// attention with sinks (decode and prefill), the indexer's scores and top-k, compressor pooling.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cuda_test_util.h"
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/backend/cuda/attention/sink_attention.h"
+#include "deepinfer/backend/cuda/compressor/compressor_pool.h"
+#include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/indexer/indexer.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+using namespace deepinfer::cuda::testing;
+
+struct AttnCase {
+  int64_t pos0, T;
+  int max_sel;
+};
+
+TEST(CudaSinkAttention, MatchesCpuInDecodeAndPrefillAtV4FlashDims) {
+  const int nh = 64, hd = 512, W = 128;
+  const float scale = 1.0f / std::sqrt(512.0f);
+  for (AttnCase k : {AttnCase{5, 1, 0}, AttnCase{1000, 1, 512}, AttnCase{0, 37, 0},
+                     AttnCase{300, 37, 75}, AttnCase{4095, 3, 512}}) {
+    const int64_t R = W - 1 + k.T;  // ring rows
+    const int64_t E = std::max<int64_t>(1, (k.pos0 + k.T) / 4);
+    const auto q = randn(k.T * nh * hd), ring = randn(R * hd), entries = randn(E * hd);
+    const auto sinks = randn(nh);
+    std::vector<int32_t> sel(k.T * std::max(1, k.max_sel), -1), nsel(k.T);
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(E - 1));
+    for (int64_t t = 0; t < k.T; ++t) {
+      nsel[t] = k.max_sel ? static_cast<int32_t>((t * 7 + k.max_sel) % (k.max_sel + 1)) : 0;
+      for (int j = 0; j < nsel[t]; ++j) sel[t * k.max_sel + j] = pick(rng());
+    }
+    std::vector<float> want(k.T * nh * hd);
+    for (int64_t t = 0; t < k.T; ++t) {
+      const int64_t s = k.pos0 + t;
+      std::vector<const float*> keys;
+      for (int64_t p = std::max<int64_t>(0, s - (W - 1)); p <= s; ++p)
+        keys.push_back(&ring[(p % R) * hd]);
+      for (int j = 0; j < nsel[t]; ++j) keys.push_back(&entries[sel[t * k.max_sel + j] * hd]);
+      for (int h = 0; h < nh; ++h)
+        cpu::sink_attention(&q[(t * nh + h) * hd], keys.data(), static_cast<int64_t>(keys.size()),
+                            sinks[h], hd, scale, &want[(t * nh + h) * hd]);
+    }
+    DeviceBuffer<float> dq(q), dring(ring), dent(entries), dsinks(sinks), dout(want.size());
+    DeviceBuffer<int32_t> dsel(sel), dnsel(nsel);
+    dout.poison();
+    SinkAttentionArgs a;
+    a.q = dq.get();
+    a.ring = dring.get();
+    a.ring_rows = R;
+    a.entries = dent.get();
+    a.selected = dsel.get();
+    a.num_selected = dnsel.get();
+    a.max_selected = k.max_sel;
+    a.sinks = dsinks.get();
+    a.out = dout.get();
+    a.num_queries = k.T;
+    a.pos0 = k.pos0;
+    a.num_heads = nh;
+    a.head_dim = hd;
+    a.window = W;
+    a.scale = scale;
+    sink_attention(a, nullptr);
+    EXPECT_TRUE(close(dout.download(), want, kF32Tol)) << "pos0 " << k.pos0 << " T " << k.T;
+  }
+}
+
+TEST(CudaIndexer, ScoresMatchCpuAtV4FlashDims) {
+  const int ih = 64, ihd = 128;
+  for (auto [pos0, T] : {std::pair<int64_t, int64_t>{4000, 5}, {0, 16}, {131, 9}}) {
+    const int64_t E = (pos0 + T) / 4;
+    const auto q = randn(T * ih * ihd), w = randn(T * ih), keys = randn(E * ihd);
+    const float wscale = 1.0f / 8.0f, sscale = 1.0f / std::sqrt(128.0f);
+    DeviceBuffer<float> dq(q), dw(w), dk(keys), ds(T * std::max<int64_t>(E, 1));
+    ds.poison();
+    IndexerArgs a;
+    a.q = dq.get();
+    a.w = dw.get();
+    a.keys = dk.get();
+    a.num_queries = T;
+    a.pos0 = pos0;
+    a.num_entries = E;
+    a.num_heads = ih;
+    a.head_dim = ihd;
+    a.weight_scale = wscale;
+    a.score_scale = sscale;
+    indexer_scores(a, ds.get(), nullptr);
+    const auto got = ds.download();
+    std::vector<float> g, want;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < (pos0 + t + 1) / 4; ++e) {  // only visible entries are written
+        g.push_back(got[t * E + e]);
+        want.push_back(cpu::indexer_score(&q[t * ih * ihd], &w[t * ih], &keys[e * ihd], ih, ihd,
+                                          wscale, sscale));
+      }
+    EXPECT_TRUE(close(g, want, kF32Tol)) << "pos0 " << pos0;
+  }
+}
+
+// The CPU's scores go in, so the choice must match exactly, ties included.
+TEST(CudaIndexer, TopKMatchesCpuExactlyWithTiesToTheEarlierEntry) {
+  for (auto [pos0, T, topk, levels] : {std::tuple<int64_t, int64_t, int, int>{4000, 3, 512, 0},
+                                       {0, 40, 512, 0},
+                                       {600, 4, 512, 3},
+                                       {65532, 2, 512, 0},
+                                       {65532, 2, 512, 5},
+                                       {99, 6, 7, 2}}) {
+    const int64_t E = (pos0 + T) / 4;
+    auto scores = randn(T * E);
+    if (levels)  // few distinct values (like ReLU zeros): mostly ties
+      for (auto& s : scores) s = std::floor(std::fabs(s) * levels) * (s > 0 ? 1.0f : 0.0f);
+    DeviceBuffer<float> ds(scores);
+    DeviceBuffer<int32_t> dsel(T * topk), dn(T);
+    dsel.poison();
+    dn.poison();
+    indexer_topk(ds.get(), T, E, pos0, 4, topk, dsel.get(), dn.get(), nullptr);
+    const auto sel = dsel.download(), n = dn.download();
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t visible = (pos0 + t + 1) / 4;
+      const auto want = cpu::top_k_indices(&scores[t * E], visible, topk);
+      ASSERT_EQ(n[t], static_cast<int32_t>(want.size())) << "query " << t;
+      for (int i = 0; i < topk; ++i) {
+        const int32_t expect = i < n[t] ? static_cast<int32_t>(want[i]) : -1;
+        ASSERT_EQ(sel[t * topk + i], expect) << "query " << t << " slot " << i;
+      }
+    }
+  }
+}
+
+TEST(CudaCompressorPool, MatchesCpuForCsaHcaAndIndexerWindows) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (auto [windows, rows, dim, first_half_empty] :
+       {std::tuple<int64_t, int, int, bool>{9, 8, 512, false},
+        {3, 8, 512, true},
+        {5, 128, 512, false},
+        {11, 8, 128, false}}) {
+    const auto kv = randn(windows * rows * dim);
+    auto gate = randn(windows * rows * dim, 2.0f);
+    // CSA's first window: no previous A-halves, their gates are -inf.
+    if (first_half_empty)
+      for (int64_t w = 0; w < windows; ++w)
+        std::fill(&gate[w * rows * dim], &gate[w * rows * dim] + (rows / 2) * dim, ninf);
+    std::vector<float> want(windows * dim);
+    for (int64_t w = 0; w < windows; ++w) {
+      std::vector<const float*> kr, gr;
+      for (int j = 0; j < rows; ++j) {
+        kr.push_back(&kv[(w * rows + j) * dim]);
+        gr.push_back(&gate[(w * rows + j) * dim]);
+      }
+      cpu::softmax_pool(kr.data(), gr.data(), rows, dim, &want[w * dim]);
+    }
+    DeviceBuffer<float> dkv(kv), dg(gate), dout(want.size());
+    dout.poison();
+    compressor_pool(dkv.get(), dg.get(), windows, rows, dim, dout.get(), nullptr);
+    EXPECT_TRUE(close(dout.download(), want, kF32Tol)) << rows << " rows of " << dim;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda

@@ -1,0 +1,188 @@
+// CUDA dense ops against the CPU reference: RMSNorm, the cuBLASLt GEMMs, RoPE, mHC, argmax.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cuda_test_util.h"
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/backend/cuda/attention/rope.h"
+#include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/mhc/mhc.h"
+#include "deepinfer/backend/cuda/norm/rms_norm.h"
+#include "deepinfer/backend/cuda/sampling/argmax.h"
+#include "deepinfer/model/deepseek_v4/mhc.h"
+#include "deepinfer/model/deepseek_v4/rope.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+using namespace deepinfer::cuda::testing;
+
+TEST(CudaRmsNorm, MatchesCpuWithAndWithoutWeightAndInPlace) {
+  for (auto [rows, d] : {std::pair<int64_t, int64_t>{1, 4096}, {7, 1024}, {33, 512}, {5, 16384}}) {
+    const auto x = randn(rows * d, 3.0f), w = randn(d);
+    for (bool weighted : {true, false}) {
+      std::vector<float> want(rows * d);
+      for (int64_t r = 0; r < rows; ++r)
+        cpu::rms_norm(&x[r * d], weighted ? w.data() : nullptr, d, 1e-6f, &want[r * d]);
+      DeviceBuffer<float> dx(x), dw(w), dy(rows * d);
+      dy.poison();
+      rms_norm(dx.get(), weighted ? dw.get() : nullptr, rows, d, 1e-6f, dy.get(), nullptr);
+      EXPECT_TRUE(close(dy.download(), want, kF32Tol)) << rows << "x" << d;
+      rms_norm(dx.get(), weighted ? dw.get() : nullptr, rows, d, 1e-6f, dx.get(), nullptr);
+      EXPECT_TRUE(close(dx.download(), want, kF32Tol)) << "in place " << rows << "x" << d;
+    }
+  }
+}
+
+// Reference on the same bf16-rounded operands in fp32: only the summation order differs.
+TEST(CudaGemm, Bf16MatchesCpuOnRoundedOperandsAtV4FlashShapes) {
+  Gemm gemm;
+  struct Shape {
+    int64_t n, out, in;
+  };
+  // wq_a, wq_b, wo_b, a small odd one, and the vocabulary head.
+  for (Shape s : {Shape{1, 1024, 4096},
+                  {8, 32768, 1024},
+                  {33, 4096, 8192},
+                  {5, 77, 300},
+                  {3, 129280, 4096}}) {
+    const auto w = round_bf16(randn(s.out * s.in, 0.02f));
+    const auto x = round_bf16(randn(s.n * s.in));
+    std::vector<float> want(s.n * s.out);
+    cpu::linear(w.data(), s.out, s.in, x.data(), s.n, want.data());
+    DeviceBuffer<uint16_t> dw(bf16_bits(w)), dx(bf16_bits(x));
+    DeviceBuffer<float> dy(s.n * s.out);
+    dy.poison();
+    gemm.bf16(reinterpret_cast<const __nv_bfloat16*>(dw.get()),
+              reinterpret_cast<const __nv_bfloat16*>(dx.get()), dy.get(), s.n, s.out, s.in,
+              nullptr);
+    EXPECT_TRUE(close(dy.download(), want, kF32Tol)) << s.n << "x" << s.out << "x" << s.in;
+  }
+}
+
+TEST(CudaGemm, F32MatchesCpuWithoutTf32) {
+  Gemm gemm;
+  for (auto [n, out, in] : {std::tuple<int64_t, int64_t, int64_t>{7, 256, 4096}, {1, 300, 77}}) {
+    const auto w = randn(out * in, 0.02f), x = randn(n * in);
+    std::vector<float> want(n * out);
+    cpu::linear(w.data(), out, in, x.data(), n, want.data());
+    DeviceBuffer<float> dw(w), dx(x), dy(n * out);
+    dy.poison();
+    gemm.f32(dw.get(), dx.get(), dy.get(), n, out, in, nullptr);
+    // TF32 would land near 3e-4 (METHOD.md); plain fp32 far under 1e-5.
+    EXPECT_TRUE(close(dy.download(), want, kF32Tol)) << n << "x" << out << "x" << in;
+  }
+}
+
+TEST(CudaGemm, ToBf16RoundsLikeTheCpu) {
+  const auto x = randn(10007, 5.0f);
+  DeviceBuffer<float> dx(x);
+  DeviceBuffer<uint16_t> dy(x.size());
+  dy.poison();
+  to_bf16(dx.get(), static_cast<int64_t>(x.size()), reinterpret_cast<__nv_bfloat16*>(dy.get()),
+          nullptr);
+  EXPECT_EQ(dy.download(), bf16_bits(x));
+}
+
+TEST(CudaRope, MatchesCpuTablesForMainAndYarnCompressedPositions) {
+  v4::YarnConfig yarn;
+  yarn.enabled = true;
+  yarn.factor = 16;
+  yarn.original_max_position_embeddings = 65536;
+  yarn.beta_fast = 32;
+  yarn.beta_slow = 1;
+  const v4::RopeTable main_rope(10000, 64, nullptr), comp_rope(160000, 64, &yarn);
+  const int heads = 64, hd = 512, rd = 64;
+  const int64_t T = 9;
+  std::vector<int64_t> pos(T);
+  std::uniform_int_distribution<int64_t> pd(0, 1 << 20);
+  for (auto& p : pos) p = pd(rng());
+  pos[0] = 0;
+  for (const v4::RopeTable* table : {&main_rope, &comp_rope}) {
+    for (bool inverse : {false, true}) {
+      const auto x = randn(T * heads * hd);
+      auto want = x;
+      for (int64_t r = 0; r < T * heads; ++r)
+        table->rotate(&want[r * hd + hd - rd], pos[r / heads], inverse);
+      DeviceBuffer<float> dx(x);
+      DeviceBuffer<int64_t> dp(pos);
+      DeviceBuffer<double> df(table->inv_freq());
+      rope(dx.get() + (hd - rd), T * heads, hd, rd, heads, dp.get(), df.get(), inverse, nullptr);
+      EXPECT_TRUE(close(dx.download(), want, kF32Tol)) << (inverse ? "inverse" : "forward");
+    }
+  }
+}
+
+v4::Config hc_config(int64_t hidden) {
+  v4::Config c;
+  c.hidden_size = hidden;
+  c.hc_mult = 4;
+  c.hc_sinkhorn_iters = 20;
+  c.hc_eps = 1e-6;
+  c.rms_norm_eps = 1e-6;
+  return c;
+}
+
+TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashWidth) {
+  for (int64_t tokens : {1, 3, 17}) {
+    const v4::Config c = hc_config(4096);
+    const int hc = c.hc_mult, mix = c.mix_hc();
+    const int64_t H = c.hidden_size, n = hc * H;
+    const auto X = randn(tokens * n), f = randn(tokens * H);
+    const auto fn = randn(mix * n, 1.0f / 64), base = randn(mix, 0.5f), scale = randn(3, 0.5f);
+    const auto hfn = randn(hc * n, 1.0f / 64), hbase = randn(hc, 0.5f), hscale = randn(1, 0.5f);
+    std::vector<float> y(tokens * H), post(tokens * hc), comb(tokens * hc * hc), Xp = X,
+                                                                                 yh(tokens * H);
+    for (int64_t t = 0; t < tokens; ++t) {
+      v4::hc_pre(c, {fn.data(), base.data(), scale.data()}, &X[t * n], &y[t * H], &post[t * hc],
+                 &comb[t * hc * hc]);
+      v4::hc_post(c, &f[t * H], &post[t * hc], &comb[t * hc * hc], &Xp[t * n]);
+      v4::hc_head(c, {hfn.data(), hbase.data(), hscale.data()}, &X[t * n], &yh[t * H]);
+    }
+    DeviceBuffer<float> dX(X), df(f), dfn(fn), dbase(base), dscale(scale), dhfn(hfn), dhbase(hbase),
+        dhscale(hscale), dy(tokens * H), dpost(tokens * hc), dcomb(tokens * hc * hc),
+        dyh(tokens * H);
+    for (auto* b : {&dy, &dpost, &dcomb, &dyh}) b->poison();
+    HcArgs a{dfn.get(), dbase.get(),         dscale.get(), tokens, H,
+             hc,        c.hc_sinkhorn_iters, 1e-6f,        1e-6f};
+    hc_pre(a, dX.get(), dy.get(), dpost.get(), dcomb.get(), nullptr);
+    HcArgs ha{dhfn.get(), dhbase.get(), dhscale.get(), tokens, H, hc, 0, 1e-6f, 1e-6f};
+    hc_head(ha, dX.get(), dyh.get(), nullptr);
+    EXPECT_TRUE(close(dy.download(), y, kF32Tol)) << tokens;
+    EXPECT_TRUE(close(dpost.download(), post, kF32Tol)) << tokens;
+    EXPECT_TRUE(close(dcomb.download(), comb, kF32Tol)) << tokens;
+    EXPECT_TRUE(close(dyh.download(), yh, kF32Tol)) << tokens;
+    // hc_post from the CPU's post and comb, so this checks the combine alone.
+    DeviceBuffer<float> cpost(post), ccomb(comb);
+    hc_post(df.get(), cpost.get(), ccomb.get(), tokens, hc, H, dX.get(), nullptr);
+    EXPECT_TRUE(close(dX.download(), Xp, kF32Tol)) << tokens;
+  }
+}
+
+TEST(CudaArgmax, HighestLogitWithTiesToTheLowerIdAndNanIgnored) {
+  const int64_t V = 129280, rows = 5;
+  auto logits = randn(rows * V, 4.0f);
+  std::fill(&logits[1 * V], &logits[2 * V], 0.5f);   // all equal: token 0
+  logits[2 * V + 7] = logits[2 * V + 70000] = 1e9f;  // tie between two maxima: 7
+  logits[3 * V + 11] = NAN;                          // NaN is not a maximum
+  logits[3 * V + 12] = 1e9f;
+  std::vector<int32_t> want(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < V; ++i)
+      if (logits[r * V + i] > logits[r * V + best]) best = static_cast<int32_t>(i);
+    want[r] = best;
+  }
+  ASSERT_EQ(want[1], 0);
+  ASSERT_EQ(want[2], 7);
+  DeviceBuffer<float> dl(logits);
+  DeviceBuffer<int32_t> dout(rows);
+  dout.poison();
+  argmax_rows(dl.get(), rows, V, dout.get(), nullptr);
+  EXPECT_EQ(dout.download(), want);
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda

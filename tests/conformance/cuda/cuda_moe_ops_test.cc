@@ -1,0 +1,142 @@
+// CUDA MoE ops against the CPU model's own functions: routing (hash and biased top-k, real
+// V4-Flash expert count) and the routed + shared experts (moe_forward, plain numerics), at real
+// hidden and intermediate sizes with fewer experts (the full 256 would not fit a CPU reference).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cuda_test_util.h"
+#include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/moe/experts.h"
+#include "deepinfer/backend/cuda/moe/routing.h"
+#include "deepinfer/model/deepseek_v4/model_context.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+using namespace deepinfer::cuda::testing;
+
+TEST(CudaRouting, BiasedTopKAndHashMatchCpuAtV4FlashDims) {
+  const int E = 256, K = 6;
+  const int64_t T = 70, vocab = 1000;
+  const auto logits = randn(T * E, 2.0f), bias = randn(E, 0.1f);
+  std::vector<int32_t> tid2eid(vocab * K), ids(T);
+  std::uniform_int_distribution<int32_t> ed(0, E - 1), td(0, vocab - 1);
+  for (auto& e : tid2eid) e = ed(rng());
+  for (auto& t : ids) t = td(rng());
+  for (bool hash : {false, true}) {
+    std::vector<int> want_idx(T * K);
+    std::vector<float> want_w(T * K);
+    for (int64_t t = 0; t < T; ++t)
+      v4::route_token(&logits[t * E], hash ? nullptr : bias.data(),
+                      hash ? &tid2eid[ids[t] * K] : nullptr, E, K, 1.5f, &want_idx[t * K],
+                      &want_w[t * K]);
+    DeviceBuffer<float> dl(logits), db(bias), dw(T * K);
+    DeviceBuffer<int32_t> dt(tid2eid), di(ids), dsel(T * K);
+    dw.poison();
+    dsel.poison();
+    RoutingArgs a;
+    a.logits = dl.get();
+    a.bias = db.get();
+    a.tid2eid = hash ? dt.get() : nullptr;
+    a.token_ids = di.get();
+    a.tokens = T;
+    a.num_experts = E;
+    a.top_k = K;
+    a.route_scale = 1.5f;
+    route(a, dsel.get(), dw.get(), nullptr);
+    const auto sel = dsel.download();
+    for (int64_t i = 0; i < T * K; ++i)
+      ASSERT_EQ(sel[i], want_idx[i]) << (hash ? "hash" : "biased") << " slot " << i;
+    EXPECT_TRUE(close(dw.download(), want_w, kF32Tol)) << (hash ? "hash" : "biased");
+  }
+}
+
+struct MoeCase {
+  int64_t tokens, hidden, inter;
+  int experts, top_k;
+};
+
+// bf16-rounded weights on both sides; the GPU also rounds activations to bf16 before each GEMM,
+// the CPU does not: hence the bf16 tolerance.
+TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
+  for (MoeCase k : {MoeCase{9, 256, 128, 8, 2}, MoeCase{16, 4096, 2048, 16, 6}}) {
+    v4::Config c;
+    c.hidden_size = k.hidden;
+    c.n_routed_experts = k.experts;
+    c.experts_per_token = k.top_k;
+    c.moe_intermediate_size = k.inter;
+    c.n_shared_experts = 1;
+    c.routed_scaling_factor = 1.5;
+    c.swiglu_limit = 10.0;
+    v4::Weights w;
+    const std::string p = "layers.0.";
+    const float ws = 1.0f / std::sqrt(static_cast<float>(k.hidden));
+    w.f32()[p + "ffn.gate.weight"] = randn(k.experts * k.hidden, ws);
+    w.f32()[p + "ffn.gate.bias"] = randn(k.experts, 0.1f);
+    auto add_expert = [&](const std::string& e, int64_t inter) {
+      // Large enough activations that the SwiGLU clamp at 10 engages for some channels.
+      w.f32()[e + "w1.weight"] = round_bf16(randn(inter * k.hidden, 8 * ws));
+      w.f32()[e + "w3.weight"] = round_bf16(randn(inter * k.hidden, 8 * ws));
+      w.f32()[e + "w2.weight"] =
+          round_bf16(randn(k.hidden * inter, 1.0f / std::sqrt(float(inter))));
+    };
+    for (int e = 0; e < k.experts; ++e)
+      add_expert(p + "ffn.experts." + std::to_string(e) + ".", k.inter);
+    add_expert(p + "ffn.shared_experts.", k.inter);
+    const auto x = randn(k.tokens * k.hidden);
+    std::vector<int32_t> ids(k.tokens, 0);
+    v4::ModelContext m{c, w, v4::Numerics::kPlain, /*clamp_shared_expert=*/true, {}, {}};
+    std::vector<float> want(k.tokens * k.hidden);
+    v4::moe_forward(m, p, /*hash=*/false, x.data(), ids.data(), k.tokens, want.data());
+
+    Gemm gemm;
+    std::vector<DeviceBuffer<uint16_t>> held;
+    auto bf = [&](const std::string& name) {
+      held.emplace_back(bf16_bits(w.f32()[name]));
+      return reinterpret_cast<const __nv_bfloat16*>(held.back().get());
+    };
+    held.reserve(3 * (k.experts + 1));
+    MoeArgs a;
+    for (int e = 0; e < k.experts; ++e) {
+      const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
+      a.experts.push_back({bf(ep + "w1.weight"), bf(ep + "w3.weight"), bf(ep + "w2.weight")});
+    }
+    const std::string sp = p + "ffn.shared_experts.";
+    ExpertWeightsBf16 shared{bf(sp + "w1.weight"), bf(sp + "w3.weight"), bf(sp + "w2.weight")};
+    DeviceBuffer<float> dx(x), dgw(w.f32()[p + "ffn.gate.weight"]),
+        dbias(w.f32()[p + "ffn.gate.bias"]), dlogits(k.tokens * k.experts),
+        dwts(k.tokens * k.top_k), dout(want.size());
+    DeviceBuffer<int32_t> dsel(k.tokens * k.top_k);
+    dout.poison();
+    gemm.f32(dgw.get(), dx.get(), dlogits.get(), k.tokens, k.experts, k.hidden, nullptr);
+    RoutingArgs r;
+    r.logits = dlogits.get();
+    r.bias = dbias.get();
+    r.tokens = k.tokens;
+    r.num_experts = k.experts;
+    r.top_k = k.top_k;
+    r.route_scale = 1.5f;
+    route(r, dsel.get(), dwts.get(), nullptr);
+    a.x = dx.get();
+    a.tokens = k.tokens;
+    a.hidden = k.hidden;
+    a.inter = k.inter;
+    a.top_k = k.top_k;
+    a.expert_ids = dsel.get();
+    a.weights = dwts.get();
+    a.shared = &shared;
+    a.shared_inter = k.inter;
+    a.swiglu_limit = 10.0f;
+    a.out = dout.get();
+    MoeRunner runner(gemm);
+    runner.run(a, nullptr);
+    std::printf("  moe %lld tokens, hidden %lld, inter %lld:\n", (long long)k.tokens,
+                (long long)k.hidden, (long long)k.inter);
+    EXPECT_TRUE(close(dout.download(), want, kBf16Tol));
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda
