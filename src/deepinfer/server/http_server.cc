@@ -1,5 +1,7 @@
 #include "deepinfer/server/http_server.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
@@ -259,6 +261,9 @@ class Session : public std::enable_shared_from_this<Session> {
     finished_ = true;
     timer_.cancel();
     --shared_->metrics.in_flight;
+    // Idle again: hand the burst's freed heap back to the OS (glibc keeps it otherwise, so RSS
+    // would stay at the burst's high-water mark).
+    if (shared_->metrics.in_flight == 0) malloc_trim(0);
     if (tokens_seen_ > 0) --shared_->metrics.generating;
     shared_->live.erase(id_);
     finish_reason_ = "abort";
