@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,14 @@ inline double row_rel_err(const float* a, const float* b, int64_t n) {
     den = std::max(den, std::fabs(double(b[i])));
   }
   return num / std::max(den, 1e-30);
+}
+
+// Ids in [2, vocab) from raw mt19937 output (fully specified, so the same on every platform).
+inline std::vector<int32_t> make_ids(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(2 + rng() % static_cast<uint32_t>(vocab - 2));
+  return ids;
 }
 
 }  // namespace deepinfer::testing

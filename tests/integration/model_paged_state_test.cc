@@ -16,6 +16,7 @@ namespace deepinfer::v4 {
 namespace {
 
 using deepinfer::testing::golden_dir;
+using deepinfer::testing::make_ids;
 
 // Pages full of NaN, as a recycled pool page may hold anything; records which token pages the
 // forward asks for.
@@ -38,13 +39,6 @@ class PoisonedPages final : public StatePages {
   int64_t page_floats_;
   std::map<int64_t, std::vector<float>> constant_, tokens_;
 };
-
-std::vector<int32_t> make_ids(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<int32_t>(2 + rng() % static_cast<uint32_t>(vocab - 2));
-  return ids;
-}
 
 class PagedState : public ::testing::TestWithParam<const char*> {};
 

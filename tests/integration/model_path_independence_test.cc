@@ -17,6 +17,7 @@ namespace deepinfer::v4 {
 namespace {
 
 using deepinfer::testing::golden_dir;
+using deepinfer::testing::make_ids;
 using deepinfer::testing::row_rel_err;
 
 constexpr double kTolerance = 1e-5;
@@ -33,14 +34,6 @@ std::unique_ptr<CpuModel> load_model(const std::string& name, Numerics numerics)
   auto m = CpuModel::load(golden_dir(name), {numerics, std::nullopt});
   EXPECT_TRUE(m.ok()) << name << ": " << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
-}
-
-// Ids in [2, vocab) from raw mt19937 output (fully specified, so the same on every platform).
-std::vector<int32_t> make_ids(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<int32_t>(2 + rng() % static_cast<uint32_t>(vocab - 2));
-  return ids;
 }
 
 // One prefill of all ids, every position's logits.

@@ -2,24 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "deepinfer/model/deepseek_v4/testing/flash_config.h"
+
 namespace deepinfer::kv {
 namespace {
 
-// The fields of the real V4-Flash config.json (spec §2.1) that the geometry reads.
-v4::Config flash_config() {
-  v4::Config c;
-  c.model_type = "deepseek_v4";
-  c.num_layers = 43;
-  c.head_dim = 512;
-  c.rope_dim = 64;
-  c.sliding_window = 128;
-  c.index_head_dim = 128;
-  c.num_mtp_layers = 1;
-  c.compress_ratios = {0, 0};
-  for (int l = 2; l < 43; ++l) c.compress_ratios.push_back(l % 2 == 0 ? 4 : 128);
-  c.compress_ratios.push_back(0);
-  return c;
-}
+v4::Config flash_config() { return v4::testing::flash_state_config(); }
 
 // Expected numbers are the spec §7 table, worked by hand:
 //   ring 128 x 512 x 2 B = 131,072 B/layer; x43 = 5,636,096 B (5.375 MiB, "≈5.4 MiB").

@@ -31,7 +31,8 @@ CpuModel::CpuModel(Config config, Weights weights, const ModelOptions& options)
            options.numerics,
            options.clamp_shared_expert.value_or(options.numerics == Numerics::kPlain),
            RopeTable(config_.rope_theta, config_.rope_dim, nullptr),
-           RopeTable(config_.compress_rope_theta, config_.rope_dim, &config_.yarn)} {}
+           RopeTable(config_.compress_rope_theta, config_.rope_dim, &config_.yarn)},
+      layout_(std::make_shared<const StateLayout>(config_, kDefaultPageTokens)) {}
 
 void CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* X,
                              const int32_t* ids, int64_t n, int64_t pos0, LayerState& st) const {

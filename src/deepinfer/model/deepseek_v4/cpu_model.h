@@ -33,7 +33,8 @@ class CpuModel {
   CpuModel(Config config, Weights weights, const ModelOptions& options);
 
   const Config& config() const { return config_; }
-  SequenceState new_sequence() const { return make_sequence_state(config_); }
+  // A standalone state in heap pages, laid out once per model.
+  SequenceState new_sequence() const { return make_sequence_state(config_, layout_); }
 
   // Appends ids[0..n) at positions state.num_tokens... . logits gets n x vocab rows
   // (all_logits) or the last position's row only.
@@ -55,6 +56,7 @@ class CpuModel {
   Config config_;
   Weights weights_;
   ModelContext ctx_;
+  std::shared_ptr<const StateLayout> layout_;
 };
 
 }  // namespace deepinfer::v4

@@ -7,24 +7,12 @@
 #include <set>
 #include <utility>
 
+#include "deepinfer/model/deepseek_v4/testing/flash_config.h"
+
 namespace deepinfer::v4 {
 namespace {
 
-// The fields of the real V4-Flash config.json (spec §2.1) that the layout reads.
-Config flash_config() {
-  Config c;
-  c.model_type = "deepseek_v4";
-  c.num_layers = 43;
-  c.head_dim = 512;
-  c.rope_dim = 64;
-  c.sliding_window = 128;
-  c.index_head_dim = 128;
-  c.num_mtp_layers = 1;
-  c.compress_ratios = {0, 0};
-  for (int l = 2; l < 43; ++l) c.compress_ratios.push_back(l % 2 == 0 ? 4 : 128);
-  c.compress_ratios.push_back(0);
-  return c;
-}
+Config flash_config() { return testing::flash_state_config(); }
 
 // Worked by hand, fp32 per token: CSA 512 x 4 / 4 = 512 B + indexer 128 x 4 / 4 = 128 B (21
 // layers), HCA 512 x 4 / 128 = 16 B (20 layers): 13,760 B/token (twice spec §7's 6,880 bf16);
