@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -15,8 +16,11 @@
 
 namespace deepinfer::testing {
 
+// DEEPINFER_SOURCE_DIR in the environment overrides the compiled-in checkout (a binary built
+// here and run on the GPU machine, whose copy of the tree lies elsewhere).
 inline std::string golden_dir(const std::string& name) {
-  return std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden/" + name;
+  const char* env = std::getenv("DEEPINFER_SOURCE_DIR");
+  return std::string(env && *env ? env : DEEPINFER_SOURCE_DIR) + "/tests/golden/" + name;
 }
 
 struct GoldenFixture {

@@ -1,0 +1,52 @@
+// Compressor on the GPU (spec §6.6): the projections as two GEMMs over the chunk, then every
+// window the chunk completes pooled in one launch and appended, instead of the CPU's per-token
+// push; the unfinished window and the CSA overlap halves stay on the device.
+#include "deepinfer/backend/cuda/attention/rope.h"
+#include "deepinfer/backend/cuda/compressor/compressor_pool.h"
+#include "deepinfer/backend/cuda/forward/forward_context.h"
+#include "deepinfer/backend/cuda/forward/forward_kernels.h"
+#include "deepinfer/backend/cuda/norm/rms_norm.h"
+
+namespace deepinfer::cuda {
+
+void compressor_layer(const ForwardContext& m, const std::string& prefix, bool is_indexer,
+                      DeviceCompressor& s, const __nv_bfloat16* hb, int64_t n, int64_t pos0) {
+  const std::string base = prefix + (is_indexer ? "attn.indexer.compressor." : "attn.compressor.");
+  const int64_t H = m.c.hidden_size, W = s.width;
+  float* kv = grow(m.s.ckv, n * W);
+  float* gate = grow(m.s.cgate, n * W);
+  m.linear(base + "wkv.weight", hb, n, W, H, kv);
+  m.linear(base + "wgate.weight", hb, n, W, H, gate);
+  CompressorChunk ch;
+  ch.kv = kv;
+  ch.gate = gate;
+  ch.ape = m.w.f(base + "ape");
+  ch.pending_kv = s.pending_kv.get();
+  ch.pending_gate = s.pending_gate.get();
+  ch.prev_kv = s.prev_kv.get();
+  ch.prev_gate = s.prev_gate.get();
+  ch.pos0 = pos0;
+  ch.n = n;
+  ch.ratio = s.ratio;
+  ch.width = s.width;
+  ch.dim = s.dim;
+  const int64_t windows = ch.windows();
+  if (windows > 0) {
+    const int64_t e0 = ch.first_entry();
+    const size_t slots = size_t(windows) * ch.slots() * s.dim;
+    float* win_kv = grow(m.s.win_kv, slots);
+    float* win_gate = grow(m.s.win_gate, slots);
+    compressor_windows(ch, win_kv, win_gate, m.stream);
+    float* dst = s.entries.get() + e0 * s.dim;
+    compressor_pool(win_kv, win_gate, windows, ch.slots(), s.dim, dst, m.stream);
+    rms_norm(dst, m.w.f(base + "norm.weight"), windows, s.dim, m.eps(), dst, m.stream);
+    // Entry e is rotated at its window's first position, e * ratio.
+    int64_t* pos = grow(m.s.entry_positions, windows);
+    fill_positions(pos, windows, e0 * s.ratio, s.ratio, m.stream);
+    rope(dst + s.dim - m.c.rope_dim, windows, s.dim, m.c.rope_dim, 1, pos, m.compress_inv_freq,
+         /*inverse=*/false, m.stream);
+  }
+  compressor_advance(ch, m.stream);
+}
+
+}  // namespace deepinfer::cuda

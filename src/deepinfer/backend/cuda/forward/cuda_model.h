@@ -1,0 +1,54 @@
+// The deepseek_v4 forward on one GPU, composed from the backend/cuda ops: load a checkpoint
+// directory as CpuModel does, keep one sequence's state on the device, and run any chunking of
+// prefill and decode. Plain numerics only (what transformers computes); MTP is not included.
+// Plain C++: no CUDA header is needed to use it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/model/deepseek_v4/config.h"
+#include "deepinfer/model/deepseek_v4/cpu_model.h"
+
+namespace deepinfer::cuda {
+
+struct CudaModelOptions {
+  v4::ModelOptions model{v4::Numerics::kPlain, {}};
+  int64_t max_tokens = 4096;  // sequence capacity (positions) the device state is sized for
+  int64_t max_chunk = 256;    // longer forward calls run in chunks of this many tokens
+};
+
+class CudaModel {
+ public:
+  // unimplemented for official numerics (its simulated FP8/FP4 quantization is not on the GPU),
+  // invalid_argument for capacities the ops can't serve; load errors name the file and tensor.
+  static StatusOr<std::unique_ptr<CudaModel>> load(const std::string& dir,
+                                                   const CudaModelOptions& options);
+  ~CudaModel();
+
+  const v4::Config& config() const;
+  int64_t num_tokens() const;  // next position of the sequence
+  void reset();                // start a new sequence
+
+  // Appends ids[0..n) at positions num_tokens()...; logits gets n x vocab rows (all_logits) or
+  // the last position's row.
+  Status forward(const int32_t* ids, int64_t n, bool all_logits, std::vector<float>* logits);
+
+  // Runs the prompt, then picks n_new tokens greedily (the CUDA argmax, ties to the lower id),
+  // feeding each back; returns them. The sequence is left holding prompt + all but the last.
+  StatusOr<std::vector<int32_t>> generate_greedy(const int32_t* prompt, int64_t n, int64_t n_new);
+
+  // Tests: every scratch and output buffer to NaN, so whatever a run leaves unwritten fails.
+  void poison_scratch();
+
+  struct Impl;
+
+ private:
+  explicit CudaModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deepinfer::cuda

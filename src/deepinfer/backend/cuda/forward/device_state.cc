@@ -1,0 +1,60 @@
+#include "deepinfer/backend/cuda/forward/device_state.h"
+
+#include <limits>
+
+namespace deepinfer::cuda {
+namespace {
+
+void fill(DeviceBuffer<float>& b, float v) {
+  if (b.size()) b.upload(std::vector<float>(b.size(), v));
+}
+
+DeviceCompressor make_compressor(int ratio, int dim, int64_t max_tokens) {
+  DeviceCompressor s;
+  s.ratio = ratio;
+  s.dim = dim;
+  s.width = ratio == 4 ? 2 * dim : dim;  // CSA overlaps windows (spec §6.6)
+  s.pending_kv = DeviceBuffer<float>(size_t(ratio) * s.width);
+  s.pending_gate = DeviceBuffer<float>(size_t(ratio) * s.width);
+  if (s.width == 2 * dim) {
+    s.prev_kv = DeviceBuffer<float>(size_t(ratio) * dim);
+    s.prev_gate = DeviceBuffer<float>(size_t(ratio) * dim);
+  }
+  s.entries = DeviceBuffer<float>(size_t(max_tokens / ratio + 1) * dim);
+  return s;
+}
+
+void reset_compressor(DeviceCompressor& s) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  fill(s.pending_kv, 0.0f);
+  fill(s.pending_gate, ninf);
+  fill(s.prev_kv, 0.0f);
+  fill(s.prev_gate, ninf);
+}
+
+}  // namespace
+
+DeviceSequence::DeviceSequence(const v4::Config& c, int64_t max_tokens, int64_t max_chunk)
+    : max_tokens(max_tokens) {
+  for (int l = 0; l < c.num_layers; ++l) {
+    DeviceLayerState s;
+    s.ring_rows = c.sliding_window - 1 + max_chunk;
+    s.ring = DeviceBuffer<float>(size_t(s.ring_rows) * c.head_dim);
+    const int ratio = c.compress_ratio(l);
+    if (ratio > 0) s.comp = make_compressor(ratio, c.head_dim, max_tokens);
+    if (ratio == 4) s.index = make_compressor(ratio, c.index_head_dim, max_tokens);
+    layers.push_back(std::move(s));
+  }
+  reset();
+}
+
+void DeviceSequence::reset() {
+  for (DeviceLayerState& s : layers) {
+    fill(s.ring, 0.0f);
+    reset_compressor(s.comp);
+    reset_compressor(s.index);
+  }
+  num_tokens = 0;
+}
+
+}  // namespace deepinfer::cuda

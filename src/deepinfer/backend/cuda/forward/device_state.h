@@ -1,0 +1,43 @@
+// One sequence's decode state on the device (what sequence_state.h holds on the host): per layer
+// the sliding-window ring, and for compressed layers the compressors' unfinished window, the
+// CSA overlap halves and the emitted entries (the indexer's keys too for CSA). How far each
+// compressor got follows from num_tokens, so the host keeps only that count.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/model/deepseek_v4/config.h"
+
+namespace deepinfer::cuda {
+
+struct DeviceCompressor {
+  int ratio = 0, width = 0, dim = 0;
+  DeviceBuffer<float> pending_kv, pending_gate;  // [ratio, width]
+  DeviceBuffer<float> prev_kv, prev_gate;        // [ratio, dim], CSA
+  DeviceBuffer<float> entries;                   // [max_tokens / ratio, dim]
+};
+
+struct DeviceLayerState {
+  // Position p at row p % ring_rows; ring_rows = window - 1 + the largest chunk, so a chunk's
+  // rows never overwrite the window rows its queries still read (sink_attention.h).
+  DeviceBuffer<float> ring;
+  int64_t ring_rows = 0;
+  DeviceCompressor comp;   // ratio > 0
+  DeviceCompressor index;  // CSA: the indexer's keys
+};
+
+class DeviceSequence {
+ public:
+  DeviceSequence(const v4::Config& c, int64_t max_tokens, int64_t max_chunk);
+  void reset();  // back to an empty sequence
+
+  std::vector<DeviceLayerState> layers;
+  int64_t num_tokens = 0;
+  int64_t max_tokens = 0;
+};
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,72 @@
+// What every sub-layer of the GPU forward reads (config, device weights, GEMM and MoE runners,
+// RoPE tables, the stream) and the scratch it writes. Scratch grows to the largest chunk seen
+// and is then reused, so steady-state decode allocates nothing.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/forward/device_state.h"
+#include "deepinfer/backend/cuda/forward/device_weights.h"
+#include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/moe/experts.h"
+#include "deepinfer/model/deepseek_v4/config.h"
+
+namespace deepinfer::cuda {
+
+template <typename T>
+T* grow(DeviceBuffer<T>& b, size_t n) {
+  if (b.size() < n) b = DeviceBuffer<T>(n);
+  return b.get();
+}
+
+struct ForwardScratch {
+  DeviceBuffer<float> y, post, comb, f;              // mHC around each sub-layer
+  DeviceBuffer<__nv_bfloat16> hb, qrb, ob, zb;       // bf16 GEMM inputs
+  DeviceBuffer<float> qr, q, kv, o, zg, z;           // attention
+  DeviceBuffer<float> ckv, cgate, win_kv, win_gate;  // compressors
+  DeviceBuffer<float> qi, wi, scores;                // indexer
+  DeviceBuffer<int32_t> selected, num_selected;      // attended entries
+  DeviceBuffer<int64_t> positions, entry_positions;  // RoPE positions
+  DeviceBuffer<float> router, route_w;               // MoE
+  DeviceBuffer<int32_t> route_ids, token_ids;
+};
+
+struct ForwardContext {
+  const v4::Config& c;
+  const DeviceWeights& w;
+  Gemm& gemm;
+  MoeRunner& moe;
+  ForwardScratch& s;
+  const double* main_inv_freq;      // device, rope_dim / 2
+  const double* compress_inv_freq;  // device, YaRN
+  bool clamp_shared_expert;
+  cudaStream_t stream;
+
+  float eps() const { return static_cast<float>(c.rms_norm_eps); }
+  // y[n, out] = W x over bf16 operands; xb is the bf16 copy of x the caller made.
+  void linear(const std::string& name, const __nv_bfloat16* xb, int64_t n, int64_t out, int64_t in,
+              float* y) const {
+    gemm.bf16(w.bf16(name), xb, y, n, out, in, stream);
+  }
+};
+
+// Attention sub-layer (spec §6.5-6.7) for n tokens at pos0..: h [n, hidden] -> out [n, hidden];
+// updates the layer's ring and compressors.
+void attention_layer(const ForwardContext& m, const std::string& prefix, int ratio, const float* h,
+                     int64_t n, int64_t pos0, DeviceLayerState& st, float* out);
+
+// Feeds n tokens (hb: bf16 hidden states) to one compressor; entries completed by the chunk are
+// appended, normalized and rotated (spec §6.6).
+void compressor_layer(const ForwardContext& m, const std::string& prefix, bool is_indexer,
+                      DeviceCompressor& s, const __nv_bfloat16* hb, int64_t n, int64_t pos0);
+
+// MoE sub-layer (spec §6.8): h [n, hidden], token ids on the device (hash layers).
+void moe_layer(const ForwardContext& m, const std::string& prefix, bool hash, const float* h,
+               const int32_t* token_ids, int64_t n, float* out);
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,191 @@
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/forward/forward_kernels.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+unsigned blocks_for(int64_t work) { return static_cast<unsigned>((work + 255) / 256); }
+
+__global__ void embed_kernel(const float* embed, const int32_t* ids, int64_t n, int hc,
+                             int64_t hidden, float* X) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n * hc * hidden) return;
+  const int64_t t = i / (hc * hidden), d = i % hidden;
+  X[i] = embed[int64_t{ids[t]} * hidden + d];
+}
+
+__global__ void positions_kernel(int64_t* out, int64_t n, int64_t start, int64_t step) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = start + i * step;
+}
+
+__global__ void ring_write_kernel(const float* kv, int64_t n, int64_t pos0, int dim, float* ring,
+                                  int64_t ring_rows) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n * dim) return;
+  const int64_t t = i / dim;
+  ring[((pos0 + t) % ring_rows) * dim + i % dim] = kv[i];
+}
+
+// The value of channel ch (of width) for absolute position p: from the chunk (gate + ape) or,
+// before pos0, from the unfinished window the chunk continues.
+struct TokenRow {
+  const CompressorChunk& c;
+  __device__ float kv(int64_t p, int ch) const {
+    if (p >= c.pos0) return c.kv[(p - c.pos0) * c.width + ch];
+    return c.pending_kv[(p % c.ratio) * c.width + ch];
+  }
+  __device__ float gate(int64_t p, int ch) const {
+    const int slot = static_cast<int>(p % c.ratio);
+    if (p >= c.pos0) return c.gate[(p - c.pos0) * c.width + ch] + c.ape[slot * c.width + ch];
+    return c.pending_gate[slot * c.width + ch];
+  }
+};
+
+__global__ void windows_kernel(CompressorChunk c, float* win_kv, float* win_gate) {
+  const int slots = c.slots();
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= c.windows() * slots * c.dim) return;
+  const int64_t w = i / (slots * c.dim);
+  const int j = static_cast<int>(i / c.dim % slots), ch = static_cast<int>(i % c.dim);
+  const int64_t e = c.first_entry() + w;
+  const TokenRow row{c};
+  const int64_t unfinished = c.first_entry() * c.ratio;  // first position not in a window yet
+  float kv, gate;
+  if (c.overlap() && j < c.ratio) {
+    // The previous window's A-half.
+    const int64_t p = (e - 1) * c.ratio + j;
+    if (e == 0) {
+      kv = 0.0f, gate = -INFINITY;
+    } else if (p >= unfinished) {
+      kv = row.kv(p, ch), gate = row.gate(p, ch);
+    } else {
+      kv = c.prev_kv[j * c.dim + ch], gate = c.prev_gate[j * c.dim + ch];
+    }
+  } else {
+    const int k = c.overlap() ? j - c.ratio : j;
+    const int64_t p = e * c.ratio + k;
+    const int cc = c.overlap() ? c.dim + ch : ch;
+    kv = row.kv(p, cc), gate = row.gate(p, cc);
+  }
+  win_kv[i] = kv;
+  win_gate[i] = gate;
+}
+
+__global__ void advance_prev_kernel(CompressorChunk c) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= int64_t{c.ratio} * c.dim) return;
+  const int j = static_cast<int>(i / c.dim), ch = static_cast<int>(i % c.dim);
+  const int64_t last = (c.pos0 + c.n) / c.ratio - 1;
+  const int64_t p = last * c.ratio + j;
+  const TokenRow row{c};
+  c.prev_kv[i] = row.kv(p, ch);
+  c.prev_gate[i] = row.gate(p, ch);
+}
+
+__global__ void advance_pending_kernel(CompressorChunk c) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= int64_t{c.ratio} * c.width) return;
+  const int j = static_cast<int>(i / c.width), ch = static_cast<int>(i % c.width);
+  const int64_t end = c.pos0 + c.n;
+  const int64_t p = end / c.ratio * c.ratio + j;
+  if (p >= end) {
+    c.pending_kv[i] = 0.0f;
+    c.pending_gate[i] = -INFINITY;
+  } else if (p >= c.pos0) {
+    c.pending_kv[i] = c.kv[(p - c.pos0) * c.width + ch];
+    c.pending_gate[i] = c.gate[(p - c.pos0) * c.width + ch] + c.ape[j * c.width + ch];
+  }  // else: p is in the old unfinished window, already in slot j.
+}
+
+__global__ void select_all_kernel(int64_t n, int64_t pos0, int ratio, int max_selected,
+                                  int32_t* selected, int32_t* num_selected) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n * max_selected) return;
+  const int64_t t = i / max_selected;
+  const int j = static_cast<int>(i % max_selected);
+  const int visible = static_cast<int>((pos0 + t + 1) / ratio);
+  selected[i] = j < visible ? j : -1;
+  if (j == 0) num_selected[t] = visible;
+}
+
+__global__ void split_groups_kernel(const float* o, int64_t n, int groups, int64_t gin,
+                                    __nv_bfloat16* og) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n * groups * gin) return;
+  const int64_t t = i / (groups * gin), g = i / gin % groups, k = i % gin;
+  og[(g * n + t) * gin + k] = __float2bfloat16_rn(o[i]);
+}
+
+__global__ void merge_groups_kernel(const float* zg, int64_t n, int groups, int64_t width,
+                                    float* z) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n * groups * width) return;
+  const int64_t t = i / (groups * width), g = i / width % groups, k = i % width;
+  z[i] = zg[(g * n + t) * width + k];
+}
+
+}  // namespace
+
+void embed_rows(const float* embed, const int32_t* ids, int64_t n, int hc, int64_t hidden, float* X,
+                cudaStream_t stream) {
+  if (n == 0) return;
+  embed_kernel<<<blocks_for(n * hc * hidden), 256, 0, stream>>>(embed, ids, n, hc, hidden, X);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void fill_positions(int64_t* out, int64_t n, int64_t start, int64_t step, cudaStream_t stream) {
+  if (n == 0) return;
+  positions_kernel<<<blocks_for(n), 256, 0, stream>>>(out, n, start, step);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void ring_write(const float* kv, int64_t n, int64_t pos0, int dim, float* ring, int64_t ring_rows,
+                cudaStream_t stream) {
+  if (n == 0) return;
+  ring_write_kernel<<<blocks_for(n * dim), 256, 0, stream>>>(kv, n, pos0, dim, ring, ring_rows);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void compressor_windows(const CompressorChunk& c, float* win_kv, float* win_gate,
+                        cudaStream_t stream) {
+  const int64_t work = c.windows() * c.slots() * c.dim;
+  if (work == 0) return;
+  windows_kernel<<<blocks_for(work), 256, 0, stream>>>(c, win_kv, win_gate);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void compressor_advance(const CompressorChunk& c, cudaStream_t stream) {
+  if (c.n == 0) return;
+  // prev first: it may read unfinished-window rows that the pending update then overwrites.
+  if (c.overlap() && c.windows() > 0) {
+    advance_prev_kernel<<<blocks_for(int64_t{c.ratio} * c.dim), 256, 0, stream>>>(c);
+    DI_CUDA_LAUNCH_CHECK();
+  }
+  advance_pending_kernel<<<blocks_for(int64_t{c.ratio} * c.width), 256, 0, stream>>>(c);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void select_all_visible(int64_t n, int64_t pos0, int ratio, int max_selected, int32_t* selected,
+                        int32_t* num_selected, cudaStream_t stream) {
+  if (n == 0 || max_selected == 0) return;
+  select_all_kernel<<<blocks_for(n * max_selected), 256, 0, stream>>>(n, pos0, ratio, max_selected,
+                                                                      selected, num_selected);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void split_groups_bf16(const float* o, int64_t n, int groups, int64_t gin, __nv_bfloat16* og,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  split_groups_kernel<<<blocks_for(n * groups * gin), 256, 0, stream>>>(o, n, groups, gin, og);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void merge_groups(const float* zg, int64_t n, int groups, int64_t width, float* z,
+                  cudaStream_t stream) {
+  if (n == 0) return;
+  merge_groups_kernel<<<blocks_for(n * groups * width), 256, 0, stream>>>(zg, n, groups, width, z);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,56 @@
+// MoE sub-layer on the GPU (spec §6.8): fp32 router GEMM, device-side routing (hash or biased
+// top-k), then MoeRunner's routed + shared experts.
+#include "deepinfer/backend/cuda/forward/forward_context.h"
+#include "deepinfer/backend/cuda/moe/routing.h"
+
+namespace deepinfer::cuda {
+
+void moe_layer(const ForwardContext& m, const std::string& p, bool hash, const float* h,
+               const int32_t* token_ids, int64_t n, float* out) {
+  const v4::Config& c = m.c;
+  const int64_t H = c.hidden_size;
+  const int E = c.n_routed_experts, K = c.experts_per_token;
+  float* logits = grow(m.s.router, n * E);
+  m.gemm.f32(m.w.f(p + "ffn.gate.weight"), h, logits, n, E, H, m.stream);
+  int32_t* ids = grow(m.s.route_ids, n * K);
+  float* wts = grow(m.s.route_w, n * K);
+  RoutingArgs r;
+  r.logits = logits;
+  r.bias = hash ? nullptr : m.w.f(p + "ffn.gate.bias");
+  r.tid2eid = hash ? m.w.i(p + "ffn.gate.tid2eid") : nullptr;
+  r.token_ids = hash ? token_ids : nullptr;
+  r.tokens = n;
+  r.num_experts = E;
+  r.top_k = K;
+  r.route_scale = static_cast<float>(c.routed_scaling_factor);
+  route(r, ids, wts, m.stream);
+
+  auto weights = [&](const std::string& q) {
+    return ExpertWeightsBf16{m.w.bf16(q + "w1.weight"), m.w.bf16(q + "w3.weight"),
+                             m.w.bf16(q + "w2.weight")};
+  };
+  MoeArgs a;
+  a.x = h;
+  a.tokens = n;
+  a.hidden = H;
+  a.inter = c.moe_intermediate_size;
+  a.top_k = K;
+  a.expert_ids = ids;
+  a.weights = wts;
+  a.experts.reserve(E);
+  for (int e = 0; e < E; ++e)
+    a.experts.push_back(weights(p + "ffn.experts." + std::to_string(e) + "."));
+  ExpertWeightsBf16 shared;
+  if (c.n_shared_experts > 0) {
+    shared = weights(p + "ffn.shared_experts.");
+    a.shared = &shared;
+    a.shared_inter = int64_t(c.moe_intermediate_size) * c.n_shared_experts;
+  }
+  a.clamp_shared = m.clamp_shared_expert;
+  a.swiglu_limit = static_cast<float>(c.swiglu_limit);
+  a.weight_before_w2 = false;  // plain numerics: the routing weight scales w2's output
+  a.out = out;
+  m.moe.run(a, m.stream);
+}
+
+}  // namespace deepinfer::cuda
