@@ -2,6 +2,12 @@
 // model in plain numerics, on every golden fixture and on a bf16 re-write of each. The expected
 // values always come from CpuModel (itself checked against transformers in
 // tests/integration/model_golden_test.cc), never from the GPU code.
+//
+// Discrete choices (MoE routing, the indexer's top-k) can flip where the CPU's candidates are
+// within bf16 rounding of each other; the GPU then legitimately leaves the CPU's path. So every
+// run records the GPU's choices, and the first one that differs from the CPU's must be such a
+// near-tie (a flip with a clear gap fails as a bug). Logits rows before it are held to the
+// tolerance; rows from it on are printed, not asserted.
 #include "deepinfer/backend/cuda/forward/cuda_model.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_decisions.h"
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/loader/safetensors_writer.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
@@ -31,6 +38,10 @@ namespace fs = std::filesystem;
 // 2e-2 is that figure with a factor 2 margin; a real bug (a wrong window, entry or sign) shows
 // up as O(1). NaN or inf never passes.
 constexpr double kRowTol = 2e-2;
+// bf16 keeps 8 significant bits: candidates closer than 2^-8 of their scale are one bf16 ulp
+// apart, below the rounding the GPU's activations carry into the router and indexer, so their
+// order is not determined at bf16 precision.
+constexpr double kNearTie = 1.0 / 256;
 constexpr int kGenerate = 64;
 constexpr int kMinAgree = 32;
 
@@ -46,12 +57,13 @@ double row_rel_l2(const float* got, const float* want, int64_t n) {
 }
 
 // Max over rows; the worst row's index goes to *worst.
+// Over rows [begin, end).
 double max_row_err(const std::vector<float>& got, const std::vector<float>& want, int64_t vocab,
-                   int64_t* worst) {
+                   int64_t begin, int64_t end, int64_t* worst) {
   if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
   double mx = 0;
-  *worst = 0;
-  for (int64_t r = 0; r < int64_t(want.size()) / vocab; ++r) {
+  *worst = begin;
+  for (int64_t r = begin; r < end; ++r) {
     const double e = row_rel_l2(&got[r * vocab], &want[r * vocab], vocab);
     if (!(e <= mx)) mx = e, *worst = r;
   }
@@ -126,6 +138,12 @@ class CudaModelTest : public ::testing::TestWithParam<Case> {
     ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
     cpu_ = std::move(*cpu);
     vocab_ = cpu_->config().vocab_size;
+    auto ckpt = Checkpoint::open(dir_);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+    auto weights = v4::load_weights(**ckpt, cpu_->config());
+    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+    weights_ = std::move(*weights);
+    decisions_ = choices::cpu_decisions(cpu_->config(), weights_, fixture_.ids);
   }
 
   std::unique_ptr<CudaModel> gpu(int64_t max_chunk = 256) {
@@ -143,13 +161,18 @@ class CudaModelTest : public ::testing::TestWithParam<Case> {
       return cpu_->forward(st, ids, n, true, out);
     });
   }
+  // Records the GPU's decisions into trace_.
   std::vector<float> gpu_logits(CudaModel& m, const std::vector<int64_t>& chunks) {
     m.reset();
     m.poison_scratch();
-    return run_chunks(chunks, [&](const int32_t* ids, int64_t n, std::vector<float>* out) {
-      *out = nan_filled(n * vocab_);
-      return m.forward(ids, n, true, out);
-    });
+    m.set_trace(&trace_);
+    std::vector<float> out =
+        run_chunks(chunks, [&](const int32_t* ids, int64_t n, std::vector<float>* out) {
+          *out = nan_filled(n * vocab_);
+          return m.forward(ids, n, true, out);
+        });
+    m.set_trace(nullptr);
+    return out;
   }
   template <typename F>
   std::vector<float> run_chunks(const std::vector<int64_t>& chunks, F fwd) {
@@ -166,19 +189,35 @@ class CudaModelTest : public ::testing::TestWithParam<Case> {
     return all;
   }
 
+  // Rows before the GPU's first differing decision within kRowTol; that decision a near-tie.
   void expect_close(const std::vector<float>& got, const std::vector<float>& want,
                     const char* path) {
-    int64_t worst = 0;
-    const double err = max_row_err(got, want, vocab_, &worst);
-    std::printf("[%s] %s: max relative L2 error per row %.3e (row %lld of %zu)\n",
+    const int64_t L = static_cast<int64_t>(fixture_.ids.size());
+    const choices::Flip flip = choices::first_flip(decisions_, trace_);
+    const int64_t held = std::min(L, flip.pos);
+    int64_t worst = 0, worst_after = 0;
+    const double err = max_row_err(got, want, vocab_, 0, held, &worst);
+    std::printf("[%s] %s: max relative L2 error per row %.3e (row %lld), rows 0..%lld of %lld\n",
                 GetParam().label().c_str(), path, err, static_cast<long long>(worst),
-                fixture_.ids.size());
+                static_cast<long long>(held - 1), static_cast<long long>(L));
     EXPECT_LE(err, kRowTol) << path << ", worst row " << worst;
+    if (flip.found()) {
+      const double after = max_row_err(got, want, vocab_, held, L, &worst_after);
+      std::printf(
+          "[%s] %s: GPU decision differs first at %s; rows %lld.. (not asserted) reach "
+          "%.3e\n",
+          GetParam().label().c_str(), path, flip.describe().c_str(), static_cast<long long>(held),
+          after);
+      EXPECT_LT(flip.gap, kNearTie) << "a decision flipped with a clear gap: " << flip.describe();
+    }
   }
 
   testing::GoldenFixture fixture_;
   std::string dir_;
   std::unique_ptr<v4::CpuModel> cpu_;
+  v4::Weights weights_;
+  std::vector<choices::LayerDecisions> decisions_;
+  DecisionTrace trace_;
   int64_t vocab_ = 0;
 };
 
@@ -231,7 +270,32 @@ TEST_P(CudaModelTest, GreedyGenerationAgreesWithCpu) {
   while (agree < kGenerate && (*got)[agree] == want[agree]) ++agree;
   std::printf("[%s] greedy: %d of %d tokens agree before the first difference\n",
               GetParam().label().c_str(), agree, kGenerate);
-  EXPECT_GE(agree, kMinAgree);
+  if (agree >= kMinAgree) return;
+  // Evidence for an early split: over the CPU's sequence up to the differing pick, the GPU's
+  // first differing decision, or the pick itself, must be a near-tie.
+  std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), want.begin(), want.begin() + agree);
+  const auto decisions = choices::cpu_decisions(cpu_->config(), weights_, seq);
+  v4::SequenceState cs = cpu_->new_sequence();
+  std::vector<float> cpu_last;
+  ASSERT_TRUE(cpu_->forward(cs, seq.data(), seq.size(), false, &cpu_last).ok());
+  m->reset();
+  DecisionTrace trace;
+  m->set_trace(&trace);
+  std::vector<float> gpu_last;
+  ASSERT_TRUE(m->forward(seq.data(), seq.size(), false, &gpu_last).ok());
+  m->set_trace(nullptr);
+  const choices::Flip flip = choices::first_flip(decisions, trace);
+  double scale = 0;
+  for (float x : cpu_last) scale = std::max(scale, std::fabs(double(x)));
+  const double pick_gap = (cpu_last[want[agree]] - cpu_last[(*got)[agree]]) / scale;
+  std::printf(
+      "[%s] greedy split at token %d (position %zu): GPU decision differs first at %s; "
+      "the CPU prefers its pick %d over the GPU's %d by %.3e of the logit scale\n",
+      GetParam().label().c_str(), agree, seq.size() - 1, flip.describe().c_str(), want[agree],
+      (*got)[agree], pick_gap);
+  EXPECT_TRUE((flip.found() && flip.gap < kNearTie) || pick_gap < kNearTie)
+      << "greedy split after " << agree << " tokens without a near-tie: " << flip.describe();
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, CudaModelTest,

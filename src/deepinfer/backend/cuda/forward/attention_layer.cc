@@ -85,6 +85,7 @@ void attention_layer(const ForwardContext& m, const std::string& p, int ratio, c
       max_selected = c.index_topk;
       selected = grow(m.s.selected, n * max_selected);
       indexer_select(m, p, qrb, hb, n, pos0, positions, st.index, selected, num_selected);
+      if (m.trace) m.record(m.trace->selected[m.layer], selected, n * max_selected);
     } else {
       max_selected = static_cast<int>((pos0 + n) / ratio);
       selected = grow(m.s.selected, n * (max_selected > 0 ? max_selected : 1));

@@ -36,7 +36,8 @@ struct CudaModel::Impl {
                           main_inv_freq.get(),
                           compress_inv_freq.get(),
                           options.model.clamp_shared_expert.value_or(true),
-                          stream};
+                          stream,
+                          trace};
   }
 
   HcArgs hc_args(const std::string& fn, const std::string& base, const std::string& scale,
@@ -55,8 +56,10 @@ struct CudaModel::Impl {
   }
 
   // One block (spec §6.2-6.9): per sub-layer hc_pre, its norm, the sub-layer, hc_post.
-  void block(const ForwardContext& m, int l, float* X, const int32_t* ids, int64_t n,
+  void block(const ForwardContext& ctx, int l, float* X, const int32_t* ids, int64_t n,
              int64_t pos0) {
+    ForwardContext m = ctx;
+    m.layer = l;
     const std::string p = "layers." + std::to_string(l) + ".";
     const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
@@ -151,6 +154,7 @@ struct CudaModel::Impl {
   DeviceBuffer<float> x, logits;
   DeviceBuffer<int32_t> token;
   cudaStream_t stream = nullptr;
+  DecisionTrace* trace = nullptr;
 };
 
 StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
@@ -182,6 +186,13 @@ const v4::Config& CudaModel::config() const { return impl_->c; }
 int64_t CudaModel::num_tokens() const { return impl_->seq.num_tokens; }
 void CudaModel::reset() { impl_->seq.reset(); }
 void CudaModel::poison_scratch() { impl_->poison(); }
+void CudaModel::set_trace(DecisionTrace* trace) {
+  if (trace) {
+    trace->experts.assign(impl_->c.num_layers, {});
+    trace->selected.assign(impl_->c.num_layers, {});
+  }
+  impl_->trace = trace;
+}
 
 Status CudaModel::forward(const int32_t* ids, int64_t n, bool all_logits,
                           std::vector<float>* logits) {

@@ -15,6 +15,14 @@
 
 namespace deepinfer::cuda {
 
+// The discrete choices a forward made, for tests that tell a bf16 near-tie flip from a bug.
+// Per layer, appended position by position: the routed experts of biased top-k layers
+// (experts_per_token each, routing order) and the CSA indexer's picks (index_topk each,
+// ascending, -1 padded); empty for layers without that choice.
+struct DecisionTrace {
+  std::vector<std::vector<int32_t>> experts, selected;
+};
+
 struct CudaModelOptions {
   v4::ModelOptions model{v4::Numerics::kPlain, {}};
   int64_t max_tokens = 4096;  // sequence capacity (positions) the device state is sized for
@@ -43,6 +51,9 @@ class CudaModel {
 
   // Tests: every scratch and output buffer to NaN, so whatever a run leaves unwritten fails.
   void poison_scratch();
+  // Tests: record decisions into *trace (sized here) from now on; null stops. Each MoE and CSA
+  // layer then copies its choices to the host.
+  void set_trace(DecisionTrace* trace);
 
   struct Impl;
 

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/forward/cuda_model.h"
 #include "deepinfer/backend/cuda/forward/device_state.h"
 #include "deepinfer/backend/cuda/forward/device_weights.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
@@ -46,6 +48,16 @@ struct ForwardContext {
   const double* compress_inv_freq;  // device, YaRN
   bool clamp_shared_expert;
   cudaStream_t stream;
+  DecisionTrace* trace = nullptr;  // tests only
+  int layer = 0;                   // the block being run
+
+  // Appends count device ints to v (tests only: synchronous).
+  void record(std::vector<int32_t>& v, const int32_t* dev, int64_t count) const {
+    const size_t at = v.size();
+    v.resize(at + count);
+    DI_CUDA_CHECK(cudaMemcpyAsync(v.data() + at, dev, count * 4, cudaMemcpyDeviceToHost, stream));
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
 
   float eps() const { return static_cast<float>(c.rms_norm_eps); }
   // y[n, out] = W x over bf16 operands; xb is the bf16 copy of x the caller made.

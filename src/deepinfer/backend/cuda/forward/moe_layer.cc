@@ -24,6 +24,7 @@ void moe_layer(const ForwardContext& m, const std::string& p, bool hash, const f
   r.top_k = K;
   r.route_scale = static_cast<float>(c.routed_scaling_factor);
   route(r, ids, wts, m.stream);
+  if (m.trace && !hash) m.record(m.trace->experts[m.layer], ids, n * K);
 
   auto weights = [&](const std::string& q) {
     return ExpertWeightsBf16{m.w.bf16(q + "w1.weight"), m.w.bf16(q + "w3.weight"),
