@@ -6,7 +6,7 @@
 
 namespace deepinfer::grammar {
 
-CompiledGrammar::CompiledGrammar(Grammar g) : grammar_(std::move(g)) {
+CompiledGrammar::CompiledGrammar(Grammar g) : grammar_(std::move(g)), classes_(grammar_.byte_sets) {
   start_rule_ = static_cast<uint32_t>(grammar_.rules.size());
   grammar_.rules.push_back(Rule{"<start>", {Sequence{{Element::Kind::kRule, grammar_.root}}}});
   rule_starts_.resize(grammar_.rules.size());

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "deepinfer/grammar/byte_classes.h"
 #include "deepinfer/grammar/grammar.h"
 
 namespace deepinfer::grammar {
@@ -22,6 +23,7 @@ class CompiledGrammar {
  public:
   explicit CompiledGrammar(Grammar g);
   const Grammar& grammar() const { return grammar_; }
+  const ByteClasses& byte_classes() const { return classes_; }
 
  private:
   friend class EarleyMatcher;
@@ -32,6 +34,7 @@ class CompiledGrammar {
     uint32_t index = kEnd;  // byte set / rule after the dot, or kEnd when complete
   };
   Grammar grammar_;
+  ByteClasses classes_;
   std::vector<Position> positions_;
   std::vector<std::vector<uint32_t>> rule_starts_;  // rule -> first position of each alt
   std::vector<bool> nullable_;

@@ -1,6 +1,7 @@
 #include "deepinfer/grammar/grammar_matcher.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "deepinfer/base/check.h"
@@ -55,13 +56,34 @@ StatusOr<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(
     while (n < p.size() && n < q.size() && p[n] == q[n]) ++n;
     info->lcp_[i] = static_cast<uint32_t>(n);
   }
-  info->suffix_off_.assign(1, 0);
+  info->sorted_off_.assign(1, 0);
   for (size_t i = 0; i < info->sorted_.size(); ++i) {
     const std::string& t = b[info->sorted_[i]];
     info->max_token_bytes_ = std::max(info->max_token_bytes_, t.size());
-    info->suffix_bytes_.insert(info->suffix_bytes_.end(), t.begin() + info->lcp_[i], t.end());
-    info->suffix_off_.push_back(static_cast<uint32_t>(info->suffix_bytes_.size()));
+    info->sorted_bytes_.insert(info->sorted_bytes_.end(), t.begin(), t.end());
+    ++info->first_byte_tokens_[static_cast<uint8_t>(t[0])];
+    info->sorted_off_.push_back(static_cast<uint32_t>(info->sorted_bytes_.size()));
   }
+  if (info->max_token_bytes_ > 255) {
+    return invalid_argument("a token of " + std::to_string(info->max_token_bytes_) +
+                            " bytes is longer than the grammar matcher supports (255)");
+  }
+  auto& levels = info->lcp_min_;
+  levels.emplace_back(info->lcp_.begin(), info->lcp_.end());
+  for (size_t half = 1; 2 * half <= info->lcp_.size(); half *= 2) {
+    const std::vector<uint8_t>& prev = levels.back();
+    std::vector<uint8_t> next(prev.size() - half);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = std::min(prev[i], prev[i + half]);
+    levels.push_back(std::move(next));
+  }
+  info->text_ = TextTokens(info->bytes_, info->sorted_);
+  // The JSON string body (any character but '"', '\\' and controls), with and without a
+  // maxLength count: every JSON schema has it, so it is part of the tokenizer preprocessing.
+  std::array<bool, 128> json_string{};
+  for (int b = 0; b < 0x20; ++b) json_string[b] = true;
+  json_string['"'] = json_string['\\'] = true;
+  for (int m = -1; m <= TextTokens::kMaxChars; ++m)
+    info->text_selections_.get(info->text_, json_string, true, m);
   // Next-smaller-lcp links, by a monotonic stack from the right.
   const uint32_t n_sorted = static_cast<uint32_t>(info->sorted_.size());
   info->skip_.assign(n_sorted, n_sorted);
@@ -74,6 +96,12 @@ StatusOr<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(
   return std::shared_ptr<const TokenizerInfo>(std::move(info));
 }
 
+size_t TokenizerInfo::common_prefix(size_t a, size_t b) const {
+  const size_t lo = a + 1, len = b - a;  // min over lcp_[lo, b]
+  const int k = std::bit_width(len) - 1;
+  return std::min(lcp_min_[k][lo], lcp_min_[k][b + 1 - (size_t{1} << k)]);
+}
+
 bool TokenizerInfo::is_stop(int32_t id) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
 }
@@ -81,7 +109,10 @@ bool TokenizerInfo::is_stop(int32_t id) const {
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar,
                                std::shared_ptr<const TokenizerInfo> info,
                                std::shared_ptr<MaskCache> cache)
-    : info_(std::move(info)), cache_(std::move(cache)), bytes_(std::move(grammar)) {
+    : info_(std::move(info)),
+      cache_(std::move(cache)),
+      grammar_(std::move(grammar)),
+      bytes_(grammar_) {
   if (!cache_ || cache_->mask_words() != info_->mask_words()) {
     cache_ = std::make_shared<MaskCache>(info_->mask_words(), kDefaultCacheBytes);
   }
@@ -121,43 +152,85 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* mask) {
 }
 
 void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
-  auto allow = [&](int32_t id) { mask[id / 32] |= uint32_t{1} << (id % 32); };
   if (bytes_.can_terminate()) {
-    for (int32_t id : info_->stop_ids_) allow(id);
+    for (int32_t id : info_->stop_ids_) mask[id / 32] |= uint32_t{1} << (id % 32);
   }
-  // Walk the sorted vocabulary as a trie: keep the bytes shared with the previous token
+  ByteDfa& dfa = cache_->dfa();
+  if (dfa.num_states() > kMaxDfaStates) dfa.clear();  // only between walks: ids stay valid
+  const ByteSet allowed = bytes_.allowed_bytes();
+  const int32_t root = dfa.intern(key_, allowed);
+  // Fast path: tokens proven accepted as a whole go into the mask by bitset operations; only
+  // the rest of the vocabulary is walked. Not worth its fixed cost (about 20-50 us of bitset
+  // work) when few tokens even start with an allowed byte: the walk prunes those at once.
+  size_t reachable = 0;
+  for (int b = 0; b < 256; ++b) reachable += allowed.test(b) ? info_->first_byte_tokens_[b] : 0;
+  TextRun run;
+  const uint64_t* fast = nullptr;
+  if (reachable >= kFastPathMinTokens && find_text_run(root, &run)) {
+    selection_ =
+        info_->text_selections_.get(info_->text_, run.excluded, run.unicode, run.max_chars);
+    const std::vector<uint64_t>& ids = selection_->ids;
+    for (size_t w = 0; w < ids.size(); ++w) {
+      mask[2 * w] |= static_cast<uint32_t>(ids[w]);
+      if (2 * w + 1 < static_cast<size_t>(info_->mask_words()))
+        mask[2 * w + 1] |= static_cast<uint32_t>(ids[w] >> 32);
+    }
+    fast = selection_->positions.data();
+    ++cache_->fast_walks;
+  }
+  walk_tokens(root, fast, mask);
+}
+
+void GrammarMatcher::learn(int32_t state, uint8_t b, int32_t to) {
+  const ByteClasses& classes = grammar_->byte_classes();
+  for (uint8_t m : classes.members(classes.of(b))) cache_->dfa().set_next(state, m, to);
+}
+
+void GrammarMatcher::walk_tokens(int32_t root, const uint64_t* fast, uint32_t* mask) {
+  // Walk the sorted vocabulary as a trie: keep the bytes shared with the previous walked token
   // matched, and skip every token that extends a prefix already rejected. Steps go through the
   // lazy DFA; the Earley matcher only catches up (phys bytes) when a transition is new.
   ByteDfa& dfa = cache_->dfa();
-  if (dfa.num_states() > kMaxDfaStates) dfa.clear();  // only between walks: ids stay valid
   const size_t base = bytes_.num_bytes();
   const auto& sorted = info_->sorted_;
   const auto& lcp = info_->lcp_;
   const auto& skip = info_->skip_;
+  const size_t n = sorted.size();
+  // The first position >= i that is not already known to be accepted.
+  auto next_to_walk = [&](size_t i) -> size_t {
+    if (fast == nullptr) return i;
+    while (i < n) {
+      const uint64_t todo = ~fast[i / 64] & (~uint64_t{0} << (i % 64));
+      if (todo != 0) return std::min(n, i / 64 * 64 + static_cast<size_t>(std::countr_zero(todo)));
+      i = (i / 64 + 1) * 64;
+    }
+    return n;
+  };
   path_state_.resize(info_->max_token_bytes_ + 1);
-  path_state_[0] = dfa.intern(key_, bytes_.allowed_bytes());
-  // A visited token always shares exactly lcp_[i] bytes with the path walked so far (tokens
-  // in between were skipped for sharing a longer, dead prefix), so only its suffix is walked.
-  const uint8_t* suffix = info_->suffix_bytes_.data();
-  const uint32_t* off = info_->suffix_off_.data();
+  path_state_[0] = root;
+  const uint8_t* all_bytes = info_->sorted_bytes_.data();
+  const uint32_t* off = info_->sorted_off_.data();
   const int32_t* trans = dfa.table();
   size_t phys = 0;  // bytes of the current token the Earley matcher holds beyond base
-  size_t i = 0;
-  while (i < sorted.size()) {
-    size_t depth = lcp[i];
+  size_t prev = 0;  // the last walked position; path_state_ holds its walked prefix
+  bool walked = false;
+  for (size_t i = next_to_walk(0); i < n;) {
+    // A walked token shares the path only up to its common prefix with the last walked one
+    // (tokens in between were skipped for a dead prefix, or are known accepted).
+    size_t depth = !walked ? 0 : i == prev + 1 ? lcp[i] : info_->common_prefix(prev, i);
     if (phys > depth) {
       bytes_.rollback_bytes(phys - depth);
       phys = depth;
     }
-    const uint8_t* q = suffix + off[i];
-    const uint8_t* end = suffix + off[i + 1];
+    const uint8_t* tok = all_bytes + off[i];
+    const uint8_t* q = tok + depth;
+    const uint8_t* end = all_bytes + off[i + 1];
     int32_t state = path_state_[depth];
     for (; q < end; ++q) {
       int32_t t = trans[state * 256 + *q];
       if (t == ByteDfa::kUnknown) {
-        const std::string& tok = info_->bytes_[sorted[i]];
         for (; phys < depth; ++phys) {
-          bool ok = bytes_.accept_byte(static_cast<uint8_t>(tok[phys]));
+          bool ok = bytes_.accept_byte(tok[phys]);
           DI_CHECK(ok);  // the DFA said these bytes are viable
         }
         if (bytes_.accept_byte(*q)) {
@@ -165,25 +238,29 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
           dfa_key_.clear();
           bytes_.state_key(&dfa_key_);
           t = dfa.intern(dfa_key_, bytes_.allowed_bytes());
-          trans = dfa.table();  // interning may grow the table
         } else {
           t = ByteDfa::kDead;
         }
-        dfa.set_next(state, *q, t);
+        learn(state, *q, t);
+        trans = dfa.table();  // interning may grow the table
       }
       if (t == ByteDfa::kDead) break;
       path_state_[++depth] = state = t;
     }
+    prev = i;
+    walked = true;
     if (q == end) {
-      allow(sorted[i]);
-      ++i;
+      const int32_t id = sorted[i];
+      mask[id / 32] |= uint32_t{1} << (id % 32);
+      i = next_to_walk(i + 1);
       continue;
     }
     // The token's first depth + 1 bytes (the rejected byte included) are dead: skip tokens
     // that share them.
     const size_t dead = depth + 1;
     ++i;
-    while (i < sorted.size() && lcp[i] >= dead) i = skip[i];
+    while (i < n && lcp[i] >= dead) i = skip[i];
+    i = next_to_walk(i);
   }
   bytes_.rollback_bytes(bytes_.num_bytes() - base);
 }

@@ -1,6 +1,7 @@
 // Token-level constrained decoding: a per-sequence matcher over a tokenizer's vocabulary.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include "deepinfer/base/status.h"
 #include "deepinfer/grammar/earley_matcher.h"
 #include "deepinfer/grammar/mask_cache.h"
+#include "deepinfer/grammar/text_tokens.h"
 
 namespace deepinfer::tokenizer {
 class Tokenizer;
@@ -42,9 +44,16 @@ class TokenizerInfo {
   // lcp_[i] bytes with sorted_[i-1], so a rejected prefix is skipped in O(its length) jumps.
   std::vector<uint32_t> skip_;
   size_t max_token_bytes_ = 0;
-  // sorted_[i]'s bytes past lcp_[i], back to back (the trie's edges in walk order).
-  std::vector<uint8_t> suffix_bytes_;
-  std::vector<uint32_t> suffix_off_;  // sorted_.size() + 1 offsets into suffix_bytes_
+  // sorted_[i]'s bytes, back to back in walk order.
+  std::vector<uint8_t> sorted_bytes_;
+  std::vector<uint32_t> sorted_off_;  // sorted_.size() + 1 offsets into sorted_bytes_
+  // Common prefix of sorted_[a] and sorted_[b] (a < b) = min lcp_[a+1..b]: a sparse table of
+  // range minima, so the fast path's walk can jump over the tokens it already knows.
+  size_t common_prefix(size_t a, size_t b) const;
+  std::vector<std::vector<uint8_t>> lcp_min_;  // level k: min of lcp_[i .. i + 2^k)
+  TextTokens text_;
+  TextSelectionCache text_selections_;
+  std::array<uint32_t, 256> first_byte_tokens_{};  // grammar tokens starting with each byte
   std::vector<int32_t> stop_ids_;
   std::vector<bool> grammar_token_;
 };
@@ -74,12 +83,36 @@ class GrammarMatcher {
 
  private:
   void walk_vocabulary(uint32_t* mask);
+  // What the fast path may take as accepted from `root` without walking: text tokens made of
+  // the ASCII bytes not `excluded` (and of any non-ASCII character when `unicode`), of at most
+  // max_chars code points (< 0: any). Proven on the DFA: every such character leads from the
+  // root through a chain of states that treat all of them alike (text_run.cc).
+  struct TextRun {
+    std::array<bool, 128> excluded{};
+    bool unicode = false;
+    int max_chars = 0;
+  };
+  bool find_text_run(int32_t root, TextRun* run);
+  bool multibyte_chars_lead_to(int32_t state, int32_t target);
+  bool multibyte_form_leads_to(const Utf8Form& form, int k, int32_t state, int32_t target);
+  // The DFA's transition, computed by a real Earley step when new. The Earley matcher holds
+  // probe_[0, held_) beyond the walk's base; probe_[0, depth) must lead to `state`.
+  int32_t probe_step(int32_t state, size_t depth, uint8_t b);
+  void probe_set(size_t depth, uint8_t b);
+  // Records state --b--> to for every byte of b's class (they behave alike, byte_classes.h).
+  void learn(int32_t state, uint8_t b, int32_t to);
+  void walk_tokens(int32_t root, const uint64_t* fast_positions, uint32_t* mask);
 
   std::shared_ptr<const TokenizerInfo> info_;
   std::shared_ptr<MaskCache> cache_;
   static constexpr size_t kMaxDfaStates = 4096;  // 1 KiB each
-  std::vector<uint32_t> key_, dfa_key_;          // scratch for state keys
-  std::vector<int32_t> path_state_;              // DFA state per depth of the trie walk
+  static constexpr size_t kFastPathMinTokens = 8192;
+  std::vector<uint32_t> key_, dfa_key_;  // scratch for state keys
+  std::vector<int32_t> path_state_;      // DFA state per depth of the trie walk
+  std::shared_ptr<const CompiledGrammar> grammar_;
+  std::shared_ptr<const TextSelectionCache::Selection> selection_;  // of the current walk
+  std::vector<uint8_t> probe_;
+  size_t held_ = 0, probe_depth_ = 0;
   EarleyMatcher bytes_;
   std::vector<uint32_t> token_lengths_;  // bytes per accepted token; 0 = stop token
   bool stopped_ = false;

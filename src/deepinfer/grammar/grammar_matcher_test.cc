@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "deepinfer/grammar/ebnf_parser.h"
+#include "deepinfer/grammar/json_schema.h"
 #include "deepinfer/grammar/regex_parser.h"
 #include "deepinfer/tokenizer/tokenizer.h"
 
@@ -332,6 +333,45 @@ TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForceOnRandomStates) {
     }
   }
   EXPECT_GE(states, 20);
+}
+
+// The text fast path (tokens taken as accepted from bitsets without a walk) must give the
+// same masks as trying every token: JSON strings with and without maxLength (a chain of
+// counting states), free text with Unicode, a bounded run of a narrow class, an EBNF text rule.
+TEST(GrammarMatcher, TextFastPathMaskEqualsBruteForce) {
+  auto ti = info();
+  std::vector<uint32_t> mask(ti->mask_words());
+  std::mt19937_64 rng(17);
+  std::vector<std::shared_ptr<const CompiledGrammar>> grammars;
+  auto schema = compile_json_schema_text(
+      R"({"type":"object","properties":{"s":{"type":"string","maxLength":12},)"
+      R"("t":{"type":"string"}},"required":["s","t"]})",
+      {});
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  grammars.push_back(std::make_shared<CompiledGrammar>(std::move(*schema)));
+  grammars.push_back(regex(R"([^\n]{0,40}\n)"));
+  grammars.push_back(regex(R"(x[a-z ]{3,70}!)"));
+  grammars.push_back(ebnf("root ::= \"<b>\" text \"</b>\"\ntext ::= [^<>]*"));
+  for (const auto& g : grammars) {
+    auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
+    for (int walk = 0; walk < 2; ++walk) {
+      GrammarMatcher m(g, ti, cache);
+      for (int step = 0; step < 8 && !m.is_terminated(); ++step) {
+        m.fill_next_token_bitmask(mask.data());
+        std::vector<int32_t> ids;
+        for (int32_t id = 0; id < ti->vocab_size(); ++id) {
+          bool ok = m.accept_token(id);
+          if (ok) m.rollback(1);
+          ASSERT_EQ(allowed(mask, id), ok)
+              << g->grammar().to_string() << " step " << step << " token " << id;
+          if (ok) ids.push_back(id);
+        }
+        ASSERT_FALSE(ids.empty());
+        ASSERT_TRUE(m.accept_token(ids[rng() % ids.size()]));
+      }
+    }
+    EXPECT_GT(cache->fast_walks, 0) << g->grammar().to_string();
+  }
 }
 
 // Uniform random walks over allowed tokens; finished outputs must satisfy an independent

@@ -29,6 +29,7 @@ class MaskCache {
   ByteDfa& dfa() { return dfa_; }
   size_t size() const { return keys_.size(); }
   mutable int64_t hits = 0, misses = 0;
+  int64_t fast_walks = 0;  // misses whose walk took the text fast path
 
  private:
   int32_t mask_words_;

@@ -1,0 +1,136 @@
+// The mask fast path's proof (grammar_matcher.h, TextRun): which text tokens are accepted from
+// a state as a whole, found on the lazy DFA before the vocabulary walk. Inside a JSON string,
+// a free-text regex or an EBNF text rule, nearly the whole vocabulary is such tokens, and the
+// walk then only visits the few that close the string, escape, or are cut mid-character.
+#include <algorithm>
+
+#include "deepinfer/base/check.h"
+#include "deepinfer/grammar/grammar_matcher.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+// Fewer ASCII bytes than this in a run (and no Unicode) is not worth the bitset work.
+constexpr int kMinRunBytes = 8;
+
+}  // namespace
+
+void GrammarMatcher::probe_set(size_t depth, uint8_t b) {
+  if (held_ > depth) {
+    bytes_.rollback_bytes(held_ - depth);
+    held_ = depth;
+  }
+  if (probe_.size() <= depth) probe_.resize(depth + 1);
+  probe_[depth] = b;
+}
+
+int32_t GrammarMatcher::probe_step(int32_t state, size_t depth, uint8_t b) {
+  ByteDfa& dfa = cache_->dfa();
+  const int32_t known = dfa.next(state, b);
+  if (known != ByteDfa::kUnknown) return known;
+  if (held_ > depth) {
+    bytes_.rollback_bytes(held_ - depth);
+    held_ = depth;
+  }
+  for (; held_ < depth; ++held_) {
+    bool ok = bytes_.accept_byte(probe_[held_]);
+    DI_CHECK(ok);  // the probe path is made of live transitions
+  }
+  int32_t t = ByteDfa::kDead;
+  if (bytes_.accept_byte(b)) {
+    dfa_key_.clear();
+    bytes_.state_key(&dfa_key_);
+    t = dfa.intern(dfa_key_, bytes_.allowed_bytes());
+    bytes_.rollback_bytes(1);
+  }
+  learn(state, b, t);
+  return t;
+}
+
+bool GrammarMatcher::multibyte_form_leads_to(const Utf8Form& form, int k, int32_t state,
+                                             int32_t target) {
+  // probe_[0, depth) leads to `state`; depth = chain length + k.
+  const size_t depth = probe_depth_ + k;
+  const ByteClasses& classes = grammar_->byte_classes();
+  std::array<bool, 256> seen{};
+  for (int b = form.ranges[k].first; b <= form.ranges[k].second; ++b) {
+    const uint8_t c = classes.of(static_cast<uint8_t>(b));
+    if (seen[c]) continue;  // a class's bytes lead to the same state
+    seen[c] = true;
+    const int32_t next = probe_step(state, depth, static_cast<uint8_t>(b));
+    if (next < 0) return false;
+    if (k + 1 == form.length) {
+      if (next != target) return false;
+      continue;
+    }
+    probe_set(depth, static_cast<uint8_t>(b));
+    if (!multibyte_form_leads_to(form, k + 1, next, target)) return false;
+  }
+  return true;
+}
+
+bool GrammarMatcher::multibyte_chars_lead_to(int32_t state, int32_t target) {
+  for (const Utf8Form& form : multibyte_utf8_forms()) {
+    if (!multibyte_form_leads_to(form, 0, state, target)) return false;
+  }
+  return true;
+}
+
+bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
+  held_ = 0;
+  probe_depth_ = 0;
+  // The root's ASCII transitions; the run is the largest group of bytes sharing a target.
+  std::array<int32_t, 128> to;
+  for (int b = 0; b < 128; ++b) to[b] = probe_step(root, 0, static_cast<uint8_t>(b));
+  int32_t target = ByteDfa::kDead;
+  int best = 0;
+  for (int b = 0; b < 128; ++b) {
+    if (to[b] < 0 || (b > 0 && to[b] == to[b - 1])) continue;
+    const int count = static_cast<int>(std::count(to.begin(), to.end(), to[b]));
+    if (count > best) best = count, target = to[b];
+  }
+  if (best == 0) return false;
+  uint8_t rep = 0;  // a run byte: the probe path follows the chain through it
+  for (int b = 127; b >= 0; --b) {
+    run->excluded[b] = to[b] != target;
+    if (!run->excluded[b]) rep = static_cast<uint8_t>(b);
+  }
+  run->unicode = multibyte_chars_lead_to(root, target);
+  if (best < kMinRunBytes && !run->unicode) {
+    bytes_.rollback_bytes(held_);
+    held_ = 0;
+    return false;
+  }
+  // Follow the chain root -> target -> ...: each state must send every run byte (and, with
+  // unicode, every multi-byte character) to one common next state. A token of m characters
+  // is then accepted if the first m states of the chain pass; a cycle passes for any m.
+  std::vector<int32_t> chain = {root};
+  int32_t cur = target;
+  run->max_chars = -1;
+  while (std::find(chain.begin(), chain.end(), cur) == chain.end()) {
+    if (static_cast<int>(chain.size()) >= TextTokens::kMaxChars) {
+      run->max_chars = TextTokens::kMaxChars;
+      break;
+    }
+    probe_set(chain.size() - 1, rep);
+    probe_depth_ = chain.size();
+    const int32_t next = probe_step(cur, probe_depth_, rep);
+    bool uniform = next >= 0;
+    for (int b = 0; b < 128 && uniform; ++b) {
+      if (!run->excluded[b])
+        uniform = probe_step(cur, probe_depth_, static_cast<uint8_t>(b)) == next;
+    }
+    if (uniform && run->unicode) uniform = multibyte_chars_lead_to(cur, next);
+    if (!uniform) {
+      run->max_chars = static_cast<int>(chain.size());
+      break;
+    }
+    chain.push_back(cur);
+    cur = next;
+  }
+  bytes_.rollback_bytes(held_);
+  held_ = 0;
+  return true;
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,147 @@
+#include "deepinfer/grammar/text_tokens.h"
+
+#include <algorithm>
+
+namespace deepinfer::grammar {
+namespace {
+
+// Code points of a complete, well-formed UTF-8 string, or -1.
+int count_chars(const std::string& s) {
+  int chars = 0;
+  for (size_t i = 0; i < s.size(); ++chars) {
+    const uint8_t c = static_cast<uint8_t>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    bool matched = false;
+    for (const Utf8Form& f : multibyte_utf8_forms()) {
+      if (i + f.length > s.size()) continue;
+      bool ok = true;
+      for (int k = 0; k < f.length && ok; ++k) {
+        const uint8_t b = static_cast<uint8_t>(s[i + k]);
+        ok = b >= f.ranges[k].first && b <= f.ranges[k].second;
+      }
+      if (ok) {
+        i += f.length;
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) return -1;
+  }
+  return chars;
+}
+
+void set_bit(std::vector<uint64_t>& v, size_t base, size_t bit) {
+  v[base + bit / 64] |= uint64_t{1} << (bit % 64);
+}
+
+}  // namespace
+
+const std::vector<Utf8Form>& multibyte_utf8_forms() {
+  static const std::vector<Utf8Form> forms = {
+      {2, {{{0xC2, 0xDF}, {0x80, 0xBF}}}},
+      {3, {{{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}}}},
+      {3, {{{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}}}},
+      {3, {{{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}}}},
+      {3, {{{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}}}},
+      {4, {{{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}}}},
+      {4, {{{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}}}},
+      {4, {{{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}}}},
+  };
+  return forms;
+}
+
+TextTokens::TextTokens(const std::vector<std::string>& bytes, const std::vector<int32_t>& sorted)
+    : id_words_((bytes.size() + 63) / 64), pos_words_((sorted.size() + 63) / 64) {
+  text_id_.assign(id_words_, 0);
+  text_pos_.assign(pos_words_, 0);
+  nonascii_id_.assign(id_words_, 0);
+  nonascii_pos_.assign(pos_words_, 0);
+  has_byte_id_.assign(128 * id_words_, 0);
+  has_byte_pos_.assign(128 * pos_words_, 0);
+  longer_id_.assign((kMaxChars + 1) * id_words_, 0);
+  longer_pos_.assign((kMaxChars + 1) * pos_words_, 0);
+  for (size_t pos = 0; pos < sorted.size(); ++pos) {
+    const size_t id = static_cast<size_t>(sorted[pos]);
+    const std::string& s = bytes[id];
+    const int chars = count_chars(s);
+    if (chars < 0) continue;
+    set_bit(text_id_, 0, id);
+    set_bit(text_pos_, 0, pos);
+    std::array<bool, 128> seen{};
+    bool nonascii = false;
+    for (char ch : s) {
+      const uint8_t b = static_cast<uint8_t>(ch);
+      if (b >= 0x80) {
+        nonascii = true;
+      } else if (!seen[b]) {
+        seen[b] = byte_used_[b] = true;
+        set_bit(has_byte_id_, b * id_words_, id);
+        set_bit(has_byte_pos_, b * pos_words_, pos);
+      }
+    }
+    if (nonascii) {
+      set_bit(nonascii_id_, 0, id);
+      set_bit(nonascii_pos_, 0, pos);
+    }
+    for (int d = 0; d <= kMaxChars && d < chars; ++d) {
+      set_bit(longer_id_, d * id_words_, id);
+      set_bit(longer_pos_, d * pos_words_, pos);
+    }
+  }
+}
+
+void TextTokens::select_space(const std::vector<uint64_t>& text,
+                              const std::vector<uint64_t>& has_byte,
+                              const std::vector<uint64_t>& nonascii,
+                              const std::vector<uint64_t>& longer, size_t words,
+                              const std::array<bool, 128>& excluded, bool unicode, int max_chars,
+                              std::vector<uint64_t>* out) const {
+  out->assign(text.begin(), text.end());
+  uint64_t* o = out->data();
+  for (int b = 0; b < 128; ++b) {
+    if (!excluded[b] || !byte_used_[b]) continue;
+    const uint64_t* h = has_byte.data() + b * words;
+    for (size_t w = 0; w < words; ++w) o[w] &= ~h[w];
+  }
+  if (!unicode) {
+    for (size_t w = 0; w < words; ++w) o[w] &= ~nonascii[w];
+  }
+  if (max_chars >= 0) {
+    const uint64_t* l = longer.data() + std::min(max_chars, kMaxChars) * words;
+    for (size_t w = 0; w < words; ++w) o[w] &= ~l[w];
+  }
+}
+
+void TextTokens::select(const std::array<bool, 128>& excluded, bool unicode, int max_chars,
+                        std::vector<uint64_t>* ids, std::vector<uint64_t>* positions) const {
+  select_space(text_id_, has_byte_id_, nonascii_id_, longer_id_, id_words_, excluded, unicode,
+               max_chars, ids);
+  select_space(text_pos_, has_byte_pos_, nonascii_pos_, longer_pos_, pos_words_, excluded, unicode,
+               max_chars, positions);
+}
+
+std::shared_ptr<const TextSelectionCache::Selection> TextSelectionCache::get(
+    const TextTokens& text, const std::array<bool, 128>& excluded, bool unicode,
+    int max_chars) const {
+  max_chars = max_chars < 0 ? -1 : std::min(max_chars, TextTokens::kMaxChars);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& e : entries_) {
+      if (e->unicode == unicode && e->max_chars == max_chars && e->excluded == excluded) return e;
+    }
+  }
+  auto e = std::make_shared<Selection>();
+  e->excluded = excluded;
+  e->unicode = unicode;
+  e->max_chars = max_chars;
+  text.select(excluded, unicode, max_chars, &e->ids, &e->positions);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.size() >= kMaxEntries) entries_.clear();  // holders keep theirs alive
+  entries_.push_back(e);
+  return e;
+}
+
+}  // namespace deepinfer::grammar
