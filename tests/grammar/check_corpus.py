@@ -262,6 +262,7 @@ def main():
     mask_ms = 0.0
     compile_ms = []
     short_items = []
+    walk_counts = {}
     for out in outs:
         with open(out, encoding="utf-8") as f:
             for line in f:
@@ -273,8 +274,10 @@ def main():
                 if r["type"] == "tokenizer":
                     continue
                 if r["type"] == "walks":
-                    if r["done"] < r["requested"]:
-                        short_items.append((r["id"], r["done"], r["requested"]))
+                    # An item split across walker processes (--walk-range) reports per part.
+                    agg = walk_counts.setdefault(r["id"], [0, 0])
+                    agg[0] += r["done"]
+                    agg[1] += r["requested"]
                     continue
                 it = by_id[r["id"]]
                 k = kinds.setdefault(it["kind"], {"items": 0, "compiled": 0, "docs": 0,
@@ -282,6 +285,8 @@ def main():
                                                   "valid": 0, "cap": 0, "budget": 0, "bad": 0,
                                                   "items_no_finished_walk": 0, "_fin": {}})
                 if r["type"] == "compile":
+                    if r["id"] in k["_fin"]:
+                        continue  # the same item from another part of a split run
                     k["items"] += 1
                     k["_fin"][r["id"]] = 0
                     if r["ok"]:
@@ -314,6 +319,9 @@ def main():
                     else:
                         k["bad"] += 1
                         failures.append("%s: walk %d %s" % (r["id"], r["index"], st))
+    for ident, (done, requested) in sorted(walk_counts.items()):
+        if done < requested:
+            short_items.append((ident, done, requested))
     seen_ids = set()
     for k in kinds.values():
         seen_ids.update(k["_fin"].keys())

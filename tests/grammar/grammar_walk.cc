@@ -34,6 +34,7 @@ struct Args {
   std::string tokenizer, jobs, out;
   int walks = 2;
   uint64_t seed = 1;
+  int walk_first = 0, walk_last = -1;  // --walk-range A:B; -1 = all
   int max_tokens = 256;
   int shard = 0, shards = 1;
   bool docs = true;
@@ -224,22 +225,28 @@ int run(const Args& a) {
         out << r.dump() << "\n";
       }
     }
-    int walks = job.value("walks", a.walks);
+    const int walks = job.value("walks", a.walks);
+    // --walk-range: this process does walks [first, last) of the item (same seeds as one
+    // process doing them all), so a slow item can be split across processes.
+    const int first = std::min(walks, a.walk_first);
+    const int last = a.walk_last < 0 ? walks : std::min(walks, a.walk_last);
     uint64_t base = std::hash<std::string>{}(id) ^ (a.seed * 0x9E3779B97F4A7C15ull);
     auto tw = Clock::now();
     std::optional<Clock::time_point> deadline;
     if (a.item_budget_s > 0) {
       deadline = tw + std::chrono::microseconds(static_cast<int64_t>(a.item_budget_s * 1e6));
     }
-    int w = 0;
-    for (; w < walks; ++w) {
+    int w = first;
+    for (; w < last; ++w) {
       if (deadline && Clock::now() > *deadline) break;
       Json r = walk(c, cg, base + static_cast<uint64_t>(w), a.max_tokens, deadline);
       r["id"] = id;
       r["index"] = w;
       out << r.dump() << "\n";
     }
-    out << Json{{"type", "walks"}, {"id", id}, {"requested", walks}, {"done", w}}.dump() << "\n";
+    out << Json{{"type", "walks"}, {"id", id}, {"requested", last - first}, {"done", w - first}}
+               .dump()
+        << "\n";
     out.flush();
   }
   out << Json{{"type", "summary"}, {"masks", c.masks}, {"mask_ms", c.mask_ms}}.dump() << "\n";
@@ -269,6 +276,9 @@ int main(int argc, char** argv) {
       a.shards = std::stoi(v.substr(v.find('/') + 1));
     } else if (k == "--item-budget-s") {
       a.item_budget_s = std::stod(v);
+    } else if (k == "--walk-range") {
+      a.walk_first = std::stoi(v.substr(0, v.find(':')));
+      a.walk_last = std::stoi(v.substr(v.find(':') + 1));
     } else if (k == "--docs") {
       a.docs = v != "0";
     } else {
@@ -279,7 +289,7 @@ int main(int argc, char** argv) {
   if (a.tokenizer.empty() || a.jobs.empty() || a.out.empty()) {
     std::cerr << "usage: grammar_walk --tokenizer DIR --jobs IN.jsonl --out OUT.jsonl "
                  "[--walks N] [--seed S] [--max-tokens M] [--shard i/n] [--docs 0|1] "
-                 "[--item-budget-s S]\n";
+                 "[--item-budget-s S] [--walk-range A:B]\n";
     return 2;
   }
   return run(a);

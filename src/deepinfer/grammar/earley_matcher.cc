@@ -113,7 +113,7 @@ void EarleyMatcher::close_current_set() {
   }
 }
 
-bool EarleyMatcher::leo_top(uint32_t j, uint32_t rule, Item* top) {
+bool EarleyMatcher::leo_top(uint32_t j, uint32_t rule, Item* top) const {
   constexpr uint64_t kNoLeo = ~uint64_t{0}, kInProgress = kNoLeo - 1;
   if (set_id_[j] == 0) return false;  // ids were reset by an epoch wrap
   const uint64_t key = (uint64_t{set_id_[j]} << 32) | rule;
@@ -220,9 +220,12 @@ void EarleyMatcher::state_key(std::vector<uint32_t>* out) const {
   if (key_canon_.size() < set_begin_.size()) {
     key_canon_.resize(set_begin_.size());
     key_stamp_.resize(set_begin_.size(), 0);
+    key_pair_head_.resize(set_begin_.size());
+    key_pair_stamp_.resize(set_begin_.size(), 0);
   }
   if (++key_gen_ == 0) {
     std::fill(key_stamp_.begin(), key_stamp_.end(), 0);
+    std::fill(key_pair_stamp_.begin(), key_pair_stamp_.end(), 0);
     key_gen_ = 1;
   }
   uint32_t next_canon = 0;
@@ -235,12 +238,22 @@ void EarleyMatcher::state_key(std::vector<uint32_t>* out) const {
   };
   // An older set j matters only through the items that wait on a rule r some live item can
   // still complete from j: (j, r) pairs, found breadth-first from the current set's items.
+  // Dedup: the pairs of one set are chained (key_pair_next_) from key_pair_head_[set], so a
+  // deep nest of repetitions (thousands of pairs) stays linear, not quadratic.
   key_pairs_.clear();
+  key_pair_next_.clear();
+  constexpr uint32_t kNone = 0xFFFFFFFF;
   auto need = [&](uint32_t set, uint32_t rule) {
     if (set == k) return;  // the current set is in the key whole
-    for (const auto& pr : key_pairs_) {
-      if (pr.first == set && pr.second == rule) return;
+    if (key_pair_stamp_[set] != key_gen_) {
+      key_pair_stamp_[set] = key_gen_;
+      key_pair_head_[set] = kNone;
     }
+    for (uint32_t q = key_pair_head_[set]; q != kNone; q = key_pair_next_[q]) {
+      if (key_pairs_[q].second == rule) return;
+    }
+    key_pair_next_.push_back(key_pair_head_[set]);
+    key_pair_head_[set] = static_cast<uint32_t>(key_pairs_.size());
     key_pairs_.emplace_back(set, rule);
   };
   canon(k);
@@ -258,6 +271,18 @@ void EarleyMatcher::state_key(std::vector<uint32_t>* out) const {
     out->push_back(0xFFFFFFFF);  // pair separator
     out->push_back(canon(set));
     out->push_back(rule);
+    // A deterministic chain (Leo) acts only through its top: completing `rule` from `set`
+    // completes exactly that item, the chain's inner items are finished and never consulted.
+    // Naming the top instead of the chain keeps the key of a deep right-nested repetition
+    // (maxLength: 5000) short instead of one pair per character.
+    Item top;
+    if (leo_top(set, rule, &top)) {
+      out->push_back(0xFFFFFFFE);  // Leo marker
+      out->push_back(top.position);
+      out->push_back(canon(top.origin));
+      need(top.origin, pos[top.position].rule);
+      continue;
+    }
     for (uint32_t i = set_begin_[set]; i < set_begin_[set + 1]; ++i) {
       const Item& it = items_[i];
       const auto& p = pos[it.position];

@@ -77,7 +77,7 @@ class EarleyMatcher {
   // element, completing `rule` from j completes that item too, and so on up the chain. The
   // topmost item of the chain is memoized per (set, rule), so right recursion (bounded
   // repetition is right-nested) costs O(1) per byte instead of O(depth).
-  bool leo_top(uint32_t j, uint32_t rule, Item* top);
+  bool leo_top(uint32_t j, uint32_t rule, Item* top) const;
 
   void begin_set();
 
@@ -94,11 +94,12 @@ class EarleyMatcher {
   bool leo_;
   // (set id << 32 | rule) -> topmost item, or kNoLeo. Entries of rolled-back sets are never
   // looked up again (set ids are not reused); the memo is cleared when it grows large.
-  std::unordered_map<uint64_t, uint64_t> leo_memo_;
+  mutable std::unordered_map<uint64_t, uint64_t> leo_memo_;
   mutable std::vector<int32_t> key_canon_;   // scratch for state_key: set -> visit order
   mutable std::vector<uint32_t> key_stamp_;  // scratch for state_key: key_canon_ validity
   mutable uint32_t key_gen_ = 0;
   mutable std::vector<std::pair<uint32_t, uint32_t>> key_pairs_;  // scratch: (set, rule)
+  mutable std::vector<uint32_t> key_pair_next_, key_pair_head_, key_pair_stamp_;
 };
 
 }  // namespace deepinfer::grammar

@@ -54,6 +54,15 @@ Element JsonBuilder::exactly(Element x, int64_t n, std::string_view hint) {
 }
 
 Element JsonBuilder::up_to(Element x, int64_t n, std::string_view hint) {
+  if (n <= kLinearUpTo) {
+    // U_0 = "", U_i = "" | x U_{i-1}: n rules, but every prefix has one parse and the pending
+    // completions form one deterministic (Leo) chain, so a matcher's state key stays a few
+    // items long at any count. The binary form below has many live parses per prefix and a
+    // key that grows with the count (maxLength 5000: thousands of words per mask lookup).
+    Element u = b_.as_element({Sequence{}}, hint);
+    for (int64_t i = 1; i <= n; ++i) u = b_.as_element({Sequence{}, Sequence{x, u}}, hint);
+    return u;
+  }
   // x{0,2k+1} = x? (xx){0,k};  x{0,2k} = "" | x x? (xx){0,k-1}. Each count has one parse.
   if (n == 0) return b_.as_element({Sequence{}}, hint);
   if (n == 1) return b_.as_element({Sequence{}, Sequence{x}}, hint);

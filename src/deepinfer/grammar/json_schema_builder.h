@@ -48,6 +48,7 @@ class JsonBuilder {
  private:
   Element exactly(Element x, int64_t n, std::string_view hint);
   Element up_to(Element x, int64_t n, std::string_view hint);
+  static constexpr int64_t kLinearUpTo = 10000;  // larger bounds: O(log n) rules
 
   GrammarBuilder b_;
   Element ws_;
