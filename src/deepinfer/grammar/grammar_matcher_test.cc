@@ -299,12 +299,38 @@ TEST(GrammarMatcher, LeoMatchesPlainEarley) {
   }
 }
 
-// Masks come from the cache, the lazy DFA and the trie walk; on random states (reached by
-// random walks with random rollbacks, which invalidate the DFA) they must equal trying every
-// token of the real vocabulary on its own.
-TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForceOnRandomStates) {
+// Walks `walks` random token paths of at most `steps` tokens (one cache shared across them on
+// purpose, optionally with random rollbacks, which invalidate DFA paths) and checks every mask
+// on the way against trying every token of the real vocabulary on its own.
+void check_masks_on_random_walks(const std::shared_ptr<const CompiledGrammar>& g,
+                                 const std::shared_ptr<MaskCache>& cache, int walks, int steps,
+                                 bool rollbacks, std::mt19937_64& rng, int* states) {
   auto ti = info();
   std::vector<uint32_t> mask(ti->mask_words());
+  for (int walk = 0; walk < walks; ++walk) {
+    GrammarMatcher m(g, ti, cache);
+    for (int step = 0; step < steps && !m.is_terminated(); ++step) {
+      m.fill_next_token_bitmask(mask.data());
+      std::vector<int32_t> ids;
+      for (int32_t id = 0; id < ti->vocab_size(); ++id) {
+        bool ok = m.accept_token(id);
+        if (ok) m.rollback(1);
+        ASSERT_EQ(allowed(mask, id), ok)
+            << g->grammar().to_string() << " step " << step << " token " << id;
+        if (ok) ids.push_back(id);
+      }
+      ++*states;
+      ASSERT_FALSE(ids.empty());
+      ASSERT_TRUE(m.accept_token(ids[rng() % ids.size()]));
+      if (rollbacks && m.num_tokens() >= 2 && rng() % 3 == 0) m.rollback(1 + rng() % 2);
+    }
+  }
+}
+
+// Masks come from the cache, the lazy DFA and the trie walk; on random states they must equal
+// trying every token of the real vocabulary on its own.
+TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForceOnRandomStates) {
+  auto ti = info();
   std::mt19937_64 rng(11);
   const char* grammars[] = {
       kJsonGrammar,
@@ -312,25 +338,8 @@ TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForceOnRandomStates) {
   };
   int states = 0;
   for (const char* text : grammars) {
-    auto g = ebnf(text);
     auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
-    for (int walk = 0; walk < 2; ++walk) {
-      GrammarMatcher m(g, ti, cache);  // the cache is shared across walks on purpose
-      for (int step = 0; step < 10 && !m.is_terminated(); ++step) {
-        m.fill_next_token_bitmask(mask.data());
-        std::vector<int32_t> ids;
-        for (int32_t id = 0; id < ti->vocab_size(); ++id) {
-          bool ok = m.accept_token(id);
-          if (ok) m.rollback(1);
-          ASSERT_EQ(allowed(mask, id), ok) << text << " step " << step << " token " << id;
-          if (ok) ids.push_back(id);
-        }
-        ++states;
-        ASSERT_FALSE(ids.empty());
-        ASSERT_TRUE(m.accept_token(ids[rng() % ids.size()]));
-        if (m.num_tokens() >= 2 && rng() % 3 == 0) m.rollback(1 + rng() % 2);
-      }
-    }
+    check_masks_on_random_walks(ebnf(text), cache, 2, 10, /*rollbacks=*/true, rng, &states);
   }
   EXPECT_GE(states, 20);
 }
@@ -340,7 +349,6 @@ TEST(GrammarMatcher, RealTokenizerMaskEqualsBruteForceOnRandomStates) {
 // counting states), free text with Unicode, a bounded run of a narrow class, an EBNF text rule.
 TEST(GrammarMatcher, TextFastPathMaskEqualsBruteForce) {
   auto ti = info();
-  std::vector<uint32_t> mask(ti->mask_words());
   std::mt19937_64 rng(17);
   std::vector<std::shared_ptr<const CompiledGrammar>> grammars;
   auto schema = compile_json_schema_text(
@@ -352,26 +360,13 @@ TEST(GrammarMatcher, TextFastPathMaskEqualsBruteForce) {
   grammars.push_back(regex(R"([^\n]{0,40}\n)"));
   grammars.push_back(regex(R"(x[a-z ]{3,70}!)"));
   grammars.push_back(ebnf("root ::= \"<b>\" text \"</b>\"\ntext ::= [^<>]*"));
+  int states = 0;
   for (const auto& g : grammars) {
     auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
-    for (int walk = 0; walk < 2; ++walk) {
-      GrammarMatcher m(g, ti, cache);
-      for (int step = 0; step < 8 && !m.is_terminated(); ++step) {
-        m.fill_next_token_bitmask(mask.data());
-        std::vector<int32_t> ids;
-        for (int32_t id = 0; id < ti->vocab_size(); ++id) {
-          bool ok = m.accept_token(id);
-          if (ok) m.rollback(1);
-          ASSERT_EQ(allowed(mask, id), ok)
-              << g->grammar().to_string() << " step " << step << " token " << id;
-          if (ok) ids.push_back(id);
-        }
-        ASSERT_FALSE(ids.empty());
-        ASSERT_TRUE(m.accept_token(ids[rng() % ids.size()]));
-      }
-    }
+    check_masks_on_random_walks(g, cache, 2, 8, /*rollbacks=*/false, rng, &states);
     EXPECT_GT(cache->fast_walks, 0) << g->grammar().to_string();
   }
+  EXPECT_GE(states, 40);
 }
 
 // Uniform random walks over allowed tokens; finished outputs must satisfy an independent
