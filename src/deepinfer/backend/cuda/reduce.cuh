@@ -6,37 +6,42 @@
 
 namespace deepinfer::cuda {
 
-__device__ inline float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+struct SumOp {
+  static constexpr float kIdentity = 0.0f;
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
 
-__device__ inline float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+struct MaxOp {
+  static constexpr float kIdentity = -FLT_MAX;
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename Op>
+__device__ inline float warp_reduce(float v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
 // `scratch` holds 32 floats of shared memory; the call ends with a barrier so it can be reused.
-__device__ inline float block_sum(float v, float* scratch) {
+template <typename Op>
+__device__ inline float block_reduce(float v, float* scratch, Op op) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_sum(v);
+  v = warp_reduce(v, op);
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float r = lane < warps ? scratch[lane] : 0.0f;
-  r = warp_sum(r);
+  float r = lane < warps ? scratch[lane] : Op::kIdentity;
+  r = warp_reduce(r, op);
   __syncthreads();
   return r;
 }
 
+__device__ inline float warp_sum(float v) { return warp_reduce(v, SumOp{}); }
+__device__ inline float warp_max(float v) { return warp_reduce(v, MaxOp{}); }
+__device__ inline float block_sum(float v, float* scratch) {
+  return block_reduce(v, scratch, SumOp{});
+}
 __device__ inline float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_max(v);
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float r = lane < warps ? scratch[lane] : -FLT_MAX;
-  r = warp_max(r);
-  __syncthreads();
-  return r;
+  return block_reduce(v, scratch, MaxOp{});
 }
 
 }  // namespace deepinfer::cuda
