@@ -1,6 +1,7 @@
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
+#include "deepinfer/backend/cuda/smem_limit.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -59,12 +60,8 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.num_queries == 0) return;
   const size_t smem = sizeof(float) * (a.head_dim + a.window + a.max_selected);
-  static bool raised = false;  // dynamic shared memory above 48 KB must be opted into
-  if (!raised) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-    raised = true;
-  }
+  static SmemLimit limit(reinterpret_cast<const void*>(sink_attention_kernel));
+  limit.ensure(smem);
   dim3 grid(static_cast<unsigned>(a.num_queries), static_cast<unsigned>(a.num_heads));
   sink_attention_kernel<<<grid, kThreads, smem, stream>>>(a);
   DI_CUDA_LAUNCH_CHECK();

@@ -1,6 +1,7 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
+#include "deepinfer/backend/cuda/smem_limit.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -95,12 +96,8 @@ void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream) {
   const int threads = 256;
   const size_t smem =
       sizeof(float) * (a.num_heads * (a.head_dim + 1) + (threads / 32) * a.head_dim);
-  static bool raised = false;
-  if (!raised) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       200 * 1024));
-    raised = true;
-  }
+  static SmemLimit limit(reinterpret_cast<const void*>(scores_kernel));
+  limit.ensure(smem);
   dim3 grid(static_cast<unsigned>(a.num_queries),
             static_cast<unsigned>((a.num_entries + kEntriesPerBlock - 1) / kEntriesPerBlock));
   scores_kernel<<<grid, threads, smem, stream>>>(a, scores);
@@ -121,12 +118,8 @@ void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries,
   while (n < most) n <<= 1;
   while (m < top_k) m <<= 1;
   const size_t smem = sizeof(unsigned long long) * (n + m);
-  static bool raised = false;
-  if (!raised) {
-    DI_CUDA_CHECK(
-        cudaFuncSetAttribute(topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-    raised = true;
-  }
+  static SmemLimit limit(reinterpret_cast<const void*>(topk_kernel));
+  limit.ensure(smem);
   topk_kernel<<<static_cast<unsigned>(num_queries), 512, smem, stream>>>(
       scores, num_entries, pos0, ratio, top_k, selected, num_selected);
   DI_CUDA_LAUNCH_CHECK();
