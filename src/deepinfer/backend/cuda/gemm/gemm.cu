@@ -17,24 +17,31 @@ Gemm::Gemm() {
 }
 
 Gemm::~Gemm() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatmulDescDestroy(p.op);
+  }
   cudaFree(workspace_);
   cublasLtDestroy(handle_);
 }
 
-// Row-major Y[n, out] is column-major Y^T (out x n): Y^T = W^T' · X^T where the column-major
-// view of W[out, in] is in x out, so A = W transposed, B = X as is.
-void Gemm::run(cudaDataType_t ab, cublasComputeType_t compute, const void* w, const void* x,
-               float* y, int64_t n, int64_t out, int64_t in, cudaStream_t stream) {
-  if (n == 0 || out == 0) return;
-  cublasLtMatmulDesc_t op;
-  DI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  DI_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  cublasLtMatrixLayout_t la, lb, lc;
-  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, ab, in, out, in));
-  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, ab, in, n, in));
-  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, out, n, out));
+// The heuristic is asked once per key with the fixed workspace size, so every cached algorithm
+// fits workspace_ (allocated once, never resized).
+const Gemm::Plan& Gemm::plan(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  Plan p;
+  DI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, key.compute, CUDA_R_32F));
+  DI_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &key.ta, sizeof key.ta));
+  DI_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &key.tb, sizeof key.tb));
+  // Column-major layouts: A is k x m (op T), B is k x n, C is m x n.
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, key.ab, key.k, key.m, key.lda));
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, key.ab, key.k, key.n, key.ldb));
+  DI_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, key.c, key.m, key.n, key.ldc));
   cublasLtMatmulPreference_t pref;
   DI_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   DI_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -42,20 +49,27 @@ void Gemm::run(cudaDataType_t ab, cublasComputeType_t compute, const void* w, co
   cublasLtMatmulHeuristicResult_t heur;
   int found = 0;
   DI_CUBLAS_CHECK(
-      cublasLtMatmulAlgoGetHeuristic(handle_, op, la, lb, lc, lc, pref, 1, &heur, &found));
+      cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &heur, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0) {
-    std::fprintf(stderr, "cublasLt: no algorithm for %lld x %lld x %lld\n", (long long)n,
-                 (long long)out, (long long)in);
+    std::fprintf(stderr, "cublasLt: no algorithm for %lld x %lld x %lld\n", (long long)key.n,
+                 (long long)key.m, (long long)key.k);
     std::abort();
   }
+  p.algo = heur.algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+// Row-major Y[n, out] is column-major Y^T (out x n): Y^T = W^T' · X^T where the column-major
+// view of W[out, in] is in x out, so A = W transposed, B = X as is.
+void Gemm::run(cudaDataType_t ab, cublasComputeType_t compute, const void* w, const void* x,
+               float* y, int64_t n, int64_t out, int64_t in, cudaStream_t stream) {
+  if (n == 0 || out == 0) return;
+  const Key key{ab, CUDA_R_32F, compute, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, in, in, out};
+  const Plan& p = plan(key);
   const float alpha = 1.0f, beta = 0.0f;
-  DI_CUBLAS_CHECK(cublasLtMatmul(handle_, op, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &heur.algo,
-                                 workspace_, workspace_bytes_, stream));
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(lc);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatmulDescDestroy(op);
+  DI_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
+                                 &p.algo, workspace_, workspace_bytes_, stream));
 }
 
 void Gemm::bf16(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, int64_t n, int64_t out,

@@ -8,9 +8,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 namespace deepinfer::cuda {
 
+// Not thread-safe: one Gemm per stream (its workspace and plan cache are unguarded).
 class Gemm {
  public:
   Gemm();
@@ -26,8 +29,29 @@ class Gemm {
            cudaStream_t stream);
 
  private:
+  // What a matmul's descriptors and heuristic depend on; the ld values are derived from the
+  // shape today but are part of the key so a strided caller can't alias another plan.
+  struct Key {
+    cudaDataType_t ab, c;
+    cublasComputeType_t compute;
+    cublasOperation_t ta, tb;
+    int64_t m, n, k, lda, ldb, ldc;
+    bool operator<(const Key& o) const {
+      return std::tie(ab, c, compute, ta, tb, m, n, k, lda, ldb, ldc) <
+             std::tie(o.ab, o.c, o.compute, o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc);
+    }
+  };
+  // Built on a shape's first call, then reused: a repeated shape only launches. One plan per
+  // distinct row count too (chunk sizes, tokens per expert), so the cache stays small and bounded.
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo;
+  };
+  const Plan& plan(const Key& key);
   void run(cudaDataType_t ab, cublasComputeType_t compute, const void* w, const void* x, float* y,
            int64_t n, int64_t out, int64_t in, cudaStream_t stream);
+  std::map<Key, Plan> plans_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 32u << 20;
