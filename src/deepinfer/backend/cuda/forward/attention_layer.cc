@@ -15,16 +15,16 @@ namespace deepinfer::cuda {
 namespace {
 
 // CSA: per query the indexer's top-k of the visible indexer keys (spec §6.7).
-void indexer_select(const ForwardContext& m, const std::string& p, const __nv_bfloat16* qrb,
+void indexer_select(const ForwardContext& m, const AttentionWeights& wt, const __nv_bfloat16* qrb,
                     const __nv_bfloat16* hb, int64_t n, int64_t pos0, const int64_t* positions,
                     const DeviceCompressor& keys, int32_t* selected, int32_t* num_selected) {
   const v4::Config& c = m.c;
   const int ih = c.index_n_heads, ihd = c.index_head_dim, rd = c.rope_dim;
   float* q = grow(m.s.qi, n * ih * ihd);
-  m.linear(p + "attn.indexer.wq_b.weight", qrb, n, int64_t(ih) * ihd, c.q_lora_rank, q);
+  m.linear(wt.index_wq_b, qrb, n, int64_t(ih) * ihd, c.q_lora_rank, q);
   rope(q + ihd - rd, n * ih, ihd, rd, ih, positions, m.compress_inv_freq, false, m.stream);
   float* w = grow(m.s.wi, n * ih);
-  m.linear(p + "attn.indexer.weights_proj.weight", hb, n, ih, c.hidden_size, w);
+  m.linear(wt.index_proj, hb, n, ih, c.hidden_size, w);
   const int64_t entries = (pos0 + n) / keys.ratio;
   float* scores = grow(m.s.scores, size_t(n) * (entries > 0 ? entries : 1));
   IndexerArgs a;
@@ -46,7 +46,7 @@ void indexer_select(const ForwardContext& m, const std::string& p, const __nv_bf
 
 }  // namespace
 
-void attention_layer(const ForwardContext& m, const std::string& p, int ratio, const float* h,
+void attention_layer(const ForwardContext& m, const AttentionWeights& w, int ratio, const float* h,
                      int64_t n, int64_t pos0, DeviceLayerState& st, float* out) {
   const v4::Config& c = m.c;
   const int nh = c.num_heads, hd = c.head_dim, rd = c.rope_dim;
@@ -57,20 +57,20 @@ void attention_layer(const ForwardContext& m, const std::string& p, int ratio, c
   __nv_bfloat16* hb = grow(m.s.hb, n * H);
   to_bf16(h, n * H, hb, s);
   float* qr = grow(m.s.qr, n * ql);
-  m.linear(p + "attn.wq_a.weight", hb, n, ql, H, qr);
-  rms_norm(qr, m.w.f(p + "attn.q_norm.weight"), n, ql, m.eps(), qr, s);
+  m.linear(w.wq_a, hb, n, ql, H, qr);
+  rms_norm(qr, w.q_norm, n, ql, m.eps(), qr, s);
   __nv_bfloat16* qrb = grow(m.s.qrb, n * ql);
   to_bf16(qr, n * ql, qrb, s);
   float* q = grow(m.s.q, n * nh * hd);
-  m.linear(p + "attn.wq_b.weight", qrb, n, int64_t(nh) * hd, ql, q);
+  m.linear(w.wq_b, qrb, n, int64_t(nh) * hd, ql, q);
   float* kv = grow(m.s.kv, n * hd);
-  m.linear(p + "attn.wkv.weight", hb, n, hd, H, kv);
+  m.linear(w.wkv, hb, n, hd, H, kv);
 
   int64_t* positions = grow(m.s.positions, n);
   fill_positions(positions, n, pos0, 1, s);
   rms_norm(q, nullptr, n * nh, hd, m.eps(), q, s);  // per head, unweighted
   rope(q + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, false, s);
-  rms_norm(kv, m.w.f(p + "attn.kv_norm.weight"), n, hd, m.eps(), kv, s);
+  rms_norm(kv, w.kv_norm, n, hd, m.eps(), kv, s);
   rope(kv + hd - rd, n, hd, rd, 1, positions, inv_freq, false, s);
 
   // Compressors see the chunk before attention: an entry completed by token s is visible to s.
@@ -78,13 +78,13 @@ void attention_layer(const ForwardContext& m, const std::string& p, int ratio, c
   int32_t* selected = nullptr;
   int32_t* num_selected = nullptr;
   if (ratio > 0) {
-    compressor_layer(m, p, /*is_indexer=*/false, st.comp, hb, n, pos0);
+    compressor_layer(m, w.compressor, st.comp, hb, n, pos0);
     num_selected = grow(m.s.num_selected, n);
     if (ratio == 4) {
-      compressor_layer(m, p, /*is_indexer=*/true, st.index, hb, n, pos0);
+      compressor_layer(m, w.index_compressor, st.index, hb, n, pos0);
       max_selected = c.index_topk;
       selected = grow(m.s.selected, n * max_selected);
-      indexer_select(m, p, qrb, hb, n, pos0, positions, st.index, selected, num_selected);
+      indexer_select(m, w, qrb, hb, n, pos0, positions, st.index, selected, num_selected);
       if (m.trace) m.record(m.trace->selected[m.layer], selected, n * max_selected);
     } else {
       max_selected = static_cast<int>((pos0 + n) / ratio);
@@ -103,7 +103,7 @@ void attention_layer(const ForwardContext& m, const std::string& p, int ratio, c
   a.selected = selected;
   a.num_selected = num_selected;
   a.max_selected = max_selected;
-  a.sinks = m.w.f(p + "attn.attn_sink");
+  a.sinks = w.sink;
   a.out = o;
   a.num_queries = n;
   a.pos0 = pos0;
@@ -120,14 +120,14 @@ void attention_layer(const ForwardContext& m, const std::string& p, int ratio, c
   __nv_bfloat16* ob = grow(m.s.ob, n * nh * hd);
   split_groups_bf16(o, n, g, gin, ob, s);
   float* zg = grow(m.s.zg, n * g * ol);
-  const __nv_bfloat16* wo_a = m.w.bf16(p + "attn.wo_a.weight");
   for (int gg = 0; gg < g; ++gg)
-    m.gemm.bf16(wo_a + int64_t(gg) * ol * gin, ob + gg * n * gin, zg + gg * n * ol, n, ol, gin, s);
+    m.gemm.bf16(w.wo_a + int64_t(gg) * ol * gin, ob + gg * n * gin, zg + gg * n * ol, n, ol, gin,
+                s);
   float* z = grow(m.s.z, n * g * ol);
   merge_groups(zg, n, g, ol, z, s);
   __nv_bfloat16* zb = grow(m.s.zb, n * g * ol);
   to_bf16(z, n * g * ol, zb, s);
-  m.linear(p + "attn.wo_b.weight", zb, n, H, int64_t(g) * ol, out);
+  m.linear(w.wo_b, zb, n, H, int64_t(g) * ol, out);
 }
 
 }  // namespace deepinfer::cuda

@@ -9,18 +9,17 @@
 
 namespace deepinfer::cuda {
 
-void compressor_layer(const ForwardContext& m, const std::string& prefix, bool is_indexer,
-                      DeviceCompressor& s, const __nv_bfloat16* hb, int64_t n, int64_t pos0) {
-  const std::string base = prefix + (is_indexer ? "attn.indexer.compressor." : "attn.compressor.");
+void compressor_layer(const ForwardContext& m, const CompressorWeights& w, DeviceCompressor& s,
+                      const __nv_bfloat16* hb, int64_t n, int64_t pos0) {
   const int64_t H = m.c.hidden_size, W = s.width;
   float* kv = grow(m.s.ckv, n * W);
   float* gate = grow(m.s.cgate, n * W);
-  m.linear(base + "wkv.weight", hb, n, W, H, kv);
-  m.linear(base + "wgate.weight", hb, n, W, H, gate);
+  m.linear(w.wkv, hb, n, W, H, kv);
+  m.linear(w.wgate, hb, n, W, H, gate);
   CompressorChunk ch;
   ch.kv = kv;
   ch.gate = gate;
-  ch.ape = m.w.f(base + "ape");
+  ch.ape = w.ape;
   ch.pending_kv = s.pending_kv.get();
   ch.pending_gate = s.pending_gate.get();
   ch.prev_kv = s.prev_kv.get();
@@ -39,7 +38,7 @@ void compressor_layer(const ForwardContext& m, const std::string& prefix, bool i
     compressor_windows(ch, win_kv, win_gate, m.stream);
     float* dst = s.entries.get() + e0 * s.dim;
     compressor_pool(win_kv, win_gate, windows, ch.slots(), s.dim, dst, m.stream);
-    rms_norm(dst, m.w.f(base + "norm.weight"), windows, s.dim, m.eps(), dst, m.stream);
+    rms_norm(dst, w.norm, windows, s.dim, m.eps(), dst, m.stream);
     // Entry e is rotated at its window's first position, e * ratio.
     int64_t* pos = grow(m.s.entry_positions, windows);
     fill_positions(pos, windows, e0 * s.ratio, s.ratio, m.stream);

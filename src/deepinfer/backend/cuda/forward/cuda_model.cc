@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "deepinfer/backend/cuda/forward/forward_context.h"
 #include "deepinfer/backend/cuda/forward/forward_kernels.h"
@@ -19,6 +20,8 @@ struct CudaModel::Impl {
       : c(std::move(config)),
         options(o),
         w(c, weights),
+        layers(resolve_layers(c, w)),
+        head(resolve_head(w)),
         moe(gemm),
         seq(c, o.max_tokens, o.max_chunk),
         main_inv_freq(v4::RopeTable(c.rope_theta, c.rope_dim, nullptr).inv_freq()),
@@ -29,7 +32,6 @@ struct CudaModel::Impl {
 
   ForwardContext context() {
     return ForwardContext{c,
-                          w,
                           gemm,
                           moe,
                           s,
@@ -40,12 +42,11 @@ struct CudaModel::Impl {
                           trace};
   }
 
-  HcArgs hc_args(const std::string& fn, const std::string& base, const std::string& scale,
-                 int64_t tokens) const {
+  HcArgs hc_args(const HcWeights& hw, int64_t tokens) const {
     HcArgs a;
-    a.fn = w.f(fn);
-    a.base = w.f(base);
-    a.scale = w.f(scale);
+    a.fn = hw.fn;
+    a.base = hw.base;
+    a.scale = hw.scale;
     a.tokens = tokens;
     a.hidden = c.hidden_size;
     a.hc = c.hc_mult;
@@ -60,22 +61,20 @@ struct CudaModel::Impl {
              int64_t pos0) {
     ForwardContext m = ctx;
     m.layer = l;
-    const std::string p = "layers." + std::to_string(l) + ".";
+    const LayerWeights& L = layers[l];
     const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
     float* y = grow(s.y, n * H);
     float* post = grow(s.post, n * hc);
     float* comb = grow(s.comb, n * hc * hc);
     float* f = grow(s.f, n * H);
-    for (const std::string site : {"attn", "ffn"}) {
-      hc_pre(hc_args(p + "hc_" + site + "_fn", p + "hc_" + site + "_base",
-                     p + "hc_" + site + "_scale", n),
-             X, y, post, comb, stream);
-      rms_norm(y, w.f(p + site + "_norm.weight"), n, H, m.eps(), y, stream);
-      if (site == "attn")
-        attention_layer(m, p, c.compress_ratio(l), y, n, pos0, seq.layers[l], f);
+    for (const bool attn : {true, false}) {
+      hc_pre(hc_args(attn ? L.hc_attn : L.hc_ffn, n), X, y, post, comb, stream);
+      rms_norm(y, attn ? L.attn_norm : L.ffn_norm, n, H, m.eps(), y, stream);
+      if (attn)
+        attention_layer(m, L.attn, c.compress_ratio(l), y, n, pos0, seq.layers[l], f);
       else
-        moe_layer(m, p, c.is_hash_layer(l), y, ids, n, f);
+        moe_layer(m, L.ffn, c.is_hash_layer(l), y, ids, n, f);
       hc_post(f, post, comb, n, hc, H, X, stream);
     }
   }
@@ -88,17 +87,17 @@ struct CudaModel::Impl {
     int32_t* ids = grow(s.token_ids, n);
     DI_CUDA_CHECK(cudaMemcpyAsync(ids, host_ids, n * 4, cudaMemcpyHostToDevice, stream));
     float* X = grow(x, n * hc * H);
-    embed_rows(w.f("embed.weight"), ids, n, hc, H, X, stream);
+    embed_rows(head.embed, ids, n, hc, H, X, stream);
     for (int l = 0; l < c.num_layers; ++l) block(m, l, X, ids, n, pos0);
     seq.num_tokens += n;
     if (rows == 0) return;
     const float* Xh = X + (n - rows) * hc * H;
     float* y = grow(s.y, rows * H);
-    hc_head(hc_args("hc_head_fn", "hc_head_base", "hc_head_scale", rows), Xh, y, stream);
-    rms_norm(y, w.f("norm.weight"), rows, H, m.eps(), y, stream);
+    hc_head(hc_args(head.hc, rows), Xh, y, stream);
+    rms_norm(y, head.norm, rows, H, m.eps(), y, stream);
     __nv_bfloat16* yb = grow(s.hb, rows * H);
     to_bf16(y, rows * H, yb, stream);
-    m.linear("head.weight", yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
+    m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
     // The host ids feed an async copy: done before the caller may reuse them.
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
@@ -146,6 +145,8 @@ struct CudaModel::Impl {
   v4::Config c;
   CudaModelOptions options;
   DeviceWeights w;
+  std::vector<LayerWeights> layers;  // pointers into w, resolved once at load
+  HeadWeights head;
   Gemm gemm;
   MoeRunner moe;
   ForwardScratch s;

@@ -1,19 +1,20 @@
-// What every sub-layer of the GPU forward reads (config, device weights, GEMM and MoE runners,
-// RoPE tables, the stream) and the scratch it writes. Scratch grows to the largest chunk seen
-// and is then reused, so steady-state decode allocates nothing.
+// What every sub-layer of the GPU forward reads (config, GEMM and MoE runners, RoPE tables, the
+// stream) and the scratch it writes; each sub-layer gets its weights as resolved pointers
+// (layer_weights.h). Scratch grows on demand to the largest chunk seen and is then reused, so
+// steady-state decode allocates nothing on the device; a new, larger chunk reallocates (and
+// implicitly synchronizes) once.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/forward/cuda_model.h"
 #include "deepinfer/backend/cuda/forward/device_state.h"
-#include "deepinfer/backend/cuda/forward/device_weights.h"
+#include "deepinfer/backend/cuda/forward/layer_weights.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/model/deepseek_v4/config.h"
@@ -36,11 +37,11 @@ struct ForwardScratch {
   DeviceBuffer<int64_t> positions, entry_positions;  // RoPE positions
   DeviceBuffer<float> router, route_w;               // MoE
   DeviceBuffer<int32_t> route_ids, token_ids;
+  MoeArgs moe;  // its expert list keeps its capacity, so refilling it per layer doesn't allocate
 };
 
 struct ForwardContext {
   const v4::Config& c;
-  const DeviceWeights& w;
   Gemm& gemm;
   MoeRunner& moe;
   ForwardScratch& s;
@@ -61,24 +62,24 @@ struct ForwardContext {
 
   float eps() const { return static_cast<float>(c.rms_norm_eps); }
   // y[n, out] = W x over bf16 operands; xb is the bf16 copy of x the caller made.
-  void linear(const std::string& name, const __nv_bfloat16* xb, int64_t n, int64_t out, int64_t in,
+  void linear(const __nv_bfloat16* w, const __nv_bfloat16* xb, int64_t n, int64_t out, int64_t in,
               float* y) const {
-    gemm.bf16(w.bf16(name), xb, y, n, out, in, stream);
+    gemm.bf16(w, xb, y, n, out, in, stream);
   }
 };
 
 // Attention sub-layer (spec §6.5-6.7) for n tokens at pos0..: h [n, hidden] -> out [n, hidden];
 // updates the layer's ring and compressors.
-void attention_layer(const ForwardContext& m, const std::string& prefix, int ratio, const float* h,
+void attention_layer(const ForwardContext& m, const AttentionWeights& w, int ratio, const float* h,
                      int64_t n, int64_t pos0, DeviceLayerState& st, float* out);
 
 // Feeds n tokens (hb: bf16 hidden states) to one compressor; entries completed by the chunk are
 // appended, normalized and rotated (spec §6.6).
-void compressor_layer(const ForwardContext& m, const std::string& prefix, bool is_indexer,
-                      DeviceCompressor& s, const __nv_bfloat16* hb, int64_t n, int64_t pos0);
+void compressor_layer(const ForwardContext& m, const CompressorWeights& w, DeviceCompressor& s,
+                      const __nv_bfloat16* hb, int64_t n, int64_t pos0);
 
 // MoE sub-layer (spec §6.8): h [n, hidden], token ids on the device (hash layers).
-void moe_layer(const ForwardContext& m, const std::string& prefix, bool hash, const float* h,
+void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const float* h,
                const int32_t* token_ids, int64_t n, float* out);
 
 }  // namespace deepinfer::cuda

@@ -5,19 +5,19 @@
 
 namespace deepinfer::cuda {
 
-void moe_layer(const ForwardContext& m, const std::string& p, bool hash, const float* h,
+void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const float* h,
                const int32_t* token_ids, int64_t n, float* out) {
   const v4::Config& c = m.c;
   const int64_t H = c.hidden_size;
   const int E = c.n_routed_experts, K = c.experts_per_token;
   float* logits = grow(m.s.router, n * E);
-  m.gemm.f32(m.w.f(p + "ffn.gate.weight"), h, logits, n, E, H, m.stream);
+  m.gemm.f32(w.gate, h, logits, n, E, H, m.stream);
   int32_t* ids = grow(m.s.route_ids, n * K);
   float* wts = grow(m.s.route_w, n * K);
   RoutingArgs r;
   r.logits = logits;
-  r.bias = hash ? nullptr : m.w.f(p + "ffn.gate.bias");
-  r.tid2eid = hash ? m.w.i(p + "ffn.gate.tid2eid") : nullptr;
+  r.bias = hash ? nullptr : w.bias;
+  r.tid2eid = hash ? w.tid2eid : nullptr;
   r.token_ids = hash ? token_ids : nullptr;
   r.tokens = n;
   r.num_experts = E;
@@ -26,11 +26,7 @@ void moe_layer(const ForwardContext& m, const std::string& p, bool hash, const f
   route(r, ids, wts, m.stream);
   if (m.trace && !hash) m.record(m.trace->experts[m.layer], ids, n * K);
 
-  auto weights = [&](const std::string& q) {
-    return ExpertWeightsBf16{m.w.bf16(q + "w1.weight"), m.w.bf16(q + "w3.weight"),
-                             m.w.bf16(q + "w2.weight")};
-  };
-  MoeArgs a;
+  MoeArgs& a = m.s.moe;
   a.x = h;
   a.tokens = n;
   a.hidden = H;
@@ -38,15 +34,9 @@ void moe_layer(const ForwardContext& m, const std::string& p, bool hash, const f
   a.top_k = K;
   a.expert_ids = ids;
   a.weights = wts;
-  a.experts.reserve(E);
-  for (int e = 0; e < E; ++e)
-    a.experts.push_back(weights(p + "ffn.experts." + std::to_string(e) + "."));
-  ExpertWeightsBf16 shared;
-  if (c.n_shared_experts > 0) {
-    shared = weights(p + "ffn.shared_experts.");
-    a.shared = &shared;
-    a.shared_inter = int64_t(c.moe_intermediate_size) * c.n_shared_experts;
-  }
+  a.experts.assign(w.experts.begin(), w.experts.end());
+  a.shared = c.n_shared_experts > 0 ? &w.shared : nullptr;
+  a.shared_inter = int64_t(c.moe_intermediate_size) * c.n_shared_experts;
   a.clamp_shared = m.clamp_shared_expert;
   a.swiglu_limit = static_cast<float>(c.swiglu_limit);
   a.weight_before_w2 = false;  // plain numerics: the routing weight scales w2's output
