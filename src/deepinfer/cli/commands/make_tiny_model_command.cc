@@ -18,7 +18,11 @@ int run_make_tiny_model(int argc, char** argv) {
       "names, an MTP layer, the bundled tokenizer)",
       "deepinfer make-tiny-model"};
   app.add_option("DIR", dir, "output directory")->required();
-  app.add_option("--preset", o.preset, "layer schedule: " + presets)->capture_default_str();
+  app.add_option("--preset", o.preset,
+                 "layer schedule: " + presets +
+                     " (v4-flash-8layer: V4-Flash's real dims and first 8 layers, FP8 + MXFP4, "
+                     "about 30 GB, 4 GiB shards)")
+      ->capture_default_str();
   app.add_option("--config", o.config_path, "use this config.json instead of a preset");
   app.add_option("--seed", o.seed, "random seed")->capture_default_str();
   app.add_flag("--quantized", o.quantized,
@@ -30,13 +34,23 @@ int run_make_tiny_model(int argc, char** argv) {
     return app.exit(e);
   }
   if (o.tokenizer_dir.empty()) o.tokenizer_dir = deepinfer::cli::bundled_tokenizer_dir();
+  // Progress on long work: a line per tenth of the tensors (the big preset takes minutes).
+  size_t last_tenth = 0;
+  o.progress = [&](size_t done, size_t total) {
+    const size_t tenth = done * 10 / total;
+    if (total >= 100 && tenth > last_tenth) {
+      last_tenth = tenth;
+      std::cerr << "generated " << done << "/" << total << " tensors\n";
+    }
+  };
   deepinfer::Status st = deepinfer::v4::write_tiny_model(dir, o);
   if (!st.ok()) {
     std::cerr << "deepinfer make-tiny-model: " << st.to_string() << "\n";
     return 1;
   }
   std::cerr << "wrote " << (o.config_path.empty() ? "preset " + o.preset : o.config_path)
-            << (o.quantized ? " (FP8 + MXFP4)" : " (BF16)") << " model to " << dir << "\n";
+            << (o.quantized || o.preset == "v4-flash-8layer" ? " (FP8 + MXFP4)" : " (BF16)")
+            << " model to " << dir << "\n";
   return 0;
 }
 

@@ -2,16 +2,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <sstream>
 
+#include "deepinfer/base/thread_pool.h"
 #include "deepinfer/loader/safetensors_writer.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
@@ -74,6 +78,9 @@ struct Preset {
   const char* name;
   std::vector<int> ratios;  // layers then MTP (0)
   int hash_layers;
+  // V4-Flash's real per-layer dims (spec §3), always FP8 + MXFP4, generated in parallel with
+  // one RNG stream per tensor (a serial stream would take minutes for 50B values).
+  bool flash_dims = false;
 };
 
 // default: every layer kind (sliding, CSA + indexer, HCA) and hash + score routing.
@@ -82,13 +89,35 @@ const Preset kPresets[] = {
     {"sliding", {0, 0, 0}, 1},
     {"csa", {4, 4, 4, 0}, 1},
     {"hca", {16, 16, 0, 0}, 0},
+    // The first 8 layers of V4-Flash's schedule (2 sliding, then CSA/HCA alternating), about
+    // 30 GB: the benchmark model of issue 5.
+    {"v4-flash-8layer", {0, 0, 4, 128, 4, 128, 4, 128, 0}, 3, true},
 };
+
+void apply_flash_dims(json& c) {
+  c.update(json{{"hidden_size", 4096},
+                {"num_attention_heads", 64},
+                {"head_dim", 512},
+                {"qk_rope_head_dim", 64},
+                {"q_lora_rank", 1024},
+                {"o_groups", 8},
+                {"o_lora_rank", 1024},
+                {"sliding_window", 128},
+                {"index_n_heads", 64},
+                {"index_head_dim", 128},
+                {"index_topk", 512},
+                {"n_routed_experts", 256},
+                {"num_experts_per_tok", 6},
+                {"n_shared_experts", 1},
+                {"moe_intermediate_size", 2048}});
+}
 
 json preset_config(const Preset& p) {
   json c = base_config();
   c["num_hidden_layers"] = static_cast<int>(p.ratios.size()) - 1;
   c["compress_ratios"] = p.ratios;
   c["num_hash_layers"] = p.hash_layers;
+  if (p.flash_dims) apply_flash_dims(c);
   return c;
 }
 
@@ -155,6 +184,53 @@ void add_mxfp4(std::vector<TensorRecord>& out, const std::string& name, const st
   out.push_back({base + ".scale", DType::kF8E8M0, {rows, cols / 32}, std::move(s)});
 }
 
+// One manifest entry's random tensor(s) (a quantized weight adds its .scale).
+void add_random_tensor(const Config& c, const WeightSpec& s, bool quantized, std::mt19937_64& rng,
+                       std::normal_distribution<float>& normal, std::vector<TensorRecord>* rec) {
+  std::vector<TensorRecord>& out = *rec;
+  int64_t numel = 1;
+  for (int64_t d : s.shape) numel *= d;
+  if (s.kind == WeightKind::kIndex) {  // tid2eid: distinct experts per token
+    const int64_t K = s.shape[1];
+    std::vector<int64_t> ids(numel);
+    std::vector<int64_t> perm(c.n_routed_experts);
+    for (int64_t t = 0; t < s.shape[0]; ++t) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
+    }
+    out.push_back({s.name, DType::kI64, s.shape, as_bytes(ids.data(), ids.size() * 8)});
+    return;
+  }
+  // Non-trivial values everywhere: norms near 1, sinks/ape/bias/base of order 1.
+  float mean = 0, stddev = 1;
+  if (ends_with(s.name, "norm.weight")) {
+    mean = 1, stddev = 0.1f;
+  } else if (ends_with(s.name, "_scale")) {
+    mean = 1, stddev = 0.2f;
+  } else if (ends_with(s.name, "_base") || ends_with(s.name, ".ape")) {
+    stddev = 0.5f;
+  } else if (ends_with(s.name, ".bias")) {
+    stddev = 0.3f;
+  } else if (s.shape.size() == 2 && s.name != "embed.weight") {
+    stddev = 1.0f / std::sqrt(static_cast<float>(s.shape[1]));
+  }
+  std::vector<float> v(numel);
+  for (auto& x : v) x = mean + stddev * normal(rng);
+  const bool fp8 = quantized && s.kind == WeightKind::kDense;
+  const bool fp4 = quantized && s.kind == WeightKind::kExpert && s.shape[1] % 32 == 0;
+  if (fp8) {
+    add_fp8(out, s.name, v, s.shape[0], s.shape[1], c.weight_block_rows, c.weight_block_cols);
+  } else if (fp4) {
+    add_mxfp4(out, s.name, v, s.shape[0], s.shape[1]);
+  } else if (ends_with(s.name, "attn_sink") || s.name.find("hc_") != std::string::npos ||
+             ends_with(s.name, ".ape") || ends_with(s.name, "gate.bias")) {
+    out.push_back({s.name, DType::kF32, s.shape, as_bytes(v.data(), v.size() * 4)});  // as Hub
+  } else {
+    out.push_back({s.name, DType::kBF16, s.shape, to_bf16(v)});
+  }
+}
+
 Status copy_into_model(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
@@ -174,6 +250,7 @@ std::vector<std::string> tiny_model_presets() {
 
 Status write_tiny_model(const std::string& dir, const TinyModelOptions& o) {
   json cj;
+  bool flash = false;
   if (!o.config_path.empty()) {
     std::ifstream f(o.config_path);
     if (!f) return not_found(o.config_path + ": cannot open config");
@@ -189,8 +266,10 @@ Status write_tiny_model(const std::string& dir, const TinyModelOptions& o) {
       return invalid_argument("unknown --preset '" + o.preset + "' (one of: " + all + ")");
     }
     cj = preset_config(*p);
+    flash = p->flash_dims;
   }
-  if (o.quantized)
+  const bool quantized = o.quantized || flash;
+  if (quantized)
     cj["quantization_config"] = {{"quant_method", "fp8"},
                                  {"fmt", "e4m3"},
                                  {"scale_fmt", "ue8m0"},
@@ -199,52 +278,37 @@ Status write_tiny_model(const std::string& dir, const TinyModelOptions& o) {
   ASSIGN_OR_RETURN(
       Config c,
       parse_config_json(cj.dump(), o.config_path.empty() ? "preset " + o.preset : o.config_path));
-  std::mt19937_64 rng(o.seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<TensorRecord> out;
-  for (const WeightSpec& s : weight_manifest(c)) {
-    int64_t numel = 1;
-    for (int64_t d : s.shape) numel *= d;
-    if (s.kind == WeightKind::kIndex) {  // tid2eid: distinct experts per token
-      const int64_t K = s.shape[1];
-      std::vector<int64_t> ids(numel);
-      std::vector<int64_t> perm(c.n_routed_experts);
-      for (int64_t t = 0; t < s.shape[0]; ++t) {
-        std::iota(perm.begin(), perm.end(), 0);
-        std::shuffle(perm.begin(), perm.end(), rng);
-        std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
-      }
-      out.push_back({s.name, DType::kI64, s.shape, as_bytes(ids.data(), ids.size() * 8)});
-      continue;
+  const std::vector<WeightSpec> manifest = weight_manifest(c);
+  std::vector<std::vector<TensorRecord>> records(manifest.size());
+  if (!flash) {
+    // One stream in manifest order (the distribution keeps a spare value across tensors).
+    std::mt19937_64 rng(o.seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (size_t i = 0; i < manifest.size(); ++i) {
+      add_random_tensor(c, manifest[i], quantized, rng, normal, &records[i]);
+      if (o.progress) o.progress(i + 1, manifest.size());
     }
-    // Non-trivial values everywhere: norms near 1, sinks/ape/bias/base of order 1.
-    float mean = 0, stddev = 1;
-    if (ends_with(s.name, "norm.weight")) {
-      mean = 1, stddev = 0.1f;
-    } else if (ends_with(s.name, "_scale")) {
-      mean = 1, stddev = 0.2f;
-    } else if (ends_with(s.name, "_base") || ends_with(s.name, ".ape")) {
-      stddev = 0.5f;
-    } else if (ends_with(s.name, ".bias")) {
-      stddev = 0.3f;
-    } else if (s.shape.size() == 2 && s.name != "embed.weight") {
-      stddev = 1.0f / std::sqrt(static_cast<float>(s.shape[1]));
-    }
-    std::vector<float> v(numel);
-    for (auto& x : v) x = mean + stddev * normal(rng);
-    const bool fp8 = o.quantized && s.kind == WeightKind::kDense;
-    const bool fp4 = o.quantized && s.kind == WeightKind::kExpert && s.shape[1] % 32 == 0;
-    if (fp8) {
-      add_fp8(out, s.name, v, s.shape[0], s.shape[1], c.weight_block_rows, c.weight_block_cols);
-    } else if (fp4) {
-      add_mxfp4(out, s.name, v, s.shape[0], s.shape[1]);
-    } else if (ends_with(s.name, "attn_sink") || s.name.find("hc_") != std::string::npos ||
-               ends_with(s.name, ".ape") || ends_with(s.name, "gate.bias")) {
-      out.push_back({s.name, DType::kF32, s.shape, as_bytes(v.data(), v.size() * 4)});  // as Hub
-    } else {
-      out.push_back({s.name, DType::kBF16, s.shape, to_bf16(v)});
-    }
+  } else {
+    std::atomic<size_t> done{0};
+    std::mutex progress_mu;
+    ThreadPool::default_pool().parallel_for(
+        static_cast<int64_t>(manifest.size()), 1, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i));
+            std::normal_distribution<float> normal(0.0f, 1.0f);
+            add_random_tensor(c, manifest[i], quantized, rng, normal, &records[i]);
+            const size_t n = ++done;
+            if (o.progress) {
+              std::lock_guard<std::mutex> lock(progress_mu);
+              o.progress(n, manifest.size());
+            }
+          }
+        });
   }
+  std::vector<TensorRecord> out;
+  for (auto& r : records)
+    for (auto& t : r) out.push_back(std::move(t));
+  records.clear();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return not_found("cannot create " + dir + ": " + ec.message());
@@ -252,8 +316,10 @@ Status write_tiny_model(const std::string& dir, const TinyModelOptions& o) {
     if (e.path().extension() == ".safetensors" ||
         e.path().filename() == "model.safetensors.index.json")
       fs::remove(e.path());
-  RETURN_IF_ERROR(
-      write_sharded_safetensors(dir, std::move(out), o.max_shard_bytes, {{"format", "pt"}}));
+  RETURN_IF_ERROR(write_sharded_safetensors(
+      dir, std::move(out),
+      flash ? std::max<size_t>(o.max_shard_bytes, size_t{4} << 30) : o.max_shard_bytes,
+      {{"format", "pt"}}));
   {
     std::ofstream f(dir + "/config.json");
     f << cj.dump(2) << "\n";

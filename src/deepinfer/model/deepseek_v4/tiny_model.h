@@ -3,6 +3,7 @@
 // tests, benchmarks and the embedded default.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,12 @@ struct TinyModelOptions {
   std::string preset = "default";  // see tiny_model_presets()
   std::string config_path;         // a config.json to use instead of a preset
   uint64_t seed = 0;
-  bool quantized = false;     // FP8 128x128-block dense weights, MXFP4 routed experts
-  std::string tokenizer_dir;  // copied into the model dir when set
-  size_t max_shard_bytes = 8u << 20;
+  bool quantized = false;             // FP8 128x128-block dense weights, MXFP4 routed experts
+  std::string tokenizer_dir;          // copied into the model dir when set
+  size_t max_shard_bytes = 8u << 20;  // at least 4 GiB for v4-flash-8layer
+  // Called after each manifest tensor is generated (done, total); from worker threads, one at
+  // a time, for the parallel preset.
+  std::function<void(size_t, size_t)> progress;
 };
 
 std::vector<std::string> tiny_model_presets();
