@@ -166,19 +166,30 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
   for (int b = 0; b < 256; ++b) reachable += allowed.test(b) ? info_->first_byte_tokens_[b] : 0;
   TextRun run;
   const uint64_t* fast = nullptr;
+  std::shared_ptr<const TextSelectionCache::Selection> selection;  // alive through the walk
   if (reachable >= kFastPathMinTokens && find_text_run(root, &run)) {
-    selection_ =
-        info_->text_selections_.get(info_->text_, run.excluded, run.unicode, run.max_chars);
-    const std::vector<uint64_t>& ids = selection_->ids;
+    selection = info_->text_selections_.get(info_->text_, run.excluded, run.unicode, run.max_chars);
+    const std::vector<uint64_t>& ids = selection->ids;
     for (size_t w = 0; w < ids.size(); ++w) {
       mask[2 * w] |= static_cast<uint32_t>(ids[w]);
       if (2 * w + 1 < static_cast<size_t>(info_->mask_words()))
         mask[2 * w + 1] |= static_cast<uint32_t>(ids[w] >> 32);
     }
-    fast = selection_->positions.data();
+    fast = selection->positions.data();
     ++cache_->fast_walks;
   }
   walk_tokens(root, fast, mask);
+}
+
+int32_t GrammarMatcher::earley_step(int32_t state, uint8_t b) {
+  int32_t t = ByteDfa::kDead;
+  if (bytes_.accept_byte(b)) {
+    dfa_key_.clear();
+    bytes_.state_key(&dfa_key_);
+    t = cache_->dfa().intern(dfa_key_, bytes_.allowed_bytes());
+  }
+  learn(state, b, t);
+  return t;
 }
 
 void GrammarMatcher::learn(int32_t state, uint8_t b, int32_t to) {
@@ -233,15 +244,8 @@ void GrammarMatcher::walk_tokens(int32_t root, const uint64_t* fast, uint32_t* m
           bool ok = bytes_.accept_byte(tok[phys]);
           DI_CHECK(ok);  // the DFA said these bytes are viable
         }
-        if (bytes_.accept_byte(*q)) {
-          ++phys;
-          dfa_key_.clear();
-          bytes_.state_key(&dfa_key_);
-          t = dfa.intern(dfa_key_, bytes_.allowed_bytes());
-        } else {
-          t = ByteDfa::kDead;
-        }
-        learn(state, *q, t);
+        t = earley_step(state, *q);
+        if (t != ByteDfa::kDead) ++phys;
         trans = dfa.table();  // interning may grow the table
       }
       if (t == ByteDfa::kDead) break;

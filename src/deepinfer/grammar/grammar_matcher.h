@@ -93,12 +93,18 @@ class GrammarMatcher {
     int max_chars = 0;
   };
   bool find_text_run(int32_t root, TextRun* run);
-  bool multibyte_chars_lead_to(int32_t state, int32_t target);
-  bool multibyte_form_leads_to(const Utf8Form& form, int k, int32_t state, int32_t target);
+  // Every multi-byte character leads from `state` (reached by probe_[0, depth)) to `target`.
+  bool multibyte_chars_lead_to(size_t depth, int32_t state, int32_t target);
+  bool multibyte_form_leads_to(const Utf8Form& form, int k, size_t base, int32_t state,
+                               int32_t target);
   // The DFA's transition, computed by a real Earley step when new. The Earley matcher holds
   // probe_[0, held_) beyond the walk's base; probe_[0, depth) must lead to `state`.
   int32_t probe_step(int32_t state, size_t depth, uint8_t b);
+  // A new transition: the Earley matcher is at `state` and tries b, keeping it when accepted.
+  // Returns (and learns) the next DFA state or kDead.
+  int32_t earley_step(int32_t state, uint8_t b);
   void probe_set(size_t depth, uint8_t b);
+  void hold_at_most(size_t depth);  // roll the Earley matcher back to probe_[0, depth)
   // Records state --b--> to for every byte of b's class (they behave alike, byte_classes.h).
   void learn(int32_t state, uint8_t b, int32_t to);
   void walk_tokens(int32_t root, const uint64_t* fast_positions, uint32_t* mask);
@@ -110,9 +116,8 @@ class GrammarMatcher {
   std::vector<uint32_t> key_, dfa_key_;  // scratch for state keys
   std::vector<int32_t> path_state_;      // DFA state per depth of the trie walk
   std::shared_ptr<const CompiledGrammar> grammar_;
-  std::shared_ptr<const TextSelectionCache::Selection> selection_;  // of the current walk
   std::vector<uint8_t> probe_;
-  size_t held_ = 0, probe_depth_ = 0;
+  size_t held_ = 0;
   EarleyMatcher bytes_;
   std::vector<uint32_t> token_lengths_;  // bytes per accepted token; 0 = stop token
   bool stopped_ = false;

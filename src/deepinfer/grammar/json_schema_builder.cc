@@ -55,34 +55,22 @@ Element JsonBuilder::exactly(Element x, int64_t n, std::string_view hint) {
 
 Element JsonBuilder::up_to(Element x, int64_t n, std::string_view hint) {
   if (n <= kLinearUpTo) {
-    // U_0 = "", U_i = "" | x U_{i-1}: n rules, but every prefix has one parse and the pending
+    // The builder's nested optionals (n rules): every prefix has one parse and the pending
     // completions form one deterministic (Leo) chain, so a matcher's state key stays a few
     // items long at any count. The binary form below has many live parses per prefix and a
     // key that grows with the count (maxLength 5000: thousands of words per mask lookup).
-    Element u = b_.as_element({Sequence{}}, hint);
-    for (int64_t i = 1; i <= n; ++i) u = b_.as_element({Sequence{}, Sequence{x, u}}, hint);
-    return u;
+    return b_.as_element(b_.repeat({Sequence{x}}, 0, static_cast<int>(n), hint), hint);
   }
   // x{0,2k+1} = x? (xx){0,k};  x{0,2k} = "" | x x? (xx){0,k-1}. Each count has one parse.
-  if (n == 0) return b_.as_element({Sequence{}}, hint);
-  if (n == 1) return b_.as_element({Sequence{}, Sequence{x}}, hint);
+  // Here n > kLinearUpTo, so the halves are linear.
   Element xx = b_.as_element({Sequence{x, x}}, hint);
+  const int64_t k = n / 2;
   if (n % 2 == 1) {
-    int64_t k = n / 2;
     Element rest = up_to(xx, k, hint);
     return b_.as_element({Sequence{rest}, Sequence{x, rest}}, hint);
   }
-  int64_t k = n / 2;
-  Fragment alts = {Sequence{}};
-  if (k - 1 == 0) {
-    alts.push_back(Sequence{x});
-    alts.push_back(Sequence{x, x});
-  } else {
-    Element rest = up_to(xx, k - 1, hint);
-    alts.push_back(Sequence{x, rest});
-    alts.push_back(Sequence{x, x, rest});
-  }
-  return b_.as_element(alts, hint);
+  Element rest = up_to(xx, k - 1, hint);
+  return b_.as_element({Sequence{}, Sequence{x, rest}, Sequence{x, x, rest}}, hint);
 }
 
 Element JsonBuilder::repeat(Element x, int64_t min, std::optional<int64_t> max,

@@ -15,42 +15,36 @@ constexpr int kMinRunBytes = 8;
 
 }  // namespace
 
-void GrammarMatcher::probe_set(size_t depth, uint8_t b) {
+void GrammarMatcher::hold_at_most(size_t depth) {
   if (held_ > depth) {
     bytes_.rollback_bytes(held_ - depth);
     held_ = depth;
   }
+}
+
+void GrammarMatcher::probe_set(size_t depth, uint8_t b) {
+  hold_at_most(depth);
   if (probe_.size() <= depth) probe_.resize(depth + 1);
   probe_[depth] = b;
 }
 
 int32_t GrammarMatcher::probe_step(int32_t state, size_t depth, uint8_t b) {
-  ByteDfa& dfa = cache_->dfa();
-  const int32_t known = dfa.next(state, b);
+  const int32_t known = cache_->dfa().next(state, b);
   if (known != ByteDfa::kUnknown) return known;
-  if (held_ > depth) {
-    bytes_.rollback_bytes(held_ - depth);
-    held_ = depth;
-  }
+  hold_at_most(depth);
   for (; held_ < depth; ++held_) {
     bool ok = bytes_.accept_byte(probe_[held_]);
     DI_CHECK(ok);  // the probe path is made of live transitions
   }
-  int32_t t = ByteDfa::kDead;
-  if (bytes_.accept_byte(b)) {
-    dfa_key_.clear();
-    bytes_.state_key(&dfa_key_);
-    t = dfa.intern(dfa_key_, bytes_.allowed_bytes());
-    bytes_.rollback_bytes(1);
-  }
-  learn(state, b, t);
+  const int32_t t = earley_step(state, b);
+  if (t != ByteDfa::kDead) bytes_.rollback_bytes(1);
   return t;
 }
 
-bool GrammarMatcher::multibyte_form_leads_to(const Utf8Form& form, int k, int32_t state,
-                                             int32_t target) {
-  // probe_[0, depth) leads to `state`; depth = chain length + k.
-  const size_t depth = probe_depth_ + k;
+bool GrammarMatcher::multibyte_form_leads_to(const Utf8Form& form, int k, size_t base,
+                                             int32_t state, int32_t target) {
+  // probe_[0, base + k) leads to `state`.
+  const size_t depth = base + k;
   const ByteClasses& classes = grammar_->byte_classes();
   std::array<bool, 256> seen{};
   for (int b = form.ranges[k].first; b <= form.ranges[k].second; ++b) {
@@ -64,21 +58,20 @@ bool GrammarMatcher::multibyte_form_leads_to(const Utf8Form& form, int k, int32_
       continue;
     }
     probe_set(depth, static_cast<uint8_t>(b));
-    if (!multibyte_form_leads_to(form, k + 1, next, target)) return false;
+    if (!multibyte_form_leads_to(form, k + 1, base, next, target)) return false;
   }
   return true;
 }
 
-bool GrammarMatcher::multibyte_chars_lead_to(int32_t state, int32_t target) {
+bool GrammarMatcher::multibyte_chars_lead_to(size_t depth, int32_t state, int32_t target) {
   for (const Utf8Form& form : multibyte_utf8_forms()) {
-    if (!multibyte_form_leads_to(form, 0, state, target)) return false;
+    if (!multibyte_form_leads_to(form, 0, depth, state, target)) return false;
   }
   return true;
 }
 
 bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
   held_ = 0;
-  probe_depth_ = 0;
   // The root's ASCII transitions; the run is the largest group of bytes sharing a target.
   std::array<int32_t, 128> to;
   for (int b = 0; b < 128; ++b) to[b] = probe_step(root, 0, static_cast<uint8_t>(b));
@@ -95,10 +88,9 @@ bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
     run->excluded[b] = to[b] != target;
     if (!run->excluded[b]) rep = static_cast<uint8_t>(b);
   }
-  run->unicode = multibyte_chars_lead_to(root, target);
+  run->unicode = multibyte_chars_lead_to(0, root, target);
   if (best < kMinRunBytes && !run->unicode) {
-    bytes_.rollback_bytes(held_);
-    held_ = 0;
+    hold_at_most(0);
     return false;
   }
   // Follow the chain root -> target -> ...: each state must send every run byte (and, with
@@ -113,14 +105,13 @@ bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
       break;
     }
     probe_set(chain.size() - 1, rep);
-    probe_depth_ = chain.size();
-    const int32_t next = probe_step(cur, probe_depth_, rep);
+    const size_t depth = chain.size();  // probe_[0, depth) leads to cur
+    const int32_t next = probe_step(cur, depth, rep);
     bool uniform = next >= 0;
     for (int b = 0; b < 128 && uniform; ++b) {
-      if (!run->excluded[b])
-        uniform = probe_step(cur, probe_depth_, static_cast<uint8_t>(b)) == next;
+      if (!run->excluded[b]) uniform = probe_step(cur, depth, static_cast<uint8_t>(b)) == next;
     }
-    if (uniform && run->unicode) uniform = multibyte_chars_lead_to(cur, next);
+    if (uniform && run->unicode) uniform = multibyte_chars_lead_to(depth, cur, next);
     if (!uniform) {
       run->max_chars = static_cast<int>(chain.size());
       break;
@@ -128,8 +119,7 @@ bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
     chain.push_back(cur);
     cur = next;
   }
-  bytes_.rollback_bytes(held_);
-  held_ = 0;
+  hold_at_most(0);
   return true;
 }
 
