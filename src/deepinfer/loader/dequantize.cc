@@ -42,6 +42,10 @@ const std::array<float, 256>& e8m0_table() {
   return table;
 }
 
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
 // Scale tensor -> fp32 values (scales are small: one per block).
 Status scales_to_float(const TensorInfo& scale, std::vector<float>* out) {
   RETURN_IF_ERROR(check_bytes(scale));
@@ -55,10 +59,6 @@ Status scales_to_float(const TensorInfo& scale, std::vector<float>* out) {
     return to_float(scale, out->data());
   return invalid_argument("scale " + describe(scale) + ": expected F8_E8M0, F32 or BF16");
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 Status to_float(const TensorInfo& t, float* out) {
   RETURN_IF_ERROR(check_bytes(t));
@@ -82,8 +82,8 @@ Status to_float(const TensorInfo& t, float* out) {
   }
 }
 
-Status dequantize_fp8_block(const TensorInfo& w, const TensorInfo& scale, int block_rows,
-                            int block_cols, float* out) {
+Status check_fp8_block(const TensorInfo& w, const TensorInfo& scale, int block_rows,
+                       int block_cols) {
   if (w.dtype != DType::kF8E4M3 || w.shape.size() != 2)
     return invalid_argument(describe(w) + ": expected a 2-D F8_E4M3 weight");
   if (block_rows <= 0 || block_cols <= 0) {
@@ -98,7 +98,14 @@ Status dequantize_fp8_block(const TensorInfo& w, const TensorInfo& scale, int bl
                             std::to_string(block_cols) + " blocks: expected " +
                             shape_to_string(want));
   }
-  RETURN_IF_ERROR(check_bytes(w));
+  return check_bytes(w);
+}
+
+Status dequantize_fp8_block(const TensorInfo& w, const TensorInfo& scale, int block_rows,
+                            int block_cols, float* out) {
+  RETURN_IF_ERROR(check_fp8_block(w, scale, block_rows, block_cols));
+  const int64_t rows = w.shape[0], cols = w.shape[1];
+  const std::vector<int64_t> want = {ceil_div(rows, block_rows), ceil_div(cols, block_cols)};
   std::vector<float> s;
   RETURN_IF_ERROR(scales_to_float(scale, &s));
   const auto& table = fp8_table();
@@ -111,7 +118,7 @@ Status dequantize_fp8_block(const TensorInfo& w, const TensorInfo& scale, int bl
   return ok_status();
 }
 
-Status dequantize_mxfp4(const TensorInfo& w, const TensorInfo& scale, float* out) {
+Status check_mxfp4(const TensorInfo& w, const TensorInfo& scale) {
   if ((w.dtype != DType::kI8 && w.dtype != DType::kU8) || w.shape.size() != 2)
     return invalid_argument(describe(w) + ": expected a 2-D I8/U8 packed-FP4 weight");
   if (scale.dtype != DType::kF8E8M0)
@@ -124,7 +131,13 @@ Status dequantize_mxfp4(const TensorInfo& w, const TensorInfo& scale, float* out
                             "], 32-element blocks): expected " + shape_to_string(want));
   }
   RETURN_IF_ERROR(check_bytes(w));
-  RETURN_IF_ERROR(check_bytes(scale));
+  return check_bytes(scale);
+}
+
+Status dequantize_mxfp4(const TensorInfo& w, const TensorInfo& scale, float* out) {
+  RETURN_IF_ERROR(check_mxfp4(w, scale));
+  const int64_t rows = w.shape[0], cols = 2 * w.shape[1];
+  const std::vector<int64_t> want = {rows, ceil_div(cols, 32)};
   const auto& e8m0 = e8m0_table();
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* src = w.data + r * (cols / 2);

@@ -25,6 +25,7 @@
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/loader/safetensors_writer.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
+#include "deepinfer/model/deepseek_v4/tiny_model.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
 #include "golden_fixture.h"
 
@@ -121,24 +122,48 @@ std::string write_bf16_copy(const std::string& fixture) {
   return dir.string();
 }
 
+// A quantized tiny model (FP8 attention, MXFP4 experts): the GPU dequantizes on the device, the
+// CPU on the host, from the same stored bytes. Its prompt is random ids (no golden fixture).
+std::string write_quantized_model(const std::string& preset) {
+  const fs::path dir = fs::temp_directory_path() / ("deepinfer_cuda_model_test_q_" + preset);
+  v4::TinyModelOptions o;
+  o.preset = preset;
+  o.quantized = true;
+  o.seed = 7;
+  const Status st = v4::write_tiny_model(dir.string(), o);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return dir.string();
+}
+
 struct Case {
-  std::string fixture;
+  std::string fixture;  // a golden fixture, or a tiny-model preset when quantized
   bool bf16_copy;
-  std::string label() const { return fixture + (bf16_copy ? "/bf16" : "/orig"); }
+  bool quantized = false;
+  std::string label() const {
+    return fixture + (quantized ? "/fp8+mxfp4" : bf16_copy ? "/bf16" : "/orig");
+  }
 };
 
 class CudaModelTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     const Case& c = GetParam();
-    fixture_ = testing::load_fixture(c.fixture);
-    ASSERT_FALSE(fixture_.ids.empty());
-    dir_ = c.bf16_copy ? write_bf16_copy(c.fixture) : testing::golden_dir(c.fixture);
+    if (c.quantized) {
+      dir_ = write_quantized_model(c.fixture);
+    } else {
+      fixture_ = testing::load_fixture(c.fixture);
+      ASSERT_FALSE(fixture_.ids.empty());
+      dir_ = c.bf16_copy ? write_bf16_copy(c.fixture) : testing::golden_dir(c.fixture);
+    }
     v4::ModelOptions plain{v4::Numerics::kPlain, {}};
     auto cpu = v4::CpuModel::load(dir_, plain);
     ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
     cpu_ = std::move(*cpu);
     vocab_ = cpu_->config().vocab_size;
+    if (c.quantized) {
+      fixture_.ids = testing::make_ids(48, vocab_, 11);
+      fixture_.prefill_len = 20;
+    }
     auto ckpt = Checkpoint::open(dir_);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
     auto weights = v4::load_weights(**ckpt, cpu_->config());
@@ -147,9 +172,10 @@ class CudaModelTest : public ::testing::TestWithParam<Case> {
     decisions_ = choices::cpu_decisions(cpu_->config(), weights_, fixture_.ids);
   }
 
-  std::unique_ptr<CudaModel> gpu(int64_t max_chunk = 256) {
+  std::unique_ptr<CudaModel> gpu(int64_t max_chunk = 256, int max_sequences = 1) {
     CudaModelOptions o;
     o.max_chunk = max_chunk;
+    o.max_sequences = max_sequences;
     auto m = CudaModel::load(dir_, o);
     EXPECT_TRUE(m.ok()) << m.status().to_string();
     return m.ok() ? std::move(*m) : nullptr;
@@ -299,6 +325,78 @@ TEST_P(CudaModelTest, GreedyGenerationAgreesWithCpu) {
       << "greedy split after " << agree << " tokens without a near-tie: " << flip.describe();
 }
 
+// Three sequences of different lengths in slots 0..2, then decode steps that run all three
+// together (in a shuffled slot order) on the fixture's next ids. A causal model's logits at
+// position p depend on ids[0..p] only, so each row must match the CPU's full-prefill row at that
+// position; rows from the first near-tie flip of a single-sequence run on are not held (as
+// expect_close), since the batch may round such a tie the other way.
+TEST_P(CudaModelTest, BatchedDecodeMatchesCpu) {
+  const int64_t L = static_cast<int64_t>(fixture_.ids.size());
+  const int64_t steps = 6;
+  const std::vector<float> want = cpu_logits({L});
+  auto m = gpu(256, 4);
+  ASSERT_TRUE(m);
+  gpu_logits(*m, {L});  // slot 0: the single-sequence decisions, for the flip position
+  const int64_t held = std::min(L, choices::first_flip(decisions_, trace_).pos);
+  // Every decoded position before `held`, so each row is checked.
+  const int64_t top = held - steps;
+  ASSERT_GE(top, 3) << "the first near-tie flip comes too early for " << steps << " steps";
+  const std::vector<int64_t> lens = {std::max<int64_t>(1, top - 16),
+                                     std::max<int64_t>(1, top - 8), top};
+  for (int k = 0; k < 3; ++k) {
+    m->reset(k);
+    ASSERT_TRUE(m->forward(k, fixture_.ids.data(), lens[k], false, nullptr).ok());
+  }
+  m->poison_scratch();
+  const int slots[3] = {2, 0, 1};
+  double worst = 0;
+  int64_t rows = 0;
+  for (int64_t j = 0; j < steps; ++j) {
+    int32_t ids[3];
+    for (int b = 0; b < 3; ++b) ids[b] = fixture_.ids[lens[slots[b]] + j];
+    std::vector<float> got = nan_filled(3 * vocab_);
+    std::vector<int32_t> greedy;
+    ASSERT_TRUE(m->decode(slots, ids, 3, &got, &greedy).ok());
+    ASSERT_EQ(greedy.size(), 3u);
+    for (int b = 0; b < 3; ++b) {
+      const int64_t pos = lens[slots[b]] + j;
+      EXPECT_EQ(m->num_tokens(slots[b]), pos + 1);
+      EXPECT_EQ(greedy[b], host_argmax(&got[b * vocab_], vocab_)) << "step " << j << " row " << b;
+      if (pos >= held) continue;
+      const double e = row_rel_l2(&got[b * vocab_], &want[pos * vocab_], vocab_);
+      worst = std::max(worst, e);
+      ++rows;
+      EXPECT_LE(e, kRowTol) << "step " << j << ", slot " << slots[b] << ", position " << pos;
+    }
+  }
+  std::printf("[%s] batched decode: %lld rows held, max relative L2 error %.3e\n",
+              GetParam().label().c_str(), static_cast<long long>(rows), worst);
+  EXPECT_GT(rows, 0);
+  // Misuse is refused, naming the problem.
+  const int twice[2] = {1, 1};
+  const int32_t two[2] = {fixture_.ids[0], fixture_.ids[1]};
+  const Status dup = m->decode(twice, two, 2, nullptr, nullptr);
+  EXPECT_NE(dup.to_string().find("twice"), std::string::npos) << dup.to_string();
+  const int outside[1] = {4};
+  const Status out = m->decode(outside, two, 1, nullptr, nullptr);
+  EXPECT_NE(out.to_string().find("max_sequences"), std::string::npos) << out.to_string();
+}
+
+// copy_sequence: a copied slot continues exactly as its source does.
+TEST_P(CudaModelTest, CopiedSequenceContinuesAsItsSource) {
+  const int64_t P = fixture_.prefill_len;
+  auto m = gpu(256, 2);
+  ASSERT_TRUE(m);
+  ASSERT_TRUE(m->forward(0, fixture_.ids.data(), P, false, nullptr).ok());
+  m->reset(1);
+  ASSERT_TRUE(m->copy_sequence(0, 1).ok());
+  EXPECT_EQ(m->num_tokens(1), P);
+  std::vector<float> a, b;
+  ASSERT_TRUE(m->forward(0, &fixture_.ids[P], 1, false, &a).ok());
+  ASSERT_TRUE(m->forward(1, &fixture_.ids[P], 1, false, &b).ok());
+  EXPECT_EQ(a, b);
+}
+
 INSTANTIATE_TEST_SUITE_P(Golden, CudaModelTest,
                          ::testing::Values(Case{"hca_clamp", false}, Case{"mixed_fullk", false},
                                            Case{"mixed_selective", false},
@@ -306,9 +404,12 @@ INSTANTIATE_TEST_SUITE_P(Golden, CudaModelTest,
                                            Case{"sliding_hash", false}, Case{"hca_clamp", true},
                                            Case{"mixed_fullk", true}, Case{"mixed_selective", true},
                                            Case{"selective_noties", true},
-                                           Case{"sliding_hash", true}),
+                                           Case{"sliding_hash", true}, Case{"default", false, true},
+                                           Case{"csa", false, true}),
                          [](const ::testing::TestParamInfo<Case>& i) {
-                           return i.param.fixture + (i.param.bf16_copy ? "_bf16" : "_orig");
+                           return i.param.fixture + (i.param.quantized   ? "_fp8_mxfp4"
+                                                     : i.param.bf16_copy ? "_bf16"
+                                                                         : "_orig");
                          });
 
 TEST(CudaModelOptionsTest, OfficialNumericsIsRefused) {

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "deepinfer/cli/command_registry.h"
+#include "deepinfer/cli/cuda_bench/cuda_bench.h"
 #include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/engine/engine.h"
@@ -59,6 +60,60 @@ double decode_weight_bytes(const deepinfer::v4::Config& c) {
   return bytes;
 }
 
+// --device cuda: the prefill length is --input-len when given, else 4096 (the prompt).
+int64_t cuda_prefill_len(const CLI::App& app, int input_len) {
+  return app.get_option("--input-len")->count() > 0 ? input_len : 4096;
+}
+
+int run_cuda(const std::string& mode, const std::string& model_arg, const std::string& batches_arg,
+             const std::string& json_path, int64_t prefill_len,
+             deepinfer::cli::CudaBenchOptions o) {
+#if DEEPINFER_HAVE_CUDA
+  auto dir = deepinfer::cli::resolve_model_dir(model_arg);
+  if (!dir.ok()) {
+    std::fprintf(stderr, "deepinfer bench: %s\n", dir.status().to_string().c_str());
+    return 1;
+  }
+  o.mode = mode;
+  o.model_dir = *dir;
+  o.prefill_len = prefill_len;
+  o.json_path = json_path;
+  const std::string list =
+      batches_arg.empty() ? (mode == "latency" ? "1" : "8,32,128") : batches_arg;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, end - at);
+    char* rest = nullptr;
+    const long b = std::strtol(item.c_str(), &rest, 10);
+    if (item.empty() || *rest != '\0' || b < 1 || b > 256) {
+      std::fprintf(stderr, "deepinfer bench: --batch-sizes: '%s' is not a batch size in 1..256\n",
+                   item.c_str());
+      return 1;
+    }
+    o.batches.push_back(static_cast<int>(b));
+    at = end + 1;
+  }
+  if (o.context < 1 || o.prefill_len < 1 || o.steps < 1 || o.long_context < 0) {
+    std::fprintf(stderr,
+                 "deepinfer bench: --context, --input-len and --steps must be positive, "
+                 "--long-context at least 0\n");
+    return 1;
+  }
+  if (!o.reference.empty() && o.reference != "transformers") {
+    std::fprintf(stderr, "deepinfer bench: --reference: '%s' is not 'transformers'\n",
+                 o.reference.c_str());
+    return 1;
+  }
+  if (o.reference_script.empty()) o.reference_script = DEEPINFER_REFERENCE_SCRIPT;
+  return deepinfer::cli::run_cuda_bench(o);
+#else
+  std::fprintf(stderr,
+               "deepinfer bench: --device cuda: this binary was built without the CUDA backend "
+               "(no nvcc at configure time)\n");
+  return 1;
+#endif
+}
+
 int run_bench(int argc, char** argv) {
   std::string mode, model_arg, json_path;
   int num_requests = 0, batch = 1, input_len = 128, output_len = 32;
@@ -70,16 +125,48 @@ int run_bench(int argc, char** argv) {
   app.add_option("--model", model_arg, "model directory (default: embedded tiny model)");
   app.add_option("--batch-size", batch, "latency: sequences in the batch")->capture_default_str();
   app.add_option("--num-prompts", num_requests, "throughput: requests (default 64)");
-  app.add_option("--input-len", input_len, "prompt tokens per request")->capture_default_str();
+  app.add_option("--input-len", input_len,
+                 "prompt tokens per request (cuda: the prefill prompt, default 4096)")
+      ->capture_default_str();
   app.add_option("--output-len", output_len, "generated tokens per request")->capture_default_str();
   deepinfer::cli::add_engine_flags(app, &args);
   app.add_option("--output-json", json_path,
-                 "where to write the JSON result (default bench_MODE.json)");
+                 "where to write the JSON result (default bench_MODE.json, with --device cuda "
+                 "bench_MODE_cuda.json)");
+  // The GPU forward, timed directly (cli/cuda_bench/cuda_bench.h).
+  std::string device = "cpu", batches_arg;
+  deepinfer::cli::CudaBenchOptions cu;
+  app.add_option("--device", device,
+                 "cpu: the engine on the CPU reference; cuda: the GPU forward (CudaModel) alone, "
+                 "prefill and batched decode steps next to their roofline floor")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--batch-sizes", batches_arg,
+                 "cuda: decode batch sizes, comma-separated (default: latency 1, throughput "
+                 "8,32,128)");
+  app.add_option("--context", cu.context, "cuda: context tokens per sequence before decode")
+      ->capture_default_str();
+  app.add_option("--steps", cu.steps, "cuda: timed decode steps per batch size, after 2 warm-up")
+      ->capture_default_str();
+  app.add_option("--long-context", cu.long_context,
+                 "cuda: also prefill this many tokens and time batch-1 decode there (0: skip)")
+      ->capture_default_str();
+  app.add_option("--reference", cu.reference,
+                 "cuda: 'transformers' also runs DeepseekV4ForCausalLM (eager) on the same GPU and "
+                 "model via --reference-script, after freeing ours, and prints it alongside");
+  app.add_option("--reference-script", cu.reference_script,
+                 "cuda: the reference script (default bench/transformers_reference_bench.py)");
+  app.add_option("--reference-args", cu.reference_args,
+                 "cuda: extra arguments for the reference script, e.g. '--load dequant'");
+  app.add_option("--python", cu.python, "cuda: python interpreter for the reference")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (device == "cuda")
+    return run_cuda(mode, model_arg, batches_arg, json_path, cuda_prefill_len(app, input_len), cu);
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) {
     std::fprintf(stderr, "deepinfer bench: %s\n", dir.status().to_string().c_str());

@@ -88,13 +88,10 @@ void add_block(std::vector<WeightSpec>& m, const Config& c, const std::string& p
   }
 }
 
-Status load_one(const Checkpoint& ckpt, const Config& c, const WeightSpec& s, Weights& w,
-                std::set<std::string>& used) {
+StatusOr<WeightSource> resolve_weight(const Checkpoint& ckpt, const WeightSpec& s) {
   const TensorInfo* t = ckpt.find(s.name);
   if (!t) return not_found("checkpoint " + ckpt.dir() + ": missing tensor '" + s.name + "'");
-  used.insert(s.name);
-  int64_t numel = 1;
-  for (int64_t d : s.shape) numel *= d;
+  WeightSource src{s, t, nullptr, WeightFormat::kFloat};
   auto where = [&] { return "tensor '" + s.name + "' in " + t->file; };
   auto wrong_shape = [&](const std::vector<int64_t>& want) {
     return invalid_argument(where() + ": shape " + shape_str(t->shape) + ", expected " +
@@ -104,54 +101,96 @@ Status load_one(const Checkpoint& ckpt, const Config& c, const WeightSpec& s, We
     if (t->dtype != DType::kI64 && t->dtype != DType::kI32)
       return invalid_argument(where() + ": dtype " + dtype_name(t->dtype) + ", expected I64/I32");
     if (t->shape != s.shape) return wrong_shape(s.shape);
-    std::vector<int32_t> v(numel);
-    for (int64_t k = 0; k < numel; ++k) {
-      int64_t x;
-      if (t->dtype == DType::kI64) {
-        std::memcpy(&x, t->data + 8 * k, 8);
-      } else {
-        int32_t y;
-        std::memcpy(&y, t->data + 4 * k, 4);
-        x = y;
-      }
-      if (x < 0 || x >= c.n_routed_experts)
-        return invalid_argument(where() + ": expert id " + std::to_string(x) + " at element " +
-                                std::to_string(k) + " is out of range");
-      v[k] = static_cast<int32_t>(x);
-    }
-    w.i32()[s.name] = std::move(v);
-    return ok_status();
+    src.format = WeightFormat::kIndex;
+    return src;
   }
-  std::vector<float> out(numel);
   if (is_float_dtype(t->dtype)) {
     if (t->shape != s.shape) return wrong_shape(s.shape);
-    RETURN_IF_ERROR(to_float(*t, out.data()));
-  } else if (s.kind != WeightKind::kFloat &&
-             (t->dtype == DType::kF8E4M3 || t->dtype == DType::kI8 || t->dtype == DType::kU8)) {
-    const TensorInfo* scale = ckpt.find(s.name.substr(0, s.name.size() - 7) + ".scale");
-    if (s.name.size() < 7 || s.name.compare(s.name.size() - 7, 7, ".weight") != 0 || !scale)
-      return not_found(where() + ": quantized weight has no '.scale' tensor");
-    used.insert(s.name.substr(0, s.name.size() - 7) + ".scale");
-    if (t->dtype == DType::kF8E4M3) {
-      if (t->shape != s.shape) return wrong_shape(s.shape);
-      RETURN_IF_ERROR(
-          dequantize_fp8_block(*t, *scale, c.weight_block_rows, c.weight_block_cols, out.data()));
-    } else {
-      if (s.kind != WeightKind::kExpert)
-        return invalid_argument(where() + ": packed FP4 is only valid for routed experts");
-      std::vector<int64_t> packed = {s.shape[0], s.shape[1] / 2};
-      if (t->shape != packed) return wrong_shape(packed);
-      RETURN_IF_ERROR(dequantize_mxfp4(*t, *scale, out.data()));
-    }
-  } else {
+    return src;
+  }
+  if (s.kind == WeightKind::kFloat ||
+      (t->dtype != DType::kF8E4M3 && t->dtype != DType::kI8 && t->dtype != DType::kU8))
     return invalid_argument(where() + ": dtype " + dtype_name(t->dtype) +
                             " is not valid for this tensor");
+  const bool named = s.name.size() >= 7 && s.name.compare(s.name.size() - 7, 7, ".weight") == 0;
+  src.scale = named ? ckpt.find(s.name.substr(0, s.name.size() - 7) + ".scale") : nullptr;
+  if (!src.scale) return not_found(where() + ": quantized weight has no '.scale' tensor");
+  if (t->dtype == DType::kF8E4M3) {
+    if (t->shape != s.shape) return wrong_shape(s.shape);
+    src.format = WeightFormat::kFp8Block;
+    return src;
   }
-  w.f32()[s.name] = std::move(out);
-  return ok_status();
+  if (s.kind != WeightKind::kExpert)
+    return invalid_argument(where() + ": packed FP4 is only valid for routed experts");
+  std::vector<int64_t> packed = {s.shape[0], s.shape[1] / 2};
+  if (t->shape != packed) return wrong_shape(packed);
+  src.format = WeightFormat::kMxfp4;
+  return src;
 }
 
 }  // namespace
+
+StatusOr<std::vector<WeightSource>> resolve_weights(const Checkpoint& ckpt, const Config& c) {
+  std::vector<WeightSource> out;
+  std::set<std::string> used;
+  for (const WeightSpec& s : weight_manifest(c)) {
+    ASSIGN_OR_RETURN(WeightSource src, resolve_weight(ckpt, s));
+    used.insert(s.name);
+    if (src.scale) used.insert(s.name.substr(0, s.name.size() - 7) + ".scale");
+    out.push_back(std::move(src));
+  }
+  for (const std::string& n : ckpt.canonical_names()) {
+    if (!used.count(n)) {
+      const TensorInfo* t = ckpt.find(n);
+      return invalid_argument("checkpoint " + ckpt.dir() + ": unexpected tensor '" + n + "' in " +
+                              t->file + " (not part of this deepseek_v4 config)");
+    }
+  }
+  return out;
+}
+
+Status load_index(const WeightSource& src, const Config& c, std::vector<int32_t>* out) {
+  const TensorInfo* t = src.tensor;
+  const int64_t numel = t->numel();
+  out->resize(numel);
+  for (int64_t k = 0; k < numel; ++k) {
+    int64_t x;
+    if (t->dtype == DType::kI64) {
+      std::memcpy(&x, t->data + 8 * k, 8);
+    } else {
+      int32_t y;
+      std::memcpy(&y, t->data + 4 * k, 4);
+      x = y;
+    }
+    if (x < 0 || x >= c.n_routed_experts)
+      return invalid_argument("tensor '" + src.spec.name + "' in " + t->file + ": expert id " +
+                              std::to_string(x) + " at element " + std::to_string(k) +
+                              " is out of range");
+    (*out)[k] = static_cast<int32_t>(x);
+  }
+  return ok_status();
+}
+
+Status load_float(const WeightSource& src, const Config& c, float* out) {
+  switch (src.format) {
+    case WeightFormat::kFloat:
+      return to_float(*src.tensor, out);
+    case WeightFormat::kFp8Block:
+      return dequantize_fp8_block(*src.tensor, *src.scale, c.weight_block_rows, c.weight_block_cols,
+                                  out);
+    case WeightFormat::kMxfp4:
+      return dequantize_mxfp4(*src.tensor, *src.scale, out);
+    case WeightFormat::kIndex:
+      break;
+  }
+  return invalid_argument("tensor '" + src.spec.name + "' is an index table, not floats");
+}
+
+int64_t WeightSource::numel() const {
+  int64_t n = 1;
+  for (int64_t d : spec.shape) n *= d;
+  return n;
+}
 
 std::vector<WeightSpec> weight_manifest(const Config& c) {
   std::vector<WeightSpec> m;
@@ -185,25 +224,22 @@ const int32_t* Weights::i(const std::string& name) const {
 
 StatusOr<Weights> load_weights(const Checkpoint& ckpt, const Config& c,
                                const std::function<void(const LoadProgress&)>& progress) {
-  std::vector<WeightSpec> manifest = weight_manifest(c);
+  ASSIGN_OR_RETURN(std::vector<WeightSource> sources, resolve_weights(ckpt, c));
   LoadProgress p;
-  p.tensors_total = static_cast<int64_t>(manifest.size());
-  for (const auto& s : manifest)
-    if (const TensorInfo* t = ckpt.find(s.name)) p.bytes_total += static_cast<int64_t>(t->nbytes);
+  p.tensors_total = static_cast<int64_t>(sources.size());
+  for (const auto& s : sources) p.bytes_total += static_cast<int64_t>(s.tensor->nbytes);
   Weights w;
-  std::set<std::string> used;
-  for (const auto& s : manifest) {
-    RETURN_IF_ERROR(load_one(ckpt, c, s, w, used));
-    ++p.tensors_done;
-    p.bytes_done += static_cast<int64_t>(ckpt.find(s.name)->nbytes);
-    if (progress) progress(p);
-  }
-  for (const std::string& n : ckpt.canonical_names()) {
-    if (!used.count(n)) {
-      const TensorInfo* t = ckpt.find(n);
-      return invalid_argument("checkpoint " + ckpt.dir() + ": unexpected tensor '" + n + "' in " +
-                              t->file + " (not part of this deepseek_v4 config)");
+  for (const auto& s : sources) {
+    if (s.format == WeightFormat::kIndex) {
+      RETURN_IF_ERROR(load_index(s, c, &w.i32()[s.spec.name]));
+    } else {
+      std::vector<float> out(s.numel());
+      RETURN_IF_ERROR(load_float(s, c, out.data()));
+      w.f32()[s.spec.name] = std::move(out);
     }
+    ++p.tensors_done;
+    p.bytes_done += static_cast<int64_t>(s.tensor->nbytes);
+    if (progress) progress(p);
   }
   return w;
 }

@@ -12,7 +12,8 @@
 
 namespace deepinfer {
 class Checkpoint;
-}
+struct TensorInfo;
+}  // namespace deepinfer
 
 namespace deepinfer::v4 {
 
@@ -50,6 +51,33 @@ struct LoadProgress {
   int64_t tensors_done = 0, tensors_total = 0;
   int64_t bytes_done = 0, bytes_total = 0;
 };
+
+// Where a manifest entry lives in a checkpoint and how it is stored; the TensorInfo pointers
+// live as long as the Checkpoint.
+enum class WeightFormat {
+  kFloat,     // F32/BF16/F16 as logically shaped
+  kFp8Block,  // F8_E4M3 + a 128x128 (config) block `.scale`
+  kMxfp4,     // packed FP4 [out, in/2] + E8M0 `.scale` per 32 elements
+  kIndex,     // I64/I32 table
+};
+
+struct WeightSource {
+  WeightSpec spec;
+  const TensorInfo* tensor = nullptr;
+  const TensorInfo* scale = nullptr;  // quantized formats
+  WeightFormat format = WeightFormat::kFloat;
+  int64_t numel() const;  // logical
+};
+
+// Validates the checkpoint against the manifest (missing, unexpected, shape, dtype, scale
+// present) without reading tensor data; one source per manifest entry, in manifest order. Errors
+// name the tensor and its file. For loaders that convert on their own (the GPU's).
+StatusOr<std::vector<WeightSource>> resolve_weights(const Checkpoint& ckpt, const Config& c);
+
+// One source's values on the host: floats dequantized to fp32 (numel floats), or the index
+// table as int32 with every expert id range-checked.
+Status load_float(const WeightSource& src, const Config& c, float* out);
+Status load_index(const WeightSource& src, const Config& c, std::vector<int32_t>* out);
 
 // Validates the checkpoint against the manifest (missing, unexpected, shape, dtype) and
 // dequantizes everything to fp32. Errors name the tensor and its file.

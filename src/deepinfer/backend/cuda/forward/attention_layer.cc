@@ -1,7 +1,8 @@
-// Attention sub-layer on the GPU (spec §6.5-6.7), the CPU's attention.cc over a whole chunk per
-// launch: q/kv projections and norms, RoPE, the compressors, the indexer's top-k (CSA) or all
-// visible entries (HCA), sink attention over the ring + selected entries, de-rotation and the
-// grouped output projection.
+// Attention sub-layer on the GPU (spec §6.5-6.7), the CPU's attention.cc over many rows per
+// launch: q/kv projections and norms, RoPE, the compressor and indexer projections over all rows;
+// then per sequence segment the compressors, the indexer's top-k (CSA) or all visible entries
+// (HCA) and sink attention over its ring + selected entries; then de-rotation and the grouped
+// output projection over all rows again.
 #include <cmath>
 
 #include "deepinfer/backend/cuda/attention/rope.h"
@@ -14,17 +15,13 @@
 namespace deepinfer::cuda {
 namespace {
 
-// CSA: per query the indexer's top-k of the visible indexer keys (spec §6.7).
-void indexer_select(const ForwardContext& m, const AttentionWeights& wt, const __nv_bfloat16* qrb,
-                    const __nv_bfloat16* hb, int64_t n, int64_t pos0, const int64_t* positions,
-                    const DeviceCompressor& keys, int32_t* selected, int32_t* num_selected) {
+// CSA: per query of one segment the indexer's top-k of the visible indexer keys (spec §6.7);
+// q [n, heads, dim] rotated and w [n, heads] are the segment's rows of the indexer projections.
+void indexer_select(const ForwardContext& m, const float* q, const float* w, int64_t n,
+                    int64_t pos0, const DeviceCompressor& keys, int32_t* selected,
+                    int32_t* num_selected) {
   const v4::Config& c = m.c;
-  const int ih = c.index_n_heads, ihd = c.index_head_dim, rd = c.rope_dim;
-  float* q = grow(m.s.qi, n * ih * ihd);
-  m.linear(wt.index_wq_b, qrb, n, int64_t(ih) * ihd, c.q_lora_rank, q);
-  rope(q + ihd - rd, n * ih, ihd, rd, ih, positions, m.compress_inv_freq, false, m.stream);
-  float* w = grow(m.s.wi, n * ih);
-  m.linear(wt.index_proj, hb, n, ih, c.hidden_size, w);
+  const int ih = c.index_n_heads, ihd = c.index_head_dim;
   const int64_t entries = (pos0 + n) / keys.ratio;
   float* scores = grow(m.s.scores, size_t(n) * (entries > 0 ? entries : 1));
   IndexerArgs a;
@@ -47,10 +44,12 @@ void indexer_select(const ForwardContext& m, const AttentionWeights& wt, const _
 }  // namespace
 
 void attention_layer(const ForwardContext& m, const AttentionWeights& w, int ratio, const float* h,
-                     int64_t n, int64_t pos0, DeviceLayerState& st, float* out) {
+                     int64_t rows, const int64_t* positions, const std::vector<RowSegment>& segs,
+                     float* out) {
   const v4::Config& c = m.c;
   const int nh = c.num_heads, hd = c.head_dim, rd = c.rope_dim;
-  const int64_t H = c.hidden_size, ql = c.q_lora_rank;
+  const int ih = c.index_n_heads, ihd = c.index_head_dim;
+  const int64_t H = c.hidden_size, ql = c.q_lora_rank, n = rows;
   const double* inv_freq = ratio > 0 ? m.compress_inv_freq : m.main_inv_freq;
   cudaStream_t s = m.stream;
 
@@ -66,52 +65,77 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
   float* kv = grow(m.s.kv, n * hd);
   m.linear(w.wkv, hb, n, hd, H, kv);
 
-  int64_t* positions = grow(m.s.positions, n);
-  fill_positions(positions, n, pos0, 1, s);
   rms_norm(q, nullptr, n * nh, hd, m.eps(), q, s);  // per head, unweighted
   rope(q + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, false, s);
   rms_norm(kv, w.kv_norm, n, hd, m.eps(), kv, s);
   rope(kv + hd - rd, n, hd, rd, 1, positions, inv_freq, false, s);
 
-  // Compressors see the chunk before attention: an entry completed by token s is visible to s.
-  int max_selected = 0;
-  int32_t* selected = nullptr;
-  int32_t* num_selected = nullptr;
+  // Position-independent projections of the compressors and the indexer, over all rows.
+  const int cw = ratio == 4 ? 2 * hd : hd, iw = 2 * ihd;
+  float *ckv = nullptr, *cgate = nullptr, *ikv = nullptr, *igate = nullptr;
+  float *iq = nullptr, *iwt = nullptr;
   if (ratio > 0) {
-    compressor_layer(m, w.compressor, st.comp, hb, n, pos0);
-    num_selected = grow(m.s.num_selected, n);
-    if (ratio == 4) {
-      compressor_layer(m, w.index_compressor, st.index, hb, n, pos0);
-      max_selected = c.index_topk;
-      selected = grow(m.s.selected, n * max_selected);
-      indexer_select(m, w, qrb, hb, n, pos0, positions, st.index, selected, num_selected);
-      if (m.trace) m.record(m.trace->selected[m.layer], selected, n * max_selected);
-    } else {
-      max_selected = static_cast<int>((pos0 + n) / ratio);
-      selected = grow(m.s.selected, n * (max_selected > 0 ? max_selected : 1));
-      select_all_visible(n, pos0, ratio, max_selected, selected, num_selected, s);
-    }
+    ckv = grow(m.s.ckv, n * cw);
+    cgate = grow(m.s.cgate, n * cw);
+    compressor_project(m, w.compressor, cw, hb, n, ckv, cgate);
+  }
+  if (ratio == 4) {
+    ikv = grow(m.s.ikv, n * iw);
+    igate = grow(m.s.igate, n * iw);
+    compressor_project(m, w.index_compressor, iw, hb, n, ikv, igate);
+    iq = grow(m.s.qi, n * ih * ihd);
+    m.linear(w.index_wq_b, qrb, n, int64_t(ih) * ihd, ql, iq);
+    rope(iq + ihd - rd, n * ih, ihd, rd, ih, positions, m.compress_inv_freq, false, s);
+    iwt = grow(m.s.wi, n * ih);
+    m.linear(w.index_proj, hb, n, ih, H, iwt);
   }
 
-  ring_write(kv, n, pos0, hd, st.ring.get(), st.ring_rows, s);
   float* o = grow(m.s.o, n * nh * hd);
-  SinkAttentionArgs a;
-  a.q = q;
-  a.ring = st.ring.get();
-  a.ring_rows = st.ring_rows;
-  a.entries = ratio > 0 ? st.comp.entries.get() : nullptr;
-  a.selected = selected;
-  a.num_selected = num_selected;
-  a.max_selected = max_selected;
-  a.sinks = w.sink;
-  a.out = o;
-  a.num_queries = n;
-  a.pos0 = pos0;
-  a.num_heads = nh;
-  a.head_dim = hd;
-  a.window = c.sliding_window;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  sink_attention(a, s);
+  for (const RowSegment& g : segs) {
+    DeviceLayerState& st = g.seq->layers[m.layer];
+    const int64_t r0 = g.row0, len = g.n, pos0 = g.pos0;
+    // Compressors see the segment before attention: an entry completed by token s is visible
+    // to s.
+    int max_selected = 0;
+    int32_t* selected = nullptr;
+    int32_t* num_selected = nullptr;
+    if (ratio > 0) {
+      compressor_update(m, w.compressor, st.comp, ckv + r0 * cw, cgate + r0 * cw, len, pos0);
+      num_selected = grow(m.s.num_selected, len);
+      if (ratio == 4) {
+        compressor_update(m, w.index_compressor, st.index, ikv + r0 * iw, igate + r0 * iw, len,
+                          pos0);
+        max_selected = c.index_topk;
+        selected = grow(m.s.selected, len * max_selected);
+        indexer_select(m, iq + r0 * ih * ihd, iwt + r0 * ih, len, pos0, st.index, selected,
+                       num_selected);
+        if (m.trace) m.record(m.trace->selected[m.layer], selected, len * max_selected);
+      } else {
+        max_selected = static_cast<int>((pos0 + len) / ratio);
+        selected = grow(m.s.selected, len * (max_selected > 0 ? max_selected : 1));
+        select_all_visible(len, pos0, ratio, max_selected, selected, num_selected, s);
+      }
+    }
+
+    ring_write(kv + r0 * hd, len, pos0, hd, st.ring.get(), st.ring_rows, s);
+    SinkAttentionArgs a;
+    a.q = q + r0 * nh * hd;
+    a.ring = st.ring.get();
+    a.ring_rows = st.ring_rows;
+    a.entries = ratio > 0 ? st.comp.entries.get() : nullptr;
+    a.selected = selected;
+    a.num_selected = num_selected;
+    a.max_selected = max_selected;
+    a.sinks = w.sink;
+    a.out = o + r0 * nh * hd;
+    a.num_queries = len;
+    a.pos0 = pos0;
+    a.num_heads = nh;
+    a.head_dim = hd;
+    a.window = c.sliding_window;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    sink_attention(a, s);
+  }
   rope(o + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, /*inverse=*/true, s);
 
   // Grouped output: group g's heads (hpg * hd values) go through wo_a's g-th row block.

@@ -1,6 +1,7 @@
-// Compressor on the GPU (spec §6.6): the projections as two GEMMs over the chunk, then every
-// window the chunk completes pooled in one launch and appended, instead of the CPU's per-token
-// push; the unfinished window and the CSA overlap halves stay on the device.
+// Compressor on the GPU (spec §6.6): the projections as two GEMMs over all rows (every sequence
+// of a batch at once), then per sequence every window its rows complete pooled in one launch and
+// appended, instead of the CPU's per-token push; the unfinished window and the CSA overlap
+// halves stay on the device.
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/compressor/compressor_pool.h"
 #include "deepinfer/backend/cuda/forward/forward_context.h"
@@ -9,13 +10,14 @@
 
 namespace deepinfer::cuda {
 
-void compressor_layer(const ForwardContext& m, const CompressorWeights& w, DeviceCompressor& s,
-                      const __nv_bfloat16* hb, int64_t n, int64_t pos0) {
-  const int64_t H = m.c.hidden_size, W = s.width;
-  float* kv = grow(m.s.ckv, n * W);
-  float* gate = grow(m.s.cgate, n * W);
-  m.linear(w.wkv, hb, n, W, H, kv);
-  m.linear(w.wgate, hb, n, W, H, gate);
+void compressor_project(const ForwardContext& m, const CompressorWeights& w, int width,
+                        const __nv_bfloat16* hb, int64_t n, float* kv, float* gate) {
+  m.linear(w.wkv, hb, n, width, m.c.hidden_size, kv);
+  m.linear(w.wgate, hb, n, width, m.c.hidden_size, gate);
+}
+
+void compressor_update(const ForwardContext& m, const CompressorWeights& w, DeviceCompressor& s,
+                       const float* kv, const float* gate, int64_t n, int64_t pos0) {
   CompressorChunk ch;
   ch.kv = kv;
   ch.gate = gate;

@@ -16,17 +16,17 @@
 namespace deepinfer::cuda {
 
 struct CudaModel::Impl {
-  Impl(v4::Config config, const v4::Weights& weights, const CudaModelOptions& o)
+  Impl(v4::Config config, DeviceWeights weights, const CudaModelOptions& o)
       : c(std::move(config)),
         options(o),
-        w(c, weights),
+        w(std::move(weights)),
         layers(resolve_layers(c, w)),
         head(resolve_head(w)),
         moe(gemm),
-        seq(c, o.max_tokens, o.max_chunk),
         main_inv_freq(v4::RopeTable(c.rope_theta, c.rope_dim, nullptr).inv_freq()),
         compress_inv_freq(v4::RopeTable(c.compress_rope_theta, c.rope_dim, &c.yarn).inv_freq()) {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int i = 0; i < o.max_sequences; ++i) seqs.emplace_back(c, o.max_tokens, o.max_chunk);
   }
   ~Impl() { cudaStreamDestroy(stream); }
 
@@ -58,7 +58,7 @@ struct CudaModel::Impl {
 
   // One block (spec §6.2-6.9): per sub-layer hc_pre, its norm, the sub-layer, hc_post.
   void block(const ForwardContext& ctx, int l, float* X, const int32_t* ids, int64_t n,
-             int64_t pos0) {
+             const int64_t* positions, const std::vector<RowSegment>& segs) {
     ForwardContext m = ctx;
     m.layer = l;
     const LayerWeights& L = layers[l];
@@ -72,58 +72,130 @@ struct CudaModel::Impl {
       hc_pre(hc_args(attn ? L.hc_attn : L.hc_ffn, n), X, y, post, comb, stream);
       rms_norm(y, attn ? L.attn_norm : L.ffn_norm, n, H, m.eps(), y, stream);
       if (attn)
-        attention_layer(m, L.attn, c.compress_ratio(l), y, n, pos0, seq.layers[l], f);
+        attention_layer(m, L.attn, c.compress_ratio(l), y, n, positions, segs, f);
       else
         moe_layer(m, L.ffn, c.is_hash_layer(l), y, ids, n, f);
       hc_post(f, post, comb, n, hc, H, X, stream);
     }
   }
 
-  // n <= max_chunk tokens at the sequence end; logits (device) for `rows` trailing positions.
-  void chunk(const int32_t* host_ids, int64_t n, int64_t rows) {
+  // Runs n rows (host ids) through every layer, then the head over the trailing `rows` rows
+  // into `logits`. positions: device, one per row.
+  void run_rows(const int32_t* host_ids, int64_t n, const int64_t* positions,
+                const std::vector<RowSegment>& segs, int64_t rows) {
     const ForwardContext m = context();
-    const int64_t H = c.hidden_size, pos0 = seq.num_tokens;
+    const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
     int32_t* ids = grow(s.token_ids, n);
     DI_CUDA_CHECK(cudaMemcpyAsync(ids, host_ids, n * 4, cudaMemcpyHostToDevice, stream));
     float* X = grow(x, n * hc * H);
     embed_rows(head.embed, ids, n, hc, H, X, stream);
-    for (int l = 0; l < c.num_layers; ++l) block(m, l, X, ids, n, pos0);
-    seq.num_tokens += n;
-    if (rows == 0) return;
-    const float* Xh = X + (n - rows) * hc * H;
-    float* y = grow(s.y, rows * H);
-    hc_head(hc_args(head.hc, rows), Xh, y, stream);
-    rms_norm(y, head.norm, rows, H, m.eps(), y, stream);
-    __nv_bfloat16* yb = grow(s.hb, rows * H);
-    to_bf16(y, rows * H, yb, stream);
-    m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
-    // The host ids feed an async copy: done before the caller may reuse them.
+    for (int l = 0; l < c.num_layers; ++l) block(m, l, X, ids, n, positions, segs);
+    for (const RowSegment& g : segs) g.seq->num_tokens += g.n;
+    if (rows > 0) {
+      const float* Xh = X + (n - rows) * hc * H;
+      float* y = grow(s.y, rows * H);
+      hc_head(hc_args(head.hc, rows), Xh, y, stream);
+      rms_norm(y, head.norm, rows, H, m.eps(), y, stream);
+      __nv_bfloat16* yb = grow(s.hb, rows * H);
+      to_bf16(y, rows * H, yb, stream);
+      m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
+    }
+    // The host ids (and positions) feed async copies: done before the caller may reuse them.
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
-  Status forward(const int32_t* ids, int64_t n, bool all_logits, std::vector<float>* out) {
-    if (n <= 0) return invalid_argument("forward: no tokens");
+  // n <= max_chunk tokens at the end of one sequence; logits for `rows` trailing positions.
+  void chunk(DeviceSequence& seq, const int32_t* host_ids, int64_t n, int64_t rows) {
+    int64_t* positions = grow(s.positions, n);
+    fill_positions(positions, n, seq.num_tokens, 1, stream);
+    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &seq}}, rows);
+  }
+
+  Status check_ids(const int32_t* ids, int64_t n, int64_t pos0) const {
     for (int64_t t = 0; t < n; ++t)
       if (ids[t] < 0 || ids[t] >= c.vocab_size)
         return invalid_argument("token id " + std::to_string(ids[t]) + " at position " +
-                                std::to_string(seq.num_tokens + t) +
-                                " is outside the vocabulary (" + std::to_string(c.vocab_size) +
-                                ")");
+                                std::to_string(pos0 + t) + " is outside the vocabulary (" +
+                                std::to_string(c.vocab_size) + ")");
+    return ok_status();
+  }
+
+  Status check_slot(int slot) const {
+    if (slot < 0 || slot >= static_cast<int>(seqs.size()))
+      return out_of_range("sequence slot " + std::to_string(slot) +
+                          " is outside CudaModelOptions.max_sequences (" +
+                          std::to_string(seqs.size()) + ")");
+    return ok_status();
+  }
+
+  Status check_room(const DeviceSequence& seq, int64_t n) const {
     if (seq.num_tokens + n > seq.max_tokens)
-      return out_of_range("forward: " + std::to_string(seq.num_tokens + n) +
+      return out_of_range(std::to_string(seq.num_tokens + n) +
                           " positions exceed CudaModelOptions.max_tokens (" +
                           std::to_string(seq.max_tokens) + ")");
+    return ok_status();
+  }
+
+  Status forward(int slot, const int32_t* ids, int64_t n, bool all_logits,
+                 std::vector<float>* out) {
+    if (n <= 0) return invalid_argument("forward: no tokens");
+    RETURN_IF_ERROR(check_slot(slot));
+    DeviceSequence& seq = seqs[slot];
+    RETURN_IF_ERROR(check_ids(ids, n, seq.num_tokens));
+    RETURN_IF_ERROR(check_room(seq, n));
     const int64_t V = c.vocab_size;
     if (out) out->resize((all_logits ? n : 1) * V);
     for (int64_t off = 0; off < n; off += options.max_chunk) {
       const int64_t len = std::min(options.max_chunk, n - off);
       const bool last = off + len == n;
       const int64_t rows = all_logits ? len : (last ? 1 : 0);
-      chunk(ids + off, len, rows);
+      chunk(seq, ids + off, len, rows);
       if (out && rows > 0)
         DI_CUDA_CHECK(cudaMemcpy(out->data() + (all_logits ? off * V : 0), logits.get(),
                                  rows * V * 4, cudaMemcpyDeviceToHost));
+    }
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return ok_status();
+  }
+
+  Status decode(const int* slots, const int32_t* ids, int64_t count, std::vector<float>* out,
+                std::vector<int32_t>* greedy) {
+    if (count <= 0) return invalid_argument("decode: no sequences");
+    if (count > options.max_chunk)
+      return invalid_argument("decode: " + std::to_string(count) +
+                              " sequences exceed CudaModelOptions.max_chunk (" +
+                              std::to_string(options.max_chunk) + ")");
+    std::vector<RowSegment> segs;
+    std::vector<bool> seen(seqs.size(), false);
+    std::vector<int64_t>& pos = s.host_positions;
+    pos.clear();
+    for (int64_t b = 0; b < count; ++b) {
+      RETURN_IF_ERROR(check_slot(slots[b]));
+      if (seen[slots[b]])
+        return invalid_argument("decode: slot " + std::to_string(slots[b]) + " appears twice");
+      seen[slots[b]] = true;
+      DeviceSequence& seq = seqs[slots[b]];
+      RETURN_IF_ERROR(check_ids(ids + b, 1, seq.num_tokens));
+      RETURN_IF_ERROR(check_room(seq, 1));
+      segs.push_back(RowSegment{b, 1, seq.num_tokens, &seq});
+      pos.push_back(seq.num_tokens);
+    }
+    int64_t* positions = grow(s.positions, count);
+    DI_CUDA_CHECK(
+        cudaMemcpyAsync(positions, pos.data(), count * 8, cudaMemcpyHostToDevice, stream));
+    run_rows(ids, count, positions, segs, count);
+    const int64_t V = c.vocab_size;
+    if (greedy) {
+      int32_t* t = grow(token, count);
+      argmax_rows(logits.get(), count, V, t, stream);
+      greedy->resize(count);
+      DI_CUDA_CHECK(cudaMemcpyAsync(greedy->data(), t, count * 4, cudaMemcpyDeviceToHost, stream));
+    }
+    if (out) {
+      out->resize(count * V);
+      DI_CUDA_CHECK(cudaMemcpyAsync(out->data(), logits.get(), count * V * 4,
+                                    cudaMemcpyDeviceToHost, stream));
     }
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     return ok_status();
@@ -135,7 +207,8 @@ struct CudaModel::Impl {
       if (b.size()) b.poison();
     };
     p(s.y), p(s.post), p(s.comb), p(s.f), p(s.hb), p(s.qrb), p(s.ob), p(s.zb);
-    p(s.qr), p(s.q), p(s.kv), p(s.o), p(s.zg), p(s.z), p(s.ckv), p(s.cgate), p(s.win_kv);
+    p(s.qr), p(s.q), p(s.kv), p(s.o), p(s.zg), p(s.z), p(s.ckv), p(s.cgate), p(s.ikv), p(s.igate);
+    p(s.win_kv);
     p(s.win_gate), p(s.qi), p(s.wi), p(s.scores), p(s.selected), p(s.num_selected);
     p(s.positions), p(s.entry_positions), p(s.router), p(s.route_w), p(s.route_ids);
     p(s.token_ids), p(x), p(logits), p(token);
@@ -150,7 +223,7 @@ struct CudaModel::Impl {
   Gemm gemm;
   MoeRunner moe;
   ForwardScratch s;
-  DeviceSequence seq;
+  std::vector<DeviceSequence> seqs;  // one per slot
   DeviceBuffer<double> main_inv_freq, compress_inv_freq;
   DeviceBuffer<float> x, logits;
   DeviceBuffer<int32_t> token;
@@ -170,22 +243,27 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
     return invalid_argument("CudaModel: max_tokens " + std::to_string(options.max_tokens) +
                             " exceeds the indexer top-k capacity of " +
                             std::to_string(4 * kMaxIndexerEntries) + " positions");
+  if (options.max_sequences < 1)
+    return invalid_argument("CudaModel: max_sequences must be positive");
   ASSIGN_OR_RETURN(v4::Config config, v4::load_config(dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
-  ASSIGN_OR_RETURN(v4::Weights weights, v4::load_weights(*ckpt, config));
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
     return failed_precondition("CudaModel: no CUDA device");
+  ASSIGN_OR_RETURN(DeviceWeights weights, DeviceWeights::load(config, *ckpt, options.progress));
   return std::unique_ptr<CudaModel>(
-      new CudaModel(std::make_unique<Impl>(std::move(config), weights, options)));
+      new CudaModel(std::make_unique<Impl>(std::move(config), std::move(weights), options)));
 }
 
 CudaModel::CudaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaModel::~CudaModel() = default;
 
 const v4::Config& CudaModel::config() const { return impl_->c; }
-int64_t CudaModel::num_tokens() const { return impl_->seq.num_tokens; }
-void CudaModel::reset() { impl_->seq.reset(); }
+int CudaModel::max_sequences() const { return static_cast<int>(impl_->seqs.size()); }
+int64_t CudaModel::weight_bytes() const { return impl_->w.bytes(); }
+// Slot arguments are the caller's invariant here (no Status to return): out of range aborts.
+int64_t CudaModel::num_tokens(int slot) const { return impl_->seqs.at(slot).num_tokens; }
+void CudaModel::reset(int slot) { impl_->seqs.at(slot).reset(); }
 void CudaModel::poison_scratch() { impl_->poison(); }
 void CudaModel::set_trace(DecisionTrace* trace) {
   if (trace) {
@@ -197,14 +275,32 @@ void CudaModel::set_trace(DecisionTrace* trace) {
 
 Status CudaModel::forward(const int32_t* ids, int64_t n, bool all_logits,
                           std::vector<float>* logits) {
-  return impl_->forward(ids, n, all_logits, logits);
+  return impl_->forward(0, ids, n, all_logits, logits);
+}
+
+Status CudaModel::forward(int slot, const int32_t* ids, int64_t n, bool all_logits,
+                          std::vector<float>* logits) {
+  return impl_->forward(slot, ids, n, all_logits, logits);
+}
+
+Status CudaModel::decode(const int* slots, const int32_t* ids, int64_t count,
+                         std::vector<float>* logits, std::vector<int32_t>* greedy) {
+  return impl_->decode(slots, ids, count, logits, greedy);
+}
+
+Status CudaModel::copy_sequence(int from, int to) {
+  RETURN_IF_ERROR(impl_->check_slot(from));
+  RETURN_IF_ERROR(impl_->check_slot(to));
+  if (from != to) impl_->seqs[to].copy_from(impl_->seqs[from], impl_->stream);
+  DI_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  return ok_status();
 }
 
 StatusOr<std::vector<int32_t>> CudaModel::generate_greedy(const int32_t* prompt, int64_t n,
                                                           int64_t n_new) {
   Impl& m = *impl_;
   std::vector<int32_t> out;
-  RETURN_IF_ERROR(m.forward(prompt, n, false, nullptr));
+  RETURN_IF_ERROR(m.forward(0, prompt, n, false, nullptr));
   int32_t* token = grow(m.token, 1);
   for (int64_t i = 0; i < n_new; ++i) {
     argmax_rows(m.logits.get(), 1, m.c.vocab_size, token, m.stream);
@@ -212,7 +308,7 @@ StatusOr<std::vector<int32_t>> CudaModel::generate_greedy(const int32_t* prompt,
     DI_CUDA_CHECK(cudaMemcpyAsync(&next, token, 4, cudaMemcpyDeviceToHost, m.stream));
     DI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
     out.push_back(next);
-    if (i + 1 < n_new) RETURN_IF_ERROR(m.forward(&next, 1, false, nullptr));
+    if (i + 1 < n_new) RETURN_IF_ERROR(m.forward(0, &next, 1, false, nullptr));
   }
   return out;
 }

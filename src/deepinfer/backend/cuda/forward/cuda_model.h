@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ struct CudaModelOptions {
   v4::ModelOptions model{v4::Numerics::kPlain, {}};
   int64_t max_tokens = 4096;  // sequence capacity (positions) the device state is sized for
   int64_t max_chunk = 256;    // longer forward calls run in chunks of this many tokens
+  int max_sequences = 1;      // sequence slots, each with its own state; decode() batches them
+  std::function<void(const v4::LoadProgress&)> progress;  // load: called after every tensor
 };
 
 class CudaModel {
@@ -38,12 +41,26 @@ class CudaModel {
   ~CudaModel();
 
   const v4::Config& config() const;
-  int64_t num_tokens() const;  // next position of the sequence
-  void reset();                // start a new sequence
+  int max_sequences() const;
+  int64_t weight_bytes() const;            // bytes of weights on the device
+  int64_t num_tokens(int slot = 0) const;  // next position of that sequence
+  void reset(int slot = 0);                // start a new sequence in that slot
 
-  // Appends ids[0..n) at positions num_tokens()...; logits gets n x vocab rows (all_logits) or
-  // the last position's row.
+  // Appends ids[0..n) to slot 0 at positions num_tokens()...; logits gets n x vocab rows
+  // (all_logits) or the last position's row.
   Status forward(const int32_t* ids, int64_t n, bool all_logits, std::vector<float>* logits);
+  // The same for any slot (prefill of one sequence of a batch).
+  Status forward(int slot, const int32_t* ids, int64_t n, bool all_logits,
+                 std::vector<float>* logits);
+
+  // One decode step of `count` distinct slots together: ids[b] is appended to slot slots[b]. Every
+  // op but the per-sequence attention state runs once over all rows. logits (if not null) gets
+  // count x vocab rows; greedy (if not null) each row's argmax (ties to the lower id).
+  Status decode(const int* slots, const int32_t* ids, int64_t count, std::vector<float>* logits,
+                std::vector<int32_t>* greedy);
+
+  // Slot `to` becomes a copy of slot `from` (benchmarks: many sequences of one context).
+  Status copy_sequence(int from, int to);
 
   // Runs the prompt, then picks n_new tokens greedily (the CUDA argmax, ties to the lower id),
   // feeding each back; returns them. The sequence is left holding prompt + all but the last.

@@ -32,7 +32,31 @@ void reset_compressor(DeviceCompressor& s) {
   fill(s.prev_gate, ninf);
 }
 
+template <typename T>
+void copy(DeviceBuffer<T>& dst, const DeviceBuffer<T>& src, cudaStream_t stream) {
+  if (src.size())
+    DI_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), src.size() * sizeof(T),
+                                  cudaMemcpyDeviceToDevice, stream));
+}
+
+void copy_compressor(DeviceCompressor& d, const DeviceCompressor& s, cudaStream_t stream) {
+  copy(d.pending_kv, s.pending_kv, stream);
+  copy(d.pending_gate, s.pending_gate, stream);
+  copy(d.prev_kv, s.prev_kv, stream);
+  copy(d.prev_gate, s.prev_gate, stream);
+  copy(d.entries, s.entries, stream);
+}
+
 }  // namespace
+
+void DeviceSequence::copy_from(const DeviceSequence& o, cudaStream_t stream) {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    copy(layers[l].ring, o.layers[l].ring, stream);
+    copy_compressor(layers[l].comp, o.layers[l].comp, stream);
+    copy_compressor(layers[l].index, o.layers[l].index, stream);
+  }
+  num_tokens = o.num_tokens;
+}
 
 DeviceSequence::DeviceSequence(const v4::Config& c, int64_t max_tokens, int64_t max_chunk)
     : max_tokens(max_tokens) {

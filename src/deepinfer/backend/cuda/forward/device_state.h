@@ -34,6 +34,8 @@ class DeviceSequence {
  public:
   DeviceSequence(const v4::Config& c, int64_t max_tokens, int64_t max_chunk);
   void reset();  // back to an empty sequence
+  // This sequence becomes a copy of o (same config and capacities), device to device.
+  void copy_from(const DeviceSequence& o, cudaStream_t stream);
 
   std::vector<DeviceLayerState> layers;
   int64_t num_tokens = 0;

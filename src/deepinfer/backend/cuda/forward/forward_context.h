@@ -31,10 +31,12 @@ struct ForwardScratch {
   DeviceBuffer<float> y, post, comb, f;              // mHC around each sub-layer
   DeviceBuffer<__nv_bfloat16> hb, qrb, ob, zb;       // bf16 GEMM inputs
   DeviceBuffer<float> qr, q, kv, o, zg, z;           // attention
-  DeviceBuffer<float> ckv, cgate, win_kv, win_gate;  // compressors
+  DeviceBuffer<float> ckv, cgate, ikv, igate;        // compressor projections (attention, index)
+  DeviceBuffer<float> win_kv, win_gate;              // compressor windows
   DeviceBuffer<float> qi, wi, scores;                // indexer
   DeviceBuffer<int32_t> selected, num_selected;      // attended entries
   DeviceBuffer<int64_t> positions, entry_positions;  // RoPE positions
+  std::vector<int64_t> host_positions;               // batched decode's, before upload
   DeviceBuffer<float> router, route_w;               // MoE
   DeviceBuffer<int32_t> route_ids, token_ids;
   MoeArgs moe;  // its expert list keeps its capacity, so refilling it per layer doesn't allocate
@@ -68,15 +70,28 @@ struct ForwardContext {
   }
 };
 
-// Attention sub-layer (spec §6.5-6.7) for n tokens at pos0..: h [n, hidden] -> out [n, hidden];
-// updates the layer's ring and compressors.
-void attention_layer(const ForwardContext& m, const AttentionWeights& w, int ratio, const float* h,
-                     int64_t n, int64_t pos0, DeviceLayerState& st, float* out);
+// Consecutive rows [row0, row0 + n) of a forward call that belong to one sequence, at its
+// positions pos0..: a prefill chunk is one segment, a batched decode step one per sequence.
+struct RowSegment {
+  int64_t row0 = 0, n = 0, pos0 = 0;
+  DeviceSequence* seq = nullptr;
+};
 
-// Feeds n tokens (hb: bf16 hidden states) to one compressor; entries completed by the chunk are
+// Attention sub-layer (spec §6.5-6.7) over `rows` rows: h [rows, hidden] -> out [rows, hidden];
+// positions (device, rows) are each row's position. Projections, norms and RoPE run over all
+// rows; compressors, indexer, ring and sink attention per segment, updating that sequence's
+// state for layer m.layer.
+void attention_layer(const ForwardContext& m, const AttentionWeights& w, int ratio, const float* h,
+                     int64_t rows, const int64_t* positions, const std::vector<RowSegment>& segs,
+                     float* out);
+
+// A compressor's two projections over n rows (hb: bf16 hidden states): kv, gate [n, width].
+void compressor_project(const ForwardContext& m, const CompressorWeights& w, int width,
+                        const __nv_bfloat16* hb, int64_t n, float* kv, float* gate);
+// Feeds one sequence's n projected rows at pos0.. to its compressor; entries they complete are
 // appended, normalized and rotated (spec §6.6).
-void compressor_layer(const ForwardContext& m, const CompressorWeights& w, DeviceCompressor& s,
-                      const __nv_bfloat16* hb, int64_t n, int64_t pos0);
+void compressor_update(const ForwardContext& m, const CompressorWeights& w, DeviceCompressor& s,
+                       const float* kv, const float* gate, int64_t n, int64_t pos0);
 
 // MoE sub-layer (spec §6.8): h [n, hidden], token ids on the device (hash layers).
 void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const float* h,
