@@ -31,7 +31,7 @@ StatusOr<Roofline> Roofline::open(const std::string& dir, const v4::Config& c) {
   for (const v4::WeightSource& s : sources) {
     const std::string& n = s.spec.name;
     if (starts_with(n, "mtp.")) continue;
-    const double bytes = double(s.tensor->nbytes) + (s.scale ? double(s.scale->nbytes) : 0);
+    const double bytes = double(s.stored_bytes());
     const double params = double(s.numel());
     const bool matmul = s.spec.shape.size() == 2 && contains(n, ".weight");
     if (contains(n, "tid2eid")) continue;  // B rows of a lookup table: negligible

@@ -186,6 +186,10 @@ Status load_float(const WeightSource& src, const Config& c, float* out) {
   return invalid_argument("tensor '" + src.spec.name + "' is an index table, not floats");
 }
 
+int64_t WeightSource::stored_bytes() const {
+  return static_cast<int64_t>(tensor->nbytes + (scale ? scale->nbytes : 0));
+}
+
 int64_t WeightSource::numel() const {
   int64_t n = 1;
   for (int64_t d : spec.shape) n *= d;

@@ -66,7 +66,8 @@ struct WeightSource {
   const TensorInfo* tensor = nullptr;
   const TensorInfo* scale = nullptr;  // quantized formats
   WeightFormat format = WeightFormat::kFloat;
-  int64_t numel() const;  // logical
+  int64_t numel() const;         // logical
+  int64_t stored_bytes() const;  // the tensor and its scale as stored
 };
 
 // Validates the checkpoint against the manifest (missing, unexpected, shape, dtype, scale

@@ -45,15 +45,14 @@ StatusOr<DeviceWeights> DeviceWeights::load(
   DeviceWeights dw;
   v4::LoadProgress p;
   p.tensors_total = static_cast<int64_t>(sources.size());
-  for (const auto& s : sources)
-    p.bytes_total += static_cast<int64_t>(s.tensor->nbytes + (s.scale ? s.scale->nbytes : 0));
+  for (const auto& s : sources) p.bytes_total += s.stored_bytes();
   DeviceBuffer<uint8_t> raw, raw_scale;  // staging for quantized bytes, reused
   DeviceBuffer<float> fscale;
   std::vector<float> host;  // one float tensor at a time
   for (const v4::WeightSource& s : sources) {
     const std::string& name = s.spec.name;
     const int64_t numel = s.numel();
-    p.bytes_done += static_cast<int64_t>(s.tensor->nbytes + (s.scale ? s.scale->nbytes : 0));
+    p.bytes_done += s.stored_bytes();
     ++p.tensors_done;
     if (name.rfind("mtp.", 0) == 0) {
       if (progress) progress(p);
