@@ -135,6 +135,137 @@ TEST(CudaIndexer, TopKMatchesCpuExactlyWithTiesToTheEarlierEntry) {
   }
 }
 
+// Batched decode: each query belongs to its own sequence (own ring, own entries, own position)
+// reached through device pointer tables; a padding row (sequence -1) outputs zeros.
+TEST(CudaSinkAttention, BatchedRowsMatchCpuPerSequenceAtV4FlashDims) {
+  const int nh = 64, hd = 512, W = 128, max_sel = 64;
+  const float scale = 1.0f / std::sqrt(512.0f);
+  const std::vector<int64_t> pos = {3, 700, 4095, 129};
+  const std::vector<int32_t> seq_of = {2, 0, -1, 1, 3};  // query -> sequence
+  const int64_t S = 4, T = static_cast<int64_t>(seq_of.size()), R = W - 1 + 4;
+  const int64_t E = 4096 / 4;
+  std::vector<std::vector<float>> rings, entries;
+  std::vector<DeviceBuffer<float>> dring, dent;
+  for (int64_t k = 0; k < S; ++k) {
+    rings.push_back(randn(R * hd));
+    entries.push_back(randn(E * hd));
+    dring.emplace_back(rings.back());
+    dent.emplace_back(entries.back());
+  }
+  const auto q = randn(T * nh * hd), sinks = randn(nh);
+  std::vector<int32_t> sel(T * max_sel, -1), nsel(T, 0);
+  std::vector<int64_t> qpos(T, 0);
+  for (int64_t t = 0; t < T; ++t) {
+    if (seq_of[t] < 0) continue;
+    qpos[t] = pos[seq_of[t]];
+    const int64_t visible = (qpos[t] + 1) / 4;
+    nsel[t] = static_cast<int32_t>(std::min<int64_t>(max_sel, visible));
+    for (int j = 0; j < nsel[t]; ++j) sel[t * max_sel + j] = static_cast<int32_t>(visible - 1 - j);
+  }
+  std::vector<float> want(T * nh * hd, 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    if (seq_of[t] < 0) continue;
+    const auto& ring = rings[seq_of[t]];
+    const auto& ent = entries[seq_of[t]];
+    std::vector<const float*> keys;
+    for (int64_t p = std::max<int64_t>(0, qpos[t] - (W - 1)); p <= qpos[t]; ++p)
+      keys.push_back(&ring[(p % R) * hd]);
+    for (int j = 0; j < nsel[t]; ++j) keys.push_back(&ent[sel[t * max_sel + j] * hd]);
+    for (int h = 0; h < nh; ++h)
+      cpu::sink_attention(&q[(t * nh + h) * hd], keys.data(), static_cast<int64_t>(keys.size()),
+                          sinks[h], hd, scale, &want[(t * nh + h) * hd]);
+  }
+  std::vector<const float*> ring_ptrs, ent_ptrs;
+  for (int64_t k = 0; k < S; ++k)
+    ring_ptrs.push_back(dring[k].get()), ent_ptrs.push_back(dent[k].get());
+  DeviceBuffer<const float*> drp(ring_ptrs), dep(ent_ptrs);
+  DeviceBuffer<float> dq(q), dsinks(sinks), dout(want.size());
+  DeviceBuffer<int32_t> dsel(sel), dnsel(nsel), dseq(seq_of);
+  DeviceBuffer<int64_t> dpos(qpos);
+  dout.poison();
+  SinkAttentionArgs a;
+  a.q = dq.get();
+  a.ring_rows = R;
+  a.selected = dsel.get();
+  a.num_selected = dnsel.get();
+  a.max_selected = max_sel;
+  a.sinks = dsinks.get();
+  a.out = dout.get();
+  a.num_queries = T;
+  a.num_heads = nh;
+  a.head_dim = hd;
+  a.window = W;
+  a.scale = scale;
+  a.query_seq = dseq.get();
+  a.positions = dpos.get();
+  a.rings = drp.get();
+  a.seq_entries = dep.get();
+  sink_attention(a, nullptr);
+  EXPECT_TRUE(close(dout.download(), want, kF32Tol));
+}
+
+// Batched decode: per-query sequence, position and keys; scores rows strided by the capacity
+// bound, top-k over each row's own visible count; a padding row selects nothing.
+TEST(CudaIndexer, BatchedRowsMatchCpuPerSequence) {
+  const int ih = 64, ihd = 128, topk = 512;
+  const int64_t bound = 4096 / 4;
+  const std::vector<int64_t> pos = {4095, 2, 1500};
+  const std::vector<int32_t> seq_of = {1, -1, 2, 0};
+  const int64_t T = static_cast<int64_t>(seq_of.size());
+  std::vector<std::vector<float>> keys;
+  std::vector<DeviceBuffer<float>> dkeys;
+  std::vector<const float*> key_ptrs;
+  for (size_t k = 0; k < pos.size(); ++k) {
+    keys.push_back(randn(bound * ihd));
+    dkeys.emplace_back(keys.back());
+    key_ptrs.push_back(dkeys.back().get());
+  }
+  const auto q = randn(T * ih * ihd), w = randn(T * ih);
+  const float wscale = 1.0f / 8.0f, sscale = 1.0f / std::sqrt(128.0f);
+  std::vector<int64_t> qpos(T, 0);
+  for (int64_t t = 0; t < T; ++t) qpos[t] = seq_of[t] < 0 ? 0 : pos[seq_of[t]];
+  DeviceBuffer<float> dq(q), dw(w), ds(T * bound);
+  DeviceBuffer<const float*> dkp(key_ptrs);
+  DeviceBuffer<int32_t> dseq(seq_of), dsel(T * topk), dn(T);
+  DeviceBuffer<int64_t> dpos(qpos);
+  ds.poison();
+  dsel.poison();
+  dn.poison();
+  IndexerArgs a;
+  a.q = dq.get();
+  a.w = dw.get();
+  a.num_queries = T;
+  a.num_entries = bound;
+  a.num_heads = ih;
+  a.head_dim = ihd;
+  a.weight_scale = wscale;
+  a.score_scale = sscale;
+  a.query_seq = dseq.get();
+  a.positions = dpos.get();
+  a.seq_keys = dkp.get();
+  indexer_scores(a, ds.get(), nullptr);
+  indexer_topk_rows(ds.get(), T, bound, dpos.get(), dseq.get(), 4, topk, dsel.get(), dn.get(),
+                    nullptr);
+  const auto got = ds.download();
+  const auto sel = dsel.download(), n = dn.download();
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t visible = seq_of[t] < 0 ? 0 : (qpos[t] + 1) / 4;
+    std::vector<float> g, want;
+    for (int64_t e = 0; e < visible; ++e) {
+      g.push_back(got[t * bound + e]);
+      want.push_back(cpu::indexer_score(&q[t * ih * ihd], &w[t * ih], &keys[seq_of[t]][e * ihd], ih,
+                                        ihd, wscale, sscale));
+    }
+    EXPECT_TRUE(close(g, want, kF32Tol)) << "query " << t;
+    // The top-k of the GPU's own scores (the CPU's choice over them must match exactly).
+    const auto pick = cpu::top_k_indices(g.data(), visible, topk);
+    ASSERT_EQ(n[t], static_cast<int32_t>(pick.size())) << "query " << t;
+    for (int i = 0; i < topk; ++i)
+      ASSERT_EQ(sel[t * topk + i], i < n[t] ? static_cast<int32_t>(pick[i]) : -1)
+          << "query " << t << " slot " << i;
+  }
+}
+
 TEST(CudaCompressorPool, MatchesCpuForCsaHcaAndIndexerWindows) {
   const float ninf = -std::numeric_limits<float>::infinity();
   for (auto [windows, rows, dim, first_half_empty] :

@@ -172,10 +172,12 @@ class CudaModelTest : public ::testing::TestWithParam<Case> {
     decisions_ = choices::cpu_decisions(cpu_->config(), weights_, fixture_.ids);
   }
 
-  std::unique_ptr<CudaModel> gpu(int64_t max_chunk = 256, int max_sequences = 1) {
+  std::unique_ptr<CudaModel> gpu(int64_t max_chunk = 256, int max_sequences = 1,
+                                 bool cuda_graphs = true) {
     CudaModelOptions o;
     o.max_chunk = max_chunk;
     o.max_sequences = max_sequences;
+    o.cuda_graphs = cuda_graphs;
     auto m = CudaModel::load(dir_, o);
     EXPECT_TRUE(m.ok()) << m.status().to_string();
     return m.ok() ? std::move(*m) : nullptr;
@@ -341,8 +343,8 @@ TEST_P(CudaModelTest, BatchedDecodeMatchesCpu) {
   // Every decoded position before `held`, so each row is checked.
   const int64_t top = held - steps;
   ASSERT_GE(top, 3) << "the first near-tie flip comes too early for " << steps << " steps";
-  const std::vector<int64_t> lens = {std::max<int64_t>(1, top - 16),
-                                     std::max<int64_t>(1, top - 8), top};
+  const std::vector<int64_t> lens = {std::max<int64_t>(1, top - 16), std::max<int64_t>(1, top - 8),
+                                     top};
   for (int k = 0; k < 3; ++k) {
     m->reset(k);
     ASSERT_TRUE(m->forward(k, fixture_.ids.data(), lens[k], false, nullptr).ok());
@@ -372,6 +374,13 @@ TEST_P(CudaModelTest, BatchedDecodeMatchesCpu) {
   std::printf("[%s] batched decode: %lld rows held, max relative L2 error %.3e\n",
               GetParam().label().c_str(), static_cast<long long>(rows), worst);
   EXPECT_GT(rows, 0);
+  // Three rows run at bucket 4 (one padding row); after the eager and the capturing step, the
+  // rest were replayed from the graph, so the rows above checked the replayed path too.
+  EXPECT_EQ(m->decode_bucket(3), 4);
+  const DecodeStepCounts n = m->decode_steps();
+  EXPECT_EQ(n.eager, 1);
+  EXPECT_EQ(n.captured, 1);
+  EXPECT_EQ(n.replayed, steps - 2);
   // Misuse is refused, naming the problem.
   const int twice[2] = {1, 1};
   const int32_t two[2] = {fixture_.ids[0], fixture_.ids[1]};
@@ -383,6 +392,42 @@ TEST_P(CudaModelTest, BatchedDecodeMatchesCpu) {
 }
 
 // copy_sequence: a copied slot continues exactly as its source does.
+// A step replayed from its CUDA graph makes the same launches as the eager step, so its logits
+// are bit-identical to a model that runs every step eagerly. The batch shrinks from three rows
+// (bucket 4) to one midway, so two buckets are captured and replayed.
+TEST_P(CudaModelTest, GraphReplayEqualsEagerDecode) {
+  const int64_t L = static_cast<int64_t>(fixture_.ids.size());
+  auto graphed = gpu(256, 4, true), eager = gpu(256, 4, false);
+  ASSERT_TRUE(graphed && eager);
+  std::vector<int64_t> pos = {std::max<int64_t>(1, L / 4), std::max<int64_t>(1, L / 3),
+                              std::max<int64_t>(1, L / 2)};
+  for (CudaModel* m : {graphed.get(), eager.get()})
+    for (int k = 0; k < 3; ++k)
+      ASSERT_TRUE(m->forward(k, fixture_.ids.data(), pos[k], false, nullptr).ok());
+  const int slots[3] = {2, 0, 1};
+  const int64_t steps = 8;
+  for (int64_t j = 0; j < steps; ++j) {
+    const int64_t count = j < steps / 2 ? 3 : 1;
+    int32_t ids[3];
+    for (int b = 0; b < count; ++b) ids[b] = fixture_.ids[pos[slots[b]] % L];
+    std::vector<float> a, b;
+    std::vector<int32_t> ga, gb;
+    ASSERT_TRUE(graphed->decode(slots, ids, count, &a, &ga).ok());
+    ASSERT_TRUE(eager->decode(slots, ids, count, &b, &gb).ok());
+    ASSERT_EQ(a.size(), size_t(count * vocab_));
+    for (float v : a) ASSERT_TRUE(std::isfinite(v)) << "step " << j;
+    EXPECT_TRUE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) << "step " << j;
+    EXPECT_EQ(ga, gb) << "step " << j;
+    for (int k = 0; k < count; ++k) ++pos[slots[k]];
+  }
+  const DecodeStepCounts g = graphed->decode_steps(), e = eager->decode_steps();
+  EXPECT_EQ(g.eager, 2);  // each bucket's first step
+  EXPECT_EQ(g.captured, 2);
+  EXPECT_EQ(g.replayed, steps - 4);
+  EXPECT_EQ(e.eager, steps);
+  EXPECT_EQ(e.captured + e.replayed, 0);
+}
+
 TEST_P(CudaModelTest, CopiedSequenceContinuesAsItsSource) {
   const int64_t P = fixture_.prefill_len;
   auto m = gpu(256, 2);

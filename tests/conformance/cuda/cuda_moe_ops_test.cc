@@ -56,12 +56,18 @@ TEST(CudaRouting, BiasedTopKAndHashMatchCpuAtV4FlashDims) {
 struct MoeCase {
   int64_t tokens, hidden, inter;
   int experts, top_k;
+  int favoured = -1;  // an expert whose router bias every token's top-k picks first
 };
 
-// bf16-rounded weights on both sides; the GPU also rounds activations to bf16 before each GEMM,
-// the CPU does not: hence the bf16 tolerance.
+// Both MoeRunner paths (host grouping + cuBLASLt, device grouping + grouped kernels) against
+// the CPU's moe_forward. bf16-rounded weights on both sides; the GPU also rounds activations to
+// bf16 before each GEMM, the CPU does not: hence the bf16 tolerance.
 TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
-  for (MoeCase k : {MoeCase{9, 256, 128, 8, 2}, MoeCase{16, 4096, 2048, 16, 6}}) {
+  for (MoeCase k : {MoeCase{9, 256, 128, 8, 2}, MoeCase{16, 4096, 2048, 16, 6},
+                    // many experts over the grouped kernels' 8-row chunk
+                    MoeCase{128, 256, 128, 16, 6},
+                    // skewed: one expert gets all 128 tokens (16 chunks), the other picks spread
+                    MoeCase{128, 256, 128, 16, 6, /*favoured=*/5}}) {
     v4::Config c;
     c.hidden_size = k.hidden;
     c.n_routed_experts = k.experts;
@@ -75,6 +81,8 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     const float ws = 1.0f / std::sqrt(static_cast<float>(k.hidden));
     w.f32()[p + "ffn.gate.weight"] = randn(k.experts * k.hidden, ws);
     w.f32()[p + "ffn.gate.bias"] = randn(k.experts, 0.1f);
+    // Affinities are sqrt(softplus(logit)), a few units at most: +100 wins every token.
+    if (k.favoured >= 0) w.f32()[p + "ffn.gate.bias"][k.favoured] += 100.0f;
     auto add_expert = [&](const std::string& e, int64_t inter) {
       // Large enough activations that the SwiGLU clamp at 10 engages for some channels.
       w.f32()[e + "w1.weight"] = round_bf16(randn(inter * k.hidden, 8 * ws));
@@ -103,13 +111,13 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
       const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
       a.experts.push_back({bf(ep + "w1.weight"), bf(ep + "w3.weight"), bf(ep + "w2.weight")});
     }
+    DeviceBuffer<ExpertWeightsBf16> dexperts(a.experts);
     const std::string sp = p + "ffn.shared_experts.";
     ExpertWeightsBf16 shared{bf(sp + "w1.weight"), bf(sp + "w3.weight"), bf(sp + "w2.weight")};
     DeviceBuffer<float> dx(x), dgw(w.f32()[p + "ffn.gate.weight"]),
         dbias(w.f32()[p + "ffn.gate.bias"]), dlogits(k.tokens * k.experts),
         dwts(k.tokens * k.top_k), dout(want.size());
     DeviceBuffer<int32_t> dsel(k.tokens * k.top_k);
-    dout.poison();
     gemm.f32(dgw.get(), dx.get(), dlogits.get(), k.tokens, k.experts, k.hidden, nullptr);
     RoutingArgs r;
     r.logits = dlogits.get();
@@ -119,6 +127,10 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     r.top_k = k.top_k;
     r.route_scale = 1.5f;
     route(r, dsel.get(), dwts.get(), nullptr);
+    if (k.favoured >= 0) {
+      const auto sel = dsel.download();
+      for (int64_t t = 0; t < k.tokens; ++t) ASSERT_EQ(sel[t * k.top_k], k.favoured) << t;
+    }
     a.x = dx.get();
     a.tokens = k.tokens;
     a.hidden = k.hidden;
@@ -126,15 +138,35 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     a.top_k = k.top_k;
     a.expert_ids = dsel.get();
     a.weights = dwts.get();
+    a.device_experts = dexperts.get();
+    a.num_experts = k.experts;
     a.shared = &shared;
     a.shared_inter = k.inter;
     a.swiglu_limit = 10.0f;
     a.out = dout.get();
     MoeRunner runner(gemm);
+    std::printf("  moe %lld tokens, hidden %lld, inter %lld, %d experts, top %d%s:\n",
+                (long long)k.tokens, (long long)k.hidden, (long long)k.inter, k.experts, k.top_k,
+                k.favoured >= 0 ? ", skewed" : "");
+    dout.poison();
     runner.run(a, nullptr);
-    std::printf("  moe %lld tokens, hidden %lld, inter %lld:\n", (long long)k.tokens,
-                (long long)k.hidden, (long long)k.inter);
-    EXPECT_TRUE(close(dout.download(), want, kBf16Tol));
+    const auto got = dout.download();
+    std::printf("   run():\n");
+    EXPECT_TRUE(close(got, want, kBf16Tol));
+
+    // Reserved for more tokens than used: a caller reserves its largest batch once.
+    runner.reserve_grouped(k.tokens + 3, k.top_k, k.hidden, k.inter, k.inter, k.experts);
+    dout.poison();
+    runner.run_grouped(a, nullptr);
+    const auto grouped = dout.download();
+    std::printf("   run_grouped():\n");
+    EXPECT_TRUE(close(grouped, want, kBf16Tol));
+    std::printf("   run_grouped() against run():\n");
+    EXPECT_TRUE(close(grouped, got, kBf16Tol));
+    // The device grouping is a stable sort and every sum has a fixed order: bit-identical reruns.
+    dout.poison();
+    runner.run_grouped(a, nullptr);
+    EXPECT_EQ(dout.download(), grouped) << "run_grouped is not deterministic";
   }
 }
 

@@ -1,7 +1,9 @@
 // Owning device allocation (cudaMalloc; managed memory is avoided on purpose, see DESIGN.md).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
@@ -45,5 +47,22 @@ class DeviceBuffer {
   T* p_ = nullptr;
   size_t n_ = 0;
 };
+
+// How many times grow() has reallocated any buffer. A captured CUDA graph holds raw device
+// pointers, so it is stale once this count moves past the value it was captured at.
+inline std::atomic<uint64_t>& regrowth_count() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
+// Scratch that grows on demand to the largest size seen and is then reused.
+template <typename T>
+T* grow(DeviceBuffer<T>& b, size_t n) {
+  if (b.size() < n) {
+    b = DeviceBuffer<T>(n);
+    ++regrowth_count();
+  }
+  return b.get();
+}
 
 }  // namespace deepinfer::cuda

@@ -151,6 +151,10 @@ int run_bench(int argc, char** argv) {
   app.add_option("--long-context", cu.long_context,
                  "cuda: also prefill this many tokens and time batch-1 decode there (0: skip)")
       ->capture_default_str();
+  app.add_flag(
+      "--no-cuda-graphs", [&](int64_t) { cu.cuda_graphs = false; },
+      "cuda: launch every decode step eagerly instead of replaying each batch size's "
+      "CUDA graph");
   app.add_option("--reference", cu.reference,
                  "cuda: 'transformers' also runs DeepseekV4ForCausalLM (eager) on the same GPU and "
                  "model via --reference-script, after freeing ours, and prints it alongside");

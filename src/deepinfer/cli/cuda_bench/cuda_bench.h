@@ -20,7 +20,8 @@ struct CudaBenchOptions {
   int steps = 16;  // timed decode steps per batch size (after warm-up)
   int warmup = 2;  // untimed decode steps first
   int64_t long_context = 0;
-  std::string reference;  // "transformers" to run the reference, empty for none
+  bool cuda_graphs = true;  // decode steps replayed from CUDA graphs (off: launched eagerly)
+  std::string reference;    // "transformers" to run the reference, empty for none
   std::string reference_script;
   std::string reference_args;  // appended to the reference command line as given
   std::string python = "python3";

@@ -18,7 +18,20 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y;
   const int hd = a.head_dim;
-  const int64_t s = a.pos0 + t;
+  float* o = a.out + (t * a.num_heads + h) * hd;
+  const float* ring = a.ring;
+  const float* entries = a.entries;
+  int64_t s = a.pos0 + t;
+  if (a.query_seq) {
+    const int seq = a.query_seq[t];
+    if (seq < 0) {
+      for (int d = threadIdx.x; d < hd; d += blockDim.x) o[d] = 0.0f;
+      return;
+    }
+    ring = a.rings[seq];
+    entries = a.seq_entries ? a.seq_entries[seq] : nullptr;
+    s = a.positions[t];
+  }
   const int64_t first = s - (a.window - 1) > 0 ? s - (a.window - 1) : 0;
   const int nwin = static_cast<int>(s - first + 1);
   const int nsel = a.max_selected ? a.num_selected[t] : 0;
@@ -28,8 +41,8 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
   __syncthreads();
 
   auto key = [&](int k) -> const float* {
-    if (k < nwin) return a.ring + ((first + k) % a.ring_rows) * hd;
-    return a.entries + int64_t{a.selected[t * a.max_selected + (k - nwin)]} * hd;
+    if (k < nwin) return ring + ((first + k) % a.ring_rows) * hd;
+    return entries + int64_t{a.selected[t * a.max_selected + (k - nwin)]} * hd;
   };
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int k = warp; k < nkeys; k += warps) {
@@ -47,7 +60,6 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
   for (int k = threadIdx.x; k < nkeys; k += blockDim.x) den += (logits[k] = expf(logits[k] - mx));
   den = block_sum(den, scratch) + expf(a.sinks[h] - mx);
   const float inv = 1.0f / den;
-  float* o = a.out + (t * a.num_heads + h) * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float acc = 0;
     for (int k = 0; k < nkeys; ++k) acc += logits[k] * key(k)[d];

@@ -6,6 +6,9 @@
 //     row p % ring_rows (the caller keeps ring_rows >= window - 1 + num_queries);
 //   - compressed entries: rows selected[t * max_selected + j] of `entries`, j < num_selected[t].
 // out[t, h] = sum_k softmax_k * key_k. Output de-rotation is the caller's (rope, inverse).
+// Batched decode sets query_seq: query t then belongs to sequence query_seq[t] (-1: a padding
+// row, whose output is zero), at position positions[t], with that sequence's ring and entries
+// from the per-sequence tables; pos0, ring and entries are unused.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,6 +30,10 @@ struct SinkAttentionArgs {
   int64_t num_queries = 0, pos0 = 0;
   int num_heads = 0, head_dim = 0, window = 0;
   float scale = 0;
+  const int32_t* query_seq = nullptr;         // device [num_queries]; null: one sequence
+  const int64_t* positions = nullptr;         // device [num_queries]
+  const float* const* rings = nullptr;        // device [sequences]
+  const float* const* seq_entries = nullptr;  // device [sequences]; may be null (no entries)
 };
 
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);

@@ -1,8 +1,9 @@
 // Attention sub-layer on the GPU (spec §6.5-6.7), the CPU's attention.cc over many rows per
 // launch: q/kv projections and norms, RoPE, the compressor and indexer projections over all rows;
-// then per sequence segment the compressors, the indexer's top-k (CSA) or all visible entries
-// (HCA) and sink attention over its ring + selected entries; then de-rotation and the grouped
-// output projection over all rows again.
+// then the compressors, the indexer's top-k (CSA) or all visible entries (HCA) and sink attention
+// over the ring + selected entries, per sequence segment (prefill) or over all rows through the
+// slot tables (batched decode, graph-safe); then de-rotation and the grouped output projection
+// over all rows again.
 #include <cmath>
 
 #include "deepinfer/backend/cuda/attention/rope.h"
@@ -15,30 +16,157 @@
 namespace deepinfer::cuda {
 namespace {
 
-// CSA: per query of one segment the indexer's top-k of the visible indexer keys (spec §6.7);
-// q [n, heads, dim] rotated and w [n, heads] are the segment's rows of the indexer projections.
-void indexer_select(const ForwardContext& m, const float* q, const float* w, int64_t n,
-                    int64_t pos0, const DeviceCompressor& keys, int32_t* selected,
-                    int32_t* num_selected) {
+// The position-independent projections over all rows that the state ops read.
+struct Projected {
+  const float *q, *kv;                 // [rows, heads, head_dim], [rows, head_dim]; rotated
+  const float *ckv, *cgate;            // compressor, ratio > 0
+  const float *ikv, *igate, *iq, *iw;  // indexer (CSA)
+};
+
+SinkAttentionArgs sink_args(const ForwardContext& m, const AttentionWeights& w) {
   const v4::Config& c = m.c;
-  const int ih = c.index_n_heads, ihd = c.index_head_dim;
-  const int64_t entries = (pos0 + n) / keys.ratio;
-  float* scores = grow(m.s.scores, size_t(n) * (entries > 0 ? entries : 1));
+  SinkAttentionArgs a;
+  a.sinks = w.sink;
+  a.num_heads = c.num_heads;
+  a.head_dim = c.head_dim;
+  a.window = c.sliding_window;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  return a;
+}
+
+IndexerArgs indexer_args(const ForwardContext& m, const float* q, const float* w) {
+  const int ih = m.c.index_n_heads, ihd = m.c.index_head_dim;
   IndexerArgs a;
   a.q = q;
   a.w = w;
-  a.keys = keys.entries.get();
-  a.num_queries = n;
-  a.pos0 = pos0;
-  a.num_entries = entries;
   a.num_heads = ih;
   a.head_dim = ihd;
-  a.ratio = keys.ratio;
+  a.ratio = 4;
   a.weight_scale = 1.0f / std::sqrt(static_cast<float>(ih));
   a.score_scale = 1.0f / std::sqrt(static_cast<float>(ihd));
-  indexer_scores(a, scores, m.stream);
-  indexer_topk(scores, n, entries, pos0, keys.ratio, c.index_topk, selected, num_selected,
-               m.stream);
+  return a;
+}
+
+// One sequence's rows (a prefill chunk): compressors, the indexer's top-k (CSA) or all visible
+// entries (HCA), ring writes and sink attention, launched with that segment's host positions.
+void segment_state(const ForwardContext& m, const AttentionWeights& w, int ratio,
+                   const Projected& p, const RowSegment& g, float* o) {
+  const v4::Config& c = m.c;
+  const int nh = c.num_heads, hd = c.head_dim;
+  const int ih = c.index_n_heads, ihd = c.index_head_dim;
+  const int cw = ratio == 4 ? 2 * hd : hd, iw = 2 * ihd;
+  cudaStream_t s = m.stream;
+  DeviceLayerState& st = g.seq->layers[m.layer];
+  const int64_t r0 = g.row0, len = g.n, pos0 = g.pos0;
+  // Compressors see the segment before attention: an entry completed by token s is visible
+  // to s.
+  int max_selected = 0;
+  int32_t* selected = nullptr;
+  int32_t* num_selected = nullptr;
+  if (ratio > 0) {
+    compressor_update(m, w.compressor, st.comp, p.ckv + r0 * cw, p.cgate + r0 * cw, len, pos0);
+    num_selected = grow(m.s.num_selected, len);
+    if (ratio == 4) {
+      compressor_update(m, w.index_compressor, st.index, p.ikv + r0 * iw, p.igate + r0 * iw, len,
+                        pos0);
+      max_selected = c.index_topk;
+      selected = grow(m.s.selected, len * max_selected);
+      const int64_t entries = (pos0 + len) / 4;
+      float* scores = grow(m.s.scores, size_t(len) * (entries > 0 ? entries : 1));
+      IndexerArgs a = indexer_args(m, p.iq + r0 * ih * ihd, p.iw + r0 * ih);
+      a.keys = st.index.entries.get();
+      a.num_queries = len;
+      a.pos0 = pos0;
+      a.num_entries = entries;
+      indexer_scores(a, scores, s);
+      indexer_topk(scores, len, entries, pos0, 4, c.index_topk, selected, num_selected, s);
+      if (m.trace) m.record(m.trace->selected[m.layer], selected, len * max_selected);
+    } else {
+      max_selected = static_cast<int>((pos0 + len) / ratio);
+      selected = grow(m.s.selected, len * (max_selected > 0 ? max_selected : 1));
+      select_all_visible(len, pos0, ratio, max_selected, selected, num_selected, s);
+    }
+  }
+  ring_write(p.kv + r0 * hd, len, pos0, hd, st.ring.get(), st.ring_rows, s);
+  SinkAttentionArgs a = sink_args(m, w);
+  a.q = p.q + r0 * nh * hd;
+  a.ring = st.ring.get();
+  a.ring_rows = st.ring_rows;
+  a.entries = ratio > 0 ? st.comp.entries.get() : nullptr;
+  a.selected = selected;
+  a.num_selected = num_selected;
+  a.max_selected = max_selected;
+  a.out = o + r0 * nh * hd;
+  a.num_queries = len;
+  a.pos0 = pos0;
+  sink_attention(a, s);
+}
+
+DecodeCompressorArgs decode_compressor_args(const ForwardContext& m, const CompressorWeights& w,
+                                            const CompressorSlots& state, const float* kv,
+                                            const float* gate, int ratio, int dim) {
+  DecodeCompressorArgs a;
+  a.kv = kv;
+  a.gate = gate;
+  a.ape = w.ape;
+  a.norm = w.norm;
+  a.inv_freq = m.compress_inv_freq;
+  a.eps = m.eps();
+  a.ratio = ratio;
+  a.dim = dim;
+  a.width = ratio == 4 ? 2 * dim : dim;
+  a.rope_dim = m.c.rope_dim;
+  a.state = state;
+  return a;
+}
+
+// A batched decode step: the same ops over every row at once, each row reaching its own
+// sequence through the slot tables, every size fixed by the row count and max_tokens.
+void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio,
+                   const Projected& p, float* o) {
+  const v4::Config& c = m.c;
+  const DecodeBatch& b = *m.batch;
+  const DecodeRows& r = b.rows;
+  const LayerSlots& ls = b.slots->layer(m.layer);
+  cudaStream_t s = m.stream;
+  int max_selected = 0;
+  if (ratio > 0) {
+    decode_compressor(
+        decode_compressor_args(m, w.compressor, ls.comp, p.ckv, p.cgate, ratio, c.head_dim), r, s);
+    if (ratio == 4) {
+      decode_compressor(decode_compressor_args(m, w.index_compressor, ls.index, p.ikv, p.igate,
+                                               ratio, c.index_head_dim),
+                        r, s);
+      max_selected = c.index_topk;
+      IndexerArgs a = indexer_args(m, p.iq, p.iw);
+      a.num_queries = r.count;
+      a.num_entries = b.max_tokens / 4;
+      a.query_seq = r.slot;
+      a.positions = r.pos;
+      a.seq_keys = ls.index.entries;
+      indexer_scores(a, b.scores, s);
+      indexer_topk_rows(b.scores, r.count, a.num_entries, r.pos, r.slot, 4, max_selected,
+                        b.selected, b.num_selected, s);
+      if (m.trace) m.record(m.trace->selected[m.layer], b.selected, b.real_rows * max_selected);
+    } else {
+      max_selected = b.max_selected;
+      decode_select_all(r, ratio, max_selected, b.selected, b.num_selected, s);
+    }
+  }
+  decode_ring_write(p.kv, r, c.head_dim, ls, s);
+  SinkAttentionArgs a = sink_args(m, w);
+  a.q = p.q;
+  a.ring_rows = ls.ring_rows;
+  a.selected = ratio > 0 ? b.selected : nullptr;
+  a.num_selected = ratio > 0 ? b.num_selected : nullptr;
+  a.max_selected = max_selected;
+  a.out = o;
+  a.num_queries = r.count;
+  a.query_seq = r.slot;
+  a.positions = r.pos;
+  a.rings = ls.ring;
+  a.seq_entries = ratio > 0 ? ls.comp.entries : nullptr;
+  sink_attention(a, s);
 }
 
 }  // namespace
@@ -91,51 +219,11 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
   }
 
   float* o = grow(m.s.o, n * nh * hd);
-  for (const RowSegment& g : segs) {
-    DeviceLayerState& st = g.seq->layers[m.layer];
-    const int64_t r0 = g.row0, len = g.n, pos0 = g.pos0;
-    // Compressors see the segment before attention: an entry completed by token s is visible
-    // to s.
-    int max_selected = 0;
-    int32_t* selected = nullptr;
-    int32_t* num_selected = nullptr;
-    if (ratio > 0) {
-      compressor_update(m, w.compressor, st.comp, ckv + r0 * cw, cgate + r0 * cw, len, pos0);
-      num_selected = grow(m.s.num_selected, len);
-      if (ratio == 4) {
-        compressor_update(m, w.index_compressor, st.index, ikv + r0 * iw, igate + r0 * iw, len,
-                          pos0);
-        max_selected = c.index_topk;
-        selected = grow(m.s.selected, len * max_selected);
-        indexer_select(m, iq + r0 * ih * ihd, iwt + r0 * ih, len, pos0, st.index, selected,
-                       num_selected);
-        if (m.trace) m.record(m.trace->selected[m.layer], selected, len * max_selected);
-      } else {
-        max_selected = static_cast<int>((pos0 + len) / ratio);
-        selected = grow(m.s.selected, len * (max_selected > 0 ? max_selected : 1));
-        select_all_visible(len, pos0, ratio, max_selected, selected, num_selected, s);
-      }
-    }
-
-    ring_write(kv + r0 * hd, len, pos0, hd, st.ring.get(), st.ring_rows, s);
-    SinkAttentionArgs a;
-    a.q = q + r0 * nh * hd;
-    a.ring = st.ring.get();
-    a.ring_rows = st.ring_rows;
-    a.entries = ratio > 0 ? st.comp.entries.get() : nullptr;
-    a.selected = selected;
-    a.num_selected = num_selected;
-    a.max_selected = max_selected;
-    a.sinks = w.sink;
-    a.out = o + r0 * nh * hd;
-    a.num_queries = len;
-    a.pos0 = pos0;
-    a.num_heads = nh;
-    a.head_dim = hd;
-    a.window = c.sliding_window;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    sink_attention(a, s);
-  }
+  const Projected p{q, kv, ckv, cgate, ikv, igate, iq, iwt};
+  if (m.batch)
+    batched_state(m, w, ratio, p, o);
+  else
+    for (const RowSegment& g : segs) segment_state(m, w, ratio, p, g, o);
   rope(o + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, /*inverse=*/true, s);
 
   // Grouped output: group g's heads (hpg * hd values) go through wo_a's g-th row block.

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "deepinfer/backend/cuda/forward/decode_graphs.h"
 #include "deepinfer/backend/cuda/forward/forward_context.h"
 #include "deepinfer/backend/cuda/forward/forward_kernels.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
@@ -14,6 +15,32 @@
 #include "deepinfer/model/deepseek_v4/rope.h"
 
 namespace deepinfer::cuda {
+namespace {
+
+// Page-locked host memory: the per-step decode inputs go up in one asynchronous copy.
+template <typename T>
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(size_t n) { DI_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(T))); }
+  ~PinnedBuffer() { cudaFreeHost(p_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  T* get() const { return p_; }
+
+ private:
+  T* p_ = nullptr;
+};
+
+// The largest compressed-entry list a decode row can attend: the indexer's top-k (CSA) or every
+// visible entry of the smallest HCA ratio.
+int decode_max_selected(const v4::Config& c, int64_t max_tokens) {
+  int64_t most = c.index_topk;
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.compress_ratio(l) > 4) most = std::max(most, max_tokens / c.compress_ratio(l));
+  return static_cast<int>(most);
+}
+
+}  // namespace
 
 struct CudaModel::Impl {
   Impl(v4::Config config, DeviceWeights weights, const CudaModelOptions& o)
@@ -27,6 +54,19 @@ struct CudaModel::Impl {
         compress_inv_freq(v4::RopeTable(c.compress_rope_theta, c.rope_dim, &c.yarn).inv_freq()) {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int i = 0; i < o.max_sequences; ++i) seqs.emplace_back(c, o.max_tokens, o.max_chunk);
+    slot_tables = std::make_unique<SlotTables>(seqs);
+    max_bucket = bucket(std::min<int64_t>(o.max_sequences, o.max_chunk));
+    decode_in = DeviceBuffer<int64_t>(2 * max_bucket);
+    decode_host = std::make_unique<PinnedBuffer<int64_t>>(2 * max_bucket);
+    moe.reserve_grouped(max_bucket, c.experts_per_token, c.hidden_size, c.moe_intermediate_size,
+                        int64_t(c.moe_intermediate_size) * c.n_shared_experts, c.n_routed_experts);
+  }
+
+  // Decode batches run at a power of two rows, at most max_chunk.
+  int64_t bucket(int64_t count) const {
+    int64_t b = 1;
+    while (b < count) b <<= 1;
+    return std::min(b, options.max_chunk);
   }
   ~Impl() { cudaStreamDestroy(stream); }
 
@@ -79,19 +119,16 @@ struct CudaModel::Impl {
     }
   }
 
-  // Runs n rows (host ids) through every layer, then the head over the trailing `rows` rows
-  // into `logits`. positions: device, one per row.
-  void run_rows(const int32_t* host_ids, int64_t n, const int64_t* positions,
-                const std::vector<RowSegment>& segs, int64_t rows) {
-    const ForwardContext m = context();
+  // Every layer over n rows whose token ids are on the device, then the head over the trailing
+  // `rows` rows into `logits`. positions: device, one per row. Launches only (graph-safe when
+  // m.batch is set).
+  void forward_rows(const ForwardContext& m, const int32_t* ids, int64_t n,
+                    const int64_t* positions, const std::vector<RowSegment>& segs, int64_t rows) {
     const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
-    int32_t* ids = grow(s.token_ids, n);
-    DI_CUDA_CHECK(cudaMemcpyAsync(ids, host_ids, n * 4, cudaMemcpyHostToDevice, stream));
     float* X = grow(x, n * hc * H);
     embed_rows(head.embed, ids, n, hc, H, X, stream);
     for (int l = 0; l < c.num_layers; ++l) block(m, l, X, ids, n, positions, segs);
-    for (const RowSegment& g : segs) g.seq->num_tokens += g.n;
     if (rows > 0) {
       const float* Xh = X + (n - rows) * hc * H;
       float* y = grow(s.y, rows * H);
@@ -101,6 +138,15 @@ struct CudaModel::Impl {
       to_bf16(y, rows * H, yb, stream);
       m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
     }
+  }
+
+  // Runs n rows (host ids) of the segments' sequences and advances them.
+  void run_rows(const int32_t* host_ids, int64_t n, const int64_t* positions,
+                const std::vector<RowSegment>& segs, int64_t rows) {
+    int32_t* ids = grow(s.token_ids, n);
+    DI_CUDA_CHECK(cudaMemcpyAsync(ids, host_ids, n * 4, cudaMemcpyHostToDevice, stream));
+    forward_rows(context(), ids, n, positions, segs, rows);
+    for (const RowSegment& g : segs) g.seq->num_tokens += g.n;
     // The host ids (and positions) feed async copies: done before the caller may reuse them.
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
@@ -166,31 +212,57 @@ struct CudaModel::Impl {
       return invalid_argument("decode: " + std::to_string(count) +
                               " sequences exceed CudaModelOptions.max_chunk (" +
                               std::to_string(options.max_chunk) + ")");
-    std::vector<RowSegment> segs;
     std::vector<bool> seen(seqs.size(), false);
-    std::vector<int64_t>& pos = s.host_positions;
-    pos.clear();
     for (int64_t b = 0; b < count; ++b) {
       RETURN_IF_ERROR(check_slot(slots[b]));
       if (seen[slots[b]])
         return invalid_argument("decode: slot " + std::to_string(slots[b]) + " appears twice");
       seen[slots[b]] = true;
-      DeviceSequence& seq = seqs[slots[b]];
+      const DeviceSequence& seq = seqs[slots[b]];
       RETURN_IF_ERROR(check_ids(ids + b, 1, seq.num_tokens));
       RETURN_IF_ERROR(check_room(seq, 1));
-      segs.push_back(RowSegment{b, 1, seq.num_tokens, &seq});
-      pos.push_back(seq.num_tokens);
     }
-    int64_t* positions = grow(s.positions, count);
+    // Inputs [positions (int64) | ids (int32) | slots (int32)] for the bucket's rows; padding
+    // rows take token 0 at position 0 of no sequence (slot -1).
+    const int64_t B = bucket(count);
+    int64_t* hpos = decode_host->get();
+    int32_t* hids = reinterpret_cast<int32_t*>(hpos + max_bucket);
+    int32_t* hslot = hids + max_bucket;
+    for (int64_t b = 0; b < B; ++b) {
+      const bool real = b < count;
+      hpos[b] = real ? seqs[slots[b]].num_tokens : 0;
+      hids[b] = real ? ids[b] : 0;
+      hslot[b] = real ? slots[b] : -1;
+    }
     DI_CUDA_CHECK(
-        cudaMemcpyAsync(positions, pos.data(), count * 8, cudaMemcpyHostToDevice, stream));
-    run_rows(ids, count, positions, segs, count);
+        cudaMemcpyAsync(decode_in.get(), hpos, 2 * max_bucket * 8, cudaMemcpyHostToDevice, stream));
+    int64_t* dpos = decode_in.get();
+    int32_t* dids = reinterpret_cast<int32_t*>(dpos + max_bucket);
+    DecodeBatch batch;
+    batch.rows = DecodeRows{dids + max_bucket, dpos, B};
+    batch.real_rows = count;
+    batch.slots = slot_tables.get();
+    batch.max_tokens = options.max_tokens;
+    batch.max_selected = decode_max_selected(c, options.max_tokens);
     const int64_t V = c.vocab_size;
+    auto step = [&] {
+      batch.scores = grow(decode_scores, B * std::max<int64_t>(1, options.max_tokens / 4));
+      batch.selected = grow(decode_selected, B * batch.max_selected);
+      batch.num_selected = grow(decode_num_selected, B);
+      ForwardContext m = context();
+      m.batch = &batch;
+      forward_rows(m, dids, B, dpos, {}, B);
+      argmax_rows(logits.get(), B, V, grow(token, B), stream);
+    };
+    if (options.cuda_graphs && !trace)
+      graphs.run(B, stream, step);
+    else
+      step(), ++direct_steps;
+    for (int64_t b = 0; b < count; ++b) ++seqs[slots[b]].num_tokens;
     if (greedy) {
-      int32_t* t = grow(token, count);
-      argmax_rows(logits.get(), count, V, t, stream);
       greedy->resize(count);
-      DI_CUDA_CHECK(cudaMemcpyAsync(greedy->data(), t, count * 4, cudaMemcpyDeviceToHost, stream));
+      DI_CUDA_CHECK(
+          cudaMemcpyAsync(greedy->data(), token.get(), count * 4, cudaMemcpyDeviceToHost, stream));
     }
     if (out) {
       out->resize(count * V);
@@ -211,7 +283,8 @@ struct CudaModel::Impl {
     p(s.win_kv);
     p(s.win_gate), p(s.qi), p(s.wi), p(s.scores), p(s.selected), p(s.num_selected);
     p(s.positions), p(s.entry_positions), p(s.router), p(s.route_w), p(s.route_ids);
-    p(s.token_ids), p(x), p(logits), p(token);
+    p(s.token_ids), p(x), p(logits), p(token), p(decode_scores), p(decode_selected);
+    p(decode_num_selected);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
@@ -223,7 +296,15 @@ struct CudaModel::Impl {
   Gemm gemm;
   MoeRunner moe;
   ForwardScratch s;
-  std::vector<DeviceSequence> seqs;  // one per slot
+  std::vector<DeviceSequence> seqs;                    // one per slot
+  std::unique_ptr<SlotTables> slot_tables;             // their buffers, per layer, indexed by slot
+  int64_t max_bucket = 1;                              // the largest decode batch's rows
+  DeviceBuffer<int64_t> decode_in;                     // a decode step's positions, ids and slots
+  std::unique_ptr<PinnedBuffer<int64_t>> decode_host;  // their staging
+  DeviceBuffer<float> decode_scores;
+  DeviceBuffer<int32_t> decode_selected, decode_num_selected;
+  DecodeGraphs graphs;
+  int64_t direct_steps = 0;  // decode steps run without the graph cache
   DeviceBuffer<double> main_inv_freq, compress_inv_freq;
   DeviceBuffer<float> x, logits;
   DeviceBuffer<int32_t> token;
@@ -261,6 +342,11 @@ CudaModel::~CudaModel() = default;
 const v4::Config& CudaModel::config() const { return impl_->c; }
 int CudaModel::max_sequences() const { return static_cast<int>(impl_->seqs.size()); }
 int64_t CudaModel::weight_bytes() const { return impl_->w.bytes(); }
+DecodeStepCounts CudaModel::decode_steps() const {
+  const DecodeGraphStats& g = impl_->graphs.stats();
+  return DecodeStepCounts{g.eager + impl_->direct_steps, g.captured, g.replayed};
+}
+int64_t CudaModel::decode_bucket(int64_t count) const { return impl_->bucket(count); }
 // Slot arguments are the caller's invariant here (no Status to return): out of range aborts.
 int64_t CudaModel::num_tokens(int slot) const { return impl_->seqs.at(slot).num_tokens; }
 void CudaModel::reset(int slot) { impl_->seqs.at(slot).reset(); }
@@ -301,14 +387,20 @@ StatusOr<std::vector<int32_t>> CudaModel::generate_greedy(const int32_t* prompt,
   Impl& m = *impl_;
   std::vector<int32_t> out;
   RETURN_IF_ERROR(m.forward(0, prompt, n, false, nullptr));
+  if (n_new <= 0) return out;
   int32_t* token = grow(m.token, 1);
-  for (int64_t i = 0; i < n_new; ++i) {
-    argmax_rows(m.logits.get(), 1, m.c.vocab_size, token, m.stream);
-    int32_t next = 0;
-    DI_CUDA_CHECK(cudaMemcpyAsync(&next, token, 4, cudaMemcpyDeviceToHost, m.stream));
-    DI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  argmax_rows(m.logits.get(), 1, m.c.vocab_size, token, m.stream);
+  int32_t next = 0;
+  DI_CUDA_CHECK(cudaMemcpyAsync(&next, token, 4, cudaMemcpyDeviceToHost, m.stream));
+  DI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  out.push_back(next);
+  // The rest as batch-1 decode steps, so generation runs the graph-replayed path.
+  const int slot = 0;
+  std::vector<int32_t> picked;
+  while (static_cast<int64_t>(out.size()) < n_new) {
+    RETURN_IF_ERROR(m.decode(&slot, &next, 1, nullptr, &picked));
+    next = picked[0];
     out.push_back(next);
-    if (i + 1 < n_new) RETURN_IF_ERROR(m.forward(0, &next, 1, false, nullptr));
   }
   return out;
 }

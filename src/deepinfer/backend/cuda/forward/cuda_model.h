@@ -24,11 +24,19 @@ struct DecisionTrace {
   std::vector<std::vector<int32_t>> experts, selected;
 };
 
+// How decode() steps ran: eagerly (a bucket's first step, or graphs off), captured, replayed.
+struct DecodeStepCounts {
+  int64_t eager = 0, captured = 0, replayed = 0;
+};
+
 struct CudaModelOptions {
   v4::ModelOptions model{v4::Numerics::kPlain, {}};
   int64_t max_tokens = 4096;  // sequence capacity (positions) the device state is sized for
   int64_t max_chunk = 256;    // longer forward calls run in chunks of this many tokens
   int max_sequences = 1;      // sequence slots, each with its own state; decode() batches them
+  // decode() replays each batch bucket's step from a CUDA graph (buckets: powers of two up to
+  // max_chunk, padded with rows that touch no sequence). Off: the same launches, eagerly.
+  bool cuda_graphs = true;
   std::function<void(const v4::LoadProgress&)> progress;  // load: called after every tensor
 };
 
@@ -54,22 +62,28 @@ class CudaModel {
                  std::vector<float>* logits);
 
   // One decode step of `count` distinct slots together: ids[b] is appended to slot slots[b]. Every
-  // op but the per-sequence attention state runs once over all rows. logits (if not null) gets
-  // count x vocab rows; greedy (if not null) each row's argmax (ties to the lower id).
+  // op runs once over all rows, the attention state through per-slot tables, so the step runs
+  // from the CUDA graph of its bucket (see cuda_graphs). logits (if not null) gets count x vocab
+  // rows; greedy (if not null) each row's argmax (ties to the lower id).
   Status decode(const int* slots, const int32_t* ids, int64_t count, std::vector<float>* logits,
                 std::vector<int32_t>* greedy);
+
+  DecodeStepCounts decode_steps() const;
+  // The row count a decode of `count` sequences runs at (its graph's bucket).
+  int64_t decode_bucket(int64_t count) const;
 
   // Slot `to` becomes a copy of slot `from` (benchmarks: many sequences of one context).
   Status copy_sequence(int from, int to);
 
-  // Runs the prompt, then picks n_new tokens greedily (the CUDA argmax, ties to the lower id),
-  // feeding each back; returns them. The sequence is left holding prompt + all but the last.
+  // Runs the prompt in slot 0, then picks n_new tokens greedily (the CUDA argmax, ties to the
+  // lower id), feeding each back through decode(); returns them. The sequence is left holding
+  // prompt + all but the last.
   StatusOr<std::vector<int32_t>> generate_greedy(const int32_t* prompt, int64_t n, int64_t n_new);
 
   // Tests: every scratch and output buffer to NaN, so whatever a run leaves unwritten fails.
   void poison_scratch();
   // Tests: record decisions into *trace (sized here) from now on; null stops. Each MoE and CSA
-  // layer then copies its choices to the host.
+  // layer then copies its choices to the host, so decode runs eagerly while a trace is set.
   void set_trace(DecisionTrace* trace);
 
   struct Impl;

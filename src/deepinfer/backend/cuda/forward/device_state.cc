@@ -81,4 +81,38 @@ void DeviceSequence::reset() {
   num_tokens = 0;
 }
 
+float* const* SlotTables::table(const std::vector<float*>& host) {
+  bool any = false;
+  for (float* p : host) any = any || p != nullptr;
+  if (!any) return nullptr;
+  arrays_.emplace_back(host);
+  return arrays_.back().get();
+}
+
+SlotTables::SlotTables(std::vector<DeviceSequence>& seqs) {
+  const size_t layers = seqs.empty() ? 0 : seqs[0].layers.size();
+  for (size_t l = 0; l < layers; ++l) {
+    auto gather = [&](auto member) {
+      std::vector<float*> v;
+      for (DeviceSequence& s : seqs) v.push_back(member(s.layers[l]).get());
+      return table(v);
+    };
+    auto comp = [&](auto which) {
+      CompressorSlots c;
+      c.pending_kv = gather([&](DeviceLayerState & s) -> auto& { return which(s).pending_kv; });
+      c.pending_gate = gather([&](DeviceLayerState & s) -> auto& { return which(s).pending_gate; });
+      c.prev_kv = gather([&](DeviceLayerState & s) -> auto& { return which(s).prev_kv; });
+      c.prev_gate = gather([&](DeviceLayerState & s) -> auto& { return which(s).prev_gate; });
+      c.entries = gather([&](DeviceLayerState & s) -> auto& { return which(s).entries; });
+      return c;
+    };
+    LayerSlots v;
+    v.ring = gather([](DeviceLayerState & s) -> auto& { return s.ring; });
+    v.ring_rows = seqs[0].layers[l].ring_rows;
+    v.comp = comp([](DeviceLayerState& s) -> DeviceCompressor& { return s.comp; });
+    v.index = comp([](DeviceLayerState& s) -> DeviceCompressor& { return s.index; });
+    views_.push_back(v);
+  }
+}
+
 }  // namespace deepinfer::cuda

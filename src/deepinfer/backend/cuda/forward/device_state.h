@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/forward/slot_views.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 
 namespace deepinfer::cuda {
@@ -40,6 +41,18 @@ class DeviceSequence {
   std::vector<DeviceLayerState> layers;
   int64_t num_tokens = 0;
   int64_t max_tokens = 0;
+};
+
+// Built once per set of sequences; their buffers never move, so the tables stay valid.
+class SlotTables {
+ public:
+  explicit SlotTables(std::vector<DeviceSequence>& seqs);
+  const LayerSlots& layer(int l) const { return views_[l]; }
+
+ private:
+  float* const* table(const std::vector<float*>& host);  // uploads; null if all entries are
+  std::vector<DeviceBuffer<float*>> arrays_;
+  std::vector<LayerSlots> views_;
 };
 
 }  // namespace deepinfer::cuda

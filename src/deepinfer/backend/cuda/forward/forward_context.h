@@ -13,6 +13,7 @@
 
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/forward/cuda_model.h"
+#include "deepinfer/backend/cuda/forward/decode_kernels.h"
 #include "deepinfer/backend/cuda/forward/device_state.h"
 #include "deepinfer/backend/cuda/forward/layer_weights.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
@@ -20,12 +21,6 @@
 #include "deepinfer/model/deepseek_v4/config.h"
 
 namespace deepinfer::cuda {
-
-template <typename T>
-T* grow(DeviceBuffer<T>& b, size_t n) {
-  if (b.size() < n) b = DeviceBuffer<T>(n);
-  return b.get();
-}
 
 struct ForwardScratch {
   DeviceBuffer<float> y, post, comb, f;              // mHC around each sub-layer
@@ -36,10 +31,23 @@ struct ForwardScratch {
   DeviceBuffer<float> qi, wi, scores;                // indexer
   DeviceBuffer<int32_t> selected, num_selected;      // attended entries
   DeviceBuffer<int64_t> positions, entry_positions;  // RoPE positions
-  std::vector<int64_t> host_positions;               // batched decode's, before upload
   DeviceBuffer<float> router, route_w;               // MoE
   DeviceBuffer<int32_t> route_ids, token_ids;
   MoeArgs moe;  // its expert list keeps its capacity, so refilling it per layer doesn't allocate
+};
+
+// A batched decode step: one row per sequence, every size fixed by the row count (the graph
+// bucket) and max_tokens, every per-step value (slot, position, token) in device memory, so the
+// whole step can be captured in a CUDA graph and replayed. Rows past real_rows are padding.
+struct DecodeBatch {
+  DecodeRows rows;
+  int64_t real_rows = 0;  // tests' decision traces record these only
+  const SlotTables* slots = nullptr;
+  int64_t max_tokens = 0;           // bounds every row's visible entries
+  float* scores = nullptr;          // [rows, max_tokens / 4] indexer scores
+  int32_t* selected = nullptr;      // [rows, max_selected]
+  int32_t* num_selected = nullptr;  // [rows]
+  int max_selected = 0;             // max(index_topk, max_tokens / the smallest HCA ratio)
 };
 
 struct ForwardContext {
@@ -51,8 +59,9 @@ struct ForwardContext {
   const double* compress_inv_freq;  // device, YaRN
   bool clamp_shared_expert;
   cudaStream_t stream;
-  DecisionTrace* trace = nullptr;  // tests only
-  int layer = 0;                   // the block being run
+  DecisionTrace* trace = nullptr;      // tests only
+  int layer = 0;                       // the block being run
+  const DecodeBatch* batch = nullptr;  // set: a batched decode step (graph-safe ops only)
 
   // Appends count device ints to v (tests only: synchronous).
   void record(std::vector<int32_t>& v, const int32_t* dev, int64_t count) const {

@@ -57,6 +57,7 @@ std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeight
     f.experts.reserve(c.n_routed_experts);
     for (int e = 0; e < c.n_routed_experts; ++e)
       f.experts.push_back(expert(w, p + "ffn.experts." + std::to_string(e) + "."));
+    f.device_experts = DeviceBuffer<ExpertWeightsBf16>(f.experts);
     if (c.n_shared_experts > 0) f.shared = expert(w, p + "ffn.shared_experts.");
   }
   return layers;

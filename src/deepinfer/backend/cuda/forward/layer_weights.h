@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/forward/device_weights.h"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/model/deepseek_v4/config.h"
@@ -41,7 +42,8 @@ struct MoeWeights {
   const float* bias = nullptr;       // biased top-k layers
   const int32_t* tid2eid = nullptr;  // hash layers
   std::vector<ExpertWeightsBf16> experts;
-  ExpertWeightsBf16 shared;  // all null without a shared expert
+  DeviceBuffer<ExpertWeightsBf16> device_experts;  // the same pointers, for the grouped path
+  ExpertWeightsBf16 shared;                        // all null without a shared expert
 };
 
 struct LayerWeights {

@@ -1,5 +1,5 @@
 // MoE sub-layer on the GPU (spec §6.8): fp32 router GEMM, device-side routing (hash or biased
-// top-k), then MoeRunner's routed + shared experts.
+// top-k), then MoeRunner's routed + shared experts (grouped on the device in batched decode).
 #include "deepinfer/backend/cuda/forward/forward_context.h"
 #include "deepinfer/backend/cuda/moe/routing.h"
 
@@ -24,7 +24,8 @@ void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const fl
   r.top_k = K;
   r.route_scale = static_cast<float>(c.routed_scaling_factor);
   route(r, ids, wts, m.stream);
-  if (m.trace && !hash) m.record(m.trace->experts[m.layer], ids, n * K);
+  if (m.trace && !hash)
+    m.record(m.trace->experts[m.layer], ids, (m.batch ? m.batch->real_rows : n) * K);
 
   MoeArgs& a = m.s.moe;
   a.x = h;
@@ -35,13 +36,19 @@ void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const fl
   a.expert_ids = ids;
   a.weights = wts;
   a.experts.assign(w.experts.begin(), w.experts.end());
+  a.device_experts = w.device_experts.get();
+  a.num_experts = E;
   a.shared = c.n_shared_experts > 0 ? &w.shared : nullptr;
   a.shared_inter = int64_t(c.moe_intermediate_size) * c.n_shared_experts;
   a.clamp_shared = m.clamp_shared_expert;
   a.swiglu_limit = static_cast<float>(c.swiglu_limit);
   a.weight_before_w2 = false;  // plain numerics: the routing weight scales w2's output
   a.out = out;
-  m.moe.run(a, m.stream);
+  // Batched decode must stay capturable: device-side grouping, no host copy of the routing.
+  if (m.batch)
+    m.moe.run_grouped(a, m.stream);
+  else
+    m.moe.run(a, m.stream);
 }
 
 }  // namespace deepinfer::cuda

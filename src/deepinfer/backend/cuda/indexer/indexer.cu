@@ -16,7 +16,13 @@ __global__ void scores_kernel(IndexerArgs a, float* scores) {
   float* qs = smem;                 // nh x (hd + 1)
   float* ks = smem + nh * qstride;  // warps x hd
   const int64_t t = blockIdx.x;
-  const int64_t visible = (a.pos0 + t + 1) / a.ratio;
+  const float* keys = a.keys;
+  int64_t visible = (a.pos0 + t + 1) / a.ratio;
+  if (a.query_seq) {
+    const int seq = a.query_seq[t];
+    visible = seq < 0 ? 0 : (a.positions[t] + 1) / a.ratio;
+    keys = seq < 0 ? nullptr : a.seq_keys[seq];
+  }
   const int64_t e0 = int64_t{blockIdx.y} * kEntriesPerBlock;
   if (e0 >= visible) return;
   for (int i = threadIdx.x; i < nh * hd; i += blockDim.x)
@@ -25,7 +31,7 @@ __global__ void scores_kernel(IndexerArgs a, float* scores) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   float* kw = ks + warp * hd;
   for (int64_t e = e0 + warp; e < e0 + kEntriesPerBlock && e < visible; e += warps) {
-    for (int d = lane; d < hd; d += 32) kw[d] = a.keys[e * hd + d];
+    for (int d = lane; d < hd; d += 32) kw[d] = keys[e * hd + d];
     __syncwarp();
     float acc = 0;
     for (int h = lane; h < nh; h += 32) {
@@ -64,11 +70,15 @@ __device__ void bitonic_sort(unsigned long long* v, int n) {
     }
 }
 
-__global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t pos0, int ratio,
+// positions/query_seq: batched decode (see indexer_topk_rows); null for one sequence at pos0.
+__global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t pos0,
+                            const int64_t* positions, const int32_t* query_seq, int ratio,
                             int top_k, int32_t* selected, int32_t* num_selected) {
   extern __shared__ unsigned long long keys[];
   const int64_t t = blockIdx.x;
-  const int visible = static_cast<int>((pos0 + t + 1) / ratio);
+  const int visible = query_seq
+                          ? (query_seq[t] < 0 ? 0 : static_cast<int>((positions[t] + 1) / ratio))
+                          : static_cast<int>((pos0 + t + 1) / ratio);
   const int k = visible < top_k ? visible : top_k;
   int n = 1;
   while (n < visible) n <<= 1;
@@ -104,11 +114,13 @@ void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream) {
   DI_CUDA_LAUNCH_CHECK();
 }
 
-void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries, int64_t pos0,
-                  int ratio, int top_k, int32_t* selected, int32_t* num_selected,
-                  cudaStream_t stream) {
+namespace {
+
+// `most`: the largest visible count any query of the launch can have (sizes the sort).
+void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, int64_t most,
+                 int64_t pos0, const int64_t* positions, const int32_t* query_seq, int ratio,
+                 int top_k, int32_t* selected, int32_t* num_selected, cudaStream_t stream) {
   if (num_queries == 0) return;
-  const int64_t most = (pos0 + num_queries) / ratio;
   if (most > kMaxIndexerEntries) {
     std::fprintf(stderr, "indexer_topk: %lld visible entries exceed this build's %lld\n",
                  (long long)most, (long long)kMaxIndexerEntries);
@@ -121,8 +133,24 @@ void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries,
   static SmemLimit limit(reinterpret_cast<const void*>(topk_kernel));
   limit.ensure(smem);
   topk_kernel<<<static_cast<unsigned>(num_queries), 512, smem, stream>>>(
-      scores, num_entries, pos0, ratio, top_k, selected, num_selected);
+      scores, num_entries, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
   DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries, int64_t pos0,
+                  int ratio, int top_k, int32_t* selected, int32_t* num_selected,
+                  cudaStream_t stream) {
+  launch_topk(scores, num_queries, num_entries, (pos0 + num_queries) / ratio, pos0, nullptr,
+              nullptr, ratio, top_k, selected, num_selected, stream);
+}
+
+void indexer_topk_rows(const float* scores, int64_t num_queries, int64_t num_entries,
+                       const int64_t* positions, const int32_t* query_seq, int ratio, int top_k,
+                       int32_t* selected, int32_t* num_selected, cudaStream_t stream) {
+  launch_topk(scores, num_queries, num_entries, num_entries, 0, positions, query_seq, ratio, top_k,
+              selected, num_selected, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -2,6 +2,9 @@
 // its score for e is sum_h w[t, h] * weight_scale * relu(q[t, h] . k[e]) * score_scale.
 // indexer_topk keeps the top_k highest (ties: the earlier entry, as the CPU reference) and
 // writes them in ascending entry order, padding with -1; num_selected[t] = min(top_k, visible).
+// Batched decode sets query_seq and positions: query t belongs to sequence query_seq[t] (-1: a
+// padding row that sees nothing), sits at positions[t] and scores that sequence's keys;
+// num_entries is then the capacity bound (the scores' row stride), not a visible count.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,6 +20,9 @@ struct IndexerArgs {
   int64_t num_queries = 0, pos0 = 0, num_entries = 0;
   int num_heads = 0, head_dim = 0, ratio = 4;
   float weight_scale = 0, score_scale = 0;
+  const int32_t* query_seq = nullptr;      // device [num_queries]; null: one sequence
+  const int64_t* positions = nullptr;      // device [num_queries]
+  const float* const* seq_keys = nullptr;  // device [sequences]
 };
 
 // scores: [num_queries, num_entries]; entries a query can't see are left unwritten.
@@ -28,5 +34,10 @@ inline constexpr int64_t kMaxIndexerEntries = 16384;
 void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries, int64_t pos0,
                   int ratio, int top_k, int32_t* selected, int32_t* num_selected,
                   cudaStream_t stream);
+// Batched decode: query t at positions[t], none visible where query_seq[t] < 0; num_entries is
+// the bound every row's visible count stays within.
+void indexer_topk_rows(const float* scores, int64_t num_queries, int64_t num_entries,
+                       const int64_t* positions, const int32_t* query_seq, int ratio, int top_k,
+                       int32_t* selected, int32_t* num_selected, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

@@ -1,8 +1,11 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/moe/experts.h"
 
 namespace deepinfer::cuda {
 namespace {
+
+using moe_detail::blocks_for;
 
 __global__ void gather_bf16(const float* x, const int32_t* rows, int64_t n, int64_t d,
                             __nv_bfloat16* out) {
@@ -14,13 +17,7 @@ __global__ void swiglu_kernel(const float* g, const float* u, const float* row_w
                               int64_t inter, bool clamp, float lim, bool scale, __nv_bfloat16* h) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n * inter) return;
-  float gk = g[i], uk = u[i];
-  if (clamp) {
-    gk = fminf(gk, lim);
-    uk = fminf(fmaxf(uk, -lim), lim);
-  }
-  const float silu = gk / (1.0f + expf(-gk));
-  h[i] = __float2bfloat16_rn(silu * uk * (scale ? row_w[i / inter] : 1.0f));
+  h[i] = moe_detail::swiglu_bf16(g[i], u[i], clamp, lim, scale ? row_w[i / inter] : 1.0f);
 }
 
 __global__ void scatter_kernel(const float* y, const int32_t* dst_rows, const float* row_w,
@@ -43,9 +40,13 @@ __global__ void combine_kernel(const float* slots, const float* shared, int64_t 
   out[i] = acc;
 }
 
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
-
 }  // namespace
+
+void moe_detail::combine_slots(const float* slots, const float* shared, int64_t tokens, int k,
+                               int64_t d, float* out, cudaStream_t stream) {
+  combine_kernel<<<blocks_for(tokens * d), 256, 0, stream>>>(slots, shared, tokens, k, d, out);
+  DI_CUDA_LAUNCH_CHECK();
+}
 
 void MoeRunner::expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t inter, bool clamp,
                        const int32_t* src_rows, const int32_t* dst_rows, const float* row_weights,
@@ -69,6 +70,18 @@ void MoeRunner::expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t int
   DI_CUDA_LAUNCH_CHECK();
 }
 
+void MoeRunner::dense_expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t inter,
+                             bool clamp, const __nv_bfloat16* xb, float* g, float* u,
+                             __nv_bfloat16* hb, float* dst, cudaStream_t stream) {
+  const int64_t T = a.tokens, H = a.hidden;
+  gemm_.bf16(w.w1, xb, g, T, inter, H, stream);
+  gemm_.bf16(w.w3, xb, u, T, inter, H, stream);
+  swiglu_kernel<<<blocks_for(T * inter), 256, 0, stream>>>(g, u, nullptr, T, inter, clamp,
+                                                           a.swiglu_limit, false, hb);
+  DI_CUDA_LAUNCH_CHECK();
+  gemm_.bf16(w.w2, hb, dst, T, H, inter, stream);
+}
+
 void MoeRunner::run(const MoeArgs& a, cudaStream_t stream) {
   const int64_t T = a.tokens, H = a.hidden;
   const int K = a.top_k, E = static_cast<int>(a.experts.size());
@@ -81,8 +94,7 @@ void MoeRunner::run(const MoeArgs& a, cudaStream_t stream) {
       cudaMemcpyAsync(wts.data(), a.weights, wts.size() * 4, cudaMemcpyDeviceToHost, stream));
   DI_CUDA_CHECK(cudaStreamSynchronize(stream));
 
-  // Per expert: source token rows, destination slot rows (t * K + k) and weights, back to back;
-  // then the shared expert's identity rows.
+  // Per expert: source token rows, destination slot rows (t * K + k) and weights, back to back.
   std::vector<std::vector<int32_t>> slots_of(E);
   for (int64_t s = 0; s < T * K; ++s) {
     if (ids[s] < 0 || ids[s] >= E) {
@@ -103,13 +115,7 @@ void MoeRunner::run(const MoeArgs& a, cudaStream_t stream) {
     }
   }
   begin[E] = static_cast<int64_t>(src.size());
-  const int64_t shared_begin = begin[E];
-  for (int64_t t = 0; t < T; ++t) {
-    src.push_back(static_cast<int32_t>(t));
-    dst.push_back(static_cast<int32_t>(t));
-    rw.push_back(1.0f);
-  }
-  const int64_t n = static_cast<int64_t>(src.size());
+  const int64_t n = begin[E];
   int32_t* rows = scratch(rows_, 2 * n);
   float* row_w = scratch(row_w_, n);
   DI_CUDA_CHECK(cudaMemcpyAsync(rows, src.data(), n * 4, cudaMemcpyHostToDevice, stream));
@@ -125,15 +131,15 @@ void MoeRunner::run(const MoeArgs& a, cudaStream_t stream) {
   }
   float* shared = nullptr;
   if (a.shared) {
+    // Every token, weight 1: no gather or scatter, the routed scratch reused in stream order.
+    const int64_t I = a.shared_inter;
+    __nv_bfloat16* xb = scratch(xg_, T * H);
+    to_bf16(a.x, T * H, xb, stream);
     shared = scratch(shared_out_, T * H);
-    // Weight 1 either way; the shared expert never uses the routed scaling.
-    MoeArgs s = a;
-    s.weight_before_w2 = false;
-    expert(s, *a.shared, a.shared_inter, a.clamp_shared, rows + shared_begin,
-           rows + n + shared_begin, row_w + shared_begin, T, shared, stream);
+    dense_expert(a, *a.shared, I, a.clamp_shared, xb, scratch(g_, T * I), scratch(u_, T * I),
+                 scratch(hb_, T * I), shared, stream);
   }
-  combine_kernel<<<blocks_for(T * H), 256, 0, stream>>>(slots, shared, T, K, H, a.out);
-  DI_CUDA_LAUNCH_CHECK();
+  moe_detail::combine_slots(slots, shared, T, K, H, a.out, stream);
   // The host vectors above feed async copies: finish them before they go out of scope.
   DI_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

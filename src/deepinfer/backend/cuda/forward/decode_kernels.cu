@@ -1,0 +1,145 @@
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/forward/decode_kernels.h"
+#include "deepinfer/backend/cuda/reduce.cuh"
+
+namespace deepinfer::cuda {
+namespace {
+
+// Same thread count as rms_norm's launch, so the entry's sum of squares adds up in the same
+// order as in the prefill path.
+constexpr int kThreads = 256;
+
+__global__ void ring_write_kernel(const float* kv, DecodeRows r, int dim, LayerSlots s) {
+  const int64_t b = blockIdx.x;
+  const int seq = r.slot[b];
+  if (seq < 0) return;
+  float* row = s.ring[seq] + (r.pos[b] % s.ring_rows) * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = kv[b * dim + i];
+}
+
+// Block per row. Slot k of the row's window is position e * ratio + k: the row's own token at
+// k == j, earlier ones from the unfinished window (gate there already includes ape).
+__global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
+  extern __shared__ float entry[];  // dim
+  __shared__ float scratch[32];
+  const int64_t b = blockIdx.x;
+  const int seq = r.slot[b];
+  if (seq < 0) return;
+  const int64_t p = r.pos[b];
+  const int R = a.ratio, W = a.width, D = a.dim;
+  const int j = static_cast<int>(p % R);
+  const int64_t e = p / R;
+  const bool overlap = W == 2 * D, completes = (p + 1) % R == 0;
+  const float* kv = a.kv + b * W;
+  const float* gate = a.gate + b * W;
+  float* pkv = a.state.pending_kv[seq];
+  float* pgate = a.state.pending_gate[seq];
+  auto cur_kv = [&](int k, int ch) { return k == j ? kv[ch] : pkv[k * W + ch]; };
+  auto cur_gate = [&](int k, int ch) {
+    return k == j ? gate[ch] + a.ape[j * W + ch] : pgate[k * W + ch];
+  };
+
+  if (completes) {
+    // Gated softmax pooling over the window's slots in slot order (compressor_pool's order):
+    // CSA's previous-window A-halves first, then this window's B-halves.
+    const float* prev_kv = overlap ? a.state.prev_kv[seq] : nullptr;
+    const float* prev_gate = overlap ? a.state.prev_gate[seq] : nullptr;
+    for (int ch = threadIdx.x; ch < D; ch += blockDim.x) {
+      auto slot = [&](int k, float* v, float* g) {
+        if (overlap && k < R) {
+          *v = e == 0 ? 0.0f : prev_kv[k * D + ch];
+          *g = e == 0 ? -INFINITY : prev_gate[k * D + ch];
+        } else {
+          const int kk = overlap ? k - R : k, cc = overlap ? D + ch : ch;
+          *v = cur_kv(kk, cc), *g = cur_gate(kk, cc);
+        }
+      };
+      const int slots = overlap ? 2 * R : R;
+      float v, g, mx = -INFINITY;
+      for (int k = 0; k < slots; ++k) slot(k, &v, &g), mx = fmaxf(mx, g);
+      float den = 0, num = 0;
+      for (int k = 0; k < slots; ++k) {
+        slot(k, &v, &g);
+        const float w = expf(g - mx);
+        den += w;
+        num += w * v;
+      }
+      entry[ch] = num / den;
+    }
+    float ss = 0;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) ss += entry[i] * entry[i];
+    const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + a.eps);
+    for (int i = threadIdx.x; i < D; i += blockDim.x) entry[i] = entry[i] * inv * a.norm[i];
+    __syncthreads();
+    // Interleaved RoPE on the last rope_dim channels at the window's first position.
+    float* tail = entry + D - a.rope_dim;
+    for (int k = threadIdx.x; k < a.rope_dim / 2; k += blockDim.x) {
+      const double ang = static_cast<double>(e * R) * a.inv_freq[k];
+      const float c = static_cast<float>(cos(ang)), s = static_cast<float>(sin(ang));
+      const float x0 = tail[2 * k], x1 = tail[2 * k + 1];
+      tail[2 * k] = x0 * c - x1 * s;
+      tail[2 * k + 1] = x1 * c + x0 * s;
+    }
+    __syncthreads();
+    float* dst = a.state.entries[seq] + e * D;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) dst[i] = entry[i];
+    if (overlap) {
+      // The finished window's A-halves are the next window's first slots. Pooling above read
+      // prev_* and the pending rows; the barrier orders those reads before these writes.
+      float* nkv = a.state.prev_kv[seq];
+      float* ngate = a.state.prev_gate[seq];
+      for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
+        const int k = i / D, ch = i % D;
+        nkv[i] = cur_kv(k, ch);
+        ngate[i] = cur_gate(k, ch);
+      }
+    }
+    __syncthreads();  // the A-halves above read pending rows that the reset below clears
+  }
+  // The unfinished window: the token lands in slot j; a completed window starts over empty.
+  for (int i = threadIdx.x; i < R * W; i += blockDim.x) {
+    const int k = i / W, ch = i % W;
+    if (completes || k > j) {
+      pkv[i] = 0.0f;
+      pgate[i] = -INFINITY;
+    } else if (k == j) {
+      pkv[i] = kv[ch];
+      pgate[i] = gate[ch] + a.ape[j * W + ch];
+    }
+  }
+}
+
+__global__ void select_all_kernel(DecodeRows r, int ratio, int max_selected, int32_t* selected,
+                                  int32_t* num_selected) {
+  const int64_t b = blockIdx.x;
+  const int visible = r.slot[b] < 0 ? 0 : static_cast<int>((r.pos[b] + 1) / ratio);
+  for (int j = threadIdx.x; j < max_selected; j += blockDim.x)
+    selected[b * max_selected + j] = j < visible ? j : -1;
+  if (threadIdx.x == 0) num_selected[b] = visible;
+}
+
+}  // namespace
+
+void decode_ring_write(const float* kv, const DecodeRows& r, int dim, const LayerSlots& s,
+                       cudaStream_t stream) {
+  if (r.count == 0) return;
+  ring_write_kernel<<<static_cast<unsigned>(r.count), kThreads, 0, stream>>>(kv, r, dim, s);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void decode_compressor(const DecodeCompressorArgs& a, const DecodeRows& r, cudaStream_t stream) {
+  if (r.count == 0) return;
+  compressor_kernel<<<static_cast<unsigned>(r.count), kThreads, sizeof(float) * a.dim, stream>>>(a,
+                                                                                                 r);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void decode_select_all(const DecodeRows& r, int ratio, int max_selected, int32_t* selected,
+                       int32_t* num_selected, cudaStream_t stream) {
+  if (r.count == 0) return;
+  select_all_kernel<<<static_cast<unsigned>(r.count), kThreads, 0, stream>>>(
+      r, ratio, max_selected, selected, num_selected);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace deepinfer::cuda

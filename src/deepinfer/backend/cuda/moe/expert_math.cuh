@@ -1,0 +1,31 @@
+// Private to moe/: the expert math both MoeRunner paths share (host grouping + cuBLASLt in
+// experts.cu, device grouping + grouped kernels in grouped_experts.cu), so the two round alike.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda::moe_detail {
+
+// The SwiGLU activation fed to w2, rounded to bf16 as w2's operand: silu(min(g, L)) *
+// clamp(u, -L, L) * w (the clamps only when `clamp`; w is 1 unless the routing weight goes
+// before w2). The CPU reference's formula (v4 moe.cc).
+__device__ inline __nv_bfloat16 swiglu_bf16(float g, float u, bool clamp, float lim, float w) {
+  if (clamp) {
+    g = fminf(g, lim);
+    u = fminf(fmaxf(u, -lim), lim);
+  }
+  const float silu = g / (1.0f + expf(-g));
+  return __float2bfloat16_rn(silu * u * w);
+}
+
+inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
+
+// out[t] = sum_k slots[t, k] in routing order, then + shared[t] when given (the CPU reference's
+// order). Defined in experts.cu.
+void combine_slots(const float* slots, const float* shared, int64_t tokens, int k, int64_t d,
+                   float* out, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda::moe_detail

@@ -1,0 +1,335 @@
+// MoeRunner::run_grouped: the routed experts with the routing left on the device, so a CUDA
+// graph can capture it. Slots (s = t * top_k + k) are grouped per expert by a stable counting
+// sort, then two kernels over a (column tile, expert) grid do gate+up+SwiGLU and down. Decode
+// has few rows per expert and is bound by reading the weights, so each weight row is read once
+// per chunk of kRows rows by one warp (16-byte loads), with the chunk's inputs in shared memory.
+#include <cub/block/block_scan.cuh>
+
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/moe/expert_math.cuh"
+#include "deepinfer/backend/cuda/moe/experts.h"
+#include "deepinfer/backend/cuda/reduce.cuh"
+#include "deepinfer/backend/cuda/smem_limit.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+constexpr int kGroupThreads = 256;
+constexpr int kGroupWarps = kGroupThreads / 32;
+
+size_t group_smem(int num_experts) {
+  return sizeof(int32_t) * static_cast<size_t>(num_experts) * (kGroupWarps + 1);
+}
+
+// One block. order[offsets[e] ..< offsets[e + 1]] = expert e's slots, ascending. Counts come from
+// shared-memory atomics (order-free); placement goes a tile of slots at a time: a warp ranks its
+// equal ids with __match_any_sync and learns, per expert, how many the warps before it hold.
+__global__ void __launch_bounds__(kGroupThreads)
+    group_kernel(const int32_t* ids, int64_t n, int num_experts, int32_t* offsets, int32_t* order) {
+  extern __shared__ int32_t group_sm[];
+  const int E = num_experts;
+  int32_t* next = group_sm;         // [E]: the count, then the next free position
+  int32_t* warp_at = group_sm + E;  // [kGroupWarps][E]: per warp, its count, then its start
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int i = tid; i < E * (kGroupWarps + 1); i += kGroupThreads) group_sm[i] = 0;
+  __syncthreads();
+  for (int64_t s = tid; s < n; s += kGroupThreads) {
+    const int32_t e = ids[s];
+    if (e < 0 || e >= E) {
+      printf("moe: expert id %d at slot %lld outside 0..%d\n", e, static_cast<long long>(s), E - 1);
+      __trap();
+    }
+    atomicAdd(&next[e], 1);
+  }
+  __syncthreads();
+
+  // Exclusive scan of the counts, each thread owning a contiguous run of experts.
+  const int per = (E + kGroupThreads - 1) / kGroupThreads;
+  const int lo = min(E, tid * per), hi = min(E, lo + per);
+  int mine = 0;
+  for (int e = lo; e < hi; ++e) mine += next[e];
+  using Scan = cub::BlockScan<int, kGroupThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  int at = 0, total = 0;
+  Scan(scan_tmp).ExclusiveSum(mine, at, total);
+  for (int e = lo; e < hi; ++e) {
+    const int c = next[e];
+    offsets[e] = next[e] = at;
+    at += c;
+  }
+  if (tid == 0) offsets[E] = total;
+  __syncthreads();
+
+  for (int64_t base = 0; base < n; base += kGroupThreads) {
+    const int64_t s = base + tid;
+    const int32_t e = s < n ? ids[s] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(peers & ((1u << lane) - 1));
+    if (e >= 0 && rank == 0) warp_at[warp * E + e] = __popc(peers);
+    __syncthreads();
+    for (int x = tid; x < E; x += kGroupThreads) {
+      int pos = next[x];
+      for (int w = 0; w < kGroupWarps; ++w) {
+        const int c = warp_at[w * E + x];
+        warp_at[w * E + x] = pos;
+        pos += c;
+      }
+      next[x] = pos;
+    }
+    __syncthreads();
+    if (e >= 0) order[warp_at[warp * E + e] + rank] = static_cast<int32_t>(s);
+    __syncthreads();
+    for (int i = tid; i < E * kGroupWarps; i += kGroupThreads) warp_at[i] = 0;
+    __syncthreads();
+  }
+}
+
+constexpr int kRows = 8;  // an expert's rows per pass: the accumulators a lane holds per weight
+constexpr int kWarps = 8;
+constexpr int kColsPerWarp = 4;
+constexpr int kCols = kWarps * kColsPerWarp;  // output columns per block
+
+struct GroupedArgs {
+  const ExpertWeightsBf16* experts;
+  const int32_t* offsets;
+  const int32_t* order;
+  const float* weights;     // [tokens * top_k], by slot
+  const __nv_bfloat16* xb;  // [tokens, hidden]
+  __nv_bfloat16* h;         // [tokens * top_k, inter], grouped order
+  float* slots;             // [tokens * top_k, hidden], by slot
+  int64_t hidden, inter;
+  int top_k;
+  float lim;
+  bool before;  // the routing weight scales h (else w2's output)
+};
+
+__device__ inline void unpack8(uint4 q, float (&f)[8]) {
+  const auto* p = reinterpret_cast<const __nv_bfloat162*>(&q);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __bfloat1622float2(p[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+__device__ inline void check_aligned(const void* p, int e, const char* name) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
+    printf("moe: expert %d's %s at %p is not 16-byte aligned\n", e, name, p);
+    __trap();
+  }
+}
+
+// Rows [first, first + rn) of the expert's group into xs ([kRows][in] bf16): input row `first + r`
+// itself, or with `order`, the token of slot order[first + r].
+__device__ inline void stage_rows(const __nv_bfloat16* src, int64_t in, const int32_t* order,
+                                  int top_k, int64_t first, int rn, __nv_bfloat16* xs) {
+  const int vecs = static_cast<int>(in / 8);  // 32-bit: no 64-bit division per vector
+  for (int i = threadIdx.x; i < rn * vecs; i += blockDim.x) {
+    const int r = i / vecs, c = i % vecs;
+    const int64_t row = order ? order[first + r] / top_k : first + r;
+    reinterpret_cast<uint4*>(xs + r * in)[c] = reinterpret_cast<const uint4*>(src + row * in)[c];
+  }
+}
+
+// acc[j][r] = W_j[n, :] . xs[r, :] for r < rn, summed over the warp (every lane gets it). Lanes
+// stride over k, 8 bf16 at a time; fp32 accumulation.
+template <int NW>
+__device__ inline void dot_rows(const __nv_bfloat16* const (&w)[NW], const __nv_bfloat16* xs,
+                                int64_t in, int rn, float (&acc)[NW][kRows]) {
+#pragma unroll
+  for (int j = 0; j < NW; ++j)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[j][r] = 0.0f;
+#pragma unroll 2
+  for (int64_t k = (threadIdx.x & 31) * 8; k < in; k += 32 * 8) {
+    float wf[NW][8];
+#pragma unroll
+    for (int j = 0; j < NW; ++j) unpack8(__ldg(reinterpret_cast<const uint4*>(w[j] + k)), wf[j]);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r >= rn) break;
+      float xf[8];
+      unpack8(*reinterpret_cast<const uint4*>(xs + r * in + k), xf);
+#pragma unroll
+      for (int j = 0; j < NW; ++j)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[j][r] = fmaf(wf[j][i], xf[i], acc[j][r]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NW; ++j)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (r < rn) acc[j][r] = warp_sum(acc[j][r]);
+}
+
+extern __shared__ uint4 gemm_sm[];  // 16-byte aligned staging rows
+
+// One (column tile, expert) block. kGateUp: h[i, n] = swiglu(w1 x_i, w3 x_i)[n] over the expert's
+// group rows i, inputs x of the slots' tokens. Else (down): slots[order[i], n] = (w2 h_i)[n],
+// times the routing weight unless it went into h.
+template <bool kGateUp>
+__global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
+  constexpr int NW = kGateUp ? 2 : 1;
+  const int e = blockIdx.y;
+  const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
+  if (rows == 0) return;
+  const ExpertWeightsBf16& w = a.experts[e];
+  const __nv_bfloat16* mats[NW];
+  if constexpr (kGateUp) {
+    mats[0] = w.w1;
+    mats[1] = w.w3;
+  } else {
+    mats[0] = w.w2;
+  }
+  const int64_t in = kGateUp ? a.hidden : a.inter, out = kGateUp ? a.inter : a.hidden;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int q = 0; q < NW; ++q) check_aligned(mats[q], e, kGateUp ? (q ? "w3" : "w1") : "w2");
+  }
+  auto* xs = reinterpret_cast<__nv_bfloat16*>(gemm_sm);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t c0 = 0; c0 < rows; c0 += kRows) {
+    const int rn = rows - c0 < kRows ? static_cast<int>(rows - c0) : kRows;
+    stage_rows(kGateUp ? a.xb : a.h, in, kGateUp ? a.order : nullptr, a.top_k, first + c0, rn, xs);
+    __syncthreads();
+    for (int j = 0; j < kColsPerWarp; ++j) {
+      const int64_t n = int64_t{blockIdx.x} * kCols + j * kWarps + warp;
+      if (n >= out) break;
+      const __nv_bfloat16* ws[NW];
+#pragma unroll
+      for (int q = 0; q < NW; ++q) ws[q] = mats[q] + n * in;
+      float acc[NW][kRows];
+      dot_rows<NW>(ws, xs, in, rn, acc);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < rn && lane == r) {
+          const int64_t i = first + c0 + r;
+          const int32_t s = a.order[i];
+          if constexpr (kGateUp) {
+            const float wt = a.before ? a.weights[s] : 1.0f;
+            a.h[i * a.inter + n] =
+                moe_detail::swiglu_bf16(acc[0][r], acc[NW - 1][r], true, a.lim, wt);
+          } else {
+            a.slots[int64_t{s} * a.hidden + n] = acc[0][r] * (a.before ? 1.0f : a.weights[s]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+size_t gemm_smem(int64_t in) { return sizeof(__nv_bfloat16) * kRows * static_cast<size_t>(in); }
+
+// Raised once per kernel and device; the opt-in past 48 KB happens in reserve_grouped, outside
+// any capture.
+template <bool kGateUp>
+void ensure_smem(int64_t in) {
+  static SmemLimit limit(reinterpret_cast<const void*>(expert_kernel<kGateUp>));
+  limit.ensure(gemm_smem(in));
+}
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "MoeRunner grouped path: %s\n", what);
+  std::abort();
+}
+
+// A buffer run_grouped needs: reserve_grouped must have made it at least n long.
+template <typename T>
+T* reserved(const DeviceBuffer<T>& b, size_t n, const char* name) {
+  if (b.size() < n) {
+    std::fprintf(stderr,
+                 "MoeRunner::run_grouped: scratch %s holds %zu, the call needs %zu: "
+                 "reserve_grouped was not called for these dims\n",
+                 name, b.size(), n);
+    std::abort();
+  }
+  return b.get();
+}
+
+// The group kernel's shared memory must fit the default 48 KB.
+void check_num_experts(int num_experts) {
+  if (num_experts <= 0 || group_smem(num_experts) > 48 * 1024) {
+    std::fprintf(stderr, "MoeRunner grouped path: num_experts %d outside 1..%zu\n", num_experts,
+                 48 * 1024 / group_smem(1));
+    std::abort();
+  }
+}
+
+}  // namespace
+
+void MoeRunner::reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64_t inter,
+                                int64_t shared_inter, int num_experts) {
+  check_num_experts(num_experts);
+  const size_t T = static_cast<size_t>(tokens), n = T * static_cast<size_t>(top_k);
+  Grouped& g = grouped_;
+  grow(g.offsets, static_cast<size_t>(num_experts) + 1);
+  grow(g.order, n);
+  grow(g.xb, T * hidden);
+  grow(g.h, n * inter);
+  grow(g.slots, n * hidden);
+  if (shared_inter > 0) {
+    grow(g.shared_g, T * shared_inter);
+    grow(g.shared_u, T * shared_inter);
+    grow(g.shared_h, T * shared_inter);
+    grow(g.shared_out, T * hidden);
+  }
+  ensure_smem<true>(hidden);
+  ensure_smem<false>(inter);
+}
+
+void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
+  const int64_t T = a.tokens, H = a.hidden, I = a.inter;
+  const int K = a.top_k, E = a.num_experts;
+  if (T == 0) return;
+  check_num_experts(E);
+  if (!a.device_experts) fail("device_experts is null");
+  if (!a.experts.empty() && static_cast<int>(a.experts.size()) != E)
+    fail("experts.size() differs from num_experts");
+  if (H % 8 != 0 || I % 8 != 0) fail("hidden and inter must be multiples of 8");
+  const size_t n = static_cast<size_t>(T) * K;
+  const Grouped& g = grouped_;
+  int32_t* offsets = reserved(g.offsets, static_cast<size_t>(E) + 1, "offsets");
+  int32_t* order = reserved(g.order, n, "order");
+  __nv_bfloat16* xb = reserved(g.xb, T * H, "xb");
+
+  group_kernel<<<1, kGroupThreads, group_smem(E), stream>>>(a.expert_ids, static_cast<int64_t>(n),
+                                                            E, offsets, order);
+  DI_CUDA_LAUNCH_CHECK();
+  to_bf16(a.x, T * H, xb, stream);  // the GPU rounds expert inputs to bf16 (as run() does)
+
+  GroupedArgs ga;
+  ga.experts = a.device_experts;
+  ga.offsets = offsets;
+  ga.order = order;
+  ga.weights = a.weights;
+  ga.xb = xb;
+  ga.h = reserved(g.h, n * I, "h");
+  ga.slots = reserved(g.slots, n * H, "slots");
+  ga.hidden = H;
+  ga.inter = I;
+  ga.top_k = K;
+  ga.lim = a.swiglu_limit;
+  ga.before = a.weight_before_w2;
+  const auto tiles = [](int64_t cols) { return static_cast<unsigned>((cols + kCols - 1) / kCols); };
+  ensure_smem<true>(H);
+  expert_kernel<true><<<dim3(tiles(I), E), kWarps * 32, gemm_smem(H), stream>>>(ga);
+  DI_CUDA_LAUNCH_CHECK();
+  ensure_smem<false>(I);
+  expert_kernel<false><<<dim3(tiles(H), E), kWarps * 32, gemm_smem(I), stream>>>(ga);
+  DI_CUDA_LAUNCH_CHECK();
+
+  float* shared = nullptr;
+  if (a.shared) {
+    const int64_t S = a.shared_inter;
+    shared = reserved(g.shared_out, T * H, "shared_out");
+    dense_expert(a, *a.shared, S, a.clamp_shared, xb, reserved(g.shared_g, T * S, "shared_g"),
+                 reserved(g.shared_u, T * S, "shared_u"), reserved(g.shared_h, T * S, "shared_h"),
+                 shared, stream);
+  }
+  moe_detail::combine_slots(ga.slots, shared, T, K, H, a.out, stream);
+}
+
+}  // namespace deepinfer::cuda
