@@ -3,9 +3,11 @@
 // each run, so one captured graph serves every later step of that bucket.
 //
 // A graph holds the raw device pointers of the scratch it was captured with, so it is valid only
-// while regrowth_count() (device_buffer.h) has not moved: a reallocation anywhere drops it. A
-// bucket's first step (and the first after a reallocation) runs eagerly, which sizes every
-// buffer and builds the GEMM plans; the next is captured, then replayed from then on.
+// while regrowth_count() (device_buffer.h) has not moved. That count is process-wide: a
+// reallocation anywhere (another model's scratch too) drops the graph, which costs a re-capture,
+// never a stale pointer. A bucket's first step (and the first after a reallocation) runs
+// eagerly, which sizes every buffer and builds the GEMM plans; the next is captured, then
+// replayed from then on.
 #pragma once
 
 #include <cuda_runtime.h>
