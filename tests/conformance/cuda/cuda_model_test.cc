@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -438,6 +439,32 @@ TEST_P(CudaModelTest, GraphReplayEqualsEagerDecode) {
   EXPECT_EQ(gc.replayed, steps - 4);
   EXPECT_EQ(ec.eager, steps);
   EXPECT_EQ(ec.captured + ec.replayed, 0);
+}
+
+// bench --phase-times: every phase of the forward is marked, and a timed decode runs eagerly.
+TEST_P(CudaModelTest, PhaseTimesNameEveryPhaseAndDecodeEagerly) {
+  auto m = gpu(256, 1);
+  ASSERT_TRUE(m);
+  m->set_phase_timing(true);
+  const int64_t P = fixture_.prefill_len;
+  ASSERT_TRUE(m->forward(0, fixture_.ids.data(), P, false, nullptr).ok());
+  const int slot = 0;
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(m->decode(&slot, &fixture_.ids[P + i], 1, nullptr, nullptr).ok());
+  const std::map<std::string, double> t = m->take_phase_times_ms();
+  for (const char* want :
+       {"embedding", "mhc + norms", "attention: projections", "attention: output projection",
+        "moe: router", "moe: experts", "head", "sampling"})
+    EXPECT_EQ(t.count(want), 1u) << want;
+  bool state = false;
+  for (const auto& [name, ms] : t) {
+    EXPECT_TRUE(std::isfinite(ms) && ms >= 0) << name;
+    state = state || (name.rfind("attention: ", 0) == 0 && name.find("state") != std::string::npos);
+  }
+  EXPECT_TRUE(state) << "no attention-state phase";
+  EXPECT_EQ(m->decode_steps().eager, 3);
+  EXPECT_EQ(m->decode_steps().replayed, 0);
+  EXPECT_TRUE(m->take_phase_times_ms().empty());  // taken
 }
 
 TEST_P(CudaModelTest, CopiedSequenceContinuesAsItsSource) {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -38,8 +40,9 @@ struct Row {
   std::vector<double> all_ms;
   StepFloor floor;
   double ref_ms = 0;
-  std::string ref_error;  // set when the reference ran and failed on this row
-  int64_t replayed = 0;   // decode: timed steps that ran from a CUDA graph
+  std::string ref_error;                    // set when the reference ran and failed on this row
+  int64_t replayed = 0;                     // decode: timed steps that ran from a CUDA graph
+  std::map<std::string, double> phases_ms;  // --phase-times: GPU ms per step (prefill: per run)
 
   // Decode: one token per sequence per step; prefill: the prompt.
   double tokens_per_s() const {
@@ -60,13 +63,17 @@ std::string join(const std::vector<int>& v) {
   return s;
 }
 
+// --phase-times: extra decode steps per row, with an event per forward phase.
+constexpr int kPhaseSteps = 3;
+
 // Our measurements. Returns false (after printing why) on an error.
 bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roof,
              std::vector<Row>* rows, int64_t* weight_bytes, double* load_s) {
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   cuda::CudaModelOptions mo;
   mo.max_sequences = max_batch + 1;  // slot 0 keeps the context every batch starts from
-  mo.max_tokens = std::max({o.context, o.prefill_len, o.long_context}) + o.warmup + o.steps + 1;
+  mo.max_tokens = std::max({o.context, o.prefill_len, o.long_context}) + o.warmup + o.steps + 1 +
+                  (o.phase_times ? kPhaseSteps : 0);
   mo.max_chunk = std::max<int64_t>(256, max_batch);
   mo.cuda_graphs = o.cuda_graphs;
   int64_t next_report = 0;
@@ -121,6 +128,24 @@ bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roo
     return ok_status();
   };
 
+  // --phase-times: `runs` more runs of `work` (eager, an event per phase), averaged into the row.
+  auto phases = [&](Row* r, int runs, const std::function<Status()>& work) -> Status {
+    if (!o.phase_times) return ok_status();
+    m->set_phase_timing(true);
+    for (int i = 0; i < runs; ++i) RETURN_IF_ERROR(work());
+    for (const auto& [name, ms] : m->take_phase_times_ms()) r->phases_ms[name] = ms / runs;
+    m->set_phase_timing(false);
+    std::vector<std::pair<double, std::string>> by_time;
+    double total = 0;
+    for (const auto& [name, ms] : r->phases_ms) by_time.push_back({ms, name}), total += ms;
+    std::sort(by_time.rbegin(), by_time.rend());
+    std::fprintf(stderr, "%s: GPU time per phase (eager, %.2f ms in all):\n", r->name.c_str(),
+                 total);
+    for (const auto& [ms, name] : by_time)
+      std::fprintf(stderr, "  %8.3f ms  %5.1f%%  %s\n", ms, 100 * ms / total, name.c_str());
+    return ok_status();
+  };
+
   // Prefill: one untimed warm-up (GEMM plans, scratch growth), then the median of 3.
   double ms = 0;
   if (Status st = prefill(0, random_ids(std::min<int64_t>(512, o.prefill_len)), &ms); !st.ok())
@@ -133,6 +158,9 @@ bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roo
   }
   pre.ms = median(pre.all_ms);
   pre.floor = roof.prefill(o.prefill_len);
+  if (Status st = phases(&pre, 1, [&] { return prefill(0, random_ids(o.prefill_len), &ms); });
+      !st.ok())
+    return fail(st);
   rows->push_back(pre);
 
   // Decode: every batch starts from a copy of slot 0's context; each row gets its own random
@@ -151,6 +179,14 @@ bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roo
     if (Status st = decode_steps(slots, &r); !st.ok()) return fail(st);
     r.ms = median(r.all_ms);
     r.floor = roof.decode(B, o.context);
+    if (Status st = phases(&r, kPhaseSteps,
+                           [&] {
+                             const std::vector<int32_t> ids = random_ids(int64_t(slots.size()));
+                             return m->decode(slots.data(), ids.data(), int64_t(slots.size()),
+                                              nullptr, nullptr);
+                           });
+        !st.ok())
+      return fail(st);
     std::fprintf(stderr, "%s: %.2f ms per step (%lld of %zu timed steps from a CUDA graph)\n",
                  r.name.c_str(), r.ms, (long long)r.replayed, r.all_ms.size());
     rows->push_back(r);
@@ -162,11 +198,26 @@ bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roo
     std::fprintf(stderr, "long-context prefill of %s tokens ...\n", ctx.c_str());
     if (Status st = prefill(1, random_ids(o.long_context), &lp.ms); !st.ok()) return fail(st);
     lp.floor = roof.prefill(o.long_context);
+    if (Status st = phases(&lp, 1,
+                           [&] {
+                             double unused = 0;
+                             return prefill(1, random_ids(o.long_context), &unused);
+                           });
+        !st.ok())
+      return fail(st);
     rows->push_back(lp);
     Row ld{"long ctx " + ctx + ": decode B=1", "long_decode", 1, 0, o.long_context};
     if (Status st = decode_steps({1}, &ld); !st.ok()) return fail(st);
     ld.ms = median(ld.all_ms);
     ld.floor = roof.decode(1, o.long_context);
+    if (Status st = phases(&ld, kPhaseSteps,
+                           [&] {
+                             const int slot = 1;
+                             const std::vector<int32_t> ids = random_ids(1);
+                             return m->decode(&slot, ids.data(), 1, nullptr, nullptr);
+                           });
+        !st.ok())
+      return fail(st);
     std::fprintf(stderr, "%s: %.2f ms per step (%lld of %zu timed steps from a CUDA graph)\n",
                  ld.name.c_str(), ld.ms, (long long)ld.replayed, ld.all_ms.size());
     rows->push_back(ld);
@@ -278,6 +329,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
                         {"floor_flops", r.floor.flops},
                         {"measured_over_floor", r.ms / floor_ms}};
     if (r.kind == "decode" || r.kind == "long_decode") j["timed_steps_from_graph"] = r.replayed;
+    if (!r.phases_ms.empty()) j["phase_ms"] = r.phases_ms;
     if (!o.reference.empty()) {
       if (r.ref_error.empty())
         j["transformers_ms"] = r.ref_ms;

@@ -21,6 +21,7 @@ struct CudaBenchOptions {
   int warmup = 2;  // untimed decode steps first
   int64_t long_context = 0;
   bool cuda_graphs = true;  // decode steps replayed from CUDA graphs (off: launched eagerly)
+  bool phase_times = false;  // per row, extra untimed runs with GPU time per forward phase
   std::string reference;    // "transformers" to run the reference, empty for none
   std::string reference_script;
   std::string reference_args;  // appended to the reference command line as given

@@ -220,10 +220,14 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
 
   float* o = grow(m.s.o, n * nh * hd);
   const Projected p{q, kv, ckv, cgate, ikv, igate, iq, iwt};
+  m.mark("attention: projections");
   if (m.batch)
     batched_state(m, w, ratio, p, o);
   else
     for (const RowSegment& g : segs) segment_state(m, w, ratio, p, g, o);
+  m.mark(ratio == 4  ? "attention: CSA state (compressors, indexer, sink attention)"
+         : ratio > 0 ? "attention: HCA state (compressor, sink attention)"
+                     : "attention: sliding state (ring, sink attention)");
   rope(o + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, /*inverse=*/true, s);
 
   // Grouped output: group g's heads (hpg * hd values) go through wo_a's g-th row block.
@@ -240,6 +244,7 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
   __nv_bfloat16* zb = grow(m.s.zb, n * g * ol);
   to_bf16(z, n * g * ol, zb, s);
   m.linear(w.wo_b, zb, n, H, int64_t(g) * ol, out);
+  m.mark("attention: output projection");
 }
 
 }  // namespace deepinfer::cuda

@@ -79,7 +79,10 @@ struct CudaModel::Impl {
                           compress_inv_freq.get(),
                           options.model.clamp_shared_expert.value_or(true),
                           stream,
-                          trace};
+                          trace,
+                          0,
+                          nullptr,
+                          timer.get()};
   }
 
   HcArgs hc_args(const HcWeights& hw, int64_t tokens) const {
@@ -111,11 +114,13 @@ struct CudaModel::Impl {
     for (const bool attn : {true, false}) {
       hc_pre(hc_args(attn ? L.hc_attn : L.hc_ffn, n), X, y, post, comb, stream);
       rms_norm(y, attn ? L.attn_norm : L.ffn_norm, n, H, m.eps(), y, stream);
+      m.mark("mhc + norms");
       if (attn)
         attention_layer(m, L.attn, c.compress_ratio(l), y, n, positions, segs, f);
       else
         moe_layer(m, L.ffn, c.is_hash_layer(l), y, ids, n, f);
       hc_post(f, post, comb, n, hc, H, X, stream);
+      m.mark("mhc + norms");
     }
   }
 
@@ -128,6 +133,7 @@ struct CudaModel::Impl {
     const int hc = c.hc_mult;
     float* X = grow(x, n * hc * H);
     embed_rows(head.embed, ids, n, hc, H, X, stream);
+    m.mark("embedding");
     for (int l = 0; l < c.num_layers; ++l) block(m, l, X, ids, n, positions, segs);
     if (rows > 0) {
       const float* Xh = X + (n - rows) * hc * H;
@@ -137,6 +143,7 @@ struct CudaModel::Impl {
       __nv_bfloat16* yb = grow(s.hb, rows * H);
       to_bf16(y, rows * H, yb, stream);
       m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
+      m.mark("head");
     }
   }
 
@@ -145,10 +152,13 @@ struct CudaModel::Impl {
                 const std::vector<RowSegment>& segs, int64_t rows) {
     int32_t* ids = grow(s.token_ids, n);
     DI_CUDA_CHECK(cudaMemcpyAsync(ids, host_ids, n * 4, cudaMemcpyHostToDevice, stream));
-    forward_rows(context(), ids, n, positions, segs, rows);
+    ForwardContext m = context();
+    if (timer) timer->begin(stream);
+    forward_rows(m, ids, n, positions, segs, rows);
     for (const RowSegment& g : segs) g.seq->num_tokens += g.n;
     // The host ids (and positions) feed async copies: done before the caller may reuse them.
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (timer) timer->collect();
   }
 
   // n <= max_chunk tokens at the end of one sequence; logits for `rows` trailing positions.
@@ -253,11 +263,15 @@ struct CudaModel::Impl {
       m.batch = &batch;
       forward_rows(m, dids, B, dpos, {}, B);
       argmax_rows(logits.get(), B, V, grow(token, B), stream);
+      m.mark("sampling");
     };
-    if (options.cuda_graphs && !trace)
+    if (options.cuda_graphs && !trace && !timer) {
       graphs.run(B, stream, step);
-    else
-      step(), ++direct_steps;
+    } else {
+      if (timer) timer->begin(stream);
+      step();
+      ++direct_steps;
+    }
     for (int64_t b = 0; b < count; ++b) ++seqs[slots[b]].num_tokens;
     if (greedy) {
       greedy->resize(count);
@@ -270,6 +284,7 @@ struct CudaModel::Impl {
                                     cudaMemcpyDeviceToHost, stream));
     }
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (timer) timer->collect();
     return ok_status();
   }
 
@@ -304,7 +319,8 @@ struct CudaModel::Impl {
   DeviceBuffer<float> decode_scores;
   DeviceBuffer<int32_t> decode_selected, decode_num_selected;
   DecodeGraphs graphs;
-  int64_t direct_steps = 0;  // decode steps run without the graph cache
+  int64_t direct_steps = 0;           // decode steps run without the graph cache
+  std::unique_ptr<PhaseTimer> timer;  // set: phases timed, decode eager
   DeviceBuffer<double> main_inv_freq, compress_inv_freq;
   DeviceBuffer<float> x, logits;
   DeviceBuffer<int32_t> token;
@@ -347,6 +363,16 @@ DecodeStepCounts CudaModel::decode_steps() const {
   return DecodeStepCounts{g.eager + impl_->direct_steps, g.captured, g.replayed};
 }
 int64_t CudaModel::decode_bucket(int64_t count) const { return impl_->bucket(count); }
+void CudaModel::set_phase_timing(bool on) {
+  if (on && !impl_->timer) impl_->timer = std::make_unique<PhaseTimer>();
+  if (!on) impl_->timer.reset();
+}
+std::map<std::string, double> CudaModel::take_phase_times_ms() {
+  if (!impl_->timer) return {};
+  std::map<std::string, double> t = impl_->timer->totals_ms();
+  impl_->timer->clear();
+  return t;
+}
 // Slot arguments are the caller's invariant here (no Status to return): out of range aborts.
 int64_t CudaModel::num_tokens(int slot) const { return impl_->seqs.at(slot).num_tokens; }
 void CudaModel::reset(int slot) { impl_->seqs.at(slot).reset(); }

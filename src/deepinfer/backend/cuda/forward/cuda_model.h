@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,12 @@ class CudaModel {
   DecodeStepCounts decode_steps() const;
   // The row count a decode of `count` sequences runs at (its graph's bucket).
   int64_t decode_bucket(int64_t count) const;
+
+  // Benchmarks: GPU time per forward phase (attention projections, state, MoE router and
+  // experts, mHC, head, ...), summed over the calls since the last take. While on, decode runs
+  // eagerly (a replayed graph has no phase marks), with an event per phase.
+  void set_phase_timing(bool on);
+  std::map<std::string, double> take_phase_times_ms();
 
   // Slot `to` becomes a copy of slot `from` (benchmarks: many sequences of one context).
   Status copy_sequence(int from, int to);

@@ -16,6 +16,7 @@
 #include "deepinfer/backend/cuda/forward/decode_kernels.h"
 #include "deepinfer/backend/cuda/forward/device_state.h"
 #include "deepinfer/backend/cuda/forward/layer_weights.h"
+#include "deepinfer/backend/cuda/forward/phase_timer.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/model/deepseek_v4/config.h"
@@ -62,6 +63,12 @@ struct ForwardContext {
   DecisionTrace* trace = nullptr;      // tests only
   int layer = 0;                       // the block being run
   const DecodeBatch* batch = nullptr;  // set: a batched decode step (graph-safe ops only)
+  PhaseTimer* timer = nullptr;         // set: phases are timed (eager launches only)
+
+  // The work launched since the previous mark was `phase`.
+  void mark(const char* phase) const {
+    if (timer) timer->mark(phase, stream);
+  }
 
   // Appends count device ints to v (tests only: synchronous).
   void record(std::vector<int32_t>& v, const int32_t* dev, int64_t count) const {

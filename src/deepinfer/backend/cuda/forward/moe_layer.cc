@@ -27,6 +27,7 @@ void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const fl
   if (m.trace && !hash)
     m.record(m.trace->experts[m.layer], ids, (m.batch ? m.batch->real_rows : n) * K);
 
+  m.mark("moe: router");
   MoeArgs& a = m.s.moe;
   a.x = h;
   a.tokens = n;
@@ -49,6 +50,7 @@ void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const fl
     m.moe.run_grouped(a, m.stream);
   else
     m.moe.run(a, m.stream);
+  m.mark("moe: experts");
 }
 
 }  // namespace deepinfer::cuda
