@@ -151,6 +151,9 @@ int run_bench(int argc, char** argv) {
   app.add_option("--long-context", cu.long_context,
                  "cuda: also prefill this many tokens and time batch-1 decode there (0: skip)")
       ->capture_default_str();
+  app.add_flag("--phase-times", cu.phase_times,
+               "cuda: after each row's timed runs, a few more (eager) with the GPU time of every "
+               "forward phase (attention projections/state/output, MoE router/experts, mHC, head)");
   app.add_flag(
       "--no-cuda-graphs", [&](int64_t) { cu.cuda_graphs = false; },
       "cuda: launch every decode step eagerly instead of replaying each batch size's "
