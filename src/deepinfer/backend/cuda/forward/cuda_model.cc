@@ -56,6 +56,7 @@ struct CudaModel::Impl {
     for (int i = 0; i < o.max_sequences; ++i) seqs.emplace_back(c, o.max_tokens, o.max_chunk);
     slot_tables = std::make_unique<SlotTables>(seqs);
     max_bucket = bucket(std::min<int64_t>(o.max_sequences, o.max_chunk));
+    max_selected = decode_max_selected(c, o.max_tokens);
     decode_in = DeviceBuffer<int64_t>(2 * max_bucket);
     decode_host = std::make_unique<PinnedBuffer<int64_t>>(2 * max_bucket);
     moe.reserve_grouped(max_bucket, c.experts_per_token, c.hidden_size, c.moe_intermediate_size,
@@ -253,7 +254,7 @@ struct CudaModel::Impl {
     batch.real_rows = count;
     batch.slots = slot_tables.get();
     batch.max_tokens = options.max_tokens;
-    batch.max_selected = decode_max_selected(c, options.max_tokens);
+    batch.max_selected = max_selected;
     const int64_t V = c.vocab_size;
     auto step = [&] {
       batch.scores = grow(decode_scores, B * std::max<int64_t>(1, options.max_tokens / 4));
@@ -314,6 +315,7 @@ struct CudaModel::Impl {
   std::vector<DeviceSequence> seqs;                    // one per slot
   std::unique_ptr<SlotTables> slot_tables;             // their buffers, per layer, indexed by slot
   int64_t max_bucket = 1;                              // the largest decode batch's rows
+  int max_selected = 0;                                // decode_max_selected, fixed at load
   DeviceBuffer<int64_t> decode_in;                     // a decode step's positions, ids and slots
   std::unique_ptr<PinnedBuffer<int64_t>> decode_host;  // their staging
   DeviceBuffer<float> decode_scores;
