@@ -1,4 +1,4 @@
-// Engine flags shared by generate, chat and bench (vLLM spellings where they exist).
+// Engine flags shared by generate, chat, serve and bench (vLLM spellings where they exist).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -23,6 +23,10 @@ inline void add_engine_flags(CLI::App& app, EngineArgs* a) {
       ->capture_default_str();
   app.add_option("--numerics", a->numerics, "official (simulated quantization) or plain")
       ->capture_default_str();
+  app.add_flag("--special-tokens-in-content", a->special_tokens_in_content,
+               "chat requests: let message text that spells a special token (<｜Assistant｜>, "
+               "</think>, DSML tags) become that control token (unsafe with untrusted users; "
+               "default: such text is tokenized as plain text)");
 }
 
 }  // namespace deepinfer::cli

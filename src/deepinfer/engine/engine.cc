@@ -198,8 +198,14 @@ class EngineImpl final : public Engine {
     if (!r.prompt_ids.empty()) return r.prompt_ids;
     if (!tok_) return failed_precondition("model " + args_.model + " has no tokenizer.json");
     if (r.prompt) return tok_->encode(*r.prompt);
-    ASSIGN_OR_RETURN(std::string text, recipe::encode_chat_request(*r.chat));
-    return tok_->encode(text);
+    ASSIGN_OR_RETURN(recipe::SegmentedPrompt pieces,
+                     recipe::encode_chat_request_segmented(*r.chat));
+    if (args_.special_tokens_in_content) return tok_->encode(recipe::join_prompt(pieces));
+    // Only the recipe's markup may become control tokens; request text is plain text.
+    std::vector<tokenizer::TextSpan> spans;
+    spans.reserve(pieces.size());
+    for (const recipe::PromptPiece& p : pieces) spans.push_back({p.text, p.markup});
+    return tok_->encode_spans(spans);
   }
 
   void admit(std::unique_ptr<RequestState> rs) {

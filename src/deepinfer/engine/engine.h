@@ -25,6 +25,10 @@ struct EngineArgs {
   int64_t max_model_len = 0;              // 0: 65536
   std::string policy = "fcfs";            // "fcfs" | "priority"
   uint64_t seed = 0;                      // for requests without their own seed
+  // Chat requests: false (default) tokenizes message text (contents, reasoning, tool schemas,
+  // calls and results) as plain text, so only the recipe's own markers become control tokens;
+  // true matches added tokens in that text too (the old behaviour: content can forge turns).
+  bool special_tokens_in_content = false;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
   // Test hook (`serve --debug-scripted-output FILE`): when set, every sample's tokens are this

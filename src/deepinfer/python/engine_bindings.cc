@@ -60,6 +60,8 @@ class PyEngine {
     args.max_model_len = a.value("max_model_len", args.max_model_len);
     args.policy = a.value("policy", args.policy);
     args.seed = a.value("seed", args.seed);
+    args.special_tokens_in_content =
+        a.value("special_tokens_in_content", args.special_tokens_in_content);
     py::gil_scoped_release release;
     auto e = Engine::create(args);
     if (!e.ok()) {

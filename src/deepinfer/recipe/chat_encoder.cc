@@ -41,11 +41,30 @@ bool non_empty(const Json& m, const char* key) {
 
 bool has_task(const Json& m) { return m.contains("task") && !m["task"].is_null(); }
 
+// Builds the prompt as pieces: recipe markup vs request text. Adjacent pieces of one kind
+// merge and empty ones are dropped, so the pieces alternate.
+class PromptBuilder {
+ public:
+  void mark(std::string_view s) { add(s, true); }
+  void text(std::string_view s) { add(s, false); }
+  SegmentedPrompt take() { return std::move(pieces_); }
+
+ private:
+  void add(std::string_view s, bool markup) {
+    if (s.empty()) return;
+    if (!pieces_.empty() && pieces_.back().markup == markup)
+      pieces_.back().text.append(s);
+    else
+      pieces_.push_back({std::string(s), markup});
+  }
+  SegmentedPrompt pieces_;
+};
+
 class Renderer {
  public:
   Renderer(const EncodeOptions& o) : o_(o), tags_(DsmlTags::of(o.variant)) {}
 
-  StatusOr<std::string> render(const Json& input) {
+  StatusOr<SegmentedPrompt> render(const Json& input) {
     Json msgs = merge(input);
     sort_tool_results(&msgs);
     drop_ = o_.drop_thinking;
@@ -53,9 +72,10 @@ class Renderer {
       if (non_empty(m, "tools")) drop_ = false;  // any tools keep all historical reasoning
     if (o_.thinking && drop_) msgs = drop_old_reasoning(msgs);
     last_user_ = last_user_like(msgs);
-    std::string out = o_.add_bos ? kBos : "";
+    PromptBuilder out;
+    if (o_.add_bos) out.mark(kBos);
     for (size_t i = 0; i < msgs.size(); ++i) RETURN_IF_ERROR(render_message(msgs, i, &out));
-    return out;
+    return out.take();
   }
 
  private:
@@ -94,6 +114,7 @@ class Renderer {
       } else if (role == "user") {
         Json text = m.value("content", Json(""));
         Json block = {{"type", "text"}, {"text", text.is_string() ? text : Json("")}};
+        if (m.contains(kImageOffsetsField)) block[kImageOffsetsField] = m[kImageOffsetsField];
         if (last_is_open_user(true)) {
           out.back()["content_blocks"].push_back(block);
         } else {
@@ -164,37 +185,59 @@ class Renderer {
     return out;
   }
 
-  std::string render_tools(const Json& tools) const {
-    std::string schemas;
-    for (size_t i = 0; i < tools.size(); ++i) {
-      if (i) schemas += "\n";
-      python_json_dump(tools[i].contains("function") ? tools[i]["function"] : tools[i], &schemas);
+  // Request text of `holder` (a message or a text block); the image markers flatten_content
+  // put into it, at the offsets it recorded, stay markup.
+  static void content_text(const Json& holder, const std::string& text, PromptBuilder* out) {
+    const std::string_view image = kImage;
+    size_t at = 0;
+    if (holder.is_object() && holder.contains(kImageOffsetsField) &&
+        holder[kImageOffsetsField].is_array()) {
+      for (const Json& o : holder[kImageOffsetsField]) {
+        if (!o.is_number_integer() || o.get<int64_t>() < 0) continue;
+        size_t p = o.get<size_t>();
+        if (p < at || p > text.size() || text.compare(p, image.size(), image) != 0) continue;
+        out->text(std::string_view(text).substr(at, p - at));
+        out->mark(image);
+        at = p + image.size();
+      }
     }
+    out->text(std::string_view(text).substr(at));
+  }
+
+  void render_tools(const Json& tools, PromptBuilder* out) const {
     const std::string& co = tags_.calls_open;
     const std::string& cc = tags_.calls_close;
     const std::string& io = tags_.invoke_open;
     const std::string& ic = tags_.invoke_close;
     const std::string& po = tags_.param_open;
     const std::string& pc = tags_.param_close;
-    return "## Tools\n\nYou have access to a set of tools to help answer the user's question. "
-           "You can invoke tools by writing a \"" +
-           co + "\" block like the following:\n\n" + co + "\n" + io + " name=\"$TOOL_NAME\">\n" +
-           po + " name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE" + pc +
-           "\n...\n" + ic + "\n" + io + " name=\"$TOOL_NAME2\">\n...\n" + ic + "\n" + cc +
-           "\n\nString parameters should be specified as is and set `string=\"true\"`. For all "
-           "other types (numbers, booleans, arrays, objects), pass the value in JSON format and "
-           "set `string=\"false\"`.\n\nIf thinking_mode is enabled (triggered by <think>), you "
-           "MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls "
-           "or final response.\n\nOtherwise, output directly after </think> with tool calls or "
-           "final response.\n\n### Available Tool Schemas\n\n" +
-           schemas +
-           "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to "
-           "invoke tool calls.\n";
+    out->mark(
+        "## Tools\n\nYou have access to a set of tools to help answer the user's question. "
+        "You can invoke tools by writing a \"" +
+        co + "\" block like the following:\n\n" + co + "\n" + io + " name=\"$TOOL_NAME\">\n" + po +
+        " name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE" + pc + "\n...\n" + ic +
+        "\n" + io + " name=\"$TOOL_NAME2\">\n...\n" + ic + "\n" + cc +
+        "\n\nString parameters should be specified as is and set `string=\"true\"`. For all "
+        "other types (numbers, booleans, arrays, objects), pass the value in JSON format and "
+        "set `string=\"false\"`.\n\nIf thinking_mode is enabled (triggered by <think>), you "
+        "MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls "
+        "or final response.\n\nOtherwise, output directly after </think> with tool calls or "
+        "final response.\n\n### Available Tool Schemas\n\n");
+    for (size_t i = 0; i < tools.size(); ++i) {
+      if (i) out->mark("\n");
+      std::string schema;
+      python_json_dump(tools[i].contains("function") ? tools[i]["function"] : tools[i], &schema);
+      out->text(schema);
+    }
+    out->mark(
+        "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to "
+        "invoke tool calls.\n");
   }
 
-  static std::string render_response_format(const Json& rf) {
-    return "## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n" +
-           python_json_dumps(rf);
+  static void render_response_format(const Json& rf, PromptBuilder* out) {
+    out->mark(
+        "## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n");
+    out->text(python_json_dumps(rf));
   }
 
   // Arguments: an object as is; a string JSON-decoded (twice if it decodes to a string);
@@ -211,50 +254,59 @@ class Renderer {
     return Json{{"arguments", args}};
   }
 
-  std::string render_tool_calls(const Json& calls) const {
-    std::string out = "\n\n" + tags_.calls_open + "\n";
+  void render_tool_calls(const Json& calls, PromptBuilder* out) const {
+    out->mark("\n\n" + tags_.calls_open + "\n");
     for (size_t i = 0; i < calls.size(); ++i) {
       const Json& f = calls[i].contains("function") ? calls[i]["function"] : calls[i];
-      if (i) out += "\n";
-      out += tags_.invoke_open + " name=\"" + str_or_empty(f, "name") + "\">\n";
+      if (i) out->mark("\n");
+      out->mark(tags_.invoke_open + " name=\"");
+      out->text(str_or_empty(f, "name"));
+      out->mark("\">\n");
       Json args = decode_arguments(f.value("arguments", Json()));
       bool first = true;
       for (auto it = args.begin(); it != args.end(); ++it) {
-        if (!first) out += "\n";
+        if (!first) out->mark("\n");
         first = false;
         bool is_str = it.value().is_string();
-        out += tags_.param_open + " name=\"" + it.key() + "\" string=\"" +
-               (is_str ? "true" : "false") + "\">";
-        if (is_str)
-          out += it.value().get<std::string>();
-        else
-          python_json_dump(it.value(), &out);
-        out += tags_.param_close;
+        out->mark(tags_.param_open + " name=\"");
+        out->text(it.key());
+        out->mark(std::string("\" string=\"") + (is_str ? "true" : "false") + "\">");
+        if (is_str) {
+          out->text(it.value().get_ref<const std::string&>());
+        } else {
+          std::string v;
+          python_json_dump(it.value(), &v);
+          out->text(v);
+        }
+        out->mark(tags_.param_close);
       }
-      out += "\n" + tags_.invoke_close;
+      out->mark("\n" + tags_.invoke_close);
     }
-    return out + "\n" + tags_.calls_close;
+    out->mark("\n" + tags_.calls_close);
   }
 
-  static std::string render_tool_result(const Json& content) {
-    std::string body;
+  static void render_tool_result(const Json& content, PromptBuilder* out) {
+    out->mark("<tool_result>");
     if (content.is_string()) {
-      body = content.get<std::string>();
+      out->text(content.get_ref<const std::string&>());
     } else if (content.is_array()) {
       for (size_t i = 0; i < content.size(); ++i) {
-        if (i) body += "\n\n";
+        if (i) out->mark("\n\n");
         const Json& b = content[i];
         std::string t = str_or_empty(b, "type");
-        if (t == "text")
-          body += str_or_empty(b, "text");
-        else
-          body += "[Unsupported " + (t.empty() ? std::string("None") : t) + "]";
+        if (t == "text") {
+          out->text(str_or_empty(b, "text"));
+        } else {
+          out->mark("[Unsupported ");
+          out->text(t.empty() ? std::string("None") : t);
+          out->mark("]");
+        }
       }
     }
-    return "<tool_result>" + body + "</tool_result>";
+    out->mark("</tool_result>");
   }
 
-  Status render_message(const Json& msgs, size_t i, std::string* out) const {
+  Status render_message(const Json& msgs, size_t i, PromptBuilder* out) const {
     const Json& m = msgs[i];
     std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return invalid_argument(where + ": expected an object");
@@ -269,54 +321,63 @@ class Renderer {
         if (o_.thinking)
           effort = "Reasoning Effort: " + std::to_string(o_.reasoning_budget) +
                    " (range 1-100, the higher the value, the more thorough the reasoning)\n\n";
-        if (!effort.empty() || role == "system") *out += kSystem;
-        *out += effort;
+        if (!effort.empty() || role == "system") out->mark(kSystem);
+        out->mark(effort);
       } else if (o_.thinking && o_.reasoning_effort == "max") {
-        *out += kV4MaxEffort;
+        out->mark(kV4MaxEffort);
       }
     }
 
     if (role == "system" || role == "developer") {
-      if (role == "system" && v41 && i > 0) *out += kSystem;
-      if (role == "developer") *out += kUser;
-      *out += content;
-      if (non_empty(m, "tools")) *out += "\n\n" + render_tools(m["tools"]);
-      if (non_empty(m, "response_format"))
-        *out += "\n\n" + render_response_format(m["response_format"]);
+      if (role == "system" && v41 && i > 0) out->mark(kSystem);
+      if (role == "developer") out->mark(kUser);
+      content_text(m, content, out);
+      if (non_empty(m, "tools")) {
+        out->mark("\n\n");
+        render_tools(m["tools"], out);
+      }
+      if (non_empty(m, "response_format")) {
+        out->mark("\n\n");
+        render_response_format(m["response_format"], out);
+      }
     } else if (role == "user") {
-      *out += kUser;
+      out->mark(kUser);
       if (non_empty(m, "content_blocks")) {
         const Json& blocks = m["content_blocks"];
         for (size_t k = 0; k < blocks.size(); ++k) {
-          if (k) *out += "\n\n";
+          if (k) out->mark("\n\n");
           std::string t = str_or_empty(blocks[k], "type");
-          if (t == "text")
-            *out += str_or_empty(blocks[k], "text");
-          else if (t == "tool_result")
-            *out += render_tool_result(blocks[k].value("content", Json("")));
-          else
-            *out += "[Unsupported " + t + "]";
+          if (t == "text") {
+            content_text(blocks[k], str_or_empty(blocks[k], "text"), out);
+          } else if (t == "tool_result") {
+            render_tool_result(blocks[k].value("content", Json("")), out);
+          } else {
+            out->mark("[Unsupported ");
+            out->text(t);
+            out->mark("]");
+          }
         }
       } else {
-        *out += content;
+        content_text(m, content, out);
       }
     } else if (role == "latest_reminder") {
-      *out += kReminder + content;
+      out->mark(kReminder);
+      content_text(m, content, out);
     } else if (role == "assistant") {
       bool has_calls = non_empty(m, "tool_calls") && m["tool_calls"].is_array();
       std::string reasoning = str_or_empty(m, "reasoning_content");
       bool wo_eos = m.value("wo_eos", Json(false)) == true;
       bool prev_task = i > 0 && has_task(msgs[i - 1]);
       if (o_.thinking && !prev_task && (!drop_ || static_cast<int>(i) > last_user_)) {
-        *out += reasoning;
+        out->text(reasoning);
         // A prefill holding only reasoning stays open so the model keeps thinking (vLLM).
         bool open = last && o_.continue_final_message && wo_eos && content.empty() && !has_calls &&
                     !reasoning.empty();
-        if (!open) *out += kThinkClose;
+        if (!open) out->mark(kThinkClose);
       }
-      *out += content;
-      if (has_calls) *out += render_tool_calls(m["tool_calls"]);
-      if (!wo_eos) *out += kEos;
+      content_text(m, content, out);
+      if (has_calls) render_tool_calls(m["tool_calls"], out);
+      if (!wo_eos) out->mark(kEos);
     } else if (role == "tool") {
       return internal_error(where + ": tool message survived merging");
     } else {
@@ -336,17 +397,19 @@ class Renderer {
                                 ".task: unknown task (valid: action, query, authority, "
                                 "domain, title, read_url)");
       std::string task = m["task"];
-      if (task == "action")
-        *out += std::string(kAssistant) + (o_.thinking ? kThinkOpen : kThinkClose);
-      *out += task_tokens().at(task);
+      if (task == "action") {
+        out->mark(kAssistant);
+        out->mark(o_.thinking ? kThinkOpen : kThinkClose);
+      }
+      out->mark(task_tokens().at(task));
       return ok_status();
     }
     bool extra_header = last && o_.add_generation_prompt.value_or(false) &&
                         (role == "assistant" || (role == "system" && i == 0));
     if (user_like(msgs, i) || extra_header) {
-      *out += kAssistant;
+      out->mark(kAssistant);
       bool open = o_.thinking && (!drop_ || static_cast<int>(i) >= last_user_);
-      *out += open ? kThinkOpen : kThinkClose;
+      out->mark(open ? kThinkOpen : kThinkClose);
     }
     return ok_status();
   }
@@ -359,7 +422,17 @@ class Renderer {
 
 }  // namespace
 
-StatusOr<std::string> encode_messages(const Json& messages, const EncodeOptions& options) {
+std::string join_prompt(const SegmentedPrompt& pieces) {
+  size_t n = 0;
+  for (const PromptPiece& p : pieces) n += p.text.size();
+  std::string out;
+  out.reserve(n);
+  for (const PromptPiece& p : pieces) out += p.text;
+  return out;
+}
+
+StatusOr<SegmentedPrompt> encode_messages_segmented(const Json& messages,
+                                                    const EncodeOptions& options) {
   if (!messages.is_array()) return invalid_argument("messages: expected an array");
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
@@ -376,6 +449,11 @@ StatusOr<std::string> encode_messages(const Json& messages, const EncodeOptions&
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(std::string("messages: unexpected field type: ") + e.what());
   }
+}
+
+StatusOr<std::string> encode_messages(const Json& messages, const EncodeOptions& options) {
+  ASSIGN_OR_RETURN(SegmentedPrompt pieces, encode_messages_segmented(messages, options));
+  return join_prompt(pieces);
 }
 
 }  // namespace deepinfer::recipe

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/recipe/markers.h"
@@ -36,13 +37,33 @@ struct EncoderInput {
 // "messages[2].role: unknown role 'robot'".
 StatusOr<EncoderInput> map_chat_request(const Json& request, Variant variant = Variant::kV41);
 
+// One stretch of a rendered prompt. `markup` is the recipe's own text: BOS/EOS, role, think,
+// task and image markers, DSML tags, the fixed tool/effort/format instructions, separators.
+// Everything else came from the request (contents, reasoning, tool schemas, call names and
+// arguments, tool results) and is to be tokenized as plain text, so that text spelling a
+// control token cannot forge turns or tool calls.
+struct PromptPiece {
+  std::string text;
+  bool markup = false;
+};
+// Pieces alternate between markup and request text; none is empty.
+using SegmentedPrompt = std::vector<PromptPiece>;
+
+// The pieces' texts concatenated: encode_messages' string.
+std::string join_prompt(const SegmentedPrompt& pieces);
+
 // §3: renders encoder input. Errors name the message field.
 StatusOr<std::string> encode_messages(const Json& messages, const EncodeOptions& options);
+StatusOr<SegmentedPrompt> encode_messages_segmented(const Json& messages,
+                                                    const EncodeOptions& options);
 
 // map_chat_request + encode_messages.
 StatusOr<std::string> encode_chat_request(const Json& request, Variant variant = Variant::kV41);
 // Same, from JSON text; catches JSON syntax errors.
 StatusOr<std::string> encode_chat_request_text(std::string_view request_json,
                                                Variant variant = Variant::kV41);
+// map_chat_request + encode_messages_segmented (what the engine tokenizes).
+StatusOr<SegmentedPrompt> encode_chat_request_segmented(const Json& request,
+                                                        Variant variant = Variant::kV41);
 
 }  // namespace deepinfer::recipe

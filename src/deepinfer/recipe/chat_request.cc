@@ -28,8 +28,9 @@ bool truthy(const Json& v) {
 
 std::string type_name(const Json& v) { return v.type_name(); }
 
-// List content -> text: text parts joined by a blank line, images as the IMAGE marker.
-Status flatten_content(Json* content, const std::string& where) {
+// List content -> text: text parts joined by a blank line, images as the IMAGE marker (their
+// offsets go to `image_offsets`).
+Status flatten_content(Json* content, const std::string& where, Json* image_offsets) {
   if (content->is_null() || content->is_string()) return ok_status();
   if (!content->is_array())
     return invalid_argument(where + ": expected a string, an array of parts or null, got " +
@@ -47,6 +48,7 @@ Status flatten_content(Json* content, const std::string& where) {
         return invalid_argument(pw + ".text: expected a string");
       out += part["text"].get<std::string>();
     } else if (t == "image_url" || t == "image") {
+      image_offsets->push_back(out.size());
       out += kImage;
     } else {
       return invalid_argument(pw + ".type: unsupported content part type '" + t + "'");
@@ -175,11 +177,15 @@ StatusOr<EncoderInput> map_request_impl(const Json& request, Variant variant) {
     std::string role = m["role"];
     if (!kRoles.count(role)) return invalid_argument(w + ".role: unknown role '" + role + "'");
     if (!m.contains("content")) m["content"] = nullptr;
+    m.erase(kImageOffsetsField);
     // A tool result keeps its list form: the encoder renders its parts itself.
-    if (role != "tool")
-      RETURN_IF_ERROR(flatten_content(&m["content"], w + ".content"));
-    else if (!m["content"].is_string() && !m["content"].is_array() && !m["content"].is_null())
+    if (role != "tool") {
+      Json image_offsets = Json::array();
+      RETURN_IF_ERROR(flatten_content(&m["content"], w + ".content", &image_offsets));
+      if (!image_offsets.empty()) m[kImageOffsetsField] = std::move(image_offsets);
+    } else if (!m["content"].is_string() && !m["content"].is_array() && !m["content"].is_null()) {
       return invalid_argument(w + ".content: expected a string, an array of parts or null");
+    }
     if (role == "assistant") {
       if (m.contains("reasoning") && !m.contains("reasoning_content"))
         m["reasoning_content"] = m["reasoning"];
@@ -251,6 +257,11 @@ StatusOr<EncoderInput> map_chat_request(const Json& request, Variant variant) {
 StatusOr<std::string> encode_chat_request(const Json& request, Variant variant) {
   ASSIGN_OR_RETURN(EncoderInput in, map_chat_request(request, variant));
   return encode_messages(in.messages, in.options);
+}
+
+StatusOr<SegmentedPrompt> encode_chat_request_segmented(const Json& request, Variant variant) {
+  ASSIGN_OR_RETURN(EncoderInput in, map_chat_request(request, variant));
+  return encode_messages_segmented(in.messages, in.options);
 }
 
 StatusOr<std::string> encode_chat_request_text(std::string_view request_json, Variant variant) {

@@ -21,6 +21,11 @@ inline constexpr const char* kDsml = "｜DSML｜";
 inline constexpr const char* kReminder = "<｜latest_reminder｜>";
 inline constexpr const char* kImage = "<｜deepseek_image｜>";
 
+// Internal field of a mapped message: the byte offsets in its flattened content where an image
+// part's kImage was put, so the encoder marks those (and only those) as markup. Removed from
+// incoming requests, so a client cannot set it.
+inline constexpr const char* kImageOffsetsField = "__deepinfer_image_offsets";
+
 // Tag texts built from the version's block/element names.
 struct DsmlTags {
   std::string calls_open;    // <｜DSML｜ calls>

@@ -1,5 +1,7 @@
 #include "deepinfer/tokenizer/added_vocabulary.h"
 
+#include <algorithm>
+
 #include "deepinfer/tokenizer/byte_level.h"
 
 namespace deepinfer::tokenizer {
@@ -57,9 +59,10 @@ void AddedTokenMatcher::add(const AddedToken& token) {
   first_byte_[static_cast<unsigned char>(token.content[0])] = true;
 }
 
-int32_t AddedTokenMatcher::longest_at(std::string_view text, size_t pos, size_t* len) const {
+int32_t AddedTokenMatcher::longest_at(std::string_view text, size_t pos, size_t limit,
+                                      size_t* len) const {
   int32_t node = 0, best = -1;
-  for (size_t i = pos; i < text.size(); ++i) {
+  for (size_t i = pos; i < limit; ++i) {
     unsigned char c = text[i];
     int32_t next = -1;
     for (auto& [b, k] : nodes_[node].kids)
@@ -78,39 +81,49 @@ int32_t AddedTokenMatcher::longest_at(std::string_view text, size_t pos, size_t*
 }
 
 void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>* out) const {
+  const std::pair<size_t, size_t> all{0, text.size()};
+  split_in(text, std::span(&all, 1), out);
+}
+
+void AddedTokenMatcher::split_in(std::string_view text,
+                                 std::span<const std::pair<size_t, size_t>> ranges,
+                                 std::vector<Segment>* out) const {
   size_t emitted = 0;  // end of the last segment pushed
-  for (size_t pos = 0; pos < text.size(); ++pos) {
-    if (!first_byte_[static_cast<unsigned char>(text[pos])]) continue;
-    size_t len = 0;
-    int32_t t = longest_at(text, pos, &len);
-    if (t < 0) continue;
-    const AddedToken& tok = tokens_[t];
-    size_t start = pos, stop = pos + len;
-    if (tok.single_word) {
-      size_t ps;
-      bool left_ok = start == 0 || !is_word_char(char_before(text, start, &ps));
-      char32_t next_cp = 0;
-      bool right_ok =
-          stop == text.size() || decode_utf8(text, stop, &next_cp) == 0 || !is_word_char(next_cp);
-      if (!left_ok || !right_ok) continue;
-    }
-    if (tok.lstrip) {
-      while (start > emitted) {
+  for (const auto& [range_begin, range_end] : ranges) {
+    // rstrip of the previous match may have run past this range's start.
+    for (size_t pos = std::max(range_begin, emitted); pos < range_end; ++pos) {
+      if (!first_byte_[static_cast<unsigned char>(text[pos])]) continue;
+      size_t len = 0;
+      int32_t t = longest_at(text, pos, range_end, &len);
+      if (t < 0) continue;
+      const AddedToken& tok = tokens_[t];
+      size_t start = pos, stop = pos + len;
+      if (tok.single_word) {
         size_t ps;
-        if (!is_whitespace(char_before(text, start, &ps))) break;
-        start = ps;
+        bool left_ok = start == 0 || !is_word_char(char_before(text, start, &ps));
+        char32_t next_cp = 0;
+        bool right_ok =
+            stop == text.size() || decode_utf8(text, stop, &next_cp) == 0 || !is_word_char(next_cp);
+        if (!left_ok || !right_ok) continue;
       }
+      if (tok.lstrip) {
+        while (start > emitted) {
+          size_t ps;
+          if (!is_whitespace(char_before(text, start, &ps))) break;
+          start = ps;
+        }
+      }
+      if (tok.rstrip) {
+        char32_t cp;
+        int n;
+        while (stop < text.size() && (n = decode_utf8(text, stop, &cp)) > 0 && is_whitespace(cp))
+          stop += n;
+      }
+      if (start > emitted) out->push_back({emitted, start, -1});
+      out->push_back({start, stop, tok.id});
+      emitted = stop;
+      pos = stop - 1;
     }
-    if (tok.rstrip) {
-      char32_t cp;
-      int n;
-      while (stop < text.size() && (n = decode_utf8(text, stop, &cp)) > 0 && is_whitespace(cp))
-        stop += n;
-    }
-    if (start > emitted) out->push_back({emitted, start, -1});
-    out->push_back({start, stop, tok.id});
-    emitted = stop;
-    pos = stop - 1;
   }
   if (emitted < text.size()) out->push_back({emitted, text.size(), -1});
 }

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace deepinfer::tokenizer {
@@ -32,13 +34,19 @@ class AddedTokenMatcher {
   bool empty() const { return tokens_.empty(); }
   // Splits text into segments, with HF's rules for single_word, lstrip and rstrip.
   void split(std::string_view text, std::vector<Segment>* out) const;
+  // Same, but a token matches only where it lies wholly inside one of `ranges` (sorted,
+  // disjoint [begin, end) byte ranges). Context checks (single_word, lstrip, rstrip) still see
+  // the whole text, so a match inside a range is exactly what split() would find there.
+  void split_in(std::string_view text, std::span<const std::pair<size_t, size_t>> ranges,
+                std::vector<Segment>* out) const;
 
  private:
   struct Node {
     int32_t token = -1;  // index into tokens_
     std::vector<std::pair<uint8_t, int32_t>> kids;
   };
-  int32_t longest_at(std::string_view text, size_t pos, size_t* len) const;
+  // Longest token starting at pos and ending at or before `limit`.
+  int32_t longest_at(std::string_view text, size_t pos, size_t limit, size_t* len) const;
   std::vector<Node> nodes_{Node{}};
   std::vector<AddedToken> tokens_;
   bool first_byte_[256] = {};

@@ -196,6 +196,50 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool par
   return ids;
 }
 
+Status Tokenizer::encode_spans_into(std::span<const TextSpan> spans,
+                                    std::vector<int32_t>* out) const {
+  std::string text;
+  size_t total = 0;
+  for (const TextSpan& s : spans) total += s.text.size();
+  text.reserve(total);
+  std::vector<std::pair<size_t, size_t>> ranges;  // parse_special bytes, adjacent runs merged
+  for (const TextSpan& s : spans) {
+    size_t begin = text.size();
+    text.append(s.text);
+    if (!s.parse_special || s.text.empty()) continue;
+    if (!ranges.empty() && ranges.back().second == begin)
+      ranges.back().second = text.size();
+    else
+      ranges.emplace_back(begin, text.size());
+  }
+  std::vector<Segment> segs;
+  if (raw_matcher_.empty()) {
+    if (!text.empty()) segs.push_back({0, text.size(), -1});
+  } else {
+    raw_matcher_.split_in(text, ranges, &segs);
+  }
+  size_t r = 0;
+  for (const Segment& s : segs) {
+    if (s.id >= 0) {
+      out->push_back(s.id);
+      continue;
+    }
+    // Normalized-matched tokens only where the whole stretch is special text: offsets do not
+    // survive normalization, so a mixed stretch cannot be split safely.
+    while (r < ranges.size() && ranges[r].second <= s.begin) ++r;
+    bool special = r < ranges.size() && ranges[r].first <= s.begin && s.end <= ranges[r].second;
+    RETURN_IF_ERROR(
+        encode_normalized(std::string_view(text).substr(s.begin, s.end - s.begin), special, out));
+  }
+  return ok_status();
+}
+
+StatusOr<std::vector<int32_t>> Tokenizer::encode_spans(std::span<const TextSpan> spans) const {
+  std::vector<int32_t> ids;
+  RETURN_IF_ERROR(encode_spans_into(spans, &ids));
+  return ids;
+}
+
 StatusOr<std::string_view> Tokenizer::token_bytes(int32_t id) const {
   if (id < 0 || id >= vocab_size() || !(flags_[id] & kKnown))
     return out_of_range("unknown token id " + std::to_string(id) + " (vocab size " +

@@ -18,6 +18,12 @@ class BpeModel;
 class Normalizer;
 class PreTokenizer;
 
+// One stretch of a text to encode, and whether added tokens may match inside it.
+struct TextSpan {
+  std::string_view text;
+  bool parse_special = false;
+};
+
 class Tokenizer {
  public:
   // `path` is a tokenizer.json file or a directory holding one.
@@ -32,6 +38,15 @@ class Tokenizer {
   // Thread-safe.
   StatusOr<std::vector<int32_t>> encode(std::string_view text, bool parse_special = true) const;
   Status encode_into(std::string_view text, bool parse_special, std::vector<int32_t>* out) const;
+
+  // Encodes the spans' concatenation as one text, except that an added token (special or not)
+  // matches only wholly inside a run of parse_special spans; in the other spans its text is
+  // ordinary text. Ordinary text is pre-tokenized and BPE-encoded across span boundaries, so
+  // when every added-token match of the concatenation lies inside parse_special spans, the ids
+  // equal encode(concatenation). For prompts whose user-supplied parts must not forge control
+  // tokens (recipe::encode_chat_request_segmented).
+  StatusOr<std::vector<int32_t>> encode_spans(std::span<const TextSpan> spans) const;
+  Status encode_spans_into(std::span<const TextSpan> spans, std::vector<int32_t>* out) const;
 
   // Invalid UTF-8 in the concatenated bytes becomes U+FFFD, as HF's ByteLevel decoder does.
   StatusOr<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const;

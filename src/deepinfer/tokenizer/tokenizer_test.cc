@@ -44,6 +44,17 @@ TEST(Tokenizer, TinyTokenizerMergesAndMatchesAddedTokens) {
   EXPECT_EQ(*(*t)->decode(std::vector<int32_t>{256, 300}, true), "ab");
 }
 
+TEST(TokenizerSpans, NonSpecialAddedTokensDoNotMatchInPlainSpansEither) {
+  nlohmann::json j = nlohmann::json::parse(tiny_json());
+  j["added_tokens"].push_back({{"id", 301}, {"content", "<Y>"}, {"special", false}});
+  auto t = Tokenizer::from_json_text(j.dump(), "tiny");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_FALSE((*t)->is_special(301));
+  const TextSpan spans[] = {{"ab<X>", true}, {"<X><Y>", false}, {"<Y>", true}};
+  EXPECT_EQ(*(*t)->encode_spans(spans),
+            (std::vector<int32_t>{256, 300, '<', 'X', '>', '<', 'Y', '>', 301}));
+}
+
 TEST(Tokenizer, MalformedFilesGiveErrorsNamingTheField) {
   auto bad_json = Tokenizer::from_json_text("{not json", "f.json");
   ASSERT_FALSE(bad_json.ok());
