@@ -57,11 +57,22 @@ StatusOr<GrammarCache::Entry> GrammarCache::get(const sample::StructuredOutput& 
 
 SequenceConstraint::SequenceConstraint(std::shared_ptr<const grammar::CompiledGrammar> g,
                                        std::shared_ptr<const grammar::TokenizerInfo> info,
-                                       std::shared_ptr<grammar::MaskCache> cache)
-    : matcher_(std::move(g), info, std::move(cache)), mask_(info->mask_words()) {}
+                                       std::shared_ptr<grammar::MaskCache> cache,
+                                       uint64_t work_budget)
+    : matcher_(std::move(g), info, std::move(cache), work_budget),
+      mask_(info->mask_words()),
+      work_budget_(work_budget) {}
 
-void SequenceConstraint::apply(float* logits, int64_t vocab) {
-  matcher_.fill_next_token_bitmask(mask_.data());
+Status SequenceConstraint::budget_error() const {
+  const std::string n = std::to_string(work_budget_);
+  return resource_exhausted(
+      "so_args: the grammar's work budget ran out: one token needed more than " + n +
+      " Earley item operations (limit " + n +
+      " per token); the grammar is too ambiguous or too large at this point of the output");
+}
+
+Status SequenceConstraint::apply(float* logits, int64_t vocab) {
+  if (!matcher_.fill_next_token_bitmask(mask_.data())) return budget_error();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t words = static_cast<int64_t>(mask_.size());
   for (int64_t w = 0; w * 32 < vocab; ++w) {
@@ -72,6 +83,7 @@ void SequenceConstraint::apply(float* logits, int64_t vocab) {
       if (!((bits >> (id - w * 32)) & 1)) logits[id] = kNegInf;
     }
   }
+  return ok_status();
 }
 
 }  // namespace deepinfer

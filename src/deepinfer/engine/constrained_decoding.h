@@ -39,20 +39,29 @@ class GrammarCache {
 // One sample's constraint. Engine-thread only.
 class SequenceConstraint {
  public:
+  // work_budget: GrammarMatcher's per-mask / per-token work budget (tests lower it).
   SequenceConstraint(std::shared_ptr<const grammar::CompiledGrammar> g,
                      std::shared_ptr<const grammar::TokenizerInfo> info,
-                     std::shared_ptr<grammar::MaskCache> cache);
+                     std::shared_ptr<grammar::MaskCache> cache,
+                     uint64_t work_budget = grammar::GrammarMatcher::kDefaultWorkBudget);
   // Sets every token the grammar does not allow now to -inf (ids past the tokenizer's
-  // vocabulary, e.g. padding rows of the model's vocabulary, included).
-  void apply(float* logits, int64_t vocab);
-  // False when the token is not allowed (the caller then ends the sample).
+  // vocabulary, e.g. padding rows of the model's vocabulary, included). Not ok
+  // (resource_exhausted, see budget_error) when the mask ran out of work: the logits are then
+  // untouched and the caller ends the request.
+  Status apply(float* logits, int64_t vocab);
+  // False when the token is not allowed (the caller then ends the sample), or when accepting it
+  // ran out of work (budget_exceeded(); the caller then ends the request).
   bool accept(int32_t token) { return matcher_.accept_token(token); }
+  bool budget_exceeded() const { return matcher_.work_budget_exceeded(); }
+  // The error a request ends on when its grammar runs out of work, naming the budget.
+  Status budget_error() const;
   bool can_terminate() const { return matcher_.can_terminate(); }
   bool is_terminated() const { return matcher_.is_terminated(); }
 
  private:
   grammar::GrammarMatcher matcher_;
   std::vector<uint32_t> mask_;
+  uint64_t work_budget_;
 };
 
 }  // namespace deepinfer

@@ -8,11 +8,16 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "deepinfer/engine/constrained_decoding.h"
@@ -256,6 +261,83 @@ TEST(ConstrainedDecoding, JsonObjectOutputsParse) {
     }
   }
   EXPECT_EQ(finished, 4);
+}
+
+// Issue 14: the pathological regex is refused at submit with the compile limit named, as a
+// json_schema pattern too, and the engine is not touched.
+TEST(ConstrainedDecoding, PathologicalGrammarsAreRejectedAtSubmitNamingTheLimit) {
+  const std::string bad = "(a{0,999}){0,999}a{30}";
+  Status st = engine().submit(request(Kind::kRegex, bad, 0.0f, 1), nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message().rfind("so_args.regex: regex expands to more than 100000", 0), 0u)
+      << st.message();
+  EXPECT_NE(st.message().find("(limit 100000"), std::string::npos) << st.message();
+  st = engine().submit(
+      request(Kind::kJsonSchema, R"({"type": "string", "pattern": ")" + bad + R"("})", 0.0f, 1),
+      nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message().rfind("so_args.json_schema: json schema pattern at /: regex expands", 0),
+            0u)
+      << st.message();
+  EXPECT_NE(st.message().find("(limit 100000"), std::string::npos) << st.message();
+}
+
+// x(a?){0,1000}b compiles (about 2000 elements) but every iteration may be empty, so once past
+// the x an Earley set closes a thousand nullable completions that each scan the set: with the
+// real vocabulary a mask then needs over 500M item operations (about a second), far over the
+// 2^25 budget. The request ends with that error after its first token (both of its samples);
+// a concurrent request on the same engine is unaffected, and nothing leaks.
+TEST(ConstrainedDecoding, GrammarOverItsWorkBudgetEndsOnlyItsOwnRequest) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::map<std::string, RequestOutput> finals;
+  auto on_output = [&](const RequestOutput& o) {
+    if (!o.finished) return;
+    std::lock_guard<std::mutex> lock(m);
+    finals[o.request_id] = o;
+    cv.notify_all();
+  };
+  const Case normal = cases()[0];
+  GenerateRequest slow = request(Kind::kRegex, "x(a?){0,1000}b", 0.0f, 1);
+  slow.request_id = "slow";
+  slow.params.n = 2;
+  GenerateRequest fine = request(normal.kind, normal.spec, 0.0f, 1);
+  fine.request_id = "fine";
+  ASSERT_TRUE(engine().submit(slow, on_output).ok());
+  ASSERT_TRUE(engine().submit(fine, on_output).ok());
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return finals.size() == 2; });
+  }
+  const RequestOutput& s = finals["slow"];
+  EXPECT_EQ(s.status.code(), StatusCode::kResourceExhausted) << s.status.to_string();
+  EXPECT_EQ(s.status.message().rfind("so_args: the grammar's work budget ran out", 0), 0u)
+      << s.status.message();
+  EXPECT_NE(s.status.message().find("(limit 33554432 per token)"), std::string::npos)
+      << s.status.message();
+  ASSERT_EQ(s.outputs.size(), 2u);
+  for (const CompletionOutput& o : s.outputs) {
+    EXPECT_EQ(o.finish_reason, "abort");
+    EXPECT_LE(o.token_ids.size(), 1u);  // only the token before the grammar's costly part
+    EXPECT_TRUE(pcre_full_match("(xa*)?", o.text)) << o.text;  // a prefix of the language
+  }
+  const RequestOutput& f = finals["fine"];
+  EXPECT_TRUE(f.status.ok()) << f.status.to_string();
+  ASSERT_EQ(f.outputs.size(), 1u);
+  EXPECT_EQ(f.outputs[0].finish_reason, "stop");
+  EXPECT_TRUE(pcre_full_match(normal.check, f.outputs[0].text)) << f.outputs[0].text;
+  // The engine goes on: the same grammar fails the same way, a normal request completes, and
+  // every page is back in the pool.
+  auto again = engine().generate(request(Kind::kRegex, "x(a?){0,1000}b", 1.0f, 7));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status.code(), StatusCode::kResourceExhausted);
+  auto after = engine().generate(request(normal.kind, normal.spec, 1.0f, 3));
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->status.ok());
+  EXPECT_EQ(after->outputs[0].finish_reason, "stop");
+  for (int i = 0; i < 2000 && engine().kv_free_pages() != engine().capacity().num_pages; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(engine().kv_free_pages(), engine().capacity().num_pages);
 }
 
 TEST(ConstrainedDecoding, GrammarCacheSharesCompiledGrammarsAndEvictsTheOldest) {

@@ -81,6 +81,7 @@ struct RequestState {
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::shared_ptr<const grammar::TokenizerInfo> grammar_info;
   std::shared_ptr<grammar::MaskCache> mask_cache;
+  Status status;  // not ok: ended on this error while running (RequestOutput::status)
 };
 
 class EngineImpl final : public Engine {
@@ -297,6 +298,20 @@ class EngineImpl final : public Engine {
     return std::make_unique<PooledStatePages>(kv_, seq_id, arena_.get(), layout_->page_floats());
   }
 
+  // Ends every sample of a running request on an error (RequestOutput::status) with "abort".
+  // Items of the current step's plan may still name its samples: run_item skips them.
+  void fail_request(RequestState& r, Status st) {
+    if (r.status.ok()) r.status = std::move(st);
+    for (auto& s : r.seqs) {
+      if (s->finished) continue;
+      s->parked = false;
+      sched_.cancel(s->seq_id);
+      finish_seq(*s, "abort", /*free_sched=*/false);
+      failed_seqs_.insert(s->seq_id);
+    }
+    r.touched = true;
+  }
+
   void handle_cancel(const std::string& id) {
     auto it = by_id_.find(id);
     if (it == by_id_.end()) return;
@@ -310,6 +325,7 @@ class EngineImpl final : public Engine {
 
   void run_item(const sched::PlanItem& item) {
     auto it = seqs_.find(item.seq_id);
+    if (it == seqs_.end() && failed_seqs_.count(item.seq_id)) return;  // see fail_request
     DI_CHECK(it != seqs_.end());
     SeqState& s = *it->second;
     if (item.start_pos == 0 && s.computed != 0) reset_state(s);
@@ -342,7 +358,14 @@ class EngineImpl final : public Engine {
     if (!item.needs_sample) return;
     auto t1 = Clock::now();
     const bool constrained = s.constraint && args_.debug_scripted_output.empty();
-    if (constrained) s.constraint->apply(logits_.data(), vocab_size());
+    if (constrained) {
+      // A grammar over its work budget ends its own request; the step goes on for the others.
+      Status st = s.constraint->apply(logits_.data(), vocab_size());
+      if (!st.ok()) {
+        fail_request(*s.req, std::move(st));
+        return;
+      }
+    }
     sample::SampleResult r = s.sampler->sample(logits_.data(), vocab_size(), eos_token_id());
     if (!args_.debug_scripted_output.empty()) {
       const size_t i = s.out.token_ids.size();
@@ -351,6 +374,10 @@ class EngineImpl final : public Engine {
     // Only eos is left when the grammar is complete; if min_tokens masked it, end here anyway.
     bool grammar_stop = false, grammar_dead = false;
     if (constrained && !s.constraint->accept(r.token)) {
+      if (s.constraint->budget_exceeded()) {
+        fail_request(*s.req, s.constraint->budget_error());
+        return;
+      }
       grammar_dead = !s.constraint->can_terminate();
       r.token = eos_token_id();
       if (!grammar_dead) s.constraint->accept(r.token);
@@ -396,6 +423,7 @@ class EngineImpl final : public Engine {
   }
 
   void emit_outputs() {
+    failed_seqs_.clear();  // the step is over: no plan item names them any more
     for (auto it = requests_.begin(); it != requests_.end();) {
       RequestState& r = **it;
       if (!r.touched) {
@@ -406,6 +434,7 @@ class EngineImpl final : public Engine {
       o.request_id = r.req.request_id;
       o.prompt_token_ids = r.prompt;
       o.finished = r.num_finished == static_cast<int>(r.seqs.size());
+      o.status = r.status;
       o.usage.prompt_tokens = static_cast<int64_t>(r.prompt.size());
       for (auto& s : r.seqs) {
         o.outputs.push_back(s->out);
@@ -490,7 +519,8 @@ class EngineImpl final : public Engine {
   uint64_t next_seq_ = 1, arrival_ = 0;
   std::vector<float> logits_;
   EngineStats local_;
-  std::vector<int32_t> scripted_;  // debug_scripted_output's tokens
+  std::vector<int32_t> scripted_;   // debug_scripted_output's tokens
+  std::set<uint64_t> failed_seqs_;  // ended by fail_request during the current step
 
   // Built on the first so_args request (about 30 ms for a 128k vocabulary).
   StatusOr<std::shared_ptr<const grammar::TokenizerInfo>> grammar_info() {

@@ -66,6 +66,7 @@ struct RequestOutput {
   std::vector<CompletionOutput> outputs;
   bool finished = false;
   Usage usage;
+  Status status;  // not ok: the request ended on this error after it started (outputs are partial)
 };
 
 struct GenerateRequest {

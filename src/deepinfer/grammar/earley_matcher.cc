@@ -42,10 +42,12 @@ CompiledGrammar::CompiledGrammar(Grammar g) : grammar_(std::move(g)), classes_(g
   }
 }
 
-EarleyMatcher::EarleyMatcher(std::shared_ptr<const CompiledGrammar> g, bool leo)
+EarleyMatcher::EarleyMatcher(std::shared_ptr<const CompiledGrammar> g, bool leo,
+                             uint64_t work_limit)
     : g_(std::move(g)), leo_(leo) {
   head_.assign(g_->positions_.size(), 0);
   stamp_.assign(g_->positions_.size(), 0);
+  start_work(work_limit);
   reset();
 }
 
@@ -56,7 +58,13 @@ void EarleyMatcher::reset() {
   begin_set();
   set_id_.assign(1, epoch_);
   add(g_->rule_starts_[g_->start_rule_][0], 0);
-  close_current_set();
+  initial_set_incomplete_ = !close_current_set();
+}
+
+void EarleyMatcher::start_work(uint64_t limit) {
+  work_ = 0;
+  work_limit_ = limit;
+  out_of_work_ = initial_set_incomplete_;
 }
 
 void EarleyMatcher::begin_set() {
@@ -71,22 +79,30 @@ void EarleyMatcher::begin_set() {
 void EarleyMatcher::add(uint32_t position, uint32_t origin) {
   constexpr uint32_t kNone = 0xFFFFFFFF;
   uint32_t head = kNone;
+  uint64_t probes = 1;
   if (stamp_[position] == epoch_) {
     head = head_[position];
-    for (uint32_t i = head; i != kNone; i = next_same_[i]) {
-      if (items_[i].origin == origin) return;
+    for (uint32_t i = head; i != kNone; i = next_same_[i], ++probes) {
+      if (items_[i].origin == origin) {
+        spend(probes);
+        return;
+      }
     }
   }
+  spend(probes);
   stamp_[position] = epoch_;
   head_[position] = static_cast<uint32_t>(items_.size());
   next_same_.push_back(head);
   items_.push_back({position, origin});
 }
 
-void EarleyMatcher::close_current_set() {
+bool EarleyMatcher::close_current_set() {
   const uint32_t k = static_cast<uint32_t>(set_begin_.size() - 1);
   const auto& pos = g_->positions_;
   for (size_t i = set_begin_.back(); i < items_.size(); ++i) {
+    // One completion scans its whole origin set, so checking once per item overshoots the
+    // budget by at most one set.
+    if (!spend(1)) return false;
     Item it = items_[i];
     const auto& p = pos[it.position];
     if (p.index == CompiledGrammar::kEnd) {
@@ -106,11 +122,13 @@ void EarleyMatcher::close_current_set() {
         }
         if (it.origin == k) end = static_cast<uint32_t>(items_.size());
       }
+      spend(end - begin);
     } else if (p.kind == Element::Kind::kRule) {
       for (uint32_t s : g_->rule_starts_[p.index]) add(s, k);
       if (g_->nullable_[p.index]) add(it.position + 1, it.origin);
     }
   }
+  return !out_of_work_;
 }
 
 bool EarleyMatcher::leo_top(uint32_t j, uint32_t rule, Item* top) const {
@@ -126,14 +144,15 @@ bool EarleyMatcher::leo_top(uint32_t j, uint32_t rule, Item* top) const {
   if (leo_memo_.size() > (1u << 16)) leo_memo_.clear();
   const auto& pos = g_->positions_;
   const uint32_t end = set_begin_[j + 1];
-  uint32_t waiting = 0, w = 0;
-  for (uint32_t i = set_begin_[j]; i < end && waiting < 2; ++i) {
+  uint32_t waiting = 0, w = 0, i = set_begin_[j];
+  for (; i < end && waiting < 2; ++i) {
     const auto& q = pos[items_[i].position];
     if (q.index == rule && q.kind == Element::Kind::kRule) {
       ++waiting;
       w = i;
     }
   }
+  spend(i - set_begin_[j] + 1);
   uint64_t result = kNoLeo;
   if (waiting == 1 && pos[items_[w].position + 1].index == CompiledGrammar::kEnd) {
     leo_memo_[key] = kInProgress;  // a cycle of unit rules must not recurse forever
@@ -149,6 +168,7 @@ bool EarleyMatcher::leo_top(uint32_t j, uint32_t rule, Item* top) const {
 }
 
 bool EarleyMatcher::accept_byte(uint8_t b) {
+  if (out_of_work_) return false;
   const auto& pos = g_->positions_;
   const auto& sets = g_->grammar_.byte_sets;
   uint32_t begin = set_begin_.back();
@@ -163,12 +183,15 @@ bool EarleyMatcher::accept_byte(uint8_t b) {
       add(items_[i].position + 1, items_[i].origin);
     }
   }
-  if (items_.size() == end) {
+  spend(end - begin);
+  // Out of work part-way: the new set is dropped whole, so the matcher is as before the byte.
+  if (items_.size() == end || !close_current_set()) {
+    items_.resize(end);
+    next_same_.resize(end);
     set_begin_.pop_back();
     set_id_.pop_back();
     return false;  // the epoch moved on, so no stale stamp refers to the popped set
   }
-  close_current_set();
   return true;
 }
 
@@ -266,7 +289,10 @@ void EarleyMatcher::state_key(std::vector<uint32_t>* out) const {
     out->push_back(canon(it.origin));
     need(it.origin, p.rule);
   }
+  spend(items_.size() - set_begin_.back());
   for (size_t q = 0; q < key_pairs_.size(); ++q) {
+    // Out of work: the key is incomplete and the caller must not use it.
+    if (!spend(1)) return;
     const auto [set, rule] = key_pairs_[q];
     out->push_back(0xFFFFFFFF);  // pair separator
     out->push_back(canon(set));
@@ -283,6 +309,7 @@ void EarleyMatcher::state_key(std::vector<uint32_t>* out) const {
       need(top.origin, pos[top.position].rule);
       continue;
     }
+    spend(set_begin_[set + 1] - set_begin_[set]);
     for (uint32_t i = set_begin_[set]; i < set_begin_[set + 1]; ++i) {
       const Item& it = items_[i];
       const auto& p = pos[it.position];

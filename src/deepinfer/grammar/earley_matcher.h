@@ -45,7 +45,9 @@ class CompiledGrammar {
 class EarleyMatcher {
  public:
   // leo: Leo's deterministic-reduction shortcut (off only to test it against plain Earley).
-  explicit EarleyMatcher(std::shared_ptr<const CompiledGrammar> g, bool leo = true);
+  // work_limit: the budget (see start_work) of building the initial set; 0 = unlimited.
+  explicit EarleyMatcher(std::shared_ptr<const CompiledGrammar> g, bool leo = true,
+                         uint64_t work_limit = 0);
 
   // False (and no state change) when the byte cannot extend a valid prefix.
   bool accept_byte(uint8_t b);
@@ -66,13 +68,28 @@ class EarleyMatcher {
   // equal behaviour on every byte string, so masks and DFA states may be keyed by it.
   void state_key(std::vector<uint32_t>* out) const;
 
+  // Work budget (issue 14): item operations (items added or looked at, dedup probes, key
+  // entries) from now on; 0 = unlimited. Deterministic, unlike a clock. Once it is spent,
+  // out_of_work() is true, the byte being accepted is refused with nothing changed, every later
+  // accept_byte is refused and state_key() stops early (an incomplete key), until the next
+  // start_work. A matcher whose initial set ran out at construction stays out of work.
+  void start_work(uint64_t limit);
+  bool out_of_work() const { return out_of_work_; }
+  uint64_t work() const { return work_; }
+
  private:
   struct Item {
     uint32_t position;
     uint32_t origin;
   };
   void add(uint32_t position, uint32_t origin);
-  void close_current_set();
+  // False when the work budget ran out part-way (the set is then incomplete).
+  bool close_current_set();
+  bool spend(uint64_t n) const {
+    work_ += n;
+    if (work_limit_ != 0 && work_ > work_limit_) out_of_work_ = true;
+    return !out_of_work_;
+  }
   // Leo: when closed set j has exactly one item waiting on `rule` and the rule is its last
   // element, completing `rule` from j completes that item too, and so on up the chain. The
   // topmost item of the chain is memoized per (set, rule), so right recursion (bounded
@@ -100,6 +117,10 @@ class EarleyMatcher {
   mutable uint32_t key_gen_ = 0;
   mutable std::vector<std::pair<uint32_t, uint32_t>> key_pairs_;  // scratch: (set, rule)
   mutable std::vector<uint32_t> key_pair_next_, key_pair_head_, key_pair_stamp_;
+  mutable uint64_t work_ = 0;
+  uint64_t work_limit_ = 0;
+  mutable bool out_of_work_ = false;
+  bool initial_set_incomplete_ = false;
 };
 
 }  // namespace deepinfer::grammar

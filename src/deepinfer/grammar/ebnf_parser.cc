@@ -37,7 +37,10 @@ class EbnfParser {
       return invalid_argument("ebnf: no rule named '" + std::string(root_rule) +
                               "' (the start rule)");
     }
-    return std::move(builder_).finish(it->second.id);
+    if (builder_.too_large()) return grammar_size_error("ebnf: the grammar", false);
+    Grammar g = std::move(builder_).finish(it->second.id);
+    RETURN_IF_ERROR(check_grammar_size(g, /*expanded=*/true, "ebnf: the grammar"));
+    return g;
   }
 
  private:
@@ -127,7 +130,7 @@ class EbnfParser {
     ASSIGN_OR_RETURN(Fragment body, parse_alternatives(0));
     if (!at_end() && !at_rule_start()) {
       if (peek() == ')') return error("unbalanced ')'");
-      return error("unexpected character '" + std::string(1, peek()) + "'");
+      return error("unexpected character '" + char_for_message(text_, pos_) + "'");
     }
     builder_.rule(id).alternatives = std::move(body);
     return ok_status();
@@ -278,7 +281,7 @@ class EbnfParser {
       case 'U':
         return parse_hex(8);
       default:
-        return error_at(start, "unknown escape '\\" + std::string(1, c) + "'");
+        return error_at(start, "unknown escape '\\" + char_for_message(text_, start + 1) + "'");
     }
   }
 
@@ -337,7 +340,7 @@ class EbnfParser {
     if (c == '*' || c == '+' || c == '?' || c == '{') {
       return error("'" + std::string(1, c) + "' has nothing to repeat");
     }
-    return error("unexpected character '" + std::string(1, c) + "'");
+    return error("unexpected character '" + char_for_message(text_, pos_) + "'");
   }
 
   std::string_view text_;

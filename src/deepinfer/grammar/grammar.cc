@@ -175,8 +175,14 @@ GrammarBuilder::Fragment GrammarBuilder::code_point_ranges(
   return f;
 }
 
+void GrammarBuilder::count_elements(uint64_t n) {
+  elements_ += n;
+  if (elements_ > kMaxGrammarElements) too_large_ = true;
+}
+
 Element GrammarBuilder::as_element(const Fragment& f, std::string_view hint) {
   if (f.size() == 1 && f[0].size() == 1) return f[0][0];
+  for (const Sequence& s : f) elements_ += s.size();
   uint32_t id = add_rule(fresh_name(hint));
   grammar_.rules[id].alternatives = f;
   return {Element::Kind::kRule, id};
@@ -208,6 +214,7 @@ GrammarBuilder::Fragment GrammarBuilder::star(const Fragment& f, std::string_vie
   uint32_t r = add_rule(fresh_name(hint));
   Element self{Element::Kind::kRule, r};
   grammar_.rules[r].alternatives = {Sequence{}, Sequence{self, x}};
+  elements_ += 2;
   return {Sequence{self}};
 }
 
@@ -216,6 +223,7 @@ GrammarBuilder::Fragment GrammarBuilder::plus(const Fragment& f, std::string_vie
   uint32_t r = add_rule(fresh_name(hint));
   Element self{Element::Kind::kRule, r};
   grammar_.rules[r].alternatives = {Sequence{x}, Sequence{self, x}};
+  elements_ += 3;
   return {Sequence{self}};
 }
 
@@ -228,6 +236,14 @@ GrammarBuilder::Fragment GrammarBuilder::optional(const Fragment& f, std::string
 
 GrammarBuilder::Fragment GrammarBuilder::repeat(const Fragment& f, int min, int max,
                                                 std::string_view hint) {
+  // Each optional level costs two elements (x and the next level). Past the limit nothing is
+  // built, so a pattern of many large counts cannot exhaust memory before the front end fails.
+  const uint64_t cost =
+      static_cast<uint64_t>(min) + 2 * static_cast<uint64_t>(std::max(max - min, 1));
+  if (too_large_ || elements_ + cost > kMaxGrammarElements) {
+    too_large_ = true;
+    return {Sequence{}};
+  }
   Element x = as_element(f, hint);
   Sequence prefix(min, x);
   if (max < 0) {
@@ -249,6 +265,78 @@ GrammarBuilder::Fragment GrammarBuilder::repeat(const Fragment& f, int min, int 
   if (prefix.empty()) return tail;
   prefix.push_back(as_element(tail, hint));
   return {prefix};
+}
+
+uint64_t num_elements(const Grammar& g) {
+  uint64_t n = 0;
+  for (const Rule& r : g.rules)
+    for (const Sequence& s : r.alternatives) n += s.size();
+  return n;
+}
+
+uint64_t expanded_size(const Grammar& g, uint64_t cap) {
+  if (g.root >= g.rules.size()) return 0;
+  // Iterative depth-first walk (EBNF rule chains can be deeper than the stack), each rule's
+  // size memoized; every partial sum is at most cap + 1, so nothing overflows.
+  enum : uint8_t { kNew, kOpen, kDone };
+  std::vector<uint8_t> state(g.rules.size(), kNew);
+  std::vector<uint64_t> size(g.rules.size(), 0);
+  struct Frame {
+    uint32_t rule;
+    size_t alt = 0, elem = 0;
+    uint64_t sum = 0;
+  };
+  std::vector<Frame> stack = {{g.root}};
+  state[g.root] = kOpen;
+  while (true) {
+    Frame& f = stack.back();
+    const Rule& r = g.rules[f.rule];
+    if (f.sum > cap) return cap + 1;  // sums only grow up the stack
+    if (f.alt == r.alternatives.size()) {
+      state[f.rule] = kDone;
+      size[f.rule] = f.sum;
+      const uint64_t v = f.sum;
+      stack.pop_back();
+      if (stack.empty()) return v;
+      stack.back().sum += std::max<uint64_t>(v, 1);
+      ++stack.back().elem;
+      continue;
+    }
+    const Sequence& seq = r.alternatives[f.alt];
+    if (f.elem == seq.size()) {
+      ++f.alt;
+      f.elem = 0;
+      continue;
+    }
+    const Element& e = seq[f.elem];
+    if (e.kind == Element::Kind::kBytes || state[e.index] != kNew) {
+      const bool sized = e.kind == Element::Kind::kRule && state[e.index] == kDone;
+      f.sum += sized ? std::max<uint64_t>(size[e.index], 1) : 1;
+      ++f.elem;
+      continue;
+    }
+    state[e.index] = kOpen;
+    stack.push_back({e.index});  // f is not used after this
+  }
+}
+
+Status grammar_size_error(std::string_view what, bool expanded) {
+  if (expanded) {
+    const std::string n = std::to_string(kMaxExpandedElements);
+    return invalid_argument(std::string(what) + " expands to more than " + n +
+                            " grammar elements with its repetitions written out (limit " + n +
+                            "; nested counted repetitions multiply)");
+  }
+  const std::string n = std::to_string(kMaxGrammarElements);
+  return invalid_argument(std::string(what) + " has more than " + n + " grammar elements (limit " +
+                          n + ")");
+}
+
+Status check_grammar_size(const Grammar& g, bool expanded, std::string_view what) {
+  if (num_elements(g) > kMaxGrammarElements) return grammar_size_error(what, false);
+  if (expanded && expanded_size(g, kMaxExpandedElements) > kMaxExpandedElements)
+    return grammar_size_error(what, true);
+  return ok_status();
 }
 
 Grammar GrammarBuilder::finish(uint32_t root) && {

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "deepinfer/base/status.h"
+
 namespace deepinfer::grammar {
 
 using ByteSet = std::bitset<256>;
@@ -37,6 +39,32 @@ struct Grammar {
   // Readable dump (GBNF-like) for debugging and error messages.
   std::string to_string() const;
 };
+
+// Compile-time size limits (issue 14). The unit is the element: one byte set or rule reference
+// in an alternative. Every grammar in the tests and the corpus is far within both (largest:
+// 10116 IR elements, 246 expanded); see README.md.
+//
+// Every front end: elements over all rules of the IR. This bounds the compiled grammar's memory,
+// each matcher's per-position arrays and the number of Earley positions (many JSON Schema length
+// bounds or a long pattern of counted repetitions add up).
+inline constexpr uint64_t kMaxGrammarElements = uint64_t{1} << 20;
+// Regex (so_args.regex, JSON Schema pattern/format) and EBNF: elements with every counted
+// repetition written out and every rule reference inlined, as RE2 and Rust's regex size their
+// programs. Nested counted repetitions multiply here while the IR shares their body, and an
+// Earley set of such a grammar holds one item per unrolled position it can be at: the nest
+// (a{0,999}){0,999} is about 2M elements and made each mask take seconds.
+inline constexpr uint64_t kMaxExpandedElements = 100000;
+
+// Elements over all rules.
+uint64_t num_elements(const Grammar& g);
+// Elements of the root with every rule reference inlined, except a reference back into a rule
+// being expanded (recursion), which counts 1. Stops early: any result above `cap` is cap + 1.
+uint64_t expanded_size(const Grammar& g, uint64_t cap);
+// invalid_argument when g breaks kMaxGrammarElements or (expanded) kMaxExpandedElements,
+// naming the limit: "<what> expands to more than N grammar elements (limit N) ...".
+Status check_grammar_size(const Grammar& g, bool expanded, std::string_view what);
+// The error check_grammar_size returns (for a builder that is too_large()).
+Status grammar_size_error(std::string_view what, bool expanded);
 
 // Builds a Grammar. Repetition is lowered to left-recursive helper rules (R ::= "" | R X),
 // which Earley handles in linear time, unlike right recursion.
@@ -65,12 +93,20 @@ class GrammarBuilder {
 
   Grammar finish(uint32_t root) &&;
 
+  // True once repeat() was asked for more than kMaxGrammarElements in all: it then builds
+  // nothing more (an epsilon stands in), so memory stays bounded; the front end must fail.
+  bool too_large() const { return too_large_; }
+  // Accounts for n elements a caller writes through rule() directly (an embedded grammar).
+  void count_elements(uint64_t n);
+
  private:
   std::string fresh_name(std::string_view hint);
 
   Grammar grammar_;
   std::map<std::array<uint64_t, 4>, uint32_t> byte_set_ids_;
   int anon_counter_ = 0;
+  uint64_t elements_ = 0;  // elements created through as_element/star/plus/repeat
+  bool too_large_ = false;
 };
 
 // Code points covered by a class, complemented when negate (over U+0000..U+10FFFF minus

@@ -108,18 +108,25 @@ bool TokenizerInfo::is_stop(int32_t id) const {
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar,
                                std::shared_ptr<const TokenizerInfo> info,
-                               std::shared_ptr<MaskCache> cache)
+                               std::shared_ptr<MaskCache> cache, uint64_t work_budget)
     : info_(std::move(info)),
       cache_(std::move(cache)),
       grammar_(std::move(grammar)),
-      bytes_(grammar_) {
+      bytes_(grammar_, /*leo=*/true, work_budget),
+      work_budget_(work_budget) {
+  last_work_ = bytes_.work();
+  budget_exceeded_ = bytes_.out_of_work();
+  bytes_.start_work(0);  // each call starts its own budget
   if (!cache_ || cache_->mask_words() != info_->mask_words()) {
     cache_ = std::make_shared<MaskCache>(info_->mask_words(), kDefaultCacheBytes);
   }
 }
 
 bool GrammarMatcher::accept_token(int32_t id) {
-  if (stopped_ || id < 0 || id >= info_->vocab_size()) return false;
+  bytes_.start_work(work_budget_);
+  last_work_ = 0;
+  budget_exceeded_ = bytes_.out_of_work();  // the initial set ran out: nothing works
+  if (budget_exceeded_ || stopped_ || id < 0 || id >= info_->vocab_size()) return false;
   if (info_->is_stop(id)) {
     if (!bytes_.can_terminate()) return false;
     stopped_ = true;
@@ -128,27 +135,54 @@ bool GrammarMatcher::accept_token(int32_t id) {
   }
   if (!info_->grammar_token_[id]) return false;
   const std::string& b = info_->bytes_[id];
-  if (!bytes_.accept_bytes(b)) return false;
+  const bool ok = bytes_.accept_bytes(b);  // all or nothing, also when out of work
+  last_work_ = bytes_.work();
+  budget_exceeded_ = bytes_.out_of_work();
+  bytes_.start_work(0);  // each call starts its own budget
+  bytes_.start_work(0);
+  if (!ok) return false;
   token_lengths_.push_back(static_cast<uint32_t>(b.size()));
   return true;
 }
 
-void GrammarMatcher::fill_next_token_bitmask(uint32_t* mask) {
+bool GrammarMatcher::fill_next_token_bitmask(uint32_t* mask) {
   const size_t bytes = sizeof(uint32_t) * info_->mask_words();
+  bytes_.start_work(work_budget_);
+  last_work_ = 0;
+  budget_exceeded_ = false;
   if (stopped_) {
     std::memset(mask, 0, bytes);
-    return;
+    return true;
   }
+  const size_t base = bytes_.num_bytes();
   key_.clear();
   bytes_.state_key(&key_);
-  const uint64_t h = MaskCache::hash(key_);
-  if (const uint32_t* hit = cache_->find(key_, h)) {
-    std::memcpy(mask, hit, bytes);
-    return;
+  if (!bytes_.out_of_work()) {
+    const uint64_t h = MaskCache::hash(key_);
+    if (const uint32_t* hit = cache_->find(key_, h)) {
+      std::memcpy(mask, hit, bytes);
+      last_work_ = bytes_.work();
+      bytes_.start_work(0);
+      return true;
+    }
+    std::memset(mask, 0, bytes);
+    walk_vocabulary(mask);  // uses key_ as the DFA's name for the current state
+    if (!bytes_.out_of_work()) {
+      cache_->insert(key_, h, mask);
+      last_work_ = bytes_.work();
+      bytes_.start_work(0);
+      return true;
+    }
   }
+  // Out of work: the walk stopped part-way. It learned only transitions of complete Earley
+  // steps and cached nothing, so the shared DFA and cache stay exact.
+  bytes_.rollback_bytes(bytes_.num_bytes() - base);
+  held_ = 0;
   std::memset(mask, 0, bytes);
-  walk_vocabulary(mask);  // uses key_ as the DFA's name for the current state
-  cache_->insert(key_, h, mask);
+  last_work_ = bytes_.work();
+  budget_exceeded_ = true;
+  bytes_.start_work(0);
+  return false;
 }
 
 void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
@@ -168,6 +202,7 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
   const uint64_t* fast = nullptr;
   std::shared_ptr<const TextSelectionCache::Selection> selection;  // alive through the walk
   if (reachable >= kFastPathMinTokens && find_text_run(root, &run)) {
+    if (bytes_.out_of_work()) return;  // the run was probed on refused steps: not proven
     selection = info_->text_selections_.get(info_->text_, run.excluded, run.unicode, run.max_chars);
     const std::vector<uint64_t>& ids = selection->ids;
     for (size_t w = 0; w < ids.size(); ++w) {
@@ -186,8 +221,13 @@ int32_t GrammarMatcher::earley_step(int32_t state, uint8_t b) {
   if (bytes_.accept_byte(b)) {
     dfa_key_.clear();
     bytes_.state_key(&dfa_key_);
+    if (bytes_.out_of_work()) {  // incomplete key: undo the byte, learn nothing
+      bytes_.rollback_bytes(1);
+      return ByteDfa::kDead;
+    }
     t = cache_->dfa().intern(dfa_key_, bytes_.allowed_bytes());
   }
+  if (bytes_.out_of_work()) return ByteDfa::kDead;  // refused for lack of work, not dead
   learn(state, b, t);
   return t;
 }
@@ -242,9 +282,14 @@ void GrammarMatcher::walk_tokens(int32_t root, const uint64_t* fast, uint32_t* m
       if (t == ByteDfa::kUnknown) {
         for (; phys < depth; ++phys) {
           bool ok = bytes_.accept_byte(tok[phys]);
+          if (!ok && bytes_.out_of_work()) break;
           DI_CHECK(ok);  // the DFA said these bytes are viable
         }
-        t = earley_step(state, *q);
+        if (!bytes_.out_of_work()) t = earley_step(state, *q);
+        if (bytes_.out_of_work()) {  // fill_next_token_bitmask discards the mask
+          bytes_.rollback_bytes(bytes_.num_bytes() - base);
+          return;
+        }
         if (t != ByteDfa::kDead) ++phys;
         trans = dfa.table();  // interning may grow the table
       }

@@ -64,15 +64,28 @@ class GrammarMatcher {
   // same grammar and tokenizer may share one cache when they run on one thread; by default
   // each matcher has its own of kDefaultCacheBytes.
   static constexpr size_t kDefaultCacheBytes = 4 << 20;
+  // Work budget of one mask, one accepted token and the matcher's start, in Earley item
+  // operations (EarleyMatcher::start_work): a deterministic bound (about 1 ns each) on the
+  // engine-thread time a grammar can take per step. Corpus grammars need at most 0.3M, the
+  // ambiguous 019_xml_like more as its text grows (README.md).
+  static constexpr uint64_t kDefaultWorkBudget = uint64_t{1} << 25;
   GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar,
                  std::shared_ptr<const TokenizerInfo> info,
-                 std::shared_ptr<MaskCache> cache = nullptr);
+                 std::shared_ptr<MaskCache> cache = nullptr,
+                 uint64_t work_budget = kDefaultWorkBudget);
 
-  // False (state unchanged) when the token is not allowed now. A stop token is allowed only
-  // when the grammar can terminate; accepting it terminates the matcher.
+  // False (state unchanged) when the token is not allowed now, or when accepting it ran out of
+  // the work budget (work_budget_exceeded()). A stop token is allowed only when the grammar can
+  // terminate; accepting it terminates the matcher.
   bool accept_token(int32_t id);
   // mask has info.mask_words() words; bit (id % 32) of word id / 32 is set iff allowed.
-  void fill_next_token_bitmask(uint32_t* mask);
+  // False when the work budget ran out first: the mask is then all zero (not the answer), the
+  // matcher is unchanged and nothing was cached; the caller should give up on the sequence.
+  bool fill_next_token_bitmask(uint32_t* mask);
+  // The last fill_next_token_bitmask or accept_token stopped on the work budget.
+  bool work_budget_exceeded() const { return budget_exceeded_; }
+  // Work the last fill_next_token_bitmask or accept_token did (for tests and benchmarks).
+  uint64_t last_work() const { return last_work_; }
   // Undo the last n accepted tokens (n <= num_tokens()), stop tokens included.
   void rollback(size_t n);
   // A stop token was accepted, or the bytes are complete and nothing can follow.
@@ -121,6 +134,9 @@ class GrammarMatcher {
   EarleyMatcher bytes_;
   std::vector<uint32_t> token_lengths_;  // bytes per accepted token; 0 = stop token
   bool stopped_ = false;
+  uint64_t work_budget_;
+  uint64_t last_work_ = 0;
+  bool budget_exceeded_ = false;
 };
 
 }  // namespace deepinfer::grammar

@@ -35,7 +35,9 @@ class SchemaCompiler {
       return invalid_argument("json schema: '$id' at root must be a string");
     }
     ASSIGN_OR_RETURN(Element e, value(root_, "", 0, true));
-    return std::move(jb_).finish(e);
+    Grammar g = std::move(jb_).finish(e);
+    RETURN_IF_ERROR(check_grammar_size(g, /*expanded=*/false, "json schema: the schema"));
+    return g;
   }
 
  private:
@@ -48,7 +50,18 @@ class SchemaCompiler {
     return invalid_argument("json schema at " + (path.empty() ? "/" : path) + ": " + m);
   }
 
+  // The builder stops building past the size limit; the innermost schema that crossed it is
+  // named.
   StatusOr<Element> value(const Json& s, const std::string& path, int depth, bool at_root) {
+    ASSIGN_OR_RETURN(Element e, value_unchecked(s, path, depth, at_root));
+    if (jb_.b().too_large())
+      return grammar_size_error("json schema at " + (path.empty() ? "/" : path) + ": the schema",
+                                false);
+    return e;
+  }
+
+  StatusOr<Element> value_unchecked(const Json& s, const std::string& path, int depth,
+                                    bool at_root) {
     if (depth > kMaxDepth) return bad(path, "schema nested too deeply");
     if (s.is_boolean()) {
       if (s.get<bool>()) return jb_.any_value();
@@ -310,6 +323,8 @@ class SchemaCompiler {
     constexpr int64_t kHuge = int64_t{1} << 40;
     if (v.is_number_unsigned())
       return static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), kHuge));
+    // Signed when the schema was built in C++ rather than parsed.
+    if (v.is_number_integer() && v.get<int64_t>() >= 0) return std::min(v.get<int64_t>(), kHuge);
     if (v.is_number_float()) {
       double d = v.get<double>();
       if (d >= 0 && std::floor(d) == d) return d > kHuge ? kHuge : static_cast<int64_t>(d);

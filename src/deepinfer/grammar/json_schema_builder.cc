@@ -185,6 +185,7 @@ Element JsonBuilder::string_not_in(const std::vector<std::string>& names) {
 StatusOr<Element> JsonBuilder::regex(std::string_view pattern, bool json_string,
                                      std::string_view hint) {
   ASSIGN_OR_RETURN(Grammar g, parse_regex(pattern));
+  b_.count_elements(num_elements(g));
   return embed_grammar(g, &b_, json_string, hint);
 }
 

@@ -46,10 +46,13 @@ class RegexParser {
     ASSIGN_OR_RETURN(Fragment f, parse_alternation(0));
     if (!at_end()) {
       if (peek() == ')') return error("unbalanced ')'");
-      return error("unexpected '" + std::string(1, peek()) + "'");
+      return error("unexpected '" + char_for_message(p_, pos_) + "'");
     }
     builder_.rule(root).alternatives = std::move(f);
-    return std::move(builder_).finish(root);
+    if (builder_.too_large()) return grammar_size_error("regex", false);
+    Grammar g = std::move(builder_).finish(root);
+    RETURN_IF_ERROR(check_grammar_size(g, /*expanded=*/true, "regex"));
+    return g;
   }
 
  private:
@@ -347,7 +350,7 @@ class RegexParser {
           } else if (peek(1) == '=' || peek(1) == '!' || peek(1) == '<') {
             return unsupported(start, "lookaround '(?" + std::string(1, peek(1)) + "'");
           } else {
-            return unsupported(start, "group modifier '(?" + std::string(1, peek(1)) + "'");
+            return unsupported(start, "group modifier '(?" + char_for_message(p_, pos_ + 1) + "'");
           }
         }
         ASSIGN_OR_RETURN(Fragment f, parse_alternation(depth + 1));

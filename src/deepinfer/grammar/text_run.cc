@@ -34,6 +34,7 @@ int32_t GrammarMatcher::probe_step(int32_t state, size_t depth, uint8_t b) {
   hold_at_most(depth);
   for (; held_ < depth; ++held_) {
     bool ok = bytes_.accept_byte(probe_[held_]);
+    if (!ok && bytes_.out_of_work()) return ByteDfa::kDead;  // the caller discards the mask
     DI_CHECK(ok);  // the probe path is made of live transitions
   }
   const int32_t t = earley_step(state, b);

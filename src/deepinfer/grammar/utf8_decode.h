@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace deepinfer::grammar {
@@ -22,6 +23,23 @@ inline std::optional<uint32_t> decode_utf8(std::string_view text, size_t* pos) {
   }
   *pos += n;
   return cp;
+}
+
+// The character at text[pos] for an error message: the whole code point, or \xHH for a byte
+// that does not start a well-formed one, so a message never holds a cut UTF-8 sequence.
+inline std::string char_for_message(std::string_view text, size_t pos) {
+  if (pos >= text.size()) return "end of input";
+  size_t p = pos;
+  // Well-formed only (no overlong form, surrogate or code point past U+10FFFF), as strict
+  // UTF-8 checkers such as JSON serializers demand.
+  const std::optional<uint32_t> cp = decode_utf8(text, &p);
+  const size_t n = p - pos;
+  const uint32_t min_cp = n == 2 ? 0x80 : n == 3 ? 0x800 : n == 4 ? 0x10000 : 0;
+  if (cp && *cp >= min_cp && *cp <= 0x10FFFF && (*cp < 0xD800 || *cp > 0xDFFF))
+    return std::string(text.substr(pos, n));
+  static const char* kHex = "0123456789ABCDEF";
+  const unsigned char c = static_cast<unsigned char>(text[pos]);
+  return std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
 }
 
 }  // namespace deepinfer::grammar
