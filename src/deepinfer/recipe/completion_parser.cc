@@ -105,9 +105,13 @@ Json to_json(const ParsedMessage& m) {
               {"tool_calls", calls}};
 }
 
-StatusOr<ParsedMessage> parse_completion(std::string_view text, bool thinking, Variant variant) {
+StatusOr<ParsedMessage> parse_completion(std::string_view text, bool thinking, Variant variant,
+                                         bool parse_tool_calls) {
   const DsmlTags& tags = DsmlTags::of(variant);
-  const std::string calls_start = "\n\n" + tags.calls_open.substr(0, tags.calls_open.size() - 1);
+  // Without tools a calls block is never found, so the markup stays where it is.
+  const std::string calls_start =
+      parse_tool_calls ? "\n\n" + tags.calls_open.substr(0, tags.calls_open.size() - 1)
+                       : std::string(kEos);
   const std::string invoke_close = tags.invoke_close.substr(0, tags.invoke_close.size() - 1);
   const std::string param_close = tags.param_close.substr(1, tags.param_close.size() - 2);
   ParsedMessage msg;
@@ -164,6 +168,7 @@ StatusOr<ParsedMessage> parse_completion(std::string_view text, bool thinking, V
   }
   if (c.pos != text.size()) return invalid_argument("completion: unexpected content at end");
   for (const char* sp : {kBos, kEos, kThinkOpen, kThinkClose, kDsml}) {
+    if (!parse_tool_calls && sp == kDsml) continue;
     if (msg.content.find(sp) != std::string::npos ||
         msg.reasoning_content.find(sp) != std::string::npos)
       return invalid_argument(std::string("completion: unexpected special token '") + sp +

@@ -135,5 +135,84 @@ TEST(StreamingParser, ToolCallNameComesFirstThenArgumentFragments) {
   EXPECT_EQ(q.message().tool_calls[0].arguments, "{\"k\": \"v\"}");
 }
 
+// A completion with a DSML calls block (as the encoder writes one), in chat or thinking mode.
+std::string completion_with_markup(bool thinking) {
+  Json messages = Json::parse(R"([{"role": "assistant", "reasoning_content": "plan <b>",
+      "content": "Calling.", "tool_calls": [{"type": "function", "function": {"name": "f",
+      "arguments": {"s": "a\"b", "n": 12}}}]}])");
+  EncodeOptions o;
+  o.add_bos = false;
+  o.thinking = thinking;
+  o.drop_thinking = false;
+  auto text = encode_messages(messages, o);
+  EXPECT_TRUE(text.ok()) << text.status().to_string();
+  return text.ok() ? *text : "";
+}
+
+// What the parsers must return with tool calls off: the text between the markers, verbatim.
+ParsedMessage markup_as_content(const std::string& completion, bool thinking) {
+  ParsedMessage m;
+  std::string rest = completion.substr(0, completion.size() - std::string(kEos).size());
+  if (thinking) {
+    size_t close = rest.find(kThinkClose);
+    m.reasoning_content = rest.substr(0, close);
+    rest = rest.substr(close + std::string(kThinkClose).size());
+  }
+  m.content = rest;
+  return m;
+}
+
+TEST(ToolCallsOff, StrictParserKeepsMarkupAsContent) {
+  for (bool thinking : {false, true}) {
+    const std::string text = completion_with_markup(thinking);
+    ASSERT_NE(text.find("<｜DSML｜ calls>"), std::string::npos);
+    auto on = parse_completion(text, thinking);
+    ASSERT_TRUE(on.ok()) << on.status().to_string();
+    ASSERT_EQ(on->tool_calls.size(), 1u);  // the default still parses calls
+    auto off = parse_completion(text, thinking, Variant::kV41, /*parse_tool_calls=*/false);
+    ASSERT_TRUE(off.ok()) << off.status().to_string();
+    EXPECT_EQ(*off, markup_as_content(text, thinking));
+    EXPECT_NE(off->content.find("<｜DSML｜ invoke name=\"f\">"), std::string::npos);
+  }
+  // Markup inside reasoning stays there too; other markers are still errors.
+  const std::string reasoning = "a\n\n<｜DSML｜ calls>\nb";
+  auto r = parse_completion(reasoning + "</think>c" + kEos, true, Variant::kV41, false);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->reasoning_content, reasoning);
+  EXPECT_EQ(r->content, "c");
+  EXPECT_FALSE(parse_completion(std::string("a<think>b") + kEos, false, Variant::kV41, false).ok());
+}
+
+TEST(ToolCallsOff, StreamingParserKeepsMarkupAsContentAtEverySplit) {
+  for (bool thinking : {false, true}) {
+    const std::string text = completion_with_markup(thinking);
+    const ParsedMessage want = markup_as_content(text, thinking);
+    // Two chunks split at every byte, and byte by byte.
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+      StreamingParser p(thinking, Variant::kV41, /*parse_tool_calls=*/false);
+      StreamDelta d;
+      p.feed(text.substr(0, cut), &d);
+      p.feed(text.substr(cut), &d);
+      p.finish(&d);
+      EXPECT_EQ(p.message(), want) << "cut at " << cut;
+      EXPECT_EQ(d.content, want.content) << "cut at " << cut;
+      EXPECT_EQ(d.reasoning, want.reasoning_content) << "cut at " << cut;
+      EXPECT_TRUE(d.tool_calls.empty());
+    }
+    StreamingParser p(thinking, Variant::kV41, false);
+    std::string content;
+    for (char c : text) {
+      StreamDelta d;
+      p.feed(std::string(1, c), &d);
+      content += d.content;
+      EXPECT_TRUE(d.tool_calls.empty());
+    }
+    StreamDelta d;
+    p.finish(&d);
+    EXPECT_EQ(content + d.content, want.content);
+    EXPECT_EQ(p.message(), want);
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::recipe

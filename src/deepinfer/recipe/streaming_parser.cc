@@ -31,7 +31,7 @@ void json_escape_body(std::string_view s, std::string* out) {
 
 }  // namespace
 
-StreamingParser::StreamingParser(bool thinking, Variant variant)
+StreamingParser::StreamingParser(bool thinking, Variant variant, bool parse_tool_calls)
     : state_(thinking ? State::kReasoning : State::kContent) {
   const DsmlTags& t = DsmlTags::of(variant);
   std::string invoke_name = t.invoke_open + " name=\"";
@@ -50,9 +50,14 @@ StreamingParser::StreamingParser(bool thinking, Variant variant)
        {kThinkOpen, Action::kToReasoning},
        {kEos, Action::kEos},
        {kBos, Action::kAbsorb}};
-  // DSML markup never reaches content or reasoning: an invoke without its calls block opens
-  // one implicitly, and any other stray DSML marker is dropped.
   for (auto* v : {&r, &c}) {
+    if (!parse_tool_calls) {
+      // Without tools there are no calls: the markup is text like any other.
+      std::erase_if(*v, [](const Terminal& x) { return x.action == Action::kCallsOpen; });
+      continue;
+    }
+    // DSML markup never reaches content or reasoning: an invoke without its calls block opens
+    // one implicitly, and any other stray DSML marker is dropped.
     v->push_back({invoke_name, Action::kInvokeOpen});
     v->push_back({kDsml, Action::kAbsorb});
   }

@@ -27,7 +27,10 @@ struct StreamDelta {
 
 class StreamingParser {
  public:
-  explicit StreamingParser(bool thinking, Variant variant = Variant::kV41);
+  // With `parse_tool_calls` off (no tools offered, or tool_choice "none") DSML markup is
+  // ordinary text: it stays in content (or reasoning) verbatim and no tool call is emitted.
+  explicit StreamingParser(bool thinking, Variant variant = Variant::kV41,
+                           bool parse_tool_calls = true);
 
   // Consumes a chunk of completion text (any split, even inside a UTF-8 character) and
   // appends what became certain to *out.
