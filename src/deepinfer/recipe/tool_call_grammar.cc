@@ -21,9 +21,9 @@ constexpr const char* kBar = "\uFF5C";     // U+FF5C, which opens every DSML tag
 
 // The generic pieces. JSON is Python's json.dumps (what the encoder writes) give or take one
 // whitespace character per gap, with every escape (surrogate escapes only in pairs). Gaps stay
-// small because the EBNF front end sizes a grammar with every reference written out. No text inside
-// the calls block may hold U+FF5C, the first character of every DSML tag (and of EOS): the parsers
-// would cut the value there. JSON strings can still say it as an escape.
+// small because the EBNF front end sizes a grammar with every reference written out. No text
+// inside the calls block may hold U+FF5C, the first character of every DSML tag (and of EOS):
+// the parsers would cut the value there. JSON strings can still say it as an escape.
 constexpr const char* kGenericRules = R"(ws ::= [ \t\n\r]?
 json-value ::= json-string | json-nonstring
 json-nonstring ::= json-object | json-array | json-number | "true" | "false" | "null"
@@ -32,7 +32,8 @@ json-member ::= json-string ws ":" ws json-value
 json-array ::= "[" ws "]" | "[" ws json-value (ws "," ws json-value)* ws "]"
 json-string ::= "\"" json-char* "\""
 json-char ::= [^"\\\x00-\x1F\uFF5C] | "\\" (["\\/bfnrt] | "u" json-u)
-json-u ::= [0-9a-cA-Ce-fE-F] hex hex hex | [dD] [0-7] hex hex | [dD] [89abAB] hex hex "\\u" [dD] [c-fC-F] hex hex
+json-u ::= [0-9a-cA-Ce-fE-F] hex hex hex | [dD] [0-7] hex hex
+  | [dD] [89abAB] hex hex "\\u" [dD] [c-fC-F] hex hex
 hex ::= [0-9a-fA-F]
 json-digits ::= "0" | [1-9] [0-9]*
 json-integer ::= "-"? json-digits
