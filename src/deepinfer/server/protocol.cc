@@ -1,11 +1,15 @@
 #include "deepinfer/server/protocol.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "deepinfer/recipe/chat_encoder.h"
 #include "deepinfer/recipe/completion_parser.h"
+#include "deepinfer/recipe/tool_call_grammar.h"
 #include "deepinfer/sample/sampling_params.h"
+#include "deepinfer/server/random_id.h"
 
 namespace deepinfer::server {
 namespace {
@@ -48,7 +52,17 @@ constexpr Field kFields[] = {
     {"priority", Kind::kInt},
     {"tools", Kind::kArray},
     {"response_format", Kind::kObject},
+    {"echo", Kind::kBool},
 };
+
+// The body's keys that sampling_params_from_json reads (logprobs is mapped separately): only
+// these are copied, never the whole body.
+// clang-format off
+constexpr const char* kSamplingKeys[] = {
+    "n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty",
+    "presence_penalty", "logit_bias", "seed", "max_tokens", "min_tokens", "stop_token_ids", "stop",
+    "include_stop_str_in_output", "ignore_eos", "skip_special_tokens", "so_args"};
+// clang-format on
 
 bool has_kind(const json& v, Kind k) {
   switch (k) {
@@ -56,9 +70,12 @@ bool has_kind(const json& v, Kind k) {
       return v.is_string();
     case Kind::kBool:
       return v.is_boolean();
-    case Kind::kInt:
-      return v.is_number_integer() ||
-             (v.is_number_float() && v.get<double>() == static_cast<int64_t>(v.get<double>()));
+    case Kind::kInt: {
+      if (v.is_number_integer()) return true;
+      // Integral floats (16.0) count, as in pydantic's lax mode; the bound keeps casts defined.
+      const double d = v.is_number_float() ? v.get<double>() : 0.5;
+      return std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18;
+    }
     case Kind::kNumber:
       return v.is_number();
     case Kind::kObject:
@@ -71,6 +88,15 @@ bool has_kind(const json& v, Kind k) {
       return true;
   }
   return false;
+}
+
+// A value has_kind(kInt) accepted, saturated to int64 (unsigned JSON numbers can exceed it).
+int64_t as_int64(const json& v) {
+  if (v.is_number_unsigned())
+    return static_cast<int64_t>(
+        std::min<uint64_t>(v.get<uint64_t>(), std::numeric_limits<int64_t>::max()));
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return static_cast<int64_t>(v.get<double>());
 }
 
 const char* kind_name(Kind k) {
@@ -95,20 +121,40 @@ const char* kind_name(Kind k) {
   return "?";
 }
 
-bool fail(ApiError* error, std::string message, std::string param) {
+bool fail(ApiError* error, std::string message, std::string param,
+          std::string code = "invalid_value") {
   *error = ApiError{};
   error->message = std::move(message);
   error->param = std::move(param);
+  error->code = std::move(code);
   return false;
 }
 
-// validate()'s messages start with the field name ("top_p must be ..."); recover it for param.
+// validate()'s messages start with the field name ("top_p must be ...", "stop[1] must ...");
+// recover the top-level field for param.
 std::string param_of(const std::string& message) {
-  std::string head = message.substr(0, message.find_first_of(" :"));
+  std::string head = message.substr(0, message.find_first_of(" :[."));
   for (const Field& f : kFields)
     if (head == f.name) return head;
-  if (head == "logprobs") return head;
+  if (head == "logprobs" || head == "so_args") return head;
   return {};
+}
+
+// sampling_params' type errors read "<field> must be <kind>, got <JSON type name>".
+bool is_type_error(const std::string& message) {
+  const size_t at = message.rfind(", got ");
+  if (at == std::string::npos || message.find(" must be ") == std::string::npos) return false;
+  const std::string got = message.substr(at + 6);
+  for (const char* t : {"null", "boolean", "string", "number", "object", "array", "binary"})
+    if (got == t) return true;
+  return false;
+}
+
+// The engine's submit check: "prompt (N tokens) + max_tokens (M) exceeds max_model_len (L)".
+bool is_context_length_error(const std::string& message) {
+  return message.rfind("prompt (", 0) == 0 &&
+         message.find(") + max_tokens (") != std::string::npos &&
+         message.find("exceeds max_model_len") != std::string::npos;
 }
 
 // Index of the first byte that is not part of well-formed UTF-8, or npos.
@@ -140,19 +186,20 @@ bool parse_logprobs(Endpoint endpoint, const json& j, json* sp, ApiError* error)
   const json top = j.value("top_logprobs", json());
   if (endpoint == Endpoint::kCompletions) {
     if (lp.is_null()) return true;
-    if (!has_kind(lp, Kind::kInt)) return fail(error, "logprobs must be an integer", "logprobs");
+    if (!has_kind(lp, Kind::kInt))
+      return fail(error, "logprobs must be an integer", "logprobs", "invalid_type");
     (*sp)["logprobs"] = lp;
     return true;
   }
   if (!lp.is_null() && !lp.is_boolean())
-    return fail(error, "logprobs must be a boolean", "logprobs");
+    return fail(error, "logprobs must be a boolean", "logprobs", "invalid_type");
   if (!top.is_null() && !has_kind(top, Kind::kInt))
-    return fail(error, "top_logprobs must be an integer", "top_logprobs");
+    return fail(error, "top_logprobs must be an integer", "top_logprobs", "invalid_type");
   const bool on = lp.is_boolean() && lp.get<bool>();
   if (!top.is_null() && !on)
     return fail(error, "top_logprobs requires logprobs to be true", "top_logprobs");
   if (!on) return true;
-  const int64_t n = top.is_null() ? 0 : static_cast<int64_t>(top.get<double>());
+  const int64_t n = top.is_null() ? 0 : as_int64(top);
   if (n < 0 || n > sample::kMaxLogprobs)
     return fail(error,
                 "top_logprobs must be in [0, " + std::to_string(sample::kMaxLogprobs) + "], got " +
@@ -170,7 +217,8 @@ bool parse_response_format(const json& j, std::string_view body,
   if (it == j.end() || it->is_null()) return true;
   const json type = it->value("type", json());
   if (!type.is_string())
-    return fail(error, "response_format.type must be a string", "response_format.type");
+    return fail(error, "response_format.type must be a string", "response_format.type",
+                "invalid_type");
   const std::string t = type.get<std::string>();
   if (t == "text") return true;
   if (t == "json_object") {
@@ -184,11 +232,11 @@ bool parse_response_format(const json& j, std::string_view body,
   const auto& rf = ordered["response_format"];
   if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
     return fail(error, "response_format.json_schema must be an object",
-                "response_format.json_schema");
+                "response_format.json_schema", "invalid_type");
   const auto& js = rf["json_schema"];
   if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
     return fail(error, "response_format.json_schema.schema must be a JSON Schema object",
-                "response_format.json_schema.schema");
+                "response_format.json_schema.schema", "invalid_type");
   *so = sample::StructuredOutput{sample::StructuredOutput::Kind::kJsonSchema, js["schema"].dump()};
   return true;
 }
@@ -199,7 +247,8 @@ bool structured_chat_without_thinking(json* j, ApiError* error) {
   json& kwargs = (*j)["chat_template_kwargs"];
   if (kwargs.is_null()) kwargs = json::object();
   if (!kwargs.is_object())
-    return fail(error, "chat_template_kwargs must be an object", "chat_template_kwargs");
+    return fail(error, "chat_template_kwargs must be an object", "chat_template_kwargs",
+                "invalid_type");
   auto on = [](const json& v) { return v.is_boolean() && v.get<bool>(); };
   auto effort_on = [](const json& v) { return !v.is_null() && v != "none"; };
   const bool asked_for_thinking = on(kwargs.value("thinking", json())) ||
@@ -216,11 +265,13 @@ bool structured_chat_without_thinking(json* j, ApiError* error) {
 }
 
 // tool_choice: "auto" (the default) offers the tools; "none" leaves them out of the prompt, so
-// the model is not told it has any. Forcing a call ("required", a named function) needs the
-// DSML markup as a grammar, which is not built yet: a clear 400 rather than a silent "auto".
-bool apply_tool_choice(json* j, recipe::Json* rj, ApiError* error) {
+// the model is not told it has any. "required" and a named function force a call as vLLM does,
+// with structured output: the DSML calls block as an EBNF grammar (so_args) that covers the
+// whole completion, so the request runs without thinking, as for response_format.
+bool apply_tool_choice(json* j, recipe::Json* rj, ParsedRequest* out, ApiError* error) {
   auto it = j->find("tool_choice");
   if (it == j->end() || it->is_null()) return true;
+  recipe::ToolCallGrammarOptions options;
   std::string forced;
   if (it->is_string()) {
     const std::string c = it->get<std::string>();
@@ -237,13 +288,45 @@ bool apply_tool_choice(json* j, recipe::Json* rj, ApiError* error) {
   } else if (it->is_object()) {
     const json fn = it->value("function", json());
     if (!fn.is_object() || !fn.value("name", json()).is_string())
-      return fail(error, "tool_choice.function.name must be a string", "tool_choice");
-    forced = "a named function";
+      return fail(error, "tool_choice.function.name must be a string", "tool_choice",
+                  "invalid_type");
+    options.function = fn["name"].get<std::string>();
+    forced = "naming a function";
   } else {
-    return fail(error, "tool_choice must be a string or an object", "tool_choice");
+    return fail(error, "tool_choice must be a string or an object", "tool_choice", "invalid_type");
   }
-  return fail(error, "tool_choice " + forced + " is not supported yet (use 'auto' or 'none')",
-              "tool_choice");
+  const json parallel = j->value("parallel_tool_calls", json());
+  if (!parallel.is_null() && !parallel.is_boolean())
+    return fail(error, "parallel_tool_calls must be a boolean", "parallel_tool_calls",
+                "invalid_type");
+  options.parallel_tool_calls = !parallel.is_boolean() || parallel.get<bool>();
+  if (out->gen.params.so_args)
+    return fail(error,
+                "tool_choice " + forced + " cannot be combined with " +
+                    (out->response_format ? "response_format" : "so_args") +
+                    " (both constrain the whole output)",
+                "tool_choice");
+  const recipe::Json tools = rj->value("tools", recipe::Json());
+  if (!tools.is_array() || tools.empty())
+    return fail(error, "tool_choice " + forced + " needs a non-empty tools array", "tool_choice");
+  auto grammar = recipe::tool_call_grammar(tools, options);
+  if (!grammar.ok()) {
+    const std::string& m = grammar.status().message();
+    return fail(error, m, m.rfind("tools", 0) == 0 ? "tools" : "tool_choice");
+  }
+  if (!structured_chat_without_thinking(j, error)) {
+    if (error->param == "response_format") {
+      error->message = "tool_choice " + forced +
+                       " cannot be combined with thinking yet; set chat_template_kwargs.thinking "
+                       "to false";
+      error->param = "tool_choice";
+    }
+    return false;
+  }
+  (*rj)["chat_template_kwargs"]["thinking"] = false;
+  out->gen.params.so_args =
+      sample::StructuredOutput{sample::StructuredOutput::Kind::kEbnf, std::move(*grammar)};
+  return true;
 }
 
 // DeepSeek's API switch, `"thinking": {"type": "enabled" | "disabled"}`, as the recipe's
@@ -263,7 +346,84 @@ bool apply_thinking_switch(json* j, recipe::Json* rj, ApiError* error) {
   return true;
 }
 
-constexpr int kMaxN = 128;
+// Completions' prompt: a string or a flat list of token ids is one prompt; a list of strings or
+// a list of token-id lists is a batch. Strings are moved out of `p`.
+bool parse_prompts(json* p, int64_t vocab_size, std::vector<PromptInput>* prompts,
+                   ApiError* error) {
+  prompts->clear();
+  if (p->is_string()) {
+    prompts->push_back({false, std::move(p->get_ref<std::string&>()), {}});
+    return true;
+  }
+  if (p->empty()) return fail(error, "prompt must not be empty", "prompt");
+  // Each entry of a batch; a flat id list is one prompt, the same check at one level.
+  auto ids_of = [&](const json& list, const std::string& name, std::vector<int32_t>* ids) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& t = list[i];
+      const std::string at = name + "[" + std::to_string(i) + "]";
+      if (!t.is_number_integer())
+        return fail(error, at + " must be a token id (an integer)", "prompt", "invalid_type");
+      if (t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size)
+        return fail(
+            error,
+            at + " must be a token id in [0, " + std::to_string(vocab_size) + "), got " + t.dump(),
+            "prompt");
+      ids->push_back(t.get<int32_t>());
+    }
+    return true;
+  };
+  const json& head = p->front();
+  if (head.is_number()) {
+    PromptInput one{true, {}, {}};
+    if (!ids_of(*p, "prompt", &one.ids)) return false;
+    prompts->push_back(std::move(one));
+    return true;
+  }
+  if (!head.is_string() && !head.is_array())
+    return fail(error,
+                "prompt must be a string, an array of strings, an array of token ids or an array "
+                "of token-id arrays",
+                "prompt", "invalid_type");
+  if (p->size() > static_cast<size_t>(kMaxChoices))
+    return fail(error,
+                "prompt has " + std::to_string(p->size()) + " prompts, at most " +
+                    std::to_string(kMaxChoices) + " are allowed",
+                "prompt");
+  for (size_t i = 0; i < p->size(); ++i) {
+    json& e = (*p)[i];
+    const std::string at = "prompt[" + std::to_string(i) + "]";
+    // A batch is all strings or all token lists, as OpenAI's types have it.
+    if (head.is_string()) {
+      if (!e.is_string()) return fail(error, at + " must be a string", "prompt", "invalid_type");
+      prompts->push_back({false, std::move(e.get_ref<std::string&>()), {}});
+      continue;
+    }
+    if (!e.is_array())
+      return fail(error, at + " must be an array of token ids", "prompt", "invalid_type");
+    if (e.empty()) return fail(error, at + " must not be empty", "prompt");
+    PromptInput one{true, {}, {}};
+    if (!ids_of(e, at, &one.ids)) return false;
+    prompts->push_back(std::move(one));
+  }
+  return true;
+}
+
+// What the chat template needs from each message before it is rendered: a user turn without
+// content would render as an empty turn (OpenAI answers 400).
+bool check_messages(const json& messages, ApiError* error) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return fail(error, at + " must be an object", at, "invalid_type");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) continue;  // the recipe names a bad role
+    auto content = m.find("content");
+    if (*role == "user" && (content == m.end() || content->is_null()))
+      return fail(error, at + ".content is required for a user message", at + ".content",
+                  "missing_required_parameter");
+  }
+  return true;
+}
 
 // vLLM's floor: -inf (a masked token) is not representable in JSON.
 double clamp_logprob(float lp) { return std::max(static_cast<double>(lp), -9999.0); }
@@ -282,15 +442,50 @@ json tool_call_json(const recipe::ToolCall& c, const std::string& id) {
 
 }  // namespace
 
+// The code of an error that did not name one: clients switch on `code`, so it is never null.
+const char* default_code(int http_status) {
+  switch (http_status) {
+    case 400:
+      return "invalid_value";
+    case 401:
+      return "invalid_api_key";
+    case 404:
+      return "not_found";
+    case 408:
+      return "request_timeout";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_exceeded";
+    case 503:
+      return "service_unavailable";
+  }
+  return http_status >= 500 ? "internal_error" : "invalid_request";
+}
+
 json error_body(const ApiError& e) {
-  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  json err = {{"message", e.message},
+              {"type", e.type},
+              {"param", nullptr},
+              {"code", e.code.empty() ? default_code(e.http_status) : e.code}};
   if (!e.param.empty()) err["param"] = e.param;
-  if (!e.code.empty()) err["code"] = e.code;
   return {{"error", err}};
 }
 
 ApiError not_found_error(std::string_view path) {
   return {404, "no route for " + std::string(path), "invalid_request_error", "", "not_found"};
+}
+
+ApiError model_not_found_error(std::string_view name) {
+  return {404, "The model `" + std::string(name) + "` does not exist.", "invalid_request_error",
+          "model", "model_not_found"};
+}
+
+ApiError json_too_deep_error() {
+  return {400,
+          "request body nests JSON arrays/objects deeper than " + std::to_string(kMaxJsonDepth) +
+              " levels",
+          "invalid_request_error", "", "json_too_deep"};
 }
 
 ApiError unauthorized_error() {
@@ -330,15 +525,68 @@ ApiError error_from_status(const Status& st, std::string param) {
     default:
       e.http_status = 500;
       e.type = "internal_error";
+      e.code = "internal_error";
+      return e;
   }
-  e.param = param.empty() ? param_of(st.message()) : std::move(param);
+  if (e.http_status == 429) {
+    e.code = "rate_limit_exceeded";
+    return e;
+  }
+  if (is_context_length_error(e.message)) {
+    e.param = "max_tokens";
+    e.code = "context_length_exceeded";  // OpenAI's code
+    return e;
+  }
+  e.param = param.empty() ? param_of(e.message) : std::move(param);
+  e.code = is_type_error(e.message) ? "invalid_type" : "invalid_value";
   return e;
+}
+
+ApiError error_from_status(const Status& st, const ParsedRequest& req) {
+  // Grammar errors name so_args (the engine's field); the client sent response_format.
+  if (req.response_format && st.message().rfind("so_args", 0) == 0)
+    return error_from_status(st, "response_format");
+  return error_from_status(st);
+}
+
+int json_nesting_depth(std::string_view body, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped byte cannot end the string
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > deepest) deepest = depth;
+      if (deepest > limit) return limit + 1;
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+    }
+  }
+  return deepest;
+}
+
+int64_t count_chars(std::string_view utf8) {
+  int64_t n = 0;
+  for (char c : utf8) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
 }
 
 bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size, ParsedRequest* out,
                    ApiError* error) {
   if (size_t bad = invalid_utf8_at(body); bad != std::string_view::npos) {
     *error = invalid_utf8_error(bad);
+    return false;
+  }
+  // Parsing is iterative, but copying and destroying parts of the value are not: bound the depth
+  // before anything recurses.
+  if (json_nesting_depth(body) > kMaxJsonDepth) {
+    *error = json_too_deep_error();
     return false;
   }
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -351,7 +599,8 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
     auto it = j.find(f.name);
     if (it == j.end() || it->is_null()) continue;
     if (!has_kind(*it, f.kind))
-      return fail(error, std::string(f.name) + " must be " + kind_name(f.kind), f.name);
+      return fail(error, std::string(f.name) + " must be " + kind_name(f.kind), f.name,
+                  "invalid_type");
   }
   *out = ParsedRequest{};
   out->endpoint = endpoint;
@@ -362,13 +611,16 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
     if (so.contains("include_usage") && !so["include_usage"].is_null()) {
       if (!so["include_usage"].is_boolean())
         return fail(error, "stream_options.include_usage must be a boolean",
-                    "stream_options.include_usage");
+                    "stream_options.include_usage", "invalid_type");
       out->include_usage = so["include_usage"].get<bool>();
     }
   }
 
+  // Only the sampling fields, not a deep copy of the body (messages can be megabytes).
+  json sp = json::object();
+  for (const char* key : kSamplingKeys)
+    if (auto it = j.find(key); it != j.end()) sp[key] = *it;
   // max_completion_tokens is the newer name; it wins when both are given (as OpenAI's does).
-  json sp = j;
   if (j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null())
     sp["max_tokens"] = j["max_completion_tokens"];
   out->max_tokens_given = !sp.value("max_tokens", json()).is_null();
@@ -382,6 +634,7 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
     *error = error_from_status(params.status());
     return false;
   }
+  sp = json();
   if (so) {
     params->so_args = so;
     out->response_format = true;
@@ -392,31 +645,49 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
     return false;
   }
   // Each sample holds its own sequence state; a bound keeps one request from taking the pool.
-  if (params->n > kMaxN) return fail(error, "n must be at most " + std::to_string(kMaxN), "n");
+  if (params->n > kMaxChoices)
+    return fail(error, "n must be at most " + std::to_string(kMaxChoices), "n");
   out->gen.params = *params;
-  if (j.contains("priority") && j["priority"].is_number()) out->gen.priority = j["priority"];
+  if (j.contains("priority") && j["priority"].is_number()) {
+    const int64_t priority = as_int64(j["priority"]);
+    if (priority < std::numeric_limits<int>::min() || priority > std::numeric_limits<int>::max())
+      return fail(error, "priority must be a 32-bit integer", "priority");
+    out->gen.priority = static_cast<int>(priority);
+  }
 
   if (endpoint == Endpoint::kCompletions) {
     if (!j.contains("prompt") || j["prompt"].is_null())
-      return fail(error, "prompt is required", "prompt");
-    const json& p = j["prompt"];
-    if (p.is_string()) {
-      out->gen.prompt = p.get<std::string>();
-    } else {
-      // A token-id array; batches of prompts are not supported yet.
-      for (const json& t : p) {
-        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size)
-          return fail(error, "prompt must be a string or an array of token ids", "prompt");
-        out->gen.prompt_ids.push_back(t.get<int32_t>());
-      }
-      if (out->gen.prompt_ids.empty()) return fail(error, "prompt must not be empty", "prompt");
-    }
+      return fail(error, "prompt is required", "prompt", "missing_required_parameter");
+    if (!parse_prompts(&j["prompt"], vocab_size, &out->prompts, error)) return false;
+    if (out->prompts.size() * static_cast<size_t>(params->n) > static_cast<size_t>(kMaxChoices))
+      return fail(error,
+                  "prompt has " + std::to_string(out->prompts.size()) + " prompts and n is " +
+                      std::to_string(params->n) + ": at most " + std::to_string(kMaxChoices) +
+                      " choices (prompts × n) per request",
+                  "prompt");
+    const PromptInput& first = out->prompts.front();
+    if (first.is_ids)
+      out->gen.prompt_ids = first.ids;
+    else
+      out->gen.prompt = first.text;
+    out->echo = j.value("echo", json()).is_boolean() && j["echo"].get<bool>();
+    // OpenAI answers echo + logprobs with the prompt's logprobs too; the engine does not compute
+    // them.
+    if (out->echo && params->logprobs)
+      return fail(error,
+                  "echo with logprobs is not supported (prompt logprobs are not computed); drop "
+                  "one of them",
+                  "echo");
   } else {
-    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
-      return fail(error, "messages is required and must be a non-empty array", "messages");
+    if (!j.contains("messages") || j["messages"].is_null())
+      return fail(error, "messages is required", "messages", "missing_required_parameter");
+    if (j["messages"].empty()) return fail(error, "messages must be a non-empty array", "messages");
+    if (!check_messages(j["messages"], error)) return false;
     recipe::Json rj = recipe::Json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (!apply_tool_choice(&j, &rj, error)) return false;
     if (!apply_thinking_switch(&j, &rj, error)) return false;
+    // After the thinking switch: a forced call turns thinking off (or refuses it).
+    if (!apply_tool_choice(&j, &rj, out, error)) return false;
+    out->parse_tool_calls = j.contains("tools") && j["tools"].is_array() && !j["tools"].empty();
     if (out->response_format) {
       if (!structured_chat_without_thinking(&j, error)) return false;
       rj["chat_template_kwargs"]["thinking"] = false;
@@ -445,10 +716,16 @@ json usage_json(const Usage& u, int64_t completion_tokens, int64_t reasoning_tok
           {"prompt_cache_miss_tokens", u.prompt_tokens - u.cached_tokens}};
 }
 
-recipe::ParsedMessage parse_chat_output(const std::string& text, bool thinking) {
-  auto strict = recipe::parse_completion(text, thinking);
+recipe::ParsedMessage parse_chat_output(const std::string& text, bool thinking,
+                                        bool parse_tool_calls) {
+  // The engine stops on the EOS id without its text; the strict parser reads end of text as EOS.
+  const std::string_view eos = recipe::kEos;
+  const bool has_eos =
+      text.size() >= eos.size() && text.compare(text.size() - eos.size(), eos.size(), eos) == 0;
+  auto strict = recipe::parse_completion(has_eos ? text : text + recipe::kEos, thinking,
+                                         recipe::Variant::kV41, parse_tool_calls);
   if (strict.ok()) return *strict;
-  recipe::StreamingParser parser(thinking);
+  recipe::StreamingParser parser(thinking, recipe::Variant::kV41, parse_tool_calls);
   recipe::StreamDelta ignored;
   parser.feed(text, &ignored);
   parser.finish(&ignored);
@@ -489,8 +766,11 @@ json completion_logprobs(std::span<const TokenLogprobs> lps, const TokenText& to
     json top = json::object();
     for (const auto& [id, lp] : t.top) top[token_text(id)] = clamp_logprob(lp);
     tops.push_back(top);
-    offsets.push_back(*text_offset);
-    *text_offset += static_cast<int64_t>(text.size());
+    // A token that starts inside a character (a continuation byte) is at that character.
+    const bool mid_char =
+        !text.empty() && (static_cast<unsigned char>(text[0]) & 0xC0) == 0x80 && *text_offset > 0;
+    offsets.push_back(*text_offset - (mid_char ? 1 : 0));
+    *text_offset += count_chars(text);
   }
   return {{"tokens", tokens},
           {"token_logprobs", token_lps},
@@ -499,36 +779,57 @@ json completion_logprobs(std::span<const TokenLogprobs> lps, const TokenText& to
 }
 
 json completion_response(const std::string& id, int64_t created, const std::string& model,
-                         const RequestOutput& out, const TokenText& token_text) {
+                         std::span<const RequestOutput> outs, int n,
+                         std::span<const std::string> echo_texts, const TokenText& token_text) {
   json choices = json::array();
-  for (const CompletionOutput& c : out.outputs) {
-    int64_t offset = 0;
-    json lps = token_text && !c.logprobs.empty()
-                   ? completion_logprobs(c.logprobs, token_text, &offset)
-                   : json();
-    choices.push_back({{"index", c.index},
-                       {"text", c.text},
-                       {"logprobs", lps},
-                       {"finish_reason", c.finish_reason ? json(*c.finish_reason) : json()}});
+  Usage usage;
+  int64_t completion_tokens = 0;
+  for (size_t p = 0; p < outs.size(); ++p) {
+    const RequestOutput& out = outs[p];
+    const std::string* echo = p < echo_texts.size() ? &echo_texts[p] : nullptr;
+    for (const CompletionOutput& c : out.outputs) {
+      int64_t offset = echo ? count_chars(*echo) : 0;
+      json lps = token_text && !c.logprobs.empty()
+                     ? completion_logprobs(c.logprobs, token_text, &offset)
+                     : json();
+      choices.push_back({{"index", static_cast<int64_t>(p) * n + c.index},
+                         {"text", echo ? *echo + c.text : c.text},
+                         {"logprobs", lps},
+                         {"finish_reason", c.finish_reason ? json(*c.finish_reason) : json()}});
+    }
+    usage.prompt_tokens += out.usage.prompt_tokens;
+    usage.cached_tokens += out.usage.cached_tokens;
+    completion_tokens += total_completion_tokens(out);
   }
+  // Sorted by index, whatever order the samples finished in.
+  std::stable_sort(choices.begin(), choices.end(), [](const json& a, const json& b) {
+    return a["index"].get<int64_t>() < b["index"].get<int64_t>();
+  });
   return {{"id", id},           {"object", "text_completion"},
           {"created", created}, {"model", model},
-          {"choices", choices}, {"usage", usage_json(out.usage, total_completion_tokens(out), 0)}};
+          {"choices", choices}, {"usage", usage_json(usage, completion_tokens, 0)}};
+}
+
+json completion_response(const std::string& id, int64_t created, const std::string& model,
+                         const RequestOutput& out, const TokenText& token_text) {
+  return completion_response(id, created, model, std::span<const RequestOutput>(&out, 1),
+                             std::max<int>(1, static_cast<int>(out.outputs.size())), {},
+                             token_text);
 }
 
 json chat_response(const std::string& id, int64_t created, const std::string& model,
                    const RequestOutput& out, bool thinking, int64_t reasoning_tokens,
-                   const TokenText& token_text) {
+                   const TokenText& token_text, bool parse_tool_calls) {
   json choices = json::array();
   for (const CompletionOutput& c : out.outputs) {
-    recipe::ParsedMessage m = parse_chat_output(c.text, thinking);
+    recipe::ParsedMessage m = parse_chat_output(c.text, thinking, parse_tool_calls);
     json msg = {{"role", "assistant"}, {"content", m.content}};
     if (thinking) msg["reasoning_content"] = m.reasoning_content;
     std::optional<std::string> finish = c.finish_reason;
     if (!m.tool_calls.empty()) {
       json calls = json::array();
       for (size_t i = 0; i < m.tool_calls.size(); ++i)
-        calls.push_back(tool_call_json(m.tool_calls[i], id + "-call-" + std::to_string(i)));
+        calls.push_back(tool_call_json(m.tool_calls[i], random_id("call_")));
       msg["tool_calls"] = calls;
       if (finish == "stop") finish = "tool_calls";
     }
@@ -572,7 +873,7 @@ json chat_chunk(const std::string& id, int64_t created, const std::string& model
     for (const recipe::ToolCallDelta& t : delta.tool_calls) {
       json c = {{"index", t.index}, {"function", {{"arguments", t.arguments}}}};
       if (!t.name.empty()) {
-        c["id"] = id + "-call-" + std::to_string(t.index);
+        c["id"] = random_id("call_");
         c["type"] = "function";
         c["function"]["name"] = t.name;
       }
@@ -607,12 +908,28 @@ std::string sse_event(const json& j) {
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
-json models_response(const std::string& model_id, int64_t created) {
-  return {{"object", "list"},
-          {"data", json::array({{{"id", model_id},
-                                 {"object", "model"},
-                                 {"created", created},
-                                 {"owned_by", "deepinfer"}}})}};
+json model_response(const std::string& id, int64_t created) {
+  return {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "deepinfer"}};
+}
+
+json models_response(const std::vector<std::string>& ids, int64_t created) {
+  json data = json::array();
+  for (const std::string& id : ids) data.push_back(model_response(id, created));
+  return {{"object", "list"}, {"data", data}};
+}
+
+GenerateRequest request_for_prompt(const ParsedRequest& req, size_t i) {
+  GenerateRequest g = req.gen;
+  if (i < req.prompts.size()) {
+    const PromptInput& p = req.prompts[i];
+    g.prompt.reset();
+    g.prompt_ids.clear();
+    if (p.is_ids)
+      g.prompt_ids = p.ids;
+    else
+      g.prompt = p.text;
+  }
+  return g;
 }
 
 }  // namespace deepinfer::server
