@@ -543,9 +543,16 @@ ApiError error_from_status(const Status& st, std::string param) {
 }
 
 ApiError error_from_status(const Status& st, const ParsedRequest& req) {
-  // Grammar errors name so_args (the engine's field); the client sent response_format.
-  if (req.response_format && st.message().rfind("so_args", 0) == 0)
-    return error_from_status(st, "response_format");
+  // Grammar errors name so_args (the engine's field); the client sent response_format, or a
+  // forced tool_choice (its grammar is the so_args; the two never come together).
+  if (st.message().rfind("so_args", 0) == 0) {
+    if (req.response_format) return error_from_status(st, "response_format");
+    if (req.gen.chat) {
+      auto it = req.gen.chat->find("tool_choice");
+      if (it != req.gen.chat->end() && (it->is_object() || *it == "required"))
+        return error_from_status(st, "tool_choice");
+    }
+  }
   return error_from_status(st);
 }
 

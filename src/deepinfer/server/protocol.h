@@ -104,7 +104,8 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
                    ApiError* error);
 
 // Engine submit errors in the request's terms: grammar errors ("so_args ...") name
-// response_format when the client sent that, and the rest go through error_from_status.
+// response_format or tool_choice when the grammar came from one of them, and the rest go
+// through error_from_status.
 ApiError error_from_status(const Status& st, const ParsedRequest& req);
 
 // req.gen with prompt i of req.prompts as its prompt (completions batches: one engine request

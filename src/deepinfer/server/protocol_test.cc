@@ -486,6 +486,10 @@ TEST(Protocol, GrammarErrorsNameResponseFormatWhenItWasUsed) {
   EXPECT_EQ(e.code, "invalid_value");
   req.response_format = false;  // the client sent so_args itself
   EXPECT_EQ(error_from_status(grammar, req).param, "so_args");
+  req.gen.chat = json{{"tool_choice", "required"}};  // the forced call's grammar
+  EXPECT_EQ(error_from_status(grammar, req).param, "tool_choice");
+  req.gen.chat = json{{"tool_choice", "auto"}};
+  EXPECT_EQ(error_from_status(grammar, req).param, "so_args");
   EXPECT_EQ(error_from_status(invalid_argument("top_p must be in (0, 1], got 2"), req).param,
             "top_p");
 }
