@@ -304,7 +304,9 @@ def main():
                 elif r["type"] == "walk":
                     k["walks"] += 1
                     st = r["status"]
-                    if st in ("cap", "budget"):
+                    # budget: the item's time budget; work_budget: the matcher's per-mask work
+                    # budget (issue 14), which ends such a request with an error by design.
+                    if st in ("cap", "budget", "work_budget"):
                         k["cap" if st == "cap" else "budget"] += 1
                     elif st == "done":
                         k["done"] += 1

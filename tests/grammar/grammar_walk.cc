@@ -109,7 +109,11 @@ Json check_doc(Ctx& c, const std::shared_ptr<const CompiledGrammar>& g, const st
   for (size_t i = 0; i < ids->size(); ++i) {
     int32_t id = (*ids)[i];
     auto t = Clock::now();
-    m.fill_next_token_bitmask(mask.data());
+    if (!m.fill_next_token_bitmask(mask.data())) {
+      r["fail"] = "work budget";
+      r["at"] = i;
+      return r;
+    }
     c.mask_ms += ms_since(t);
     ++c.masks;
     if (!allowed(mask, id)) {
@@ -152,9 +156,13 @@ Json walk(Ctx& c, const std::shared_ptr<const CompiledGrammar>& g, uint64_t seed
       status = "budget";
       break;
     }
-    m.fill_next_token_bitmask(mask.data());
+    const bool filled = m.fill_next_token_bitmask(mask.data());
     c.mask_ms += ms_since(t);
     ++c.masks;
+    if (!filled) {
+      status = "work_budget";  // the matcher's per-mask work budget ran out (not a bug)
+      break;
+    }
     int64_t n = count_bits(mask);
     if (n == 0) {
       status = "dead";  // no token allowed and not terminated: a matcher bug
@@ -162,7 +170,8 @@ Json walk(Ctx& c, const std::shared_ptr<const CompiledGrammar>& g, uint64_t seed
     }
     int32_t id = nth_bit(mask, std::uniform_int_distribution<int64_t>(0, n - 1)(rng));
     if (!m.accept_token(id)) {
-      status = "refused";  // the mask allowed a token accept_token refuses: a matcher bug
+      // The mask allowed a token accept_token refuses: a matcher bug, unless out of budget.
+      status = m.work_budget_exceeded() ? "work_budget" : "refused";
       r["token"] = id;
       break;
     }

@@ -1,10 +1,11 @@
 // The HTTP side of `deepinfer serve`: one Boost.Asio io_context, async sessions (no thread per
-// connection), routes to the protocol translation in protocol.h. Beast stays inside the .cc.
+// connection), routes to the protocol translation in protocol.h. Beast stays inside the .cc files.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/engine/engine.h"
@@ -14,13 +15,24 @@ namespace deepinfer::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: any free port (see HttpServer::port())
-  std::string api_key;   // empty: no auth
-  std::string model_name = "deepinfer";
+  std::string api_key;   // empty: no auth (then the Host header is checked, see allowed_hosts)
+  // --served-model-name: the ids /v1/models lists; the first is the primary one (metrics label).
+  std::vector<std::string> model_names = {"deepinfer"};
   size_t max_body_bytes = 8 << 20;
-  int64_t max_model_len = 65536;      // the engine's; chat's default max_tokens fills it
-  double request_timeout_s = 0;       // 0: none; else a request still running is aborted
-  int64_t max_waiting_requests = -1;  // -1: no limit; else 429 once this many wait
-  std::string access_log = "-";       // "-": stderr, "": off, else a file (JSON lines)
+  size_t max_header_bytes = 16 << 10;      // request line + fields; over it: 431
+  size_t max_url_bytes = 8 << 10;          // request target; over it: 414
+  int64_t max_model_len = 65536;           // the engine's; chat's default max_tokens fills it
+  int64_t max_running = 64;                // the engine's --max-num-seqs (running slots)
+  double request_timeout_s = 0;            // 0: none; else a request still running is aborted
+  int64_t max_waiting_requests = -1;       // -1: no limit; else 429 past this many waiting
+  int64_t max_connections = 0;             // 0: from RLIMIT_NOFILE (minus a reserve)
+  double keep_alive_timeout_s = 5;         // an idle connection is closed after this
+  double read_timeout_s = 30;              // header + body of one request must arrive within this
+  std::vector<std::string> allowed_hosts;  // extra Host names accepted without a key; "*": any
+  bool metrics_require_key = false;        // /metrics needs the key too
+  std::string access_log = "-";            // "-": stderr, "": off, else a file (JSON lines)
+
+  const std::string& primary_model() const { return model_names.front(); }
 };
 
 class HttpServer {

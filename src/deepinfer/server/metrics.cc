@@ -62,8 +62,22 @@ void Metrics::on_finished(const std::string& reason, double e2e_s, int64_t promp
   generation_tokens_ += generation_tokens;
 }
 
+std::string escape_label_value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 std::string Metrics::render(const std::string& model_name, const Engine* engine) const {
-  const std::string l = "model_name=\"" + model_name + "\"";
+  const std::string l = "model_name=\"" + escape_label_value(model_name) + "\"";
   std::string out;
   EngineStats st;
   double kv_usage = 0;

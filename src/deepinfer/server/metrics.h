@@ -5,11 +5,15 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "deepinfer/engine/engine.h"
 
 namespace deepinfer::server {
+
+// Prometheus label values escape backslash, double quote and newline (text format 0.0.4).
+std::string escape_label_value(std::string_view v);
 
 class Histogram {
  public:

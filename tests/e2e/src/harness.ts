@@ -50,7 +50,10 @@ export async function startServer(bin: string, tmp: string, name: string,
   const port = await freePort();
   const logPath = join(tmp, `${name}.log`);
   const log = createWriteStream(logPath);
-  const proc = spawn(bin, ["serve", "--host", "127.0.0.1", "--port", String(port), ...args], {
+  // Requests name model "x": it is the served name (another name is 404 model_not_found).
+  // Last: the option takes every name that follows it (vLLM's nargs="+"), MODEL_DIR included.
+  const proc = spawn(bin, ["serve", "--host", "127.0.0.1", "--port", String(port), ...args,
+                           "--served-model-name", "x"], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, DEEPINFER_CACHE_DIR: join(tmp, "cache") },
   });

@@ -181,7 +181,15 @@ async function mainServerTests(s: Server): Promise<Test[]> {
       const page = await client.models.list();
       eq(page.data.length, 1, "models");
       const m = page.data[0];
-      check(m !== undefined && m.id.length > 0 && m.object === "model", "model entry");
+      check(m !== undefined && m.id === "x" && m.object === "model", "model entry");
+      const one = await client.models.retrieve("x");
+      eq(one.id, "x", "models.retrieve");
+      const e = await expectApiError(client.models.retrieve("nope"), 404);
+      eq(e.code, "model_not_found", "unknown model id");
+      const e2 = await expectApiError(client.chat.completions.create({ model: "gpt-4o", messages,
+        max_tokens: 2 }), 404);
+      eq(e2.code, "model_not_found", "unknown model in a request");
+      eq(e2.param, "model", "unknown model param");
     }],
     ["chat, non-streaming, with reasoning_content", async () => {
       const r = await client.chat.completions.create({ model: "x", messages, max_tokens: 6,
@@ -294,7 +302,26 @@ async function mainServerTests(s: Server): Promise<Test[]> {
         400, "top_logprobs");
       await expectApiError(postRaw(client, "/completions", {}), 400, "prompt");
       await expectApiError(client.chat.completions.create({ model: "x", messages, max_tokens: 2,
-        tools: [WEATHER_TOOL], tool_choice: "required" }), 400, "tool_choice");
+        tools: [WEATHER_TOOL], tool_choice: { type: "function", function: { name: "nope" } } }),
+        400, "tool_choice");
+      // Forced calls go through the grammar: the random model must produce a parsable call.
+      const pick: ChatCompletionTool = { type: "function", function: { name: "pick_city",
+        parameters: { type: "object", properties: { city: { enum: ["Paris", "Rome"] } },
+          required: ["city"] } } };
+      for (const choice of ["required", { type: "function", function: { name: "pick_city" } }]) {
+        const forced = await client.chat.completions.create({ model: "x", messages,
+          max_tokens: 400, tools: [pick],
+          tool_choice: choice as "required" });
+        eq(forced.choices[0]?.finish_reason, "tool_calls", "forced tool call finished");
+        const call = forced.choices[0]?.message.tool_calls?.[0];
+        check(call !== undefined && call.type === "function" &&
+          call.function.name === "pick_city", "forced call names the tool");
+        if (call !== undefined && call.type === "function") {
+          const args: unknown = JSON.parse(call.function.arguments);
+          check(isRecord(args) && (args["city"] === "Paris" || args["city"] === "Rome"),
+            `forced call arguments: ${call.function.arguments}`);
+        }
+      }
       checkChat(await client.chat.completions.create({ model: "x", messages, max_tokens: 2,
         tools: [WEATHER_TOOL], tool_choice: "none" }), 1, 2);
       // Never fits: rejected before any work.

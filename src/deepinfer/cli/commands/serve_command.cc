@@ -36,7 +36,8 @@ void raise_fd_limit() {
 }
 
 int run_serve(int argc, char** argv) {
-  std::string model_arg, served_name, scripted_file;
+  std::string model_arg, scripted_file;
+  std::vector<std::string> served_names;
   double grace_s = 30;
   deepinfer::EngineArgs args;
   deepinfer::server::ServerOptions opts;
@@ -49,16 +50,35 @@ int run_serve(int argc, char** argv) {
   app.add_option("--host", opts.host, "IP address to listen on")->capture_default_str();
   app.add_option("--port", opts.port, "TCP port (0: any free port)")->capture_default_str();
   app.add_option("--api-key", opts.api_key,
-                 "require Authorization: Bearer KEY (not for /health and /metrics)");
-  app.add_option("--served-model-name", served_name, "model id in /v1/models");
+                 "require Authorization: Bearer KEY (not for /health, nor /metrics unless "
+                 "--metrics-require-key)");
+  app.add_flag("--metrics-require-key", opts.metrics_require_key, "/metrics needs the API key too");
+  app.add_option("--allowed-hosts", opts.allowed_hosts,
+                 "without --api-key, Host names accepted besides IP addresses and localhost "
+                 "(DNS-rebinding protection); '*' accepts any");
+  app.add_option("--served-model-name", served_names,
+                 "model ids in /v1/models (several: aliases; the first is the primary one); "
+                 "requests naming another model get 404 model_not_found");
   app.add_option("--max-body-bytes", opts.max_body_bytes, "larger request bodies get 413")
       ->capture_default_str();
   app.add_option("--request-timeout", opts.request_timeout_s,
                  "seconds before a request is aborted (408, or an error event when streaming); "
                  "0: never")
       ->capture_default_str();
-  app.add_option("--max-waiting-requests", opts.max_waiting_requests,
-                 "answer 429 while this many requests wait for a running slot; -1: no limit")
+  app.add_option(
+         "--max-waiting-requests", opts.max_waiting_requests,
+         "answer 429 (Retry-After) when admitting a request would leave more than this many "
+         "waiting for a running slot (--max-num-seqs); -1: no limit")
+      ->capture_default_str();
+  app.add_option("--max-connections", opts.max_connections,
+                 "open connections at most; more get 503 at once (0: the descriptor limit less a "
+                 "reserve)")
+      ->capture_default_str();
+  app.add_option("--keep-alive-timeout", opts.keep_alive_timeout_s,
+                 "seconds an idle connection may wait before it starts a request")
+      ->capture_default_str();
+  app.add_option("--read-timeout", opts.read_timeout_s,
+                 "seconds a request's header and body may take to arrive")
       ->capture_default_str();
   app.add_option("--access-log", opts.access_log,
                  "JSON access log, one line per request: '-' stderr, '' off, else a file")
@@ -90,10 +110,14 @@ int run_serve(int argc, char** argv) {
       return fail(
           deepinfer::invalid_argument("--debug-scripted-output: " + scripted_file + " is empty"));
   }
-  opts.model_name = !served_name.empty() ? served_name
-                    : !model_arg.empty() ? std::filesystem::path(model_arg).filename().string()
-                                         : std::string("deepinfer-tiny");
-  if (opts.model_name.empty()) opts.model_name = model_arg;
+  if (!served_names.empty()) {
+    opts.model_names = served_names;
+  } else {
+    std::string name = !model_arg.empty() ? std::filesystem::path(model_arg).filename().string()
+                                          : std::string("deepinfer-tiny");
+    opts.model_names = {name.empty() ? model_arg : name};
+  }
+  opts.max_running = args.max_num_seqs;
   opts.max_model_len = args.max_model_len > 0 ? args.max_model_len : 65536;
   raise_fd_limit();
 

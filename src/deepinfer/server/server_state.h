@@ -1,0 +1,37 @@
+// What every session of one server shares. Touched by the io thread only, except `engine`
+// (set by the loader thread) and `prep` (a pool that runs the CPU-heavy part of requests).
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "deepinfer/engine/engine.h"
+#include "deepinfer/server/access_log.h"
+#include "deepinfer/server/http_parse.h"
+#include "deepinfer/server/http_server.h"
+#include "deepinfer/server/metrics.h"
+
+namespace deepinfer::server {
+
+class Session;
+
+struct ServerState {
+  ServerOptions options;
+  HttpLimits limits;
+  std::atomic<Engine*> engine{nullptr};
+  Metrics metrics;
+  std::unique_ptr<AccessLog> log;
+  bool draining = false;
+  int64_t connections = 0;  // open sessions
+  // Engine request id -> its session, while the request runs (drain cancels them).
+  std::unordered_map<std::string, std::weak_ptr<Session>> live;
+  boost::asio::io_context* ioc = nullptr;
+  boost::asio::thread_pool* prep = nullptr;
+};
+
+}  // namespace deepinfer::server
