@@ -2,6 +2,7 @@
 stall the server, and HTTP/1.1 is spoken correctly. After each attack a normal request from
 another client must still be answered and the process must be alive."""
 import json
+import re
 import os
 import resource
 import socket
@@ -343,3 +344,30 @@ def test_allowed_hosts_extends_the_host_check():
         assert s.request("GET", "/v1/models", headers={"Host": "other.box"})[0] == 403
     finally:
         s.stop()
+
+
+def test_a_huge_prompt_is_tokenized_off_the_io_thread(srv):
+    """A 7.5 MB prompt takes the tokenizer a long while; other connections are served meanwhile
+    (before, the io thread tokenized it and everyone waited)."""
+    prompt = "hello world " * (7_500_000 // 12)
+    done = threading.Event()
+    result = {}
+
+    def big():
+        result["r"] = srv.post("/v1/completions", {"prompt": prompt, "max_tokens": 1})
+        done.set()
+
+    t = threading.Thread(target=big)
+    t.start()
+    # Until the server has the whole request (it counts as an HTTP request in flight).
+    for _ in range(600):
+        _, _, text = srv.request("GET", "/metrics")
+        m = re.search(rb"deepinfer:http_responses_in_progress\{[^}]*\} (\d+)", text)
+        if m and int(m.group(1)) >= 2:  # the scrape itself is one
+            break
+        time.sleep(0.01)
+    status, _, _ = srv.request("GET", "/health")
+    assert status == 200
+    assert not done.is_set(), "the huge prompt finished first: the check proves nothing"
+    t.join(timeout=300)
+    assert result["r"][0] in (200, 400)  # 400: longer than the context
