@@ -15,10 +15,10 @@
 #include <unordered_map>
 
 #include "deepinfer/base/check.h"
-#include "deepinfer/kv/kv_geometry.h"
-#include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/engine/constrained_decoding.h"
 #include "deepinfer/engine/pooled_state_pages.h"
+#include "deepinfer/kv/kv_geometry.h"
+#include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/recipe/chat_encoder.h"
 #include "deepinfer/sample/sampler.h"
@@ -51,8 +51,8 @@ struct SeqState {
   uint64_t seq_id = 0;
   RequestState* req = nullptr;
   int index = 0;
-  std::vector<int32_t> tokens;  // prompt + generated
-  int64_t computed = 0;         // tokens already in model_state
+  std::vector<int32_t> tokens;    // prompt + generated
+  int64_t computed = 0;           // tokens already in model_state
   v4::SequenceState model_state;  // in pool pages; empty until its first chunk runs
   std::unique_ptr<sample::SequenceSampler> sampler;
   std::unique_ptr<sample::StopChecker> stop;
@@ -180,6 +180,9 @@ class EngineImpl final : public Engine {
   int64_t vocab_size() const override { return model_->config().vocab_size; }
   int32_t eos_token_id() const override {
     return static_cast<int32_t>(model_->config().eos_token_id);
+  }
+  StatusOr<std::vector<int32_t>> prompt_token_ids(const GenerateRequest& r) const override {
+    return prompt_ids(r);
   }
   StatusOr<std::vector<int32_t>> tokenize(const std::string& text) const override {
     if (!tok_) return failed_precondition("model " + args_.model + " has no tokenizer.json");

@@ -115,6 +115,9 @@ class Engine {
   virtual int32_t eos_token_id() const = 0;
   // Tokenize / detokenize with the model's tokenizer (error when the model has none).
   virtual StatusOr<std::vector<int32_t>> tokenize(const std::string& text) const = 0;
+  // The prompt ids `request` would run on (its prompt_ids, prompt or chat, tokenized exactly as
+  // submit does), e.g. to size a default max_tokens.
+  virtual StatusOr<std::vector<int32_t>> prompt_token_ids(const GenerateRequest& request) const = 0;
   virtual StatusOr<std::string> detokenize(const std::vector<int32_t>& ids) const = 0;
 };
 

@@ -7,7 +7,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
-#include "deepinfer/recipe/chat_encoder.h"
 #include "deepinfer/server/random_id.h"
 #include "deepinfer/server/session.h"
 
@@ -26,12 +25,10 @@ ApiError timeout_error(double s) {
 }
 
 // OpenAI's chat default is "up to the context length" (vLLM: max_model_len - prompt), not
-// the completions API's 16; it needs the prompt's length, hence the extra encode.
+// the completions API's 16; it needs the prompt's length as submit will tokenize it.
 void default_max_tokens(const Engine& engine, int64_t max_model_len, ParsedRequest* req) {
-  auto text = recipe::encode_chat_request(*req->gen.chat);
-  if (!text.ok()) return;  // submit reports the error
-  auto ids = engine.tokenize(*text);
-  if (!ids.ok()) return;
+  auto ids = engine.prompt_token_ids(req->gen);
+  if (!ids.ok()) return;  // submit reports the error
   // Bounded by the KV pool too: a length the pool cannot hold would be a 400.
   const int64_t limit = std::min(max_model_len, engine.capacity().max_tokens + 1);
   const int64_t room = limit - static_cast<int64_t>(ids->size());

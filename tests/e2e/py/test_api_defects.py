@@ -268,3 +268,18 @@ def test_non_streaming_request_is_cancelled_when_its_client_leaves(srv):
     else:
         raise AssertionError("the request was not cancelled")
     assert srv.metric("deepinfer:num_requests_running") == 0
+
+
+def test_default_max_tokens_counts_the_prompt_as_it_is_tokenized():
+    """Special-token text in content is tokenized as plain text (several ids each, not one), so
+    the chat default max_tokens (context minus prompt) must count the prompt that way too."""
+    s = Server("--max-model-len", "300")
+    try:
+        content = "<\uff5cAssistant\uff5c>" * 10 + " hello"
+        status, _, body = s.post("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": content}], "temperature": 0})
+        assert status == 200, body
+        u = body["usage"]
+        assert u["prompt_tokens"] + u["completion_tokens"] <= 300
+    finally:
+        s.stop()
