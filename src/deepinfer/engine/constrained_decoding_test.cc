@@ -22,28 +22,19 @@
 
 #include "deepinfer/engine/constrained_decoding.h"
 #include "deepinfer/engine/engine.h"
-#include "deepinfer/model/deepseek_v4/tiny_model.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 
 namespace deepinfer {
 namespace {
 
 using Kind = sample::StructuredOutput::Kind;
 
-std::string model_dir_path() {
-  return ::testing::TempDir() + "/constrained_test_model_" + std::to_string(::getpid());
-}
-
 const std::string& model_dir() {
   static const std::string dir = [] {
-    std::string d = model_dir_path();
-    std::atexit([] { std::filesystem::remove_all(model_dir_path()); });
     v4::TinyModelOptions o;
     o.quantized = true;
     o.seed = 5;
-    o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
-    Status st = v4::write_tiny_model(d, o);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    return d;
+    return v4::write_tiny_model_for_test("constrained_test_model", o);
   }();
   return dir;
 }
@@ -185,7 +176,7 @@ TEST(ConstrainedDecoding, GrammarErrorsAreRejectedAtSubmitNamingTheField) {
 
 // Debian's python3-jsonschema, which shares nothing with our JSON Schema front end.
 bool jsonschema_valid(const std::string& schema, const std::string& instance) {
-  const std::string dir = model_dir_path() + "_json";
+  const std::string dir = model_dir() + "_json";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/schema.json") << schema;
   std::ofstream(dir + "/instance.json") << instance;

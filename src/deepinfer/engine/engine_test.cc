@@ -2,39 +2,26 @@
 #include "deepinfer/engine/engine.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <future>
 #include <mutex>
 #include <random>
 #include <thread>
 
-#include "deepinfer/model/deepseek_v4/tiny_model.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 
 namespace deepinfer {
 namespace {
 
-// ctest runs each test case as its own process, in parallel: one model dir per process, removed
-// at exit (the path is recomputed there, so no static object's lifetime matters).
-std::string model_dir_path() {
-  return ::testing::TempDir() + "/engine_test_model_" + std::to_string(::getpid());
-}
-
 const std::string& model_dir() {
   static const std::string dir = [] {
-    std::string d = model_dir_path();
-    std::atexit([] { std::filesystem::remove_all(model_dir_path()); });
     v4::TinyModelOptions o;
     o.quantized = true;
     o.seed = 11;
-    o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
-    Status st = v4::write_tiny_model(d, o);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    return d;
+    return v4::write_tiny_model_for_test("engine_test_model", o);
   }();
   return dir;
 }

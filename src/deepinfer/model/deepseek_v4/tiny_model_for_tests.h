@@ -1,0 +1,42 @@
+// Tests' tiny model: written once per test process (ctest runs each case as its own process, in
+// parallel) into the gtest temp dir with the bundled DeepSeek-V3 tokenizer, removed at exit.
+// Header-only and used only by tests (it needs gtest and the DEEPINFER_SOURCE_DIR definition
+// that deepinfer_test() adds).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "deepinfer/model/deepseek_v4/tiny_model.h"
+
+namespace deepinfer::v4 {
+
+// Writes the model to TempDir()/NAME_PID (call it once per name, e.g. from a function-local
+// static) and returns the directory; a failure is a test failure.
+inline std::string write_tiny_model_for_test(const std::string& name, TinyModelOptions options) {
+  static std::mutex mu;
+  static std::vector<std::string>* dirs = nullptr;  // leaked: read by the atexit hook
+  const std::string dir = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (dirs == nullptr) {
+      dirs = new std::vector<std::string>();
+      std::atexit([] {
+        for (const std::string& d : *dirs) std::filesystem::remove_all(d);
+      });
+    }
+    dirs->push_back(dir);
+  }
+  options.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+  Status st = write_tiny_model(dir, options);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return dir;
+}
+
+}  // namespace deepinfer::v4
