@@ -301,29 +301,28 @@ class EngineImpl final : public Engine {
     return std::make_unique<PooledStatePages>(kv_, seq_id, arena_.get(), layout_->page_floats());
   }
 
-  // Ends every sample of a running request on an error (RequestOutput::status) with "abort".
-  // Items of the current step's plan may still name its samples: run_item skips them.
-  void fail_request(RequestState& r, Status st) {
-    if (r.status.ok()) r.status = std::move(st);
+  // Ends every unfinished sample of `r` with "abort" (a cancel, or an error while running).
+  void abort_samples(RequestState& r, std::set<uint64_t>* ended = nullptr) {
     for (auto& s : r.seqs) {
       if (s->finished) continue;
       s->parked = false;
       sched_.cancel(s->seq_id);
       finish_seq(*s, "abort", /*free_sched=*/false);
-      failed_seqs_.insert(s->seq_id);
+      if (ended) ended->insert(s->seq_id);
     }
+  }
+
+  // Ends a running request on an error (RequestOutput::status). Items of the current step's
+  // plan may still name its samples: run_item skips them.
+  void fail_request(RequestState& r, Status st) {
+    if (r.status.ok()) r.status = std::move(st);
+    abort_samples(r, &failed_seqs_);
     r.touched = true;
   }
 
   void handle_cancel(const std::string& id) {
     auto it = by_id_.find(id);
-    if (it == by_id_.end()) return;
-    for (auto& s : it->second->seqs) {
-      if (s->finished) continue;
-      s->parked = false;
-      sched_.cancel(s->seq_id);
-      finish_seq(*s, "abort", /*free_sched=*/false);
-    }
+    if (it != by_id_.end()) abort_samples(*it->second);
   }
 
   void run_item(const sched::PlanItem& item) {

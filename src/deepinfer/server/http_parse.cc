@@ -48,29 +48,15 @@ std::vector<ParsedHttpRequest> parse_pipelined(std::string_view bytes, const Htt
     parser.eager(true);
     ParsedHttpRequest r;
     boost::system::error_code ec;
-    size_t used_total = 0;
-    while (!parser.is_done()) {
-      size_t used = parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
+    // Beast consumes whole lines; need_more with nothing consumed means the bytes ran out.
+    while (!parser.is_done() && !bytes.empty()) {
+      const size_t used = parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
       bytes.remove_prefix(used);
-      used_total += used;
-      if (ec == http::error::need_more) {
-        if (bytes.empty()) break;
-        ec = {};
-        if (used == 0) break;  // cannot happen with eager parsing, but never loop forever
-        continue;
-      }
-      if (ec) break;
-      if (used == 0) break;
+      if (ec == http::error::need_more) ec = {};
+      if (ec || used == 0) break;
     }
     if (!parser.is_done()) {
-      if (ec == http::error::need_more || !ec) {
-        // The bytes ended mid-request: the session would wait for more.
-        if (!parser.is_header_done() && used_total >= limits.max_header_bytes) {
-          r.error = head_error(http::error::header_limit, !parser.get().target().empty(), limits);
-          out.push_back(std::move(r));
-        }
-        return out;
-      }
+      if (!ec) return out;  // the bytes ended mid-request: the session would wait for more
       r.error = head_error(ec, !parser.get().target().empty(), limits);
       if (!r.error)
         r.error =

@@ -33,6 +33,16 @@ TEST(ParsePipelined, LongRequestLineIs414AndLongFieldsAre431) {
   auto target = parse_pipelined("GET /" + std::string(300, 'a') + " HTTP/1.1\r\n\r\n", kLimits);
   ASSERT_TRUE(target[0].error.has_value());
   EXPECT_EQ(target[0].error->http_status, 414);
+  // Still unfinished but already over the header limit: refused without waiting for more.
+  auto unfinished = parse_pipelined("GET /" + std::string(2000, 'a'), kLimits);
+  ASSERT_EQ(unfinished.size(), 1u);
+  ASSERT_TRUE(unfinished[0].error.has_value());
+  EXPECT_EQ(unfinished[0].error->http_status, 414);
+  auto unfinished_fields =
+      parse_pipelined("GET / HTTP/1.1\r\nX-Big: " + std::string(2000, 'b'), kLimits);
+  ASSERT_EQ(unfinished_fields.size(), 1u);
+  ASSERT_TRUE(unfinished_fields[0].error.has_value());
+  EXPECT_EQ(unfinished_fields[0].error->http_status, 431);
   auto fields = parse_pipelined(
       "GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(2000, 'b') + "\r\n\r\n", kLimits);
   ASSERT_TRUE(fields[0].error.has_value());

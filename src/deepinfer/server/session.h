@@ -112,7 +112,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::string> prompt_texts_;  // per prompt, for echo
   std::vector<RequestOutput> outputs_;     // per prompt, latest
   std::vector<bool> prompt_done_;
-  size_t prompts_done_ = 0, prompts_submitted_ = 0;
+  size_t prompts_done_ = 0;
   Status failure_;                                // the first error a running request ended on
   std::vector<recipe::StreamingParser> parsers_;  // chat streams: one per choice
   std::vector<bool> first_chunk_, sample_done_;

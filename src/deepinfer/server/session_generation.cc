@@ -33,6 +33,9 @@ void default_max_tokens(const Engine& engine, int64_t max_model_len, ParsedReque
   const int64_t limit = std::min(max_model_len, engine.capacity().max_tokens + 1);
   const int64_t room = limit - static_cast<int64_t>(ids->size());
   if (room > 0) req->gen.params.max_tokens = static_cast<int>(std::min<int64_t>(room, INT32_MAX));
+  // Submit the ids, so the engine does not encode and tokenize the chat a second time.
+  req->gen.prompt_ids = std::move(*ids);
+  req->gen.chat.reset();
 }
 
 // Runs on the prep pool: everything CPU-heavy before the engine sees the request.
@@ -126,7 +129,7 @@ void Session::on_prepared(std::shared_ptr<ParsedRequest> req, std::optional<ApiE
   outputs_.assign(prompts, RequestOutput{});
   prompt_done_.assign(prompts, false);
   tokens_per_prompt_.assign(prompts, 0);
-  prompts_done_ = prompts_submitted_ = 0;
+  prompts_done_ = 0;
   if (req_->stream && chat)
     parsers_.assign(choices, recipe::StreamingParser(req_->thinking, recipe::Variant::kV41,
                                                      req_->parse_tool_calls));
@@ -165,7 +168,6 @@ void Session::on_prepared(std::shared_ptr<ParsedRequest> req, std::optional<ApiE
 }
 
 void Session::on_submitted(size_t p, Status st) {
-  ++prompts_submitted_;
   if (st.ok()) {
     if (cancelled_) engine_->cancel(engine_ids_[p]);
     return;
@@ -187,8 +189,7 @@ void Session::cancel() {
     cancelled_ = true;
     return;
   }
-  if (cancelled_ && prompts_submitted_ == prompt_done_.size()) return;
-  cancelled_ = true;
+  cancelled_ = true;  // prompts submitted later are cancelled in on_submitted
   for (size_t p = 0; p < prompt_done_.size(); ++p)
     if (!prompt_done_[p]) engine_->cancel(engine_ids_[p]);
 }
@@ -368,7 +369,7 @@ void Session::reset_generation() {
   prompt_texts_.clear();
   outputs_.clear();
   prompt_done_.clear();
-  prompts_done_ = prompts_submitted_ = 0;
+  prompts_done_ = 0;
   failure_ = Status();
   parsers_.clear();
   tokens_per_prompt_.clear();
