@@ -1,7 +1,7 @@
-// Per-sequence page accounting over one BlockPool sized from a memory budget. Each sequence holds
-// its constant state (rings, compressor windows; counted as whole pages) plus one page per
-// page_tokens tokens of growing state. Pure bookkeeping: the runtime owns the memory the page ids
-// index.
+// Per-sequence page accounting over one BlockPool of the size a PageSpec gives. Each sequence
+// holds its constant state (rings, compressor windows) as constant_pages_per_seq pages plus one
+// page per page_tokens tokens of growing state; a forked sequence shares its parent's full token
+// pages. Pure bookkeeping: the runtime owns the memory the page ids index.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/kv/block_pool.h"
-#include "deepinfer/kv/kv_geometry.h"
+#include "deepinfer/kv/page_spec.h"
 
 namespace deepinfer::kv {
 
@@ -25,12 +25,14 @@ class KvManager {
   // Pools beyond this many pages are clamped (bounds the bookkeeping arrays at 128 MiB).
   static constexpr int64_t kMaxPages = int64_t{1} << 24;
 
-  // Errors (invalid_argument naming --kv-memory) when the budget can't hold one sequence of one
-  // page, or the geometry has no growing state to page.
-  static StatusOr<KvManager> create(const KvGeometry& g, int64_t memory_budget_bytes);
+  // A pool of spec.num_pages pages (clamped to kMaxPages). invalid_argument naming the field when
+  // page_tokens or page_bytes isn't positive, constant_pages_per_seq is negative, or the pool
+  // can't hold one sequence (constant_pages_per_seq + 1 pages).
+  static StatusOr<KvManager> create(const PageSpec& spec);
 
   KvCapacity capacity() const;
-  const KvGeometry& geometry() const { return geometry_; }
+  // num_pages is the pool's actual size (after clamping).
+  const PageSpec& spec() const { return spec_; }
 
   // Ensures seq has pages for total_tokens tokens, allocating its constant reservation on the
   // first call. Returns false, allocating nothing, when the pool can't cover it. Never shrinks.
@@ -42,7 +44,18 @@ class KvManager {
   int64_t reserved_tokens(uint64_t seq_id) const;
   bool contains(uint64_t seq_id) const { return seqs_.count(seq_id) != 0; }
 
-  void free(uint64_t seq_id);  // returns every page; no-op for an unknown seq
+  // Starts `child` (unknown) from the first `tokens` tokens of `parent`'s state (parent must hold
+  // pages for them), as for n > 1 sampling. The parent's full token pages (all of their tokens
+  // below `tokens`) are shared: neither sequence writes them again. The constant pages, which
+  // decoding mutates, and a partly filled last token page are fresh pages for the child; each
+  // gets a PageCopy{parent page, child page} appended to *copies, which the runtime must do
+  // before either sequence runs again. Returns false, allocating nothing, when the pool can't
+  // cover the fresh pages.
+  bool fork(uint64_t parent, uint64_t child, int64_t tokens, std::vector<PageCopy>* copies);
+
+  // Releases every page seq holds; a shared page returns to the pool with its last holder. No-op
+  // for an unknown seq.
+  void free(uint64_t seq_id);
 
   // Growing-state pages: entry i covers tokens [i*page_tokens, (i+1)*page_tokens). nullptr for an
   // unknown seq.
@@ -60,10 +73,9 @@ class KvManager {
     std::vector<int32_t> state;
     std::vector<int32_t> table;
   };
-  KvManager(const KvGeometry& g, int64_t num_pages) : geometry_(g), pool_(num_pages) {}
+  explicit KvManager(const PageSpec& spec) : spec_(spec), pool_(spec.num_pages) {}
 
-  KvGeometry geometry_;
-  int64_t constant_pages_ = 0;
+  PageSpec spec_;
   BlockPool pool_;
   std::unordered_map<uint64_t, SeqPages> seqs_;
 };

@@ -145,7 +145,7 @@ StepPlan Scheduler::schedule() {
   ++step_;
   StepPlan plan;
   int64_t budget = cfg_.max_num_batched_tokens;
-  const int64_t page_tokens = kv_->geometry().page_tokens;
+  const int64_t page_tokens = kv_->spec().page_tokens;
   std::sort(running_.begin(), running_.end(),
             [this](uint64_t a, uint64_t b) { return seqs_.at(a).key < seqs_.at(b).key; });
 

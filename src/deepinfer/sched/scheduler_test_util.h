@@ -14,14 +14,12 @@ namespace deepinfer::sched::testing {
 
 // A pool of num_pages pages of page_tokens tokens; each seq's constant state is constant_pages.
 inline kv::KvManager make_kv(int page_tokens, int64_t constant_pages, int64_t num_pages) {
-  kv::KvGeometry g;
-  g.element_bytes = 2;
-  g.page_tokens = page_tokens;
-  g.page_bytes = 1000;
-  g.bytes_per_token_x1000 = 1'000'000 / page_tokens;
-  g.constant_bytes_per_seq = constant_pages * 1000;
-  g.constant_pages_per_seq = constant_pages;
-  auto m = kv::KvManager::create(g, num_pages * 1000);
+  kv::PageSpec spec;
+  spec.page_tokens = page_tokens;
+  spec.page_bytes = 1000;
+  spec.constant_pages_per_seq = constant_pages;
+  spec.num_pages = num_pages;
+  auto m = kv::KvManager::create(spec);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return std::move(m).value();
 }

@@ -1,6 +1,6 @@
-#include "deepinfer/kv/kv_geometry.h"
+#include "deepinfer/model/deepseek_v4/state_geometry.h"
 
-namespace deepinfer::kv {
+namespace deepinfer::v4 {
 namespace {
 
 constexpr int64_t kStateBytes = 4;  // FP32 compressor accumulators
@@ -26,8 +26,8 @@ int64_t per_token_x1000(int dim, int element_bytes, int ratio) {
 
 }  // namespace
 
-KvGeometry kv_geometry(const v4::Config& c, int element_bytes, int page_tokens) {
-  KvGeometry g;
+StateGeometry state_geometry(const Config& c, int element_bytes, int page_tokens) {
+  StateGeometry g;
   g.element_bytes = element_bytes;
   g.page_tokens = page_tokens;
   const int64_t ring = int64_t{c.sliding_window} * c.head_dim * element_bytes;
@@ -53,4 +53,4 @@ KvGeometry kv_geometry(const v4::Config& c, int element_bytes, int page_tokens) 
   return g;
 }
 
-}  // namespace deepinfer::kv
+}  // namespace deepinfer::v4

@@ -1,14 +1,15 @@
 // Bytes of per-sequence decode state for a deepseek_v4 config (spec §7), split into the part
-// every sequence holds regardless of length and the part that grows with its tokens.
+// every sequence holds regardless of length and the part that grows with its tokens. Sizing
+// only: where the bytes live is StateLayout's business, and what a pool of pages is kv/'s.
 #pragma once
 
 #include <cstdint>
 
 #include "deepinfer/model/deepseek_v4/config.h"
 
-namespace deepinfer::kv {
+namespace deepinfer::v4 {
 
-struct KvGeometry {
+struct StateGeometry {
   int element_bytes = 0;  // KV rows (rings, compressed entries, indexer keys)
   int page_tokens = 0;    // tokens per page of growing state
 
@@ -25,15 +26,10 @@ struct KvGeometry {
   int64_t compressor_state_bytes = 0;  // partial windows (main + indexer); FP32 as in the reference
   int64_t constant_bytes_per_seq = 0;  // sum of the three above
   int64_t constant_pages_per_seq = 0;  // constant part in pages, rounded up (0 if page_bytes is 0)
-
-  // Growing pages for a sequence holding `tokens` tokens.
-  int64_t pages_for_tokens(int64_t tokens) const {
-    return tokens <= 0 ? 0 : (tokens + page_tokens - 1) / page_tokens;
-  }
 };
 
 // element_bytes: 4 for the fp32 CPU reference, 2 for bf16. The compressor partial windows are
 // always FP32 (the reference accumulates kv and score in FP32 whatever the KV dtype).
-KvGeometry kv_geometry(const v4::Config& c, int element_bytes, int page_tokens = 128);
+StateGeometry state_geometry(const Config& c, int element_bytes, int page_tokens = 128);
 
-}  // namespace deepinfer::kv
+}  // namespace deepinfer::v4
