@@ -1,6 +1,12 @@
-// deepinfer bench latency|throughput: runs synthetic requests through the engine and reports
-// TTFT, ITL, tokens/s and the per-step time split, next to the memory-bandwidth floor for the
-// same work (weight bytes read per decode step / measured copy bandwidth). Writes a JSON file.
+// deepinfer bench latency|throughput|forward.
+//
+// latency|throughput run synthetic requests through the engine on --device cpu or cuda
+// (continuous batching, chunked prefill mixed with decode) and report output tokens/s, TTFT, ITL
+// and the per-step time split, next to the memory-bandwidth floor of one decode step. On cuda
+// they then free the engine and time the GPU forward alone (cuda_bench/) at the engine's decode
+// batch, and print the engine's overhead over it. forward (cuda only) is that isolated forward
+// over several batch sizes, with prefill, long context and the transformers reference. Every mode
+// writes a JSON file.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -10,20 +16,30 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "deepinfer/cli/command_registry.h"
 #include "deepinfer/cli/cuda_bench/cuda_bench.h"
+#include "deepinfer/cli/cuda_bench/roofline.h"
 #include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/runtime/device.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using deepinfer::Engine;
+using deepinfer::runtime::Device;
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "deepinfer bench: %s\n", message.c_str());
+  return 1;
+}
+int fail(const deepinfer::Status& st) { return fail(st.to_string()); }
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -45,9 +61,9 @@ double measure_copy_bandwidth() {
   return best + (b[n / 2] == 2 ? 1 : 0);  // keep the copy observable
 }
 
-// fp32 weight bytes one decode step of one sequence reads: everything but the routed experts,
-// plus the expected share K/E of them; the embedding contributes one row.
-double decode_weight_bytes(const deepinfer::v4::Config& c) {
+// fp32 weight bytes one decode step of one sequence reads on the CPU reference: everything but
+// the routed experts, plus the expected share K/E of them; the embedding contributes one row.
+double cpu_decode_weight_bytes(const deepinfer::v4::Config& c) {
   double bytes = 0;
   for (const auto& s : deepinfer::v4::weight_manifest(c)) {
     double numel = 1;
@@ -60,202 +76,248 @@ double decode_weight_bytes(const deepinfer::v4::Config& c) {
   return bytes;
 }
 
-// --device cuda: the prefill length is --input-len when given, else 4096 (the prompt).
-int64_t cuda_prefill_len(const CLI::App& app, int input_len) {
-  return app.get_option("--input-len")->count() > 0 ? input_len : 4096;
-}
-
-int run_cuda(const std::string& mode, const std::string& model_arg, const std::string& batches_arg,
-             const std::string& json_path, int64_t prefill_len,
-             deepinfer::cli::CudaBenchOptions o) {
 #if DEEPINFER_HAVE_CUDA
-  auto dir = deepinfer::cli::resolve_model_dir(model_arg);
-  if (!dir.ok()) {
-    std::fprintf(stderr, "deepinfer bench: %s\n", dir.status().to_string().c_str());
-    return 1;
-  }
-  o.mode = mode;
-  o.model_dir = *dir;
-  o.prefill_len = prefill_len;
-  o.json_path = json_path;
-  const std::string list =
-      batches_arg.empty() ? (mode == "latency" ? "1" : "8,32,128") : batches_arg;
+// "1,8,32" -> {1, 8, 32}, each in 1..256.
+deepinfer::Status parse_batch_sizes(const std::string& list, std::vector<int>* out) {
   for (size_t at = 0; at <= list.size();) {
     const size_t end = std::min(list.find(',', at), list.size());
     const std::string item = list.substr(at, end - at);
     char* rest = nullptr;
     const long b = std::strtol(item.c_str(), &rest, 10);
-    if (item.empty() || *rest != '\0' || b < 1 || b > 256) {
-      std::fprintf(stderr, "deepinfer bench: --batch-sizes: '%s' is not a batch size in 1..256\n",
-                   item.c_str());
-      return 1;
-    }
-    o.batches.push_back(static_cast<int>(b));
+    if (item.empty() || *rest != '\0' || b < 1 || b > 256)
+      return deepinfer::invalid_argument("--batch-sizes: '" + item +
+                                         "' is not a batch size in 1..256");
+    out->push_back(static_cast<int>(b));
     at = end + 1;
   }
-  if (o.context < 1 || o.prefill_len < 1 || o.steps < 1 || o.long_context < 0) {
-    std::fprintf(stderr,
-                 "deepinfer bench: --context, --input-len and --steps must be positive, "
-                 "--long-context at least 0\n");
-    return 1;
-  }
-  if (!o.reference.empty() && o.reference != "transformers") {
-    std::fprintf(stderr, "deepinfer bench: --reference: '%s' is not 'transformers'\n",
-                 o.reference.c_str());
-    return 1;
-  }
+  return deepinfer::ok_status();
+}
+#endif
+
+// The options of the isolated GPU forward (cuda_bench.h), set by flags.
+struct ForwardFlags {
+  deepinfer::cli::CudaBenchOptions cu;
+  std::string batch_sizes;
+  bool skip_isolated = false;
+};
+
+// Flags that only `bench forward` reads; latency|throughput reject them rather than ignore them.
+constexpr const char* kForwardOnlyFlags[] = {
+    "--batch-sizes",      "--context",        "--long-context", "--reference",
+    "--reference-script", "--reference-args", "--python"};
+
+int run_forward(const std::string& model_arg, const std::string& json_path, int64_t prefill_len,
+                const ForwardFlags& f, const deepinfer::EngineArgs& args) {
+  if (args.device != Device::kCuda)
+    return fail(
+        "bench forward times the GPU forward alone: it needs --device cuda (or "
+        "DEEPINFER_ACCELERATOR=nvidia)");
+#if DEEPINFER_HAVE_CUDA
+  auto dir = deepinfer::cli::resolve_model_dir(model_arg);
+  if (!dir.ok()) return fail(dir.status());
+  deepinfer::cli::CudaBenchOptions o = f.cu;
+  o.mode = "forward";
+  o.model_dir = *dir;
+  o.prefill_len = prefill_len;
+  o.json_path = json_path;
+  o.cuda_graphs = args.cuda_graphs;
+  if (auto st = parse_batch_sizes(f.batch_sizes.empty() ? "1,8,32,128" : f.batch_sizes, &o.batches);
+      !st.ok())
+    return fail(st);
+  if (o.context < 1 || o.prefill_len < 1 || o.steps < 1 || o.long_context < 0)
+    return fail("--context, --input-len and --steps must be positive, --long-context at least 0");
+  if (!o.reference.empty() && o.reference != "transformers")
+    return fail("--reference: '" + o.reference + "' is not 'transformers'");
   if (o.reference_script.empty()) o.reference_script = DEEPINFER_REFERENCE_SCRIPT;
   return deepinfer::cli::run_cuda_bench(o);
 #else
-  std::fprintf(stderr,
-               "deepinfer bench: --device cuda: this binary was built without the CUDA backend "
-               "(no nvcc at configure time)\n");
-  return 1;
+  (void)model_arg, (void)json_path, (void)prefill_len, (void)f;
+  return fail(
+      "bench forward --device cuda: this binary was built without the CUDA backend (no nvcc at "
+      "configure time)");
 #endif
 }
 
-int run_bench(int argc, char** argv) {
-  std::string mode, model_arg, json_path;
-  int num_requests = 0, batch = 1, input_len = 128, output_len = 32;
-  deepinfer::EngineArgs args;
-  CLI::App app{"Benchmark the engine on synthetic requests", "deepinfer bench"};
-  app.add_option("MODE", mode, "latency (one batch) or throughput (many requests)")
-      ->required()
-      ->check(CLI::IsMember({"latency", "throughput"}));
-  app.add_option("--model", model_arg, "model directory (default: embedded tiny model)");
-  app.add_option("--batch-size", batch, "latency: sequences in the batch")->capture_default_str();
-  app.add_option("--num-prompts", num_requests, "throughput: requests (default 64)");
-  app.add_option("--input-len", input_len,
-                 "prompt tokens per request (cuda: the prefill prompt, default 4096)")
-      ->capture_default_str();
-  app.add_option("--output-len", output_len, "generated tokens per request")->capture_default_str();
-  deepinfer::cli::add_engine_flags(app, &args);
-  app.add_option("--output-json", json_path,
-                 "where to write the JSON result (default bench_MODE.json, with --device cuda "
-                 "bench_MODE_cuda.json)");
-  // The GPU forward, timed directly (cli/cuda_bench/cuda_bench.h).
-  std::string device = "cpu", batches_arg;
-  deepinfer::cli::CudaBenchOptions cu;
-  app.add_option("--device", device,
-                 "cpu: the engine on the CPU reference; cuda: the GPU forward (CudaModel) alone, "
-                 "prefill and batched decode steps next to their roofline floor")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--batch-sizes", batches_arg,
-                 "cuda: decode batch sizes, comma-separated (default: latency 1, throughput "
-                 "8,32,128)");
-  app.add_option("--context", cu.context, "cuda: context tokens per sequence before decode")
-      ->capture_default_str();
-  app.add_option("--steps", cu.steps, "cuda: timed decode steps per batch size, after 2 warm-up")
-      ->capture_default_str();
-  app.add_option("--long-context", cu.long_context,
-                 "cuda: also prefill this many tokens and time batch-1 decode there (0: skip)")
-      ->capture_default_str();
-  app.add_flag("--phase-times", cu.phase_times,
-               "cuda: after each row's timed runs, a few more (eager) with the GPU time of every "
-               "forward phase (attention projections/state/output, MoE router/experts, mHC, head)");
-  app.add_flag(
-      "--no-cuda-graphs", [&](int64_t) { cu.cuda_graphs = false; },
-      "cuda: launch every decode step eagerly instead of replaying each batch size's "
-      "CUDA graph");
-  app.add_option("--reference", cu.reference,
-                 "cuda: 'transformers' also runs DeepseekV4ForCausalLM (eager) on the same GPU and "
-                 "model via --reference-script, after freeing ours, and prints it alongside");
-  app.add_option("--reference-script", cu.reference_script,
-                 "cuda: the reference script (default bench/transformers_reference_bench.py)");
-  app.add_option("--reference-args", cu.reference_args,
-                 "cuda: extra arguments for the reference script, e.g. '--load dequant'");
-  app.add_option("--python", cu.python, "cuda: python interpreter for the reference")
-      ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  if (device == "cuda")
-    return run_cuda(mode, model_arg, batches_arg, json_path, cuda_prefill_len(app, input_len), cu);
-  auto dir = deepinfer::cli::resolve_model_dir(model_arg);
-  if (!dir.ok()) {
-    std::fprintf(stderr, "deepinfer bench: %s\n", dir.status().to_string().c_str());
-    return 1;
-  }
-  auto cfg = deepinfer::v4::load_config(*dir);
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "deepinfer bench: %s\n", cfg.status().to_string().c_str());
-    return 1;
-  }
-  args.model = *dir;
-  if (mode == "latency") args.max_num_seqs = std::max(args.max_num_seqs, batch);
-  auto engine = Engine::create(args);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "deepinfer bench: %s\n", engine.status().to_string().c_str());
-    return 1;
-  }
-  const int n = mode == "latency" ? batch : (num_requests > 0 ? num_requests : 64);
+// What the clients of one engine run saw.
+struct EngineRun {
+  double wall_s = 0;
+  std::vector<double> ttft, itl;  // seconds
+};
+
+deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int output_len) {
   std::mt19937_64 rng(42);
   std::mutex m;
   std::condition_variable cv;
   int done = 0;
-  std::vector<double> ttft(n, 0);
   std::vector<std::vector<double>> token_times(n);
-  auto t0 = Clock::now();
+  const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
     deepinfer::GenerateRequest r;
     for (int k = 0; k < input_len; ++k) r.prompt_ids.push_back(2 + rng() % 100000);
     r.params.temperature = 0;
     r.params.max_tokens = output_len;
     r.params.ignore_eos = true;
-    auto st = (*engine)->submit(r, [&, i](const deepinfer::RequestOutput& o) {
-      double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    RETURN_IF_ERROR(engine.submit(r, [&, i](const deepinfer::RequestOutput& o) {
+      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
       std::lock_guard<std::mutex> lock(m);
       for (size_t k = 0; k < o.outputs[0].delta_token_ids.size(); ++k) token_times[i].push_back(t);
       if (o.finished) {
         ++done;
         cv.notify_all();
       }
-    });
-    if (!st.ok()) {
-      std::fprintf(stderr, "deepinfer bench: %s\n", st.to_string().c_str());
-      return 1;
-    }
+    }));
   }
   {
     std::unique_lock<std::mutex> lock(m);
     cv.wait(lock, [&] { return done == n; });
   }
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::vector<double> itl;
-  for (int i = 0; i < n; ++i) {
-    ttft[i] = token_times[i].empty() ? 0 : token_times[i][0];
-    for (size_t k = 1; k < token_times[i].size(); ++k)
-      itl.push_back(token_times[i][k] - token_times[i][k - 1]);
+  EngineRun run;
+  run.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const auto& times : token_times) {
+    run.ttft.push_back(times.empty() ? 0 : times[0]);
+    for (size_t k = 1; k < times.size(); ++k) run.itl.push_back(times[k] - times[k - 1]);
   }
-  const auto s = (*engine)->stats();
+  return run;
+}
+
+// One decode step's floor for the engine's work at `batch` sequences.
+struct DecodeFloor {
+  double seconds = 0;
+  std::string label;
+  nlohmann::json json;
+};
+
+// cpu: the reference runs each sequence's forward separately (no batched GEMM), so a step with B
+// decoding sequences reads the fp32 weights B times, at this machine's measured copy bandwidth.
+DecodeFloor cpu_floor(const deepinfer::v4::Config& cfg, int batch) {
+  const double bw = measure_copy_bandwidth(), bytes = cpu_decode_weight_bytes(cfg);
+  DecodeFloor f;
+  f.seconds = batch * bytes / bw;
+  char label[200];
+  std::snprintf(label, sizeof label,
+                "decode step floor (%d seqs x %.1f MB fp32 weights / %.1f GB/s measured copy)",
+                batch, bytes / 1e6, bw / 1e9);
+  f.label = label;
+  f.json = {{"copy_bandwidth_gbs", bw / 1e9}, {"weight_bytes_per_seq", bytes}};
+  return f;
+}
+
+// cuda: the weights on the device (bf16 experts) read once per step for the whole batch, at
+// H200 bandwidth; the roofline of the same step (checkpoint-format bytes of the experts B tokens
+// touch, bf16 state, FLOPs; cuda_bench/roofline.h) beside it.
+DecodeFloor cuda_floor(const std::string& dir, const deepinfer::v4::Config& cfg,
+                       const deepinfer::EngineCapacity& cap, int batch, int64_t context,
+                       std::optional<double>* roofline_s) {
+  const deepinfer::cli::Hardware hw;
+  DecodeFloor f;
+  f.seconds = cap.weight_bytes / hw.bytes_per_s;
+  char label[200];
+  std::snprintf(label, sizeof label,
+                "decode step floor (%.2f GiB on-device weights read once / %.1f TB/s)",
+                cap.weight_bytes / double(1ll << 30), hw.bytes_per_s / 1e12);
+  f.label = label;
+  f.json = {{"hardware_bytes_per_s", hw.bytes_per_s}, {"weight_bytes", cap.weight_bytes}};
+  auto roof = deepinfer::cli::Roofline::open(dir, cfg);
+  if (!roof.ok()) {
+    std::fprintf(stderr, "deepinfer bench: no roofline floor: %s\n",
+                 roof.status().to_string().c_str());
+    return f;
+  }
+  const deepinfer::cli::StepFloor step = roof->decode(batch, context);
+  *roofline_s = step.seconds(hw);
+  f.json["roofline"] = {{"weight_bytes", step.weight_bytes},
+                        {"state_bytes", step.state_bytes},
+                        {"flops", step.flops},
+                        {"flops_per_s", hw.flops_per_s},
+                        {"floor_ms", 1e3 * **roofline_s}};
+  return f;
+}
+
+// The GPU forward alone (cuda_bench) at the engine's decode batch and mean context: its median
+// decode step in ms, or nullopt (after saying why). Its own table goes to stdout.
+std::optional<double> isolated_decode_ms(const std::string& dir, int batch, int64_t context,
+                                         const ForwardFlags& f, const deepinfer::EngineArgs& args,
+                                         const std::string& json_path) {
+#if DEEPINFER_HAVE_CUDA
+  if (batch > 256) {
+    std::fprintf(stderr, "deepinfer bench: isolated forward skipped: batch %d is over 256\n",
+                 batch);
+    return std::nullopt;
+  }
+  deepinfer::cli::CudaBenchOptions o = f.cu;
+  o.mode = "isolated";
+  o.model_dir = dir;
+  o.batches = {batch};
+  o.context = context;
+  o.prefill_len = context;
+  o.cuda_graphs = args.cuda_graphs;
+  o.json_path = json_path;
+  std::printf("\nisolated GPU forward at the engine's decode batch (bench forward):\n");
+  std::fflush(stdout);
+  if (deepinfer::cli::run_cuda_bench(o) != 0) return std::nullopt;
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_discarded() && j.contains("rows"))
+    for (const auto& row : j["rows"])
+      if (row.value("kind", "") == "decode") return row.value("ms", 0.0);
+  std::fprintf(stderr, "deepinfer bench: no decode row in %s\n", json_path.c_str());
+  return std::nullopt;
+#else
+  (void)dir, (void)batch, (void)context, (void)f, (void)args, (void)json_path;
+  std::fprintf(stderr, "deepinfer bench: isolated forward: not in this build (no CUDA)\n");
+  return std::nullopt;
+#endif
+}
+
+int run_engine_bench(const std::string& mode, const std::string& model_arg, int n, int input_len,
+                     int output_len, std::string json_path, const ForwardFlags& f,
+                     deepinfer::EngineArgs args) {
+  auto dir = deepinfer::cli::resolve_model_dir(model_arg);
+  if (!dir.ok()) return fail(dir.status());
+  auto cfg = deepinfer::v4::load_config(*dir);
+  if (!cfg.ok()) return fail(cfg.status());
+  args.model = *dir;
+  auto engine = Engine::create(args);
+  if (!engine.ok()) return fail(engine.status());
+  const deepinfer::EngineCapacity cap = (*engine)->capacity();
+  deepinfer::cli::print_engine_capacity("bench", cap);
+  auto run = drive(**engine, n, input_len, output_len);
+  if (!run.ok()) return fail(run.status());
+  const deepinfer::EngineStats s = (*engine)->stats();
+  engine->reset();  // frees the device before the isolated forward loads its own copy
+
+  const bool cuda = args.device == Device::kCuda;
+  // The batch decode steps run at once the queue is full, and its sequences' mean context.
+  const int batch = static_cast<int>(
+      std::min<int64_t>({n, args.max_num_seqs, std::max<int64_t>(1, cap.max_sequences)}));
+  const int64_t context = input_len + output_len / 2;
+  std::optional<double> roofline_s;
+  const DecodeFloor floor =
+      cuda ? cuda_floor(*dir, *cfg, cap, batch, context, &roofline_s) : cpu_floor(*cfg, batch);
   const double out_tok = static_cast<double>(n) * output_len;
-  const double bw = measure_copy_bandwidth();
-  // Floor for one decode step: the CPU reference runs each sequence's forward separately (no
-  // batched GEMM yet), so a step with B decoding sequences reads the weights B times.
-  const int concurrent = std::min(n, args.max_num_seqs);
-  const double floor_step = concurrent * decode_weight_bytes(*cfg) / bw;
-  const double itl50 = percentile(itl, 50);
-  std::printf("deepinfer bench %s  model=%s  requests=%d input=%d output=%d budget=%lld\n",
-              mode.c_str(), dir->c_str(), n, input_len, output_len,
-              (long long)args.max_num_batched_tokens);
-  std::printf("| metric | value |\n|---|---|\n");
-  std::printf("| wall time | %.3f s |\n| output tokens/s | %.1f |\n", wall, out_tok / wall);
-  std::printf("| total tokens/s (prompt+output) | %.1f |\n",
-              (static_cast<double>(n) * input_len + out_tok) / wall);
-  std::printf("| TTFT p50 / p99 | %.2f / %.2f ms |\n", 1e3 * percentile(ttft, 50),
-              1e3 * percentile(ttft, 99));
-  std::printf("| ITL p50 / p99 | %.2f / %.2f ms |\n", 1e3 * percentile(itl, 50),
-              1e3 * percentile(itl, 99));
+  const double itl50 = percentile(run->itl, 50);
   std::printf(
-      "| decode step floor (%d seqs x %.1f MB fp32 weights / %.1f GB/s measured copy) | %.2f ms "
-      "|\n",
-      concurrent, decode_weight_bytes(*cfg) / 1e6, bw / 1e9, 1e3 * floor_step);
-  std::printf("| decode step measured (ITL p50) / floor | %.1fx |\n",
-              floor_step > 0 ? itl50 / floor_step : 0.0);
-  std::printf("\nstep-time breakdown over %lld steps (%.1f ms/step):\n", (long long)s.steps,
+      "deepinfer bench %s  model=%s  device=%s (%s)  numerics=%s  requests=%d input=%d "
+      "output=%d budget=%lld max_num_seqs=%d\n",
+      mode.c_str(), dir->c_str(), cap.device.c_str(), cap.device_name.c_str(), cap.numerics.c_str(),
+      n, input_len, output_len, (long long)args.max_num_batched_tokens, args.max_num_seqs);
+  std::printf("| metric | value |\n|---|---|\n");
+  std::printf("| wall time | %.3f s |\n| output tokens/s | %.1f |\n", run->wall_s,
+              out_tok / run->wall_s);
+  std::printf("| total tokens/s (prompt+output) | %.1f |\n",
+              (static_cast<double>(n) * input_len + out_tok) / run->wall_s);
+  std::printf("| TTFT p50 / p99 | %.2f / %.2f ms |\n", 1e3 * percentile(run->ttft, 50),
+              1e3 * percentile(run->ttft, 99));
+  std::printf("| ITL p50 / p99 | %.2f / %.2f ms |\n", 1e3 * itl50, 1e3 * percentile(run->itl, 99));
+  std::printf("| %s | %.3f ms |\n", floor.label.c_str(), 1e3 * floor.seconds);
+  std::printf("| decode step measured (ITL p50, B=%d) / floor | %.1fx |\n", batch,
+              floor.seconds > 0 ? itl50 / floor.seconds : 0.0);
+  if (roofline_s)
+    std::printf(
+        "| roofline floor, B=%d @ ctx %lld (cuda_bench/roofline.h) / measured over it | %.3f ms "
+        "/ %.1fx |\n",
+        batch, (long long)context, 1e3 * *roofline_s, itl50 / *roofline_s);
+  std::printf("\nstep-time breakdown over %lld steps (%.2f ms/step):\n", (long long)s.steps,
               s.steps ? 1e3 * s.total_s / s.steps : 0.0);
   std::printf("| phase | total s | share |\n|---|---|---|\n");
   const double tot = std::max(1e-12, s.total_s);
@@ -266,20 +328,31 @@ int run_bench(int argc, char** argv) {
         {"output", s.output_s},
         {"other", s.total_s - s.schedule_s - s.forward_s - s.sample_s - s.output_s}})
     std::printf("| %s | %.4f | %.2f%% |\n", name, v, 100 * v / tot);
+
+  if (json_path.empty()) json_path = "bench_" + mode + (cuda ? "_cuda" : "") + ".json";
   nlohmann::json j = {{"mode", mode},
                       {"model", *dir},
+                      {"device", cap.device},
+                      {"device_name", cap.device_name},
+                      {"numerics", cap.numerics},
+                      {"weight_bytes", cap.weight_bytes},
+                      {"kv_pages", cap.num_pages},
+                      {"max_num_seqs", args.max_num_seqs},
+                      {"cuda_graphs", args.cuda_graphs},
                       {"requests", n},
                       {"input_len", input_len},
                       {"output_len", output_len},
-                      {"wall_s", wall},
-                      {"output_tokens_per_s", out_tok / wall},
-                      {"ttft_ms_p50", 1e3 * percentile(ttft, 50)},
-                      {"ttft_ms_p99", 1e3 * percentile(ttft, 99)},
-                      {"itl_ms_p50", 1e3 * percentile(itl, 50)},
-                      {"itl_ms_p99", 1e3 * percentile(itl, 99)},
-                      {"decode_step_floor_ms", 1e3 * floor_step},
-                      {"decode_step_over_floor", floor_step > 0 ? itl50 / floor_step : 0.0},
-                      {"copy_bandwidth_gbs", bw / 1e9},
+                      {"wall_s", run->wall_s},
+                      {"output_tokens_per_s", out_tok / run->wall_s},
+                      {"ttft_ms_p50", 1e3 * percentile(run->ttft, 50)},
+                      {"ttft_ms_p99", 1e3 * percentile(run->ttft, 99)},
+                      {"itl_ms_p50", 1e3 * itl50},
+                      {"itl_ms_p99", 1e3 * percentile(run->itl, 99)},
+                      {"decode_batch", batch},
+                      {"decode_context", context},
+                      {"decode_step_floor_ms", 1e3 * floor.seconds},
+                      {"decode_step_over_floor", floor.seconds > 0 ? itl50 / floor.seconds : 0.0},
+                      {"floor", floor.json},
                       {"steps", s.steps},
                       {"step_s",
                        {{"schedule", s.schedule_s},
@@ -288,13 +361,109 @@ int run_bench(int argc, char** argv) {
                         {"output", s.output_s},
                         {"total", s.total_s}}},
                       {"scheduler_share", s.schedule_s / tot}};
-  if (json_path.empty()) json_path = "bench_" + mode + ".json";
+  if (!cuda) j["copy_bandwidth_gbs"] = floor.json["copy_bandwidth_gbs"];
+
+  if (cuda && !f.skip_isolated) {
+    const std::string forward_json = json_path + ".forward.json";
+    if (auto iso = isolated_decode_ms(*dir, batch, context, f, args, forward_json)) {
+      const double engine_ms = 1e3 * itl50;
+      const double overhead = engine_ms > 0 ? (engine_ms - *iso) / engine_ms : 0.0;
+      std::printf(
+          "\nengine overhead at B=%d, ctx %lld = (engine step (ITL p50) %.3f ms - isolated "
+          "forward step %.3f ms) / engine step = %.1f%%\n",
+          batch, (long long)context, engine_ms, *iso, 100 * overhead);
+      j["isolated_forward_step_ms"] = *iso;
+      j["isolated_forward_json"] = forward_json;
+      j["engine_overhead"] = overhead;
+    }
+  }
   std::ofstream(json_path) << j.dump(2) << "\n";
   std::printf("\nwrote %s\n", json_path.c_str());
   return 0;
 }
 
+int run_bench(int argc, char** argv) {
+  std::string mode, model_arg, json_path;
+  int num_requests = 0, batch = 1, input_len = 128, output_len = 32;
+  deepinfer::EngineArgs args;
+  ForwardFlags f;
+  CLI::App app{
+      "Benchmark on synthetic requests. latency|throughput: through the engine on --device cpu "
+      "or cuda (on cuda, then also the GPU forward alone at the same batch, and the engine's "
+      "overhead over it). forward: the GPU forward alone (cuda only) over --batch-sizes, next to "
+      "its roofline floor, optionally transformers alongside.",
+      "deepinfer bench"};
+  app.add_option("MODE", mode,
+                 "latency (one batch), throughput (many requests) or forward (the GPU forward "
+                 "alone)")
+      ->required()
+      ->check(CLI::IsMember({"latency", "throughput", "forward"}));
+  app.add_option("--model", model_arg, "model directory (default: embedded tiny model)");
+  app.add_option("--batch-size", batch, "latency: sequences in the batch")->capture_default_str();
+  app.add_option("--num-prompts", num_requests, "throughput: requests (default 64)");
+  app.add_option("--input-len", input_len,
+                 "prompt tokens per request (forward: the prefill prompt, default 4096)")
+      ->capture_default_str();
+  app.add_option("--output-len", output_len, "generated tokens per request")->capture_default_str();
+  deepinfer::cli::add_engine_flags(app, &args);
+  app.add_option("--output-json", json_path,
+                 "where to write the JSON result (default bench_MODE.json; on cuda "
+                 "bench_MODE_cuda.json, the isolated forward's beside it as "
+                 "<json>.forward.json)");
+  // The GPU forward timed directly (cli/cuda_bench/cuda_bench.h).
+  auto& cu = f.cu;
+  app.add_flag("--no-isolated", f.skip_isolated,
+               "latency|throughput on cuda: skip the isolated-forward comparison");
+  app.add_option("--steps", cu.steps,
+                 "cuda, forward and the isolated comparison: timed decode steps per batch size, "
+                 "after 2 warm-up")
+      ->capture_default_str();
+  app.add_flag("--phase-times", cu.phase_times,
+               "cuda, forward and the isolated comparison: after each row's timed runs, a few "
+               "more (eager) with the GPU time of every forward phase (attention "
+               "projections/state/output, MoE router/experts, mHC, head)");
+  app.add_option("--batch-sizes", f.batch_sizes,
+                 "forward: decode batch sizes, comma-separated (default 1,8,32,128)");
+  app.add_option("--context", cu.context, "forward: context tokens per sequence before decode")
+      ->capture_default_str();
+  app.add_option("--long-context", cu.long_context,
+                 "forward: also prefill this many tokens and time batch-1 decode there (0: skip)")
+      ->capture_default_str();
+  app.add_option("--reference", cu.reference,
+                 "forward: 'transformers' also runs DeepseekV4ForCausalLM (eager) on the same GPU "
+                 "and model via --reference-script, after freeing ours, and prints it alongside");
+  app.add_option("--reference-script", cu.reference_script,
+                 "forward: the reference script (default bench/transformers_reference_bench.py)");
+  app.add_option("--reference-args", cu.reference_args,
+                 "forward: extra arguments for the reference script, e.g. '--load dequant'");
+  app.add_option("--python", cu.python, "forward: python interpreter for the reference")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (auto st = deepinfer::cli::resolve_engine_device(&args); !st.ok()) return fail(st);
+  if (mode == "forward") {
+    const int64_t prefill_len = app.get_option("--input-len")->count() > 0 ? input_len : 4096;
+    return run_forward(model_arg, json_path, prefill_len, f, args);
+  }
+  for (const char* flag : kForwardOnlyFlags)
+    if (app.get_option(flag)->count() > 0)
+      return fail(std::string(flag) + " is a 'bench forward' flag (the GPU forward alone); " +
+                  mode +
+                  " runs the engine, whose batch is --batch-size / --num-prompts and "
+                  "--max-num-seqs");
+  if (input_len < 1 || output_len < 1 || batch < 1 || num_requests < 0)
+    return fail("--input-len, --output-len and --batch-size must be positive");
+  if (mode == "latency") args.max_num_seqs = std::max(args.max_num_seqs, batch);
+  const int n = mode == "latency" ? batch : (num_requests > 0 ? num_requests : 64);
+  return run_engine_bench(mode, model_arg, n, input_len, output_len, json_path, f, args);
+}
+
 }  // namespace
 
-DEEPINFER_REGISTER_COMMAND(kBench, "bench", "benchmark the engine: latency | throughput",
+DEEPINFER_REGISTER_COMMAND(kBench, "bench",
+                           "benchmark: latency | throughput (the engine), forward (the GPU "
+                           "forward alone)",
                            run_bench);

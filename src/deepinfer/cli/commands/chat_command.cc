@@ -38,6 +38,10 @@ int run_chat(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (auto st = deepinfer::cli::resolve_engine_device(&args); !st.ok()) {
+    std::cerr << "deepinfer chat: " << st.to_string() << "\n";
+    return 1;
+  }
   params.stop = stop;
   if (has_seed) params.seed = seed;
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
@@ -51,6 +55,7 @@ int run_chat(int argc, char** argv) {
     std::cerr << "deepinfer chat: " << engine.status().to_string() << "\n";
     return 1;
   }
+  deepinfer::cli::print_engine_capacity("chat", (*engine)->capacity());
   const bool tty = isatty(STDOUT_FILENO);
   const char* dim = tty ? "\033[2m" : "[thinking] ";
   const char* undim = tty ? "\033[0m" : "\n";

@@ -51,7 +51,7 @@ int run_generate(int argc, char** argv) {
   uint64_t seed = 0;
   bool has_seed = false, quiet = false;
   CLI::App app{
-      "Generate from a prompt on the engine (CPU reference backend). With no MODEL_DIR: "
+      "Generate from a prompt on the engine (--device cpu or cuda). With no MODEL_DIR: "
       "$DEEPINFER_HF_MODEL_DIR, else the embedded default tiny model.",
       "deepinfer generate"};
   app.add_option("MODEL_DIR", model_arg, "checkpoint directory (config.json + safetensors)");
@@ -68,6 +68,7 @@ int run_generate(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (Status st = deepinfer::cli::resolve_engine_device(&args); !st.ok()) return fail(st);
   if (prompt.empty() && prompt_ids.empty())
     return fail(deepinfer::invalid_argument("give --prompt TEXT or --prompt-ids 1,2,3"));
   if (!prompt_ids.empty()) {
@@ -98,14 +99,7 @@ int run_generate(int argc, char** argv) {
   auto engine = deepinfer::Engine::create(args);
   if (!engine.ok()) return fail(engine.status());
   auto t1 = std::chrono::steady_clock::now();
-  if (!quiet) {
-    const auto cap = (*engine)->capacity();
-    std::fprintf(stderr,
-                 "KV pool: %lld pages of %lld bytes; up to %lld tokens for one sequence, %lld "
-                 "sequences\n",
-                 (long long)cap.num_pages, (long long)cap.page_bytes, (long long)cap.max_tokens,
-                 (long long)cap.max_sequences);
-  }
+  if (!quiet) deepinfer::cli::print_engine_capacity("generate", (*engine)->capacity());
   const bool ids_out = !req.prompt_ids.empty();
   std::promise<deepinfer::RequestOutput> done;
   size_t printed = 0;

@@ -95,6 +95,7 @@ int run_serve(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (auto st = deepinfer::cli::resolve_engine_device(&args); !st.ok()) return fail(st);
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) return fail(dir.status());
   args.model = *dir;
@@ -157,6 +158,7 @@ int run_serve(int argc, char** argv) {
       return;
     }
     engine = std::move(*e);
+    deepinfer::cli::print_engine_capacity("serve", engine->capacity());
     (*server)->set_engine(engine.get());
     std::fprintf(stderr, "deepinfer serve: model loaded, ready\n");
   });

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# --device / DEEPINFER_ACCELERATOR / --gpu-memory-utilization on the engine commands: bad values
+# fail naming the flag or variable, every engine command's --help lists the flags, and a binary
+# without the CUDA backend says so for --device cuda. Usage: device_flags_smoke.sh BIN cpu|cuda
+# (cuda: this binary was built with the CUDA backend).
+set -euo pipefail
+bin=$1
+backend=${2:-cpu}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export DEEPINFER_CACHE_DIR=$tmp/cache
+unset DEEPINFER_HF_MODEL_DIR DEEPINFER_ACCELERATOR
+passed=0
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { passed=$((passed + 1)); }
+
+# Runs the command, which must fail; its stderr + stdout end up in $err.
+must_fail() {
+  if err=$("$@" 2>&1); then fail "expected failure: $*"; fi
+}
+
+for cmd in generate chat serve bench; do
+  help=$("$bin" $cmd --help)
+  for flag in --device --gpu-memory-utilization --no-cuda-graphs --numerics; do
+    echo "$help" | grep -q -- "$flag" || fail "$cmd --help does not list $flag"
+  done
+  echo "$help" | grep -q "DEEPINFER_ACCELERATOR" ||
+    fail "$cmd --help does not name DEEPINFER_ACCELERATOR"
+  ok
+done
+
+must_fail "$bin" generate -q --prompt-ids 1 --device bogus
+echo "$err" | grep -q -- "--device" && echo "$err" | grep -q "bogus" || fail "--device bogus: $err"
+ok
+must_fail env DEEPINFER_ACCELERATOR=bogus "$bin" generate -q --prompt-ids 1 --max-tokens 1
+echo "$err" | grep -q "DEEPINFER_ACCELERATOR" && echo "$err" | grep -q "bogus" ||
+  fail "DEEPINFER_ACCELERATOR=bogus: $err"
+ok
+for v in 0 1.5 -1 x; do
+  must_fail "$bin" generate -q --prompt-ids 1 --gpu-memory-utilization "$v"
+  echo "$err" | grep -q -- "--gpu-memory-utilization" || fail "--gpu-memory-utilization $v: $err"
+done
+ok
+must_fail "$bin" generate -q --prompt-ids 1 --numerics fast
+echo "$err" | grep -q -- "--numerics" || fail "--numerics fast: $err"
+ok
+
+# cpu, also when spelled by the variable, and --device wins over the variable.
+out=$(DEEPINFER_ACCELERATOR=cpu "$bin" generate -q --prompt-ids 1,2,3 --max-tokens 2)
+echo "$out" | grep -qE '^[0-9]+,[0-9]+$' || fail "DEEPINFER_ACCELERATOR=cpu: '$out'"
+out=$(DEEPINFER_ACCELERATOR=bogus "$bin" generate -q --device cpu --prompt-ids 1,2,3 --max-tokens 2)
+echo "$out" | grep -qE '^[0-9]+,[0-9]+$' || fail "--device cpu over a bad variable: '$out'"
+ok
+# The capacity line every engine command prints at start-up.
+err=$("$bin" generate --device cpu --prompt-ids 1,2,3 --max-tokens 2 2>&1 >/dev/null)
+line="deepinfer generate: device cpu, numerics official, weights [0-9.]+ GiB; KV pool [0-9]+ pages"
+echo "$err" | grep -qE "$line" ||
+  fail "capacity line: $err"
+ok
+
+if [ "$backend" = cpu ]; then
+  no_cuda="built without the CUDA backend"
+  must_fail "$bin" generate -q --prompt-ids 1 --device cuda
+  echo "$err" | grep -q "$no_cuda" || fail "generate --device cuda: $err"
+  must_fail env DEEPINFER_ACCELERATOR=nvidia "$bin" generate -q --prompt-ids 1
+  echo "$err" | grep -q "$no_cuda" || fail "DEEPINFER_ACCELERATOR=nvidia: $err"
+  must_fail "$bin" chat --device cuda </dev/null
+  echo "$err" | grep -q "$no_cuda" || fail "chat --device cuda: $err"
+  must_fail "$bin" serve --device cuda --host 127.0.0.1 --port 0
+  echo "$err" | grep -q "$no_cuda" || fail "serve --device cuda: $err"
+  must_fail "$bin" bench latency --device cuda --output-json "$tmp/b.json"
+  echo "$err" | grep -q "$no_cuda" || fail "bench latency --device cuda: $err"
+  must_fail "$bin" bench forward --device cuda --output-json "$tmp/b.json"
+  echo "$err" | grep -q "$no_cuda" || fail "bench forward --device cuda: $err"
+  ok
+fi
+
+must_fail "$bin" bench forward --device cpu
+echo "$err" | grep -q "needs --device cuda" || fail "bench forward on cpu: $err"
+must_fail "$bin" bench latency --device cpu --batch-sizes 8
+echo "$err" | grep -q -- "--batch-sizes is a 'bench forward' flag" ||
+  fail "bench latency --batch-sizes: $err"
+ok
+"$bin" bench latency --device cpu --input-len 8 --output-len 4 --output-json "$tmp/b.json" \
+  >/dev/null 2>&1 || fail "bench latency on cpu"
+python3 - "$tmp/b.json" <<'PY' || fail "bench JSON fields"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["device"] == "cpu" and j["decode_batch"] == 1, j
+assert all(k in j for k in ("device_name", "numerics", "weight_bytes", "decode_step_floor_ms")), j
+PY
+ok
+echo "device flags smoke: $passed passed, 0 failed"
