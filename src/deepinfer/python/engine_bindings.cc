@@ -9,6 +9,7 @@
 
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
+#include "deepinfer/runtime/device.h"
 
 namespace py = pybind11;
 using nlohmann::json;
@@ -47,6 +48,20 @@ class PyEngine {
   explicit PyEngine(const std::string& args_json) {
     json a = json::parse(args_json);
     EngineArgs args;
+    // Device and memory first: a bad value fails before the default model is written.
+    if (a.contains("device") && !a["device"].is_null()) {
+      auto d = runtime::parse_device(a["device"].get<std::string>(), "device");
+      if (!d.ok()) raise(d.status());
+      args.device = *d;
+    } else {
+      auto d = runtime::default_device();  // DEEPINFER_ACCELERATOR, else cpu
+      if (!d.ok()) raise(d.status());
+      args.device = *d;
+    }
+    args.gpu_memory_utilization = a.value("gpu_memory_utilization", args.gpu_memory_utilization);
+    if (!(args.gpu_memory_utilization > 0 && args.gpu_memory_utilization <= 1))
+      raise(invalid_argument("gpu_memory_utilization must be in (0, 1], got " +
+                             json(args.gpu_memory_utilization).dump()));
     args.model = a.value("model", std::string());
     if (args.model.empty()) {
       auto dir = v4::ensure_default_model(a.value("tokenizer_dir", std::string()));
@@ -54,6 +69,7 @@ class PyEngine {
       args.model = *dir;
     }
     args.numerics = a.value("numerics", args.numerics);
+    args.cuda_graphs = a.value("cuda_graphs", args.cuda_graphs);
     args.kv_memory_bytes = a.value("kv_memory_bytes", args.kv_memory_bytes);
     args.max_num_seqs = a.value("max_num_seqs", args.max_num_seqs);
     args.max_num_batched_tokens = a.value("max_num_batched_tokens", args.max_num_batched_tokens);
@@ -119,6 +135,15 @@ class PyEngine {
 
   std::string model_dir() const { return model_dir_; }
 
+  std::string capacity() const {
+    const EngineCapacity c = engine_->capacity();
+    return json{{"device", c.device},         {"device_name", c.device_name},
+                {"numerics", c.numerics},     {"weight_bytes", c.weight_bytes},
+                {"num_pages", c.num_pages},   {"page_bytes", c.page_bytes},
+                {"max_tokens", c.max_tokens}, {"max_sequences", c.max_sequences}}
+        .dump();
+  }
+
  private:
   std::unique_ptr<Engine> engine_;
   std::string model_dir_;
@@ -132,5 +157,6 @@ PYBIND11_MODULE(_deepinfer, m) {
   py::class_<deepinfer::PyEngine>(m, "Engine")
       .def(py::init<const std::string&>())
       .def("generate", &deepinfer::PyEngine::generate)
-      .def_property_readonly("model_dir", &deepinfer::PyEngine::model_dir);
+      .def_property_readonly("model_dir", &deepinfer::PyEngine::model_dir)
+      .def("capacity", &deepinfer::PyEngine::capacity);
 }

@@ -76,15 +76,36 @@ class RequestOutput:
 
 
 class LLM:
-    """An engine over one model directory (None: $DEEPINFER_HF_MODEL_DIR, else the default)."""
+    """An engine over one model directory (None: $DEEPINFER_HF_MODEL_DIR, else the default).
 
-    def __init__(self, model: Optional[str] = None, **engine_args: Any):
+    device: "cpu" or "cuda" ("nvidia"); None: $DEEPINFER_ACCELERATOR (nvidia | cpu), else cpu.
+    numerics: "auto" (official on cpu, plain on cuda), "official" or "plain".
+    gpu_memory_utilization: cuda only, the fraction of the GPU's memory for weights and the KV
+    pool, in (0, 1]. kv_memory_bytes sizes the pool on cpu. Other engine_args: max_num_seqs,
+    max_num_batched_tokens, max_model_len, policy, seed, cuda_graphs,
+    special_tokens_in_content. Bad values raise ValueError naming the argument.
+    """
+
+    def __init__(self, model: Optional[str] = None, device: Optional[str] = None,
+                 numerics: str = "auto", gpu_memory_utilization: float = 0.9,
+                 **engine_args: Any):
         model = model or os.environ.get("DEEPINFER_HF_MODEL_DIR") or ""
-        args = dict(engine_args, model=model,
+        args = dict(engine_args, model=model, device=device, numerics=numerics,
+                    gpu_memory_utilization=gpu_memory_utilization,
                     tokenizer_dir=os.path.join(_ASSETS, "tokenizers", "deepseek_v3"))
-        if "gpu_memory_utilization" in args:
-            raise ValueError("gpu_memory_utilization needs the CUDA backend; use kv_memory_bytes")
+        if device is not None and not isinstance(device, str):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        if isinstance(gpu_memory_utilization, bool) or not isinstance(
+                gpu_memory_utilization, (int, float)) or not 0 < gpu_memory_utilization <= 1:
+            raise ValueError("gpu_memory_utilization must be a number in (0, 1], got "
+                             f"{gpu_memory_utilization!r}")
         self._engine = _deepinfer.Engine(json.dumps(args))
+
+    @property
+    def capacity(self) -> dict:
+        """device, device_name, numerics, weight_bytes, num_pages, page_bytes, max_tokens
+        (one sequence at most) and max_sequences, as the engine sized them."""
+        return json.loads(self._engine.capacity())
 
     def generate(self, prompts: Union[str, Sequence[Union[str, Sequence[int]]]],
                  sampling_params: Optional[SamplingParams] = None) -> list:
