@@ -1,6 +1,7 @@
 // The engine: a step loop on its own thread. Each step asks the scheduler for a plain-data plan,
-// runs it on the CPU reference model sequence by sequence, samples, detokenizes, applies stop
-// rules and streams outputs. Submission and cancellation only touch mutex-guarded inboxes.
+// runs it as one batch on the model runner (runtime/model_runner.h, CPU or CUDA), and hands the
+// sampled rows to the output processor (sampling, grammar, detokenizing, stop rules). Submission
+// and cancellation only touch mutex-guarded inboxes.
 #include "deepinfer/engine/engine.h"
 
 #include <atomic>
@@ -15,16 +16,12 @@
 #include <unordered_map>
 
 #include "deepinfer/base/check.h"
-#include "deepinfer/engine/constrained_decoding.h"
-#include "deepinfer/engine/pooled_state_pages.h"
-#include "deepinfer/kv/kv_geometry.h"
+#include "deepinfer/engine/output_processor.h"
+#include "deepinfer/engine/request_state.h"
 #include "deepinfer/kv/kv_manager.h"
-#include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/recipe/chat_encoder.h"
-#include "deepinfer/sample/sampler.h"
-#include "deepinfer/sample/stop_checker.h"
+#include "deepinfer/runtime/model_runner.h"
 #include "deepinfer/sched/scheduler.h"
-#include "deepinfer/tokenizer/incremental_detokenizer.h"
 #include "deepinfer/tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -35,8 +32,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-struct RequestState;
-
 sched::SchedulerConfig sched_config(const EngineArgs& a) {
   sched::SchedulerConfig c;
   c.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -46,60 +41,18 @@ sched::SchedulerConfig sched_config(const EngineArgs& a) {
   return c;
 }
 
-// One of a request's n samples: its own model state, sampler, detokenizer and stop checker.
-struct SeqState {
-  uint64_t seq_id = 0;
-  RequestState* req = nullptr;
-  int index = 0;
-  std::vector<int32_t> tokens;    // prompt + generated
-  int64_t computed = 0;           // tokens already in model_state
-  v4::SequenceState model_state;  // in pool pages; empty until its first chunk runs
-  std::unique_ptr<sample::SequenceSampler> sampler;
-  std::unique_ptr<sample::StopChecker> stop;
-  std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
-  std::unique_ptr<SequenceConstraint> constraint;  // so_args
-  CompletionOutput out;
-  bool finished = false;
-  // n > 1: samples 1..n-1 wait ("parked") until sample 0 has computed the prompt, then start
-  // from a copy of its state and its last-position logits instead of recomputing the prompt.
-  bool parked = false;
-  bool forked = false;
-  std::vector<float> fork_logits;
-  // Sample 0's state after the prompt, copied into this sample's own pages once the scheduler
-  // has reserved them (its last prompt chunk).
-  std::shared_ptr<const std::string> fork_snapshot;
-};
-
-struct RequestState {
-  GenerateRequest req;
-  Engine::Callback cb;
-  std::vector<int32_t> prompt;
-  std::vector<std::unique_ptr<SeqState>> seqs;
-  int num_finished = 0;
-  bool touched = false;
-  // so_args, compiled at submit; the mask cache is shared with every request of this so_args.
-  std::shared_ptr<const grammar::CompiledGrammar> grammar;
-  std::shared_ptr<const grammar::TokenizerInfo> grammar_info;
-  std::shared_ptr<grammar::MaskCache> mask_cache;
-  Status status;  // not ok: ended on this error while running (RequestOutput::status)
-};
-
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(const EngineArgs& args, std::unique_ptr<v4::CpuModel> model,
+  EngineImpl(const EngineArgs& args, std::unique_ptr<runtime::ModelRunner> runner,
              std::unique_ptr<tokenizer::Tokenizer> tok, kv::KvManager kv,
-             std::shared_ptr<const v4::StateLayout> layout)
+             std::vector<int32_t> scripted)
       : args_(args),
-        model_(std::move(model)),
+        runner_(std::move(runner)),
         tok_(std::move(tok)),
         kv_(std::move(kv)),
         sched_(sched_config(args), &kv_),
-        layout_(std::move(layout)),
-        // Uninitialized: the OS commits pages as sequences first touch them.
-        arena_(new float[static_cast<size_t>(kv_.num_total_pages() * layout_->page_floats())]) {
+        outputs_(runner_->info().vocab_size, runner_->info().eos_token_id, std::move(scripted)) {
     free_pages_snapshot_ = kv_.num_free_pages();
-    if (!args_.debug_scripted_output.empty() && tok_)
-      if (auto ids = tok_->encode(args_.debug_scripted_output); ids.ok()) scripted_ = *ids;
     thread_ = std::thread([this] { loop(); });
   }
 
@@ -115,7 +68,7 @@ class EngineImpl final : public Engine {
   Status submit(GenerateRequest r, Callback cb) override {
     auto rs = std::make_unique<RequestState>();
     ASSIGN_OR_RETURN(rs->prompt, prompt_ids(r));
-    RETURN_IF_ERROR(sample::validate(r.params, model_->config().vocab_size));
+    RETURN_IF_ERROR(sample::validate(r.params, vocab_size()));
     if (r.params.so_args) {
       ASSIGN_OR_RETURN(rs->grammar_info, grammar_info());
       ASSIGN_OR_RETURN(auto c, grammars_.get(*r.params.so_args, rs->grammar_info->mask_words()));
@@ -123,7 +76,7 @@ class EngineImpl final : public Engine {
       rs->mask_cache = std::move(c.masks);
     }
     for (int32_t id : rs->prompt)
-      if (id < 0 || id >= model_->config().vocab_size)
+      if (id < 0 || id >= vocab_size())
         return invalid_argument("prompt token id " + std::to_string(id) +
                                 " is outside the vocabulary");
     if (rs->prompt.empty()) return invalid_argument("prompt is empty");
@@ -170,17 +123,22 @@ class EngineImpl final : public Engine {
     return stats_;
   }
   EngineCapacity capacity() const override {
-    auto c = kv_.capacity();
-    return {c.max_tokens, c.max_sequences, c.num_pages, layout_->page_bytes()};
+    const kv::KvCapacity c = kv_.capacity();
+    const runtime::ModelInfo& info = runner_->info();
+    EngineCapacity cap{c.max_tokens, c.max_sequences, c.num_pages, kv_.spec().page_bytes};
+    if (info.max_sequences > 0) cap.max_sequences = std::min(cap.max_sequences, info.max_sequences);
+    cap.device = runtime::device_name(info.device);
+    cap.device_name = info.device_name;
+    cap.numerics = info.numerics;
+    cap.weight_bytes = info.weight_bytes;
+    return cap;
   }
   int64_t kv_free_pages() const override {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return free_pages_snapshot_;
   }
-  int64_t vocab_size() const override { return model_->config().vocab_size; }
-  int32_t eos_token_id() const override {
-    return static_cast<int32_t>(model_->config().eos_token_id);
-  }
+  int64_t vocab_size() const override { return runner_->info().vocab_size; }
+  int32_t eos_token_id() const override { return runner_->info().eos_token_id; }
   StatusOr<std::vector<int32_t>> prompt_token_ids(const GenerateRequest& r) const override {
     return prompt_ids(r);
   }
@@ -251,12 +209,10 @@ class EngineImpl final : public Engine {
     s.req->touched = true;
   }
 
-  // Hands a sequence to the scheduler (its model state already set up, fresh or forked).
+  // Hands a sequence to the scheduler: it computes its prompt from position 0.
   void start_seq(SeqState& s) {
     s.parked = false;
-    sched::SchedRequest sr{s.seq_id, static_cast<int64_t>(s.req->prompt.size()),
-                           s.req->req.params.max_tokens, s.req->req.priority, arrival_++};
-    Status st = sched_.add(sr);
+    Status st = sched_.add(sched_request(s));
     if (!st.ok()) {
       reject(s, st.message());
       return;
@@ -264,17 +220,9 @@ class EngineImpl final : public Engine {
     seqs_[s.seq_id] = &s;
   }
 
-  // Sample 0 has the whole prompt in its state and `logits_` holds the last position's logits.
-  void fork_parked_siblings(const SeqState& parent) {
-    std::shared_ptr<const std::string> snapshot;
-    for (auto& sib : parent.req->seqs) {
-      if (!sib->parked) continue;
-      if (!snapshot) snapshot = std::make_shared<const std::string>(parent.model_state.serialize());
-      sib->fork_snapshot = snapshot;
-      sib->fork_logits = logits_;
-      sib->forked = true;
-      start_seq(*sib);
-    }
+  sched::SchedRequest sched_request(const SeqState& s) {
+    return {s.seq_id, static_cast<int64_t>(s.req->prompt.size()), s.req->req.params.max_tokens,
+            s.req->req.priority, arrival_++};
   }
 
   void finish_seq(SeqState& s, const std::string& reason, bool free_sched = true) {
@@ -283,40 +231,26 @@ class EngineImpl final : public Engine {
     if (!s.out.finish_reason) s.out.finish_reason = reason;
     if (free_sched) sched_.finish(s.seq_id);
     seqs_.erase(s.seq_id);
-    s.model_state = v4::SequenceState();  // release memory now
+    runner_->release(s.seq_id);
     ++s.req->num_finished;
     s.req->touched = true;
   }
 
-  // Preempted (recompute): the state is rebuilt from scratch, a forked one included.
-  void reset_state(SeqState& s) {
-    s.model_state = v4::SequenceState();  // its pages are already back in the pool
-    s.computed = 0;
-    s.forked = false;
-    s.fork_logits.clear();
-    s.fork_snapshot.reset();
-  }
-
-  std::unique_ptr<v4::StatePages> pooled_pages(uint64_t seq_id) {
-    return std::make_unique<PooledStatePages>(kv_, seq_id, arena_.get(), layout_->page_floats());
-  }
-
   // Ends every unfinished sample of `r` with "abort" (a cancel, or an error while running).
-  void abort_samples(RequestState& r, std::set<uint64_t>* ended = nullptr) {
+  void abort_samples(RequestState& r) {
     for (auto& s : r.seqs) {
       if (s->finished) continue;
       s->parked = false;
       sched_.cancel(s->seq_id);
       finish_seq(*s, "abort", /*free_sched=*/false);
-      if (ended) ended->insert(s->seq_id);
     }
   }
 
-  // Ends a running request on an error (RequestOutput::status). Items of the current step's
-  // plan may still name its samples: run_item skips them.
+  // Ends a running request on an error (RequestOutput::status). Rows of the current step that
+  // name its samples are skipped (they are no longer in seqs_).
   void fail_request(RequestState& r, Status st) {
     if (r.status.ok()) r.status = std::move(st);
-    abort_samples(r, &failed_seqs_);
+    abort_samples(r);
     r.touched = true;
   }
 
@@ -325,107 +259,96 @@ class EngineImpl final : public Engine {
     if (it != by_id_.end()) abort_samples(*it->second);
   }
 
-  void run_item(const sched::PlanItem& item) {
-    auto it = seqs_.find(item.seq_id);
-    if (it == seqs_.end() && failed_seqs_.count(item.seq_id)) return;  // see fail_request
-    DI_CHECK(it != seqs_.end());
-    SeqState& s = *it->second;
-    if (item.start_pos == 0 && s.computed != 0) reset_state(s);
-    DI_CHECK(item.start_pos == s.computed);
-    DI_CHECK(item.start_pos + item.num_tokens <= static_cast<int64_t>(s.tokens.size()));
-    auto t0 = Clock::now();
-    const int64_t prompt_len = static_cast<int64_t>(s.req->prompt.size());
-    if (s.forked && item.start_pos + item.num_tokens <= prompt_len) {
-      // The prompt is already in the forked state; the plan's prefill chunks only account for it.
-      if (item.start_pos + item.num_tokens == prompt_len) {
-        auto st = v4::SequenceState::deserialize(*s.fork_snapshot, model_->config(), layout_,
-                                                 pooled_pages(s.seq_id));
-        DI_CHECK(st.ok());  // our own snapshot of the same model
-        s.model_state = std::move(*st);
-        s.fork_snapshot.reset();
-      }
-      if (item.needs_sample) logits_ = s.fork_logits;
-    } else {
-      if (s.model_state.empty())
-        s.model_state = v4::make_sequence_state(model_->config(), layout_, pooled_pages(s.seq_id));
-      Status st = model_->forward(s.model_state, &s.tokens[item.start_pos], item.num_tokens, false,
-                                  &logits_);
-      DI_CHECK(st.ok());  // inputs were validated at submit
-      (item.start_pos >= prompt_len ? local_.decode_tokens : local_.prefill_tokens) +=
+  // The plan as the runner's batch: forks' page copies first, then one row per item.
+  void build_batch(const sched::StepPlan& plan) {
+    batch_.rows.clear();
+    batch_.page_copies.clear();
+    for (const auto& [child, copy] : pending_copies_)
+      if (kv_.contains(child)) batch_.page_copies.push_back(copy);  // not preempted since
+    pending_copies_.clear();
+    for (const sched::PlanItem& item : plan.items) {
+      SeqState& s = *seqs_.at(item.seq_id);
+      DI_CHECK(item.start_pos + item.num_tokens <= static_cast<int64_t>(s.tokens.size()));
+      runtime::StepRow row;
+      row.seq_id = item.seq_id;
+      row.start_pos = item.start_pos;
+      row.tokens = &s.tokens[item.start_pos];
+      row.num_tokens = item.num_tokens;
+      row.state_pages = kv_.state_pages(item.seq_id);
+      row.block_table = kv_.block_table(item.seq_id);
+      row.wants_logits = item.needs_sample;
+      batch_.rows.push_back(row);
+      (item.start_pos >= static_cast<int64_t>(s.req->prompt.size()) ? local_.decode_tokens
+                                                                    : local_.prefill_tokens) +=
           item.num_tokens;
     }
-    s.computed += item.num_tokens;
+  }
+
+  // Runs the plan on the runner; a failure ends every request with a row in it.
+  void run_step(const sched::StepPlan& plan) {
+    build_batch(plan);
+    auto t0 = Clock::now();
+    Status st = runner_->execute(batch_, &step_out_);
     local_.forward_s += seconds_since(t0);
-    if (item.needs_sample && s.index == 0 && s.out.token_ids.empty()) fork_parked_siblings(s);
-    if (!item.needs_sample) return;
+    if (!st.ok()) {
+      for (const runtime::StepRow& row : batch_.rows)
+        if (auto it = seqs_.find(row.seq_id); it != seqs_.end()) fail_request(*it->second->req, st);
+      return;
+    }
+    const int64_t vocab = vocab_size();
+    int64_t k = 0;
+    for (const runtime::StepRow& row : batch_.rows) {
+      if (!row.wants_logits) continue;
+      float* logits = step_out_.logits.data() + (k++) * vocab;
+      auto it = seqs_.find(row.seq_id);
+      if (it == seqs_.end()) continue;  // its request failed earlier in this step
+      SeqState& s = *it->second;
+      if (s.index == 0 && s.out.token_ids.empty()) fork_parked_siblings(s, logits);
+      sample_row(s, logits);
+    }
+  }
+
+  // Sample 0 just computed the prompt: each waiting sibling becomes a fork of it (the scheduler
+  // shares or copies its pages) and samples its first token from the same logits; one the pool
+  // can't fork into computes the prompt itself.
+  void fork_parked_siblings(const SeqState& parent, const float* logits) {
+    const int64_t vocab = vocab_size();
+    for (auto& sib : parent.req->seqs) {
+      if (!sib->parked) continue;
+      sib->parked = false;
+      std::vector<kv::PageCopy> copies;
+      StatusOr<bool> forked = sched_.fork(parent.seq_id, sched_request(*sib), &copies);
+      if (!forked.ok()) {
+        reject(*sib, forked.status().message());
+        continue;
+      }
+      if (!*forked) {
+        start_seq(*sib);
+        continue;
+      }
+      seqs_[sib->seq_id] = sib.get();
+      for (const kv::PageCopy& c : copies) pending_copies_.emplace_back(sib->seq_id, c);
+      fork_logits_.assign(logits, logits + vocab);
+      sample_row(*sib, fork_logits_.data());
+    }
+  }
+
+  void sample_row(SeqState& s, float* logits) {
     auto t1 = Clock::now();
-    const bool constrained = s.constraint && args_.debug_scripted_output.empty();
-    if (constrained) {
-      // A grammar over its work budget ends its own request; the step goes on for the others.
-      Status st = s.constraint->apply(logits_.data(), vocab_size());
-      if (!st.ok()) {
-        fail_request(*s.req, std::move(st));
-        return;
-      }
+    StatusOr<TokenChoice> choice = outputs_.choose(s, logits);
+    if (!choice.ok()) {
+      fail_request(*s.req, choice.status());
+      return;
     }
-    sample::SampleResult r = s.sampler->sample(logits_.data(), vocab_size(), eos_token_id());
-    if (!args_.debug_scripted_output.empty()) {
-      const size_t i = s.out.token_ids.size();
-      r.token = i < scripted_.size() ? scripted_[i] : eos_token_id();
-    }
-    // Only eos is left when the grammar is complete; if min_tokens masked it, end here anyway.
-    bool grammar_stop = false, grammar_dead = false;
-    if (constrained && !s.constraint->accept(r.token)) {
-      if (s.constraint->budget_exceeded()) {
-        fail_request(*s.req, s.constraint->budget_error());
-        return;
-      }
-      grammar_dead = !s.constraint->can_terminate();
-      r.token = eos_token_id();
-      if (!grammar_dead) s.constraint->accept(r.token);
-    }
-    if (constrained) grammar_stop = s.constraint->is_terminated() && r.token == eos_token_id();
-    s.sampler->accept(r.token);
-    s.tokens.push_back(r.token);
-    const bool sched_done = sched_.on_token_appended(s.seq_id);  // true: max_tokens reached
+    const bool length_reached = sched_.on_token_appended(s.seq_id);  // true: max_tokens
     local_.sample_s += seconds_since(t1);
     auto t2 = Clock::now();
-    std::string delta;
-    if (s.detok) (void)s.detok->push(r.token, &delta);
-    bool done = false;
-    std::string reason;
-    std::string emit = s.stop->push(r.token, delta, &done, &reason);
-    if (sched_done && !done) {
-      done = true;
-      reason = "length";
-    }
-    if ((grammar_stop || grammar_dead) && !done) {  // ignore_eos cannot outlive the grammar
-      done = true;
-      reason = grammar_dead ? "abort" : "stop";
-      if (grammar_dead) s.out.stop_reason = "so_args: the grammar allows no token here";
-    }
-    s.out.token_ids.push_back(r.token);
-    s.out.delta_token_ids.push_back(r.token);
-    if (s.req->req.params.logprobs) {
-      TokenLogprobs lp{r.token, r.logprob, {}};
-      for (const auto& t : r.top) lp.top.emplace_back(t.id, t.logprob);
-      s.out.logprobs.push_back(std::move(lp));
-    }
-    if (done) {
-      emit += s.stop->flush();
-      // Bytes of a character cut off by max_tokens come out as U+FFFD, never silently dropped.
-      if (s.detok && reason == "length") s.detok->finish(&emit);
-      if (auto m = s.stop->matched_stop()) s.out.stop_reason = *m;
-    }
-    s.out.text += emit;
-    s.out.delta_text += emit;
-    s.req->touched = true;
-    if (done) finish_seq(s, reason);
+    const std::string reason = outputs_.append(s, *choice, length_reached);
+    if (!reason.empty()) finish_seq(s, reason);
     local_.output_s += seconds_since(t2);
   }
 
   void emit_outputs() {
-    failed_seqs_.clear();  // the step is over: no plan item names them any more
     for (auto it = requests_.begin(); it != requests_.end();) {
       RequestState& r = **it;
       if (!r.touched) {
@@ -480,12 +403,10 @@ class EngineImpl final : public Engine {
         sched::StepPlan plan = sched_.schedule();
         local_.schedule_s = seconds_since(t0);
         for (uint64_t id : plan.preempted) {
-          auto it = seqs_.find(id);
-          if (it == seqs_.end()) continue;
-          reset_state(*it->second);
+          runner_->release(id);  // recomputed from position 0 when it runs again
           ++local_.preemptions;
         }
-        for (const auto& item : plan.items) run_item(item);
+        if (!plan.items.empty()) run_step(plan);
         local_.total_s = seconds_since(t0);
         std::lock_guard<std::mutex> lock(stats_mu_);
         stats_.steps += 1;
@@ -507,22 +428,23 @@ class EngineImpl final : public Engine {
   }
 
   EngineArgs args_;
-  std::unique_ptr<v4::CpuModel> model_;
+  std::unique_ptr<runtime::ModelRunner> runner_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   kv::KvManager kv_;
   sched::Scheduler sched_;
-  std::shared_ptr<const v4::StateLayout> layout_;
-  std::unique_ptr<float[]> arena_;  // every pool page, layout_->page_floats() each
+  OutputProcessor outputs_;
 
   // Engine-thread only.
   std::vector<std::unique_ptr<RequestState>> requests_;
   std::unordered_map<std::string, RequestState*> by_id_;
   std::unordered_map<uint64_t, SeqState*> seqs_;
   uint64_t next_seq_ = 1, arrival_ = 0;
-  std::vector<float> logits_;
   EngineStats local_;
-  std::vector<int32_t> scripted_;   // debug_scripted_output's tokens
-  std::set<uint64_t> failed_seqs_;  // ended by fail_request during the current step
+  runtime::StepBatch batch_;  // reused: steady-state steps allocate nothing here
+  runtime::StepOutput step_out_;
+  std::vector<float> fork_logits_;
+  // Forks' page copies, for the next batch (child seq id, copy).
+  std::vector<std::pair<uint64_t, kv::PageCopy>> pending_copies_;
 
   // Built on the first so_args request (about 30 ms for a 128k vocabulary).
   StatusOr<std::shared_ptr<const grammar::TokenizerInfo>> grammar_info() {
@@ -552,33 +474,56 @@ class EngineImpl final : public Engine {
   std::thread thread_;
 };
 
+StatusOr<runtime::Numerics> parse_numerics(const std::string& s) {
+  if (s == "auto" || s.empty()) return runtime::Numerics::kAuto;
+  if (s == "official") return runtime::Numerics::kOfficial;
+  if (s == "plain") return runtime::Numerics::kPlain;
+  return invalid_argument("numerics must be auto, official or plain, got '" + s + "'");
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& args) {
-  ASSIGN_OR_RETURN(v4::Numerics numerics, v4::parse_numerics(args.numerics));
+StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
+  EngineArgs args = given;
+  runtime::RunnerOptions ro;
+  ASSIGN_OR_RETURN(ro.numerics, parse_numerics(args.numerics));
   if (args.policy != "fcfs" && args.policy != "priority")
     return invalid_argument("policy must be 'fcfs' or 'priority', got '" + args.policy + "'");
   if (args.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
+  if (!(args.gpu_memory_utilization > 0 && args.gpu_memory_utilization <= 1))
+    return invalid_argument("gpu_memory_utilization must be in (0, 1], got " +
+                            std::to_string(args.gpu_memory_utilization));
   RETURN_IF_ERROR(sched::Scheduler::validate(sched_config(args)));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<v4::CpuModel> model,
-      v4::CpuModel::load(args.model, {numerics, std::nullopt}, [&](const v4::LoadProgress& p) {
-        if (args.on_load_progress)
-          args.on_load_progress(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);
-      }));
+  if (args.device) {
+    ro.device = *args.device;
+  } else {
+    ASSIGN_OR_RETURN(ro.device, runtime::default_device());
+  }
+  ro.model_dir = args.model;
+  ro.kv_memory_bytes = args.kv_memory_bytes;
+  ro.gpu_memory_utilization = args.gpu_memory_utilization;
+  ro.max_model_len = sched_config(args).max_model_len;
+  ro.max_num_seqs = args.max_num_seqs;
+  ro.max_num_batched_tokens = args.max_num_batched_tokens;
+  ro.cuda_graphs = args.cuda_graphs;
+  ro.on_load_progress = args.on_load_progress;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (std::filesystem::exists(args.model + "/tokenizer.json")) {
     ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::from_file(args.model));
   }
-  // Pool pages are the CPU state layout's pages: its row packing decides their size and how
-  // many hold a sequence's constant state.
-  kv::KvGeometry geo = kv::kv_geometry(model->config(), /*element_bytes=*/4);
-  auto layout = std::make_shared<const v4::StateLayout>(model->config(), geo.page_tokens);
-  geo.page_bytes = layout->page_bytes();
-  geo.constant_pages_per_seq = layout->constant_pages();
-  ASSIGN_OR_RETURN(kv::KvManager kv, kv::KvManager::create(geo, args.kv_memory_bytes));
-  auto e = std::make_unique<EngineImpl>(args, std::move(model), std::move(tok), std::move(kv),
-                                        std::move(layout));
+  std::vector<int32_t> scripted;
+  if (!args.debug_scripted_output.empty()) {
+    if (!tok) return failed_precondition("debug_scripted_output needs the model's tokenizer.json");
+    ASSIGN_OR_RETURN(scripted, tok->encode(args.debug_scripted_output));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRunner> runner, runtime::create_runner(ro));
+  // A runner whose sequences hold fixed slots caps how many run at once.
+  if (runner->info().max_sequences > 0)
+    args.max_num_seqs =
+        static_cast<int>(std::min<int64_t>(args.max_num_seqs, runner->info().max_sequences));
+  ASSIGN_OR_RETURN(kv::KvManager kv, kv::KvManager::create(runner->page_spec()));
+  auto e = std::make_unique<EngineImpl>(args, std::move(runner), std::move(tok), std::move(kv),
+                                        std::move(scripted));
   return std::unique_ptr<Engine>(std::move(e));
 }
 

@@ -12,14 +12,22 @@
 #include <vector>
 
 #include "deepinfer/base/status.h"
+#include "deepinfer/runtime/device.h"
 #include "deepinfer/sample/sampling_params.h"
 
 namespace deepinfer {
 
 struct EngineArgs {
-  std::string model;                      // checkpoint directory
-  std::string numerics = "official";      // "official" | "plain"
-  int64_t kv_memory_bytes = 1ll << 30;    // --kv-memory: budget for sequence state
+  std::string model;  // checkpoint directory
+  // Unset: DEEPINFER_ACCELERATOR (nvidia | cpu), else cpu.
+  std::optional<runtime::Device> device;
+  // "auto" (official on cpu, plain on cuda, the only numerics the GPU forward has) | "official"
+  // | "plain".
+  std::string numerics = "auto";
+  int64_t kv_memory_bytes = 1ll << 30;  // cpu: --kv-memory, the page pool's bytes
+  // cuda: fraction of the GPU's memory for weights + page pool (the pool gets what is left).
+  double gpu_memory_utilization = 0.9;
+  bool cuda_graphs = true;                // cuda: decode steps replay CUDA graphs
   int max_num_seqs = 64;                  // running sequences at once
   int64_t max_num_batched_tokens = 2048;  // per-step token budget (chunked prefill)
   int64_t max_model_len = 0;              // 0: 65536
@@ -89,7 +97,11 @@ struct EngineStats {
 
 struct EngineCapacity {
   int64_t max_tokens = 0, max_sequences = 0, num_pages = 0;
-  int64_t page_bytes = 0;  // every page is this many bytes of the engine's state arena
+  int64_t page_bytes = 0;    // every page is this many bytes of the runner's page pool
+  std::string device;        // "cpu" | "cuda"
+  std::string device_name;   // e.g. "cpu", "NVIDIA H200"
+  std::string numerics;      // what the runner computes: "official" | "plain"
+  int64_t weight_bytes = 0;  // weights on the device
 };
 
 class Engine {

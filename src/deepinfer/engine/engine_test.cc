@@ -184,6 +184,44 @@ TEST(EngineTest, ParallelSamplesShareThePromptAndMatchSingleRequests) {
   expect_pool_full(*e);
 }
 
+// A 300-token prompt spans two full pages (shared by the forks) and a partial one (copied);
+// in a pool with room for one such sequence only, the forks can't be made and each sibling
+// computes the prompt itself once sample 0 is done. Either way sample i equals seed + i alone.
+TEST(EngineTest, ParallelSamplesForkAcrossFullPagesOrRecomputeWhenThePoolIsFull) {
+  GenerateRequest r = req_of(mixed_prompts(1, 21, 300, 300)[0], 12);
+  r.params.temperature = 1.0f;
+  r.params.seed = 3;
+  r.params.n = 3;
+  std::vector<std::vector<int32_t>> alone;
+  auto big = make_engine(64);
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest one = r;
+    one.params.n = 1;
+    one.params.seed = 3 + i;
+    auto o = big->generate(one);
+    ASSERT_TRUE(o.ok());
+    alone.push_back(o->outputs[0].token_ids);
+  }
+  const auto cap = big->capacity();
+  const int64_t constant_pages = cap.num_pages - cap.max_tokens / 128;
+  const int64_t one_seq_pages = constant_pages + 3;  // 312 tokens: 3 token pages
+  for (int64_t pages : {cap.num_pages, one_seq_pages}) {
+    auto e = make_engine(64, pages * cap.page_bytes);
+    ASSERT_TRUE(e);
+    auto shared = e->generate(r);
+    ASSERT_TRUE(shared.ok());
+    ASSERT_EQ(shared->outputs.size(), 3u);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(shared->outputs[i].token_ids, alone[i]) << "pool " << pages << " sample " << i;
+    const int64_t prefill = e->stats().prefill_tokens;
+    if (pages == cap.num_pages)
+      EXPECT_EQ(prefill, 300);  // forked: the prompt ran once
+    else
+      EXPECT_GE(prefill, 900);  // no room to fork: every sample computed it
+    expect_pool_full(*e);
+  }
+}
+
 TEST(EngineTest, CancelMidPrefillAndMidDecodeFreesEveryPage) {
   auto e = make_engine(16);
   const int64_t full = e->capacity().num_pages;

@@ -33,6 +33,7 @@ class CpuModel {
   CpuModel(Config config, Weights weights, const ModelOptions& options);
 
   const Config& config() const { return config_; }
+  int64_t weight_bytes() const { return weights_.bytes(); }
   // A standalone state in heap pages, laid out once per model.
   SequenceState new_sequence() const { return make_sequence_state(config_, layout_); }
 

@@ -11,41 +11,66 @@ namespace {
 
 constexpr uint32_t kMagic = 0x34565344;  // "DSV4"
 
+// init: fill the rows with `fill` (a fresh state); otherwise keep what the pages hold.
 std::vector<float*> bind_rows(const StateLayout& lay, StatePages& pages, const RowBuffer& b,
-                              float fill) {
+                              float fill, bool init) {
   std::vector<float*> rows(b.rows);
   for (int i = 0; i < b.rows; ++i) {
     const RowPlace& at = lay.constant_rows()[b.first + i];
     rows[i] = pages.constant_page(at.page) + at.offset;
-    std::fill(rows[i], rows[i] + b.width, fill);
+    if (init) std::fill(rows[i], rows[i] + b.width, fill);
   }
   return rows;
 }
 
 CompressorState bind_compressor(const StateLayout& lay, StatePages& pages,
-                                const CompressorLayout& cl) {
+                                const CompressorLayout& cl, bool init) {
   CompressorState s;
   if (cl.ratio == 0) return s;
   const float ninf = -std::numeric_limits<float>::infinity();
   s.ratio = cl.ratio;
   s.dim = cl.dim;
   s.width = cl.width;
-  s.pending_kv = bind_rows(lay, pages, cl.pending_kv, 0.0f);
-  s.pending_gate = bind_rows(lay, pages, cl.pending_gate, ninf);
-  s.prev_kv = bind_rows(lay, pages, cl.prev_kv, 0.0f);
-  s.prev_gate = bind_rows(lay, pages, cl.prev_gate, ninf);
+  s.pending_kv = bind_rows(lay, pages, cl.pending_kv, 0.0f, init);
+  s.pending_gate = bind_rows(lay, pages, cl.pending_gate, ninf, init);
+  s.prev_kv = bind_rows(lay, pages, cl.prev_kv, 0.0f, init);
+  s.prev_gate = bind_rows(lay, pages, cl.prev_gate, ninf, init);
   s.pages = &pages;
   s.layout = &lay;
   s.place = &cl;
   return s;
 }
 
-LayerState bind_layer(const StateLayout& lay, StatePages& pages, const LayerLayout& ll) {
+LayerState bind_layer(const StateLayout& lay, StatePages& pages, const LayerLayout& ll, bool init) {
   LayerState l;
-  l.ring = bind_rows(lay, pages, ll.ring, 0.0f);
-  l.comp = bind_compressor(lay, pages, ll.comp);
-  l.index = bind_compressor(lay, pages, ll.index);
+  l.ring = bind_rows(lay, pages, ll.ring, 0.0f, init);
+  l.comp = bind_compressor(lay, pages, ll.comp, init);
+  l.index = bind_compressor(lay, pages, ll.index, init);
   return l;
+}
+
+SequenceState bind_state(const Config& c, std::shared_ptr<const StateLayout> layout,
+                         std::unique_ptr<StatePages> pages, bool init) {
+  if (!layout) layout = std::make_shared<StateLayout>(c, kDefaultPageTokens);
+  if (!pages) pages = std::make_unique<HeapStatePages>(layout->page_floats());
+  SequenceState s;
+  const auto& ll = layout->layers();
+  DI_CHECK(static_cast<int>(ll.size()) == c.num_layers + 1);
+  for (int l = 0; l < c.num_layers; ++l)
+    s.layers.push_back(bind_layer(*layout, *pages, ll[l], init));
+  s.mtp = bind_layer(*layout, *pages, ll.back(), init);
+  s.last_hidden.assign(static_cast<size_t>(c.hc_mult) * c.hidden_size, 0.0f);
+  s.layout = std::move(layout);
+  s.pages = std::move(pages);
+  return s;
+}
+
+// What a compressor holds after n tokens follows from n alone (the entries' places too).
+void adopt_compressor(CompressorState& c, int64_t n) {
+  if (c.ratio == 0) return;
+  c.pending = static_cast<int>(n % c.ratio);
+  c.has_prev = c.width == 2 * c.dim && n >= c.ratio;
+  for (int64_t e = 0; e < n / c.ratio; ++e) c.append_entry();
 }
 
 class Writer {
@@ -152,16 +177,17 @@ float* CompressorState::append_entry() {
 
 SequenceState make_sequence_state(const Config& c, std::shared_ptr<const StateLayout> layout,
                                   std::unique_ptr<StatePages> pages) {
-  if (!layout) layout = std::make_shared<StateLayout>(c, kDefaultPageTokens);
-  if (!pages) pages = std::make_unique<HeapStatePages>(layout->page_floats());
-  SequenceState s;
-  const auto& ll = layout->layers();
-  DI_CHECK(static_cast<int>(ll.size()) == c.num_layers + 1);
-  for (int l = 0; l < c.num_layers; ++l) s.layers.push_back(bind_layer(*layout, *pages, ll[l]));
-  s.mtp = bind_layer(*layout, *pages, ll.back());
-  s.last_hidden.assign(static_cast<size_t>(c.hc_mult) * c.hidden_size, 0.0f);
-  s.layout = std::move(layout);
-  s.pages = std::move(pages);
+  return bind_state(c, std::move(layout), std::move(pages), /*init=*/true);
+}
+
+SequenceState adopt_sequence_state(const Config& c, std::shared_ptr<const StateLayout> layout,
+                                   std::unique_ptr<StatePages> pages, int64_t num_tokens) {
+  SequenceState s = bind_state(c, std::move(layout), std::move(pages), /*init=*/false);
+  for (LayerState& l : s.layers) {
+    adopt_compressor(l.comp, num_tokens);
+    adopt_compressor(l.index, num_tokens);
+  }
+  s.num_tokens = num_tokens;
   return s;
 }
 

@@ -72,4 +72,11 @@ SequenceState make_sequence_state(const Config& c,
                                   std::shared_ptr<const StateLayout> layout = nullptr,
                                   std::unique_ptr<StatePages> pages = nullptr);
 
+// A state over pages that already hold `num_tokens` tokens of state in `layout` (written by an
+// earlier state, a page copy or page I/O): nothing is initialized; the compressors' counts and
+// entry places follow from num_tokens. The MTP input (last_hidden, last_token) is not in the
+// pages and starts empty.
+SequenceState adopt_sequence_state(const Config& c, std::shared_ptr<const StateLayout> layout,
+                                   std::unique_ptr<StatePages> pages, int64_t num_tokens);
+
 }  // namespace deepinfer::v4

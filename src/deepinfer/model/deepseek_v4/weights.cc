@@ -213,6 +213,13 @@ std::vector<WeightSpec> weight_manifest(const Config& c) {
   return m;
 }
 
+int64_t Weights::bytes() const {
+  int64_t n = 0;
+  for (const auto& [name, v] : f32_) n += static_cast<int64_t>(v.size()) * 4;
+  for (const auto& [name, v] : i32_) n += static_cast<int64_t>(v.size()) * 4;
+  return n;
+}
+
 const float* Weights::f(const std::string& name) const {
   auto it = f32_.find(name);
   if (it == f32_.end()) std::fprintf(stderr, "missing weight %s\n", name.c_str());

@@ -39,6 +39,7 @@ class Weights {
   const float* f(const std::string& name) const;  // CHECKs presence (manifest is validated)
   const int32_t* i(const std::string& name) const;
   bool has(const std::string& name) const { return f32_.count(name) || i32_.count(name); }
+  int64_t bytes() const;  // every tensor held, as stored here
   std::unordered_map<std::string, std::vector<float>>& f32() { return f32_; }
   std::unordered_map<std::string, std::vector<int32_t>>& i32() { return i32_; }
 

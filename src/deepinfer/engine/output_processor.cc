@@ -1,0 +1,63 @@
+#include "deepinfer/engine/output_processor.h"
+
+namespace deepinfer {
+
+StatusOr<TokenChoice> OutputProcessor::choose(SeqState& s, float* logits) const {
+  TokenChoice c;
+  const bool constrained = s.constraint && !scripted();
+  // A grammar over its work budget ends its own request; the step goes on for the others.
+  if (constrained) RETURN_IF_ERROR(s.constraint->apply(logits, vocab_));
+  c.result = s.sampler->sample(logits, vocab_, eos_);
+  if (scripted()) {
+    const size_t i = s.out.token_ids.size();
+    c.result.token = i < scripted_.size() ? scripted_[i] : eos_;
+  }
+  // Only eos is left when the grammar is complete; if min_tokens masked it, end here anyway.
+  if (constrained && !s.constraint->accept(c.result.token)) {
+    if (s.constraint->budget_exceeded()) return s.constraint->budget_error();
+    c.grammar_dead = !s.constraint->can_terminate();
+    c.result.token = eos_;
+    if (!c.grammar_dead) s.constraint->accept(c.result.token);
+  }
+  if (constrained) c.grammar_stop = s.constraint->is_terminated() && c.result.token == eos_;
+  s.sampler->accept(c.result.token);
+  s.tokens.push_back(c.result.token);
+  return c;
+}
+
+std::string OutputProcessor::append(SeqState& s, const TokenChoice& c, bool length_reached) const {
+  const int32_t token = c.result.token;
+  std::string delta;
+  if (s.detok) (void)s.detok->push(token, &delta);
+  bool done = false;
+  std::string reason;
+  std::string emit = s.stop->push(token, delta, &done, &reason);
+  if (length_reached && !done) {
+    done = true;
+    reason = "length";
+  }
+  if ((c.grammar_stop || c.grammar_dead) && !done) {  // ignore_eos cannot outlive the grammar
+    done = true;
+    reason = c.grammar_dead ? "abort" : "stop";
+    if (c.grammar_dead) s.out.stop_reason = "so_args: the grammar allows no token here";
+  }
+  s.out.token_ids.push_back(token);
+  s.out.delta_token_ids.push_back(token);
+  if (s.req->req.params.logprobs) {
+    TokenLogprobs lp{token, c.result.logprob, {}};
+    for (const auto& t : c.result.top) lp.top.emplace_back(t.id, t.logprob);
+    s.out.logprobs.push_back(std::move(lp));
+  }
+  if (done) {
+    emit += s.stop->flush();
+    // Bytes of a character cut off by max_tokens come out as U+FFFD, never silently dropped.
+    if (s.detok && reason == "length") s.detok->finish(&emit);
+    if (auto m = s.stop->matched_stop()) s.out.stop_reason = *m;
+  }
+  s.out.text += emit;
+  s.out.delta_text += emit;
+  s.req->touched = true;
+  return done ? reason : std::string();
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,172 @@
+// The CPU runner against the reference model it wraps: its page pool, row batching, adoption of
+// copied pages and page I/O must not change a single logit.
+#include "deepinfer/runtime/cpu/cpu_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "deepinfer/kv/kv_manager.h"
+#include "deepinfer/model/deepseek_v4/cpu_model.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
+
+namespace deepinfer::runtime {
+namespace {
+
+const std::string& model_dir() {
+  static const std::string dir = [] {
+    v4::TinyModelOptions o;
+    o.quantized = true;
+    o.seed = 5;
+    return v4::write_tiny_model_for_test("cpu_runner_test_model", o);
+  }();
+  return dir;
+}
+
+std::unique_ptr<ModelRunner> make_runner(int64_t kv_bytes = 64ll << 20) {
+  RunnerOptions o;
+  o.model_dir = model_dir();
+  o.kv_memory_bytes = kv_bytes;
+  auto r = create_runner(o);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+std::vector<int32_t> random_ids(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(2 + rng() % 1000);
+  return ids;
+}
+
+// The reference: the model's own forward over a standalone state, last-position logits.
+std::vector<float> reference_logits(const std::vector<int32_t>& ids) {
+  auto m = v4::CpuModel::load(model_dir(), {v4::Numerics::kOfficial, std::nullopt});
+  EXPECT_TRUE(m.ok());
+  v4::SequenceState st = (*m)->new_sequence();
+  std::vector<float> logits;
+  EXPECT_TRUE((*m)->forward(st, ids.data(), static_cast<int64_t>(ids.size()), false, &logits).ok());
+  return logits;
+}
+
+// Runs `ids` for seq in chunks of `chunk` on the runner, reserving its pages as the engine does.
+std::vector<float> run_chunked(ModelRunner& r, kv::KvManager& kv, uint64_t seq,
+                               const std::vector<int32_t>& ids, int64_t from, int64_t chunk) {
+  StepOutput out;
+  for (int64_t pos = from; pos < static_cast<int64_t>(ids.size()); pos += chunk) {
+    const int64_t n = std::min<int64_t>(chunk, ids.size() - pos);
+    EXPECT_TRUE(kv.reserve(seq, pos + n));
+    StepBatch b;
+    b.rows.push_back({seq, pos, &ids[pos], n, kv.state_pages(seq), kv.block_table(seq),
+                      pos + n == static_cast<int64_t>(ids.size())});
+    Status st = r.execute(b, &out);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  return out.logits;
+}
+
+TEST(CpuRunner, ChunkedRowsMatchTheModelsOwnForward) {
+  auto r = make_runner();
+  auto kv = kv::KvManager::create(r->page_spec());
+  ASSERT_TRUE(kv.ok());
+  const auto ids = random_ids(300, 1);  // crosses page boundaries (128 tokens a page)
+  EXPECT_EQ(run_chunked(*r, *kv, 7, ids, 0, 37), reference_logits(ids));
+}
+
+TEST(CpuRunner, OneBatchOfSeveralSequencesEqualsEachAlone) {
+  auto r = make_runner();
+  auto kv = kv::KvManager::create(r->page_spec());
+  ASSERT_TRUE(kv.ok());
+  const auto a = random_ids(50, 2), b = random_ids(9, 3);
+  ASSERT_TRUE(kv->reserve(1, 50));
+  ASSERT_TRUE(kv->reserve(2, 9));
+  StepBatch batch;
+  batch.rows.push_back({1, 0, a.data(), 50, kv->state_pages(1), kv->block_table(1), true});
+  batch.rows.push_back({2, 0, b.data(), 9, kv->state_pages(2), kv->block_table(2), true});
+  StepOutput out;
+  ASSERT_TRUE(r->execute(batch, &out).ok());
+  ASSERT_EQ(out.num_logit_rows, 2);
+  const auto la = reference_logits(a), lb = reference_logits(b);
+  const size_t v = la.size();
+  EXPECT_EQ(std::vector<float>(out.logits.begin(), out.logits.begin() + v), la);
+  EXPECT_EQ(std::vector<float>(out.logits.begin() + v, out.logits.end()), lb);
+}
+
+TEST(CpuRunner, ForkedPagesContinueLikeTheParent) {
+  auto r = make_runner();
+  auto kv = kv::KvManager::create(r->page_spec());
+  ASSERT_TRUE(kv.ok());
+  auto ids = random_ids(200, 4);
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 150);
+  run_chunked(*r, *kv, 1, prompt, 0, 64);
+  std::vector<kv::PageCopy> copies;
+  ASSERT_TRUE(kv->fork(1, 2, 150, &copies));
+  StepBatch b;
+  b.page_copies = copies;
+  // The child (unknown to the runner) continues at 150 from the copied and shared pages.
+  ASSERT_TRUE(kv->reserve(2, 200));
+  b.rows.push_back({2, 150, &ids[150], 50, kv->state_pages(2), kv->block_table(2), true});
+  StepOutput out;
+  ASSERT_TRUE(r->execute(b, &out).ok());
+  EXPECT_EQ(out.logits, reference_logits(ids));
+}
+
+TEST(CpuRunner, PagesReadBackAndWrittenElsewhereResumeTheSequence) {
+  auto r = make_runner();
+  auto kv = kv::KvManager::create(r->page_spec());
+  ASSERT_TRUE(kv.ok());
+  auto ids = random_ids(170, 6);
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 140);
+  run_chunked(*r, *kv, 1, prompt, 0, 140);
+  std::vector<int32_t> from = *kv->state_pages(1);
+  from.insert(from.end(), kv->block_table(1)->begin(), kv->block_table(1)->end());
+  auto bytes = r->read_pages(from);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(bytes->size(), from.size() * r->page_spec().page_bytes);
+  ASSERT_TRUE(kv->reserve(2, 140));
+  std::vector<int32_t> to = *kv->state_pages(2);
+  to.insert(to.end(), kv->block_table(2)->begin(), kv->block_table(2)->end());
+  ASSERT_TRUE(r->write_pages(to, *bytes).ok());
+  kv->free(1);
+  r->release(1);
+  EXPECT_EQ(run_chunked(*r, *kv, 2, ids, 140, 30), reference_logits(ids));
+  EXPECT_FALSE(r->write_pages(to, "short").ok());
+  EXPECT_FALSE(r->read_pages({-1}).ok());
+}
+
+TEST(CpuRunner, AStepThatDisagreesWithTheSequencesPositionIsAnError) {
+  auto r = make_runner();
+  auto kv = kv::KvManager::create(r->page_spec());
+  ASSERT_TRUE(kv.ok());
+  const auto ids = random_ids(20, 8);
+  run_chunked(*r, *kv, 1, ids, 0, 20);
+  StepBatch b;
+  b.rows.push_back({1, 5, ids.data(), 1, kv->state_pages(1), kv->block_table(1), true});
+  StepOutput out;
+  Status st = r->execute(b, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_NE(st.message().find("holds 20 tokens"), std::string::npos) << st.to_string();
+}
+
+TEST(CpuRunner, APoolTooSmallForOneSequenceNamesKvMemory) {
+  RunnerOptions o;
+  o.model_dir = model_dir();
+  o.kv_memory_bytes = 1000;
+  auto r = create_runner(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--kv-memory 1000"), std::string::npos);
+}
+
+TEST(CreateRunner, AGpuWithoutTheCudaBackendIsUnimplementedOrLoads) {
+  RunnerOptions o;
+  o.model_dir = model_dir();
+  o.device = Device::kCuda;
+  o.numerics = Numerics::kOfficial;
+  auto r = create_runner(o);
+  // Built without CUDA: unimplemented; with it: the GPU forward has no official numerics.
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << r.status().to_string();
+}
+
+}  // namespace
+}  // namespace deepinfer::runtime

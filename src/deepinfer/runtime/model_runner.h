@@ -1,0 +1,76 @@
+// The seam between the engine and a model on a device (DESIGN.md: like vLLM's
+// execute_model(SchedulerOutput)). A runner owns the weights, the page pool that holds every
+// sequence's state, and whatever a device needs for a step (input staging, graphs). The engine
+// knows a model only through this interface; kv/ knows it only as the page spec.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/kv/page_spec.h"
+#include "deepinfer/runtime/device.h"
+#include "deepinfer/runtime/step_batch.h"
+
+namespace deepinfer::runtime {
+
+enum class Numerics { kAuto, kOfficial, kPlain };  // kAuto: official on cpu, plain on cuda
+
+struct RunnerOptions {
+  std::string model_dir;
+  Device device = Device::kCpu;
+  Numerics numerics = Numerics::kAuto;
+  int64_t kv_memory_bytes = 1ll << 30;  // cpu: the page pool's bytes
+  // cuda: the fraction of the device's memory the runner may fill (weights, then the page pool
+  // from what is left, as vLLM's --gpu-memory-utilization).
+  double gpu_memory_utilization = 0.9;
+  int64_t max_model_len = 65536;          // the longest sequence (cuda: per-sequence capacity)
+  int max_num_seqs = 64;                  // sequences running at once
+  int64_t max_num_batched_tokens = 2048;  // tokens per step
+  bool cuda_graphs = true;                // cuda: replay decode steps from CUDA graphs
+  // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
+  std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
+};
+
+struct ModelInfo {
+  int64_t vocab_size = 0;
+  int32_t eos_token_id = 0;
+  std::string numerics;  // "official" | "plain": what the runner computes
+  Device device = Device::kCpu;
+  std::string device_name;   // e.g. "cpu", "NVIDIA H200"
+  int64_t weight_bytes = 0;  // weights held by the runner (on its device)
+  // The most sequences the runner can hold at once whatever their length (0: only the pool
+  // bounds it); the engine caps max_num_seqs by it.
+  int64_t max_sequences = 0;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual const ModelInfo& info() const = 0;
+  // The page pool: page size, count and per-sequence constant pages. All kv/ learns of a model.
+  virtual const kv::PageSpec& page_spec() const = 0;
+
+  // Runs one step. A failure (device error, out of memory) is returned, never an abort; the
+  // engine then fails the requests whose rows were in the batch and releases them.
+  virtual Status execute(const StepBatch& batch, StepOutput* out) = 0;
+  // The sequence's pages went back to the pool (finished, cancelled, preempted): drop anything
+  // the runner keeps for it. No-op for an unknown sequence.
+  virtual void release(uint64_t seq_id) = 0;
+
+  // Raw page I/O (prefix cache, offload tiers, disaggregation): the bytes of `pages`, page after
+  // page, page_spec().page_bytes each, in the runner's own state layout.
+  virtual StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) = 0;
+  virtual Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) = 0;
+};
+
+// Loads the model in `options.model_dir` on `options.device`. unimplemented when this binary
+// was built without that device's backend; load errors name the file and tensor.
+StatusOr<std::unique_ptr<ModelRunner>> create_runner(const RunnerOptions& options);
+
+}  // namespace deepinfer::runtime

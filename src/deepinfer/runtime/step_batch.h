@@ -1,0 +1,45 @@
+// What the engine hands the model runner for one step, as plain data (the scheduler's StepPlan
+// made concrete): page copies for forked sequences, then one row per scheduled sequence.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "deepinfer/kv/page_spec.h"
+
+namespace deepinfer::runtime {
+
+// One sequence's work in this step: a prefill chunk or a single decode token.
+struct StepRow {
+  uint64_t seq_id = 0;
+  // Positions [start_pos, start_pos + num_tokens). 0 starts the sequence afresh: the runner
+  // initializes its constant state in its pages, whatever they held. Otherwise the pages hold
+  // exactly start_pos tokens of state (earlier steps, or a fork's page copies).
+  int64_t start_pos = 0;
+  const int32_t* tokens = nullptr;  // num_tokens ids, valid during execute()
+  int64_t num_tokens = 0;
+  // The sequence's pages (kv::KvManager::state_pages and block_table), already covering
+  // start_pos + num_tokens tokens; valid during execute().
+  const std::vector<int32_t>* state_pages = nullptr;
+  const std::vector<int32_t>* block_table = nullptr;
+  // Return the logits of the row's last position (it ends the known tokens: sample there).
+  bool wants_logits = false;
+};
+
+struct StepBatch {
+  std::vector<kv::PageCopy> page_copies;  // done before any row runs
+  std::vector<StepRow> rows;              // at most one per sequence
+  int64_t num_tokens() const {
+    int64_t n = 0;
+    for (const StepRow& r : rows) n += r.num_tokens;
+    return n;
+  }
+};
+
+struct StepOutput {
+  // One vocab-sized row per StepRow with wants_logits, in row order.
+  std::vector<float> logits;
+  int64_t num_logit_rows = 0;
+};
+
+}  // namespace deepinfer::runtime
