@@ -28,7 +28,7 @@ Scheduler::Scheduler(SchedulerConfig cfg, kv::KvManager* kv) : cfg_(cfg), kv_(kv
   running_.reserve(static_cast<size_t>(std::max(cfg_.max_num_seqs, 1)));
 }
 
-Status Scheduler::add(const SchedRequest& r) {
+Status Scheduler::check_request(const SchedRequest& r) const {
   const std::string id = "request " + std::to_string(r.seq_id) + ": ";
   if (seqs_.count(r.seq_id)) return invalid_argument(id + "seq_id is already scheduled");
   if (r.prompt_len < 1)
@@ -54,13 +54,42 @@ Status Scheduler::add(const SchedRequest& r) {
                             " KV pages but the pool holds " +
                             std::to_string(kv_->num_total_pages()) +
                             " (lower max_new_tokens or raise --kv-memory)");
+  return ok_status();
+}
+
+Scheduler::Key Scheduler::make_key(const SchedRequest& r) {
+  return Key{cfg_.policy == SchedPolicy::kPriority ? r.priority : 0, r.arrival, next_order_++,
+             r.seq_id};
+}
+
+Status Scheduler::add(const SchedRequest& r) {
+  RETURN_IF_ERROR(check_request(r));
   Seq s;
   s.req = r;
-  s.key = Key{cfg_.policy == SchedPolicy::kPriority ? r.priority : 0, r.arrival, next_order_++,
-              r.seq_id};
+  s.key = make_key(r);
   waiting_.insert(s.key);
   seqs_.emplace(r.seq_id, s);
   return ok_status();
+}
+
+StatusOr<bool> Scheduler::fork(uint64_t parent, const SchedRequest& child,
+                               std::vector<kv::PageCopy>* copies) {
+  RETURN_IF_ERROR(check_request(child));
+  auto it = seqs_.find(parent);
+  // An unknown parent was cancelled or finished while its step ran.
+  if (it == seqs_.end() || !it->second.running || it->second.num_computed != child.prompt_len ||
+      num_running() >= cfg_.max_num_seqs)
+    return false;
+  if (!kv_->fork(parent, child.seq_id, child.prompt_len, copies)) return false;
+  Seq s;
+  s.req = child;
+  s.key = make_key(child);
+  s.num_computed = child.prompt_len;
+  s.running = true;
+  s.awaiting = true;
+  running_.push_back(child.seq_id);
+  seqs_.emplace(child.seq_id, s);
+  return true;
 }
 
 void Scheduler::remove(uint64_t seq_id) {

@@ -38,6 +38,18 @@ class Scheduler {
   // prompt_len + max_new_tokens > max_model_len, more pages than the whole pool, or a duplicate
   // seq_id.
   Status add(const SchedRequest& r);
+  // n > 1 sampling: starts `child` as a copy of `parent` just past the parent's prompt, sharing
+  // its KV pages (kv::KvManager::fork; *copies, appended to, must run before the next step's
+  // rows). Call it after the step that ran the parent's last prompt chunk, before reporting the
+  // parent's sample. Needs the parent running with num_computed == child.prompt_len, a free slot
+  // (max_num_seqs) and pool pages for the child's fresh pages. The child then runs with its
+  // prompt computed and a sample owed, as if its own last prompt chunk had just been emitted
+  // with needs_sample: the engine samples its first token from the parent's logits and reports
+  // on_token_appended(child) (or finish/cancel). false, with nothing changed, when it can't
+  // share: the caller then add()s the child, which recomputes its prompt. Errors are add()'s,
+  // for a child that could never run.
+  StatusOr<bool> fork(uint64_t parent, const SchedRequest& child,
+                      std::vector<kv::PageCopy>* copies);
   // Any time: frees every page and forgets the seq. No-op for an unknown seq.
   void cancel(uint64_t seq_id);
 
@@ -84,6 +96,9 @@ class Scheduler {
     int64_t known() const { return req.prompt_len + num_generated; }
   };
 
+  // add()'s checks: invalid_argument naming the field for a request that can never run.
+  Status check_request(const SchedRequest& r) const;
+  Key make_key(const SchedRequest& r);
   void remove(uint64_t seq_id);
   // Preempts the lowest-key running seq; returns its id. Drops its item from `plan` if it has one.
   uint64_t preempt_lowest(StepPlan& plan, int64_t& budget);

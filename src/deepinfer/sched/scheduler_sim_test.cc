@@ -1,5 +1,6 @@
 // Randomized runs against an independent model of every sequence: random pool shapes, budgets,
-// policies, lengths, early stops and cancellations, with the plan's invariants checked each step.
+// policies, lengths, early stops, cancellations and forks (n > 1 sampling) sharing pages, with
+// the plan's invariants checked each step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,8 +52,18 @@ TEST_P(SchedulerSim, InvariantsHoldEveryStepAndThePoolEndsFull) {
   kv::KvManager kv = testing::make_kv(page_tokens, constant_pages, num_pages);
   Scheduler s(cfg, &kv);
 
+  auto fits = [&](const SchedRequest& r) {
+    const int64_t state = r.prompt_len + r.max_new_tokens - 1;
+    return r.prompt_len + r.max_new_tokens <= cfg.max_model_len &&
+           (cfg.enable_chunked_prefill || state <= cfg.max_num_batched_tokens) &&
+           constant_pages + (state + page_tokens - 1) / page_tokens <= num_pages;
+  };
   std::map<uint64_t, Model> live;
   int64_t completed = 0, cancelled = 0, stopped = 0, rejected = 0;
+  int64_t forked = 0, fork_refused = 0, forked_preempted = 0;
+  std::set<uint64_t> children;  // forked, for the count of their preemptions
+  uint64_t next_child_id = 1'000'000;
+  int64_t num_children = 0;  // fork attempts, each a request of its own
   uint64_t next_id = 1;
   const uint64_t num_requests = 150;
   int64_t steps = 0;
@@ -62,12 +73,8 @@ TEST_P(SchedulerSim, InvariantsHoldEveryStepAndThePoolEndsFull) {
       SchedRequest r = testing::req(next_id++, uniform(1, cfg.max_model_len * 2 / 3),
                                     uniform(1, cfg.max_model_len / 2),
                                     static_cast<int>(uniform(0, 3)), uniform(0, steps));
-      const int64_t state = r.prompt_len + r.max_new_tokens - 1;
-      const bool fits = r.prompt_len + r.max_new_tokens <= cfg.max_model_len &&
-                        (cfg.enable_chunked_prefill || state <= cfg.max_num_batched_tokens) &&
-                        constant_pages + (state + page_tokens - 1) / page_tokens <= num_pages;
       const Status st = s.add(r);
-      ASSERT_EQ(st.ok(), fits) << st.to_string();
+      ASSERT_EQ(st.ok(), fits(r)) << st.to_string();
       if (st.ok()) {
         live[r.seq_id] = Model{r.prompt_len, r.max_new_tokens};
       } else {
@@ -83,6 +90,7 @@ TEST_P(SchedulerSim, InvariantsHoldEveryStepAndThePoolEndsFull) {
     std::set<uint64_t> seen;
     for (uint64_t id : plan.preempted) {
       ASSERT_TRUE(seen.insert(id).second);
+      forked_preempted += children.count(id);
       ASSERT_TRUE(live.count(id));
       live[id].computed = 0;
     }
@@ -104,39 +112,88 @@ TEST_P(SchedulerSim, InvariantsHoldEveryStepAndThePoolEndsFull) {
       m.computed = end;
       m.awaiting = it.needs_sample;
     }
-    // Every page in use belongs to exactly one live seq.
-    std::set<int32_t> pages;
-    int64_t held = 0;
+    // Pages in use are the distinct pages live seqs hold, each with one reference per holder.
+    std::map<int32_t, int> holders;
     for (const auto& [id, m] : live) {
       for (const auto* list : {kv.block_table(id), kv.state_pages(id)}) {
         if (!list) continue;
-        held += static_cast<int64_t>(list->size());
-        for (int32_t p : *list) {
-          ASSERT_TRUE(pages.insert(p).second);
-          ASSERT_EQ(kv.pool().refcount(p), 1);
-        }
+        for (int32_t p : *list) ++holders[p];
       }
     }
-    ASSERT_EQ(held, kv.num_total_pages() - kv.num_free_pages());
+    for (const auto& [p, n] : holders) ASSERT_EQ(kv.pool().refcount(p), n) << "page " << p;
+    ASSERT_EQ(static_cast<int64_t>(holders.size()), kv.num_total_pages() - kv.num_free_pages());
 
-    for (const PlanItem& it : plan.items) {
-      if (!it.needs_sample) continue;
-      Model& m = live[it.seq_id];
+    auto report = [&](uint64_t id) {
+      Model& m = live[id];
       m.awaiting = false;
       if (chance(0.005)) {
-        s.finish(it.seq_id);  // stop token
-        live.erase(it.seq_id);
+        s.finish(id);  // stop token
+        live.erase(id);
         ++stopped;
-        continue;
+        return;
       }
       ++m.generated;
-      const bool done = s.on_token_appended(it.seq_id);
+      const bool done = s.on_token_appended(id);
       ASSERT_EQ(done, m.generated == m.max_new);
-      ASSERT_EQ(s.num_generated(it.seq_id), done ? -1 : m.generated);
+      ASSERT_EQ(s.num_generated(id), done ? -1 : m.generated);
       if (done) {
-        live.erase(it.seq_id);
+        live.erase(id);
         ++completed;
       }
+    };
+    // A seq whose prompt just ran may fork children (n > 1 sampling) before its sample is
+    // reported; a child that can't share is added and recomputes.
+    auto fork_children = [&](uint64_t parent) {
+      const Model pm = live[parent];
+      if (pm.generated != 0 || pm.computed != pm.prompt) return;
+      for (int64_t k = chance(0.3) ? uniform(1, 3) : 0; k > 0 && num_children < 60; --k) {
+        ++num_children;
+        const SchedRequest r =
+            testing::req(next_child_id++, pm.prompt, uniform(1, cfg.max_model_len / 2),
+                         static_cast<int>(uniform(0, 3)), uniform(0, steps));
+        const bool share = s.num_running() < cfg.max_num_seqs &&
+                           kv.num_free_pages() >= constant_pages + (pm.prompt % page_tokens != 0);
+        const int64_t free_before = kv.num_free_pages();
+        std::vector<kv::PageCopy> copies = {{-1, -1}};
+        const StatusOr<bool> got = s.fork(parent, r, &copies);
+        ASSERT_EQ(got.ok(), fits(r)) << got.status().to_string();
+        if (!got.ok()) {
+          ++rejected;
+          continue;
+        }
+        ASSERT_EQ(*got, share);
+        if (!share) {
+          ASSERT_EQ(copies.size(), 1u);
+          ASSERT_EQ(kv.num_free_pages(), free_before);
+          ASSERT_TRUE(s.add(r).ok());
+          live[r.seq_id] = Model{r.prompt_len, r.max_new_tokens};
+          ++fork_refused;
+          continue;
+        }
+        ++forked;
+        children.insert(r.seq_id);
+        const std::vector<int32_t>& ps = *kv.state_pages(parent);
+        const std::vector<int32_t>& pt = *kv.block_table(parent);
+        const std::vector<int32_t>& cs = *kv.state_pages(r.seq_id);
+        const std::vector<int32_t>& ct = *kv.block_table(r.seq_id);
+        const int64_t full = pm.prompt / page_tokens;
+        const bool partial = pm.prompt % page_tokens != 0;
+        ASSERT_EQ(static_cast<int64_t>(ct.size()), full + partial);
+        for (int64_t i = 0; i < full; ++i) ASSERT_EQ(ct[i], pt[i]);
+        std::vector<kv::PageCopy> want = {{-1, -1}};
+        for (size_t i = 0; i < ps.size(); ++i) want.push_back({ps[i], cs[i]});
+        if (partial) want.push_back({pt[full], ct[full]});
+        ASSERT_EQ(copies, want);
+        ASSERT_EQ(free_before - kv.num_free_pages(), static_cast<int64_t>(want.size()) - 1);
+        ASSERT_EQ(s.num_computed(r.seq_id), pm.prompt);
+        live[r.seq_id] = Model{r.prompt_len, r.max_new_tokens, 0, pm.prompt, /*awaiting=*/true};
+        ASSERT_NO_FATAL_FAILURE(report(r.seq_id));
+      }
+    };
+    for (const PlanItem& it : plan.items) {
+      if (!it.needs_sample) continue;
+      ASSERT_NO_FATAL_FAILURE(fork_children(it.seq_id));
+      ASSERT_NO_FATAL_FAILURE(report(it.seq_id));
     }
     if (!live.empty() && chance(0.01)) {
       auto it = live.begin();
@@ -150,10 +207,18 @@ TEST_P(SchedulerSim, InvariantsHoldEveryStepAndThePoolEndsFull) {
   EXPECT_TRUE(live.empty());
   EXPECT_FALSE(s.has_work());
   EXPECT_EQ(kv.num_free_pages(), num_pages);
-  EXPECT_EQ(completed + cancelled + stopped + rejected, static_cast<int64_t>(num_requests));
+  EXPECT_EQ(completed + cancelled + stopped + rejected,
+            static_cast<int64_t>(num_requests) + num_children);
   EXPECT_GE(completed, 30) << rejected << " rejected, " << cancelled << " cancelled, " << stopped
                            << " stopped";
   RecordProperty("preemptions", static_cast<int>(s.num_preemptions()));
+  RecordProperty("forked", static_cast<int>(forked));
+  RecordProperty("fork_refused", static_cast<int>(fork_refused));
+  RecordProperty("forked_preempted", static_cast<int>(forked_preempted));
+  // Forks need a free running slot: roomy (even) seeds with a few slots get some.
+  if (GetParam() % 2 == 0 && cfg.max_num_seqs >= 4) {
+    EXPECT_GT(forked, 0);
+  }
   if (GetParam() % 2) {
     EXPECT_GT(s.num_preemptions(), 0);
   }

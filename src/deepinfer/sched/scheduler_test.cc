@@ -282,5 +282,141 @@ TEST(Scheduler, PreemptingAScheduledDecodeWithdrawsItsItem) {
   EXPECT_EQ(step(s).items, (Items{{1, 0, 8, true}}));   // prompt 4 + 4 generated
 }
 
+// n > 1 sampling: the child shares the parent's prompt pages, samples from the parent's logits
+// (reported like any sample) and then decodes alongside it.
+TEST(SchedulerFork, ChildSharesThePromptAndDecodesNext) {
+  kv::KvManager kv = make_kv(4, 1, 100);
+  Scheduler s(make_config(100, 4, 1024), &kv);
+  ASSERT_TRUE(s.add(req(1, 10, 3)).ok());
+  EXPECT_EQ(s.schedule().items, (Items{{1, 0, 10, true}}));
+  std::vector<kv::PageCopy> copies;
+  auto forked = s.fork(1, req(2, 10, 3), &copies);
+  ASSERT_TRUE(forked.ok()) << forked.status().to_string();
+  EXPECT_TRUE(*forked);
+  // The constant page and the half-filled third page are copied; the first two are shared.
+  const std::vector<int32_t>& parent = *kv.block_table(1);
+  const std::vector<int32_t>& child = *kv.block_table(2);
+  EXPECT_EQ((std::vector<kv::PageCopy>{{(*kv.state_pages(1))[0], (*kv.state_pages(2))[0]},
+                                       {parent[2], child[2]}}),
+            copies);
+  EXPECT_EQ(child[0], parent[0]);
+  EXPECT_EQ(child[1], parent[1]);
+  EXPECT_EQ(kv.pool().refcount(parent[0]), 2);
+  EXPECT_EQ(s.num_running(), 2);
+  EXPECT_EQ(s.num_computed(2), 10);
+  EXPECT_EQ(s.num_generated(2), 0);
+  // Its sample is owed: no item until it is reported.
+  EXPECT_FALSE(s.on_token_appended(1));
+  EXPECT_EQ(step(s).items, (Items{{1, 10, 1, true}}));
+  EXPECT_FALSE(s.on_token_appended(2));
+  EXPECT_EQ(step(s).items, (Items{{1, 11, 1, true}, {2, 10, 1, true}}));
+  EXPECT_EQ(s.num_generated(1), -1);  // 3 tokens: finished
+  EXPECT_EQ(step(s).items, (Items{{2, 11, 1, true}}));
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(kv.num_free_pages(), 100);
+}
+
+TEST(SchedulerFork, ChildOfOneTokenFinishesOnItsFirstSample) {
+  kv::KvManager kv = make_kv(4, 1, 100);
+  Scheduler s(make_config(100, 4, 1024), &kv);
+  ASSERT_TRUE(s.add(req(1, 4, 2)).ok());
+  s.schedule();
+  std::vector<kv::PageCopy> copies;
+  ASSERT_TRUE(*s.fork(1, req(2, 4, 1), &copies));
+  EXPECT_EQ(copies.size(), 1u);  // constant page only: the prompt fills its page
+  EXPECT_TRUE(s.on_token_appended(2));
+  EXPECT_FALSE(s.on_token_appended(1));
+  EXPECT_EQ(s.num_running(), 1);
+  EXPECT_EQ(step(s).items, (Items{{1, 4, 1, true}}));
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(kv.num_free_pages(), 100);
+}
+
+TEST(SchedulerFork, NoSlotNoPagesOrNoPromptStateMeansFalseAndNothingChanged) {
+  kv::KvManager kv = make_kv(4, 1, 5);
+  Scheduler s(make_config(100, 2, 1024), &kv);
+  ASSERT_TRUE(s.add(req(1, 10, 3)).ok());
+  s.schedule();
+  // Parent: 1 + 3 pages; the child needs 1 + 1 fresh but one is free.
+  std::vector<kv::PageCopy> copies;
+  auto r = s.fork(1, req(2, 10, 3), &copies);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(s.num_running(), 1);
+  EXPECT_EQ(s.num_generated(2), -1);
+  EXPECT_EQ(kv.num_free_pages(), 1);
+  // The caller adds it instead: it waits for pages and recomputes its prompt.
+  ASSERT_TRUE(s.add(req(2, 10, 3)).ok());
+  EXPECT_EQ(s.num_waiting(), 1);
+
+  kv::KvManager roomy = make_kv(4, 1, 100);
+  Scheduler one(make_config(100, 1, 1024), &roomy);
+  ASSERT_TRUE(one.add(req(1, 10, 3)).ok());
+  one.schedule();
+  EXPECT_FALSE(*one.fork(1, req(2, 10, 3), &copies));  // max_num_seqs
+  EXPECT_EQ(roomy.num_free_pages(), 100 - 4);
+
+  kv::KvManager roomy2 = make_kv(4, 1, 100);
+  Scheduler two(make_config(100, 4, 1024), &roomy2);
+  ASSERT_TRUE(two.add(req(1, 10, 3)).ok());
+  EXPECT_FALSE(*two.fork(1, req(2, 10, 3), &copies));  // waiting: holds no state
+  two.schedule();
+  EXPECT_FALSE(*two.fork(7, req(2, 10, 3), &copies));  // unknown parent (cancelled)
+  EXPECT_FALSE(*two.fork(1, req(2, 9, 3), &copies));   // not the parent's computed length
+  two.on_token_appended(1);
+  step(two);
+  EXPECT_FALSE(*two.fork(1, req(2, 10, 3), &copies));  // the parent moved past its prompt
+  EXPECT_EQ(two.num_running(), 1);
+  EXPECT_EQ(roomy2.num_free_pages(), 100 - 4);
+  EXPECT_TRUE(copies.empty());
+}
+
+TEST(SchedulerFork, RejectsWhatAddRejects) {
+  kv::KvManager kv = make_kv(4, 1, 10);
+  Scheduler s(make_config(100, 4, 64), &kv);
+  ASSERT_TRUE(s.add(req(1, 10, 3)).ok());
+  s.schedule();
+  std::vector<kv::PageCopy> copies;
+  for (const SchedRequest& bad : {req(1, 10, 3), req(2, 10, 0), req(2, 10, 60), req(2, 10, 30)}) {
+    auto r = s.fork(1, bad, &copies);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), s.add(bad).message());
+  }
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(s.num_running(), 1);
+}
+
+// As PreemptsLatestArrivalWhichResumesFromZeroAndFinishes, with seq 2 forked from seq 1: it
+// shares seq 1's first token page, so both fit until seq 1 needs a third page of its own.
+TEST(SchedulerFork, PreemptedChildRecomputesFromZero) {
+  kv::KvManager kv = make_kv(4, 1, 6);
+  Scheduler s(make_config(100, 4, 1024), &kv);
+  ASSERT_TRUE(s.add(req(1, 4, 12)).ok());
+  EXPECT_EQ(s.schedule().items, (Items{{1, 0, 4, true}}));
+  std::vector<kv::PageCopy> copies;
+  ASSERT_TRUE(*s.fork(1, req(2, 4, 12), &copies));
+  const int32_t shared = (*kv.block_table(1))[0];
+  EXPECT_EQ(kv.num_free_pages(), 3);
+  s.on_token_appended(1);
+  s.on_token_appended(2);
+  for (int64_t pos = 4; pos < 8; ++pos)
+    EXPECT_EQ(step(s).items, (Items{{1, pos, 1, true}, {2, pos, 1, true}}));
+  EXPECT_EQ(kv.num_free_pages(), 1);
+  StepPlan p = step(s);
+  EXPECT_EQ(p.items, (Items{{1, 8, 1, true}}));
+  EXPECT_EQ(p.preempted, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(kv.pool().refcount(shared), 1);
+  EXPECT_EQ(s.num_computed(2), 0);
+  EXPECT_EQ(s.num_generated(2), 5);
+  for (int64_t pos = 9; pos <= 14; ++pos) EXPECT_EQ(step(s).items, (Items{{1, pos, 1, true}}));
+  EXPECT_EQ(kv.num_free_pages(), 6);
+  EXPECT_EQ(step(s).items, (Items{{2, 0, 9, true}}));
+  for (int64_t pos = 9; pos < 15; ++pos) EXPECT_EQ(step(s).items, (Items{{2, pos, 1, true}}));
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(kv.num_free_pages(), 6);
+}
+
 }  // namespace
 }  // namespace deepinfer::sched
