@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
-#include "deepinfer/backend/cuda/forward/cuda_model.h"
 #include "deepinfer/model/deepseek_v4/mhc.h"
 #include "deepinfer/model/deepseek_v4/model_context.h"
+#include "deepinfer/runtime/cuda/forward/cuda_model.h"
 
 namespace deepinfer::cuda::choices {
 

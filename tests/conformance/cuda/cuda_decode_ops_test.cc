@@ -12,10 +12,10 @@
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
-#include "deepinfer/backend/cuda/forward/decode_kernels.h"
-#include "deepinfer/backend/cuda/forward/device_state.h"
 #include "deepinfer/model/deepseek_v4/model_context.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
+#include "deepinfer/runtime/cuda/forward/decode_kernels.h"
+#include "deepinfer/runtime/cuda/forward/device_state.h"
 
 namespace deepinfer::cuda {
 namespace {

@@ -12,8 +12,8 @@
 #include <random>
 #include <utility>
 
-#include "deepinfer/backend/cuda/forward/cuda_model.h"
 #include "deepinfer/cli/cuda_bench/roofline.h"
+#include "deepinfer/runtime/cuda/forward/cuda_model.h"
 
 namespace deepinfer::cli {
 namespace {

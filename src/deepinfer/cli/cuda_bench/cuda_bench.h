@@ -1,4 +1,4 @@
-// deepinfer bench --device cuda: the GPU forward (backend/cuda/forward CudaModel) timed directly,
+// deepinfer bench --device cuda: the GPU forward (runtime/cuda/forward CudaModel) timed directly,
 // without the CPU engine around it: prefill of one prompt, decode steps at several batch sizes
 // with a given context per sequence, optionally one long-context decode; each next to its
 // roofline floor (roofline.h), and optionally transformers' DeepseekV4ForCausalLM on the same

@@ -1,18 +1,20 @@
-#include "deepinfer/backend/cuda/forward/cuda_model.h"
+#include "deepinfer/runtime/cuda/forward/cuda_model.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 
-#include "deepinfer/backend/cuda/forward/decode_graphs.h"
-#include "deepinfer/backend/cuda/forward/forward_context.h"
-#include "deepinfer/backend/cuda/forward/forward_kernels.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
 #include "deepinfer/backend/cuda/mhc/mhc.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
 #include "deepinfer/backend/cuda/sampling/argmax.h"
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
+#include "deepinfer/runtime/cuda/forward/decode_graphs.h"
+#include "deepinfer/runtime/cuda/forward/forward_context.h"
+#include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -53,14 +55,101 @@ struct CudaModel::Impl {
         main_inv_freq(v4::RopeTable(c.rope_theta, c.rope_dim, nullptr).inv_freq()),
         compress_inv_freq(v4::RopeTable(c.compress_rope_theta, c.rope_dim, &c.yarn).inv_freq()) {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (int i = 0; i < o.max_sequences; ++i) seqs.emplace_back(c, o.max_tokens, o.max_chunk);
-    slot_tables = std::make_unique<SlotTables>(seqs);
+  }
+
+  // The decode step's fixed buffers, then the slots and their tables (load's last step).
+  Status allocate_slots() {
+    const CudaModelOptions& o = options;
     max_bucket = bucket(std::min<int64_t>(o.max_sequences, o.max_chunk));
     max_selected = decode_max_selected(c, o.max_tokens);
     decode_in = DeviceBuffer<int64_t>(2 * max_bucket);
     decode_host = std::make_unique<PinnedBuffer<int64_t>>(2 * max_bucket);
     moe.reserve_grouped(max_bucket, c.experts_per_token, c.hidden_size, c.moe_intermediate_size,
                         int64_t(c.moe_intermediate_size) * c.n_shared_experts, c.n_routed_experts);
+    if (o.memory_fraction > 0) {
+      RETURN_IF_ERROR(fill_memory(o.memory_fraction));
+    } else {
+      for (int i = 0; i < o.max_sequences; ++i) seqs.emplace_back(c, o.max_tokens, o.max_chunk);
+    }
+    slot_tables = std::make_unique<SlotTables>(seqs);
+    return ok_status();
+  }
+
+  // Scratch that a step grows with its positions or its batch, at its largest: the indexer's
+  // scores and the attended entries of a max_chunk prefill chunk ending at max_tokens, and every
+  // buffer of a decode step of the largest bucket.
+  void reserve_position_scratch() {
+    const int64_t rows = std::min(options.max_chunk, options.max_tokens);
+    const int64_t entries = std::max<int64_t>(1, options.max_tokens / 4);
+    bool csa = false, compressed = false;
+    for (int l = 0; l < c.num_layers; ++l) {
+      csa = csa || c.compress_ratio(l) == 4;
+      compressed = compressed || c.compress_ratio(l) > 0;
+    }
+    if (csa) grow(s.scores, rows * entries);
+    if (compressed) {
+      grow(s.selected, rows * std::max(1, max_selected));
+      grow(s.num_selected, rows);
+    }
+    const int64_t B = max_bucket;
+    grow(decode_scores, B * entries);
+    grow(decode_selected, B * max_selected);
+    grow(decode_num_selected, B);
+    grow(logits, B * c.vocab_size);
+    grow(token, B);
+  }
+
+  // As many slots as keep the device's used memory within `fraction` of its total (see
+  // CudaModelOptions::memory_fraction), measured with cudaMemGetInfo after a profile step (as
+  // vLLM's profile run) has grown the scratch: one slot prefills a max_chunk chunk of token 0.
+  // Its hash layers then send every row to the same experts, the largest expert groups a chunk
+  // can make.
+  Status fill_memory(double fraction) {
+    // Graph execs, cuBLASLt's internal buffers, expert groups larger than the profile's, the
+    // allocator's rounding.
+    constexpr int64_t kMargin = int64_t{256} << 20;
+    seqs.emplace_back(c, options.max_tokens, options.max_chunk);
+    reserve_position_scratch();
+    const int64_t rows = std::min(options.max_chunk, options.max_tokens);
+    const std::vector<int32_t> ids(rows, 0);
+    chunk(seqs[0], ids.data(), rows, 1);
+    seqs[0].reset();
+    size_t free = 0, total = 0;
+    RETURN_IF_ERROR(mem_info(&free, &total));
+    const int64_t limit = static_cast<int64_t>(fraction * double(total)) - kMargin;
+    const int64_t slot = DeviceSequence::state_bytes(c, options.max_tokens, options.max_chunk);
+    int64_t used = int64_t(total - free);
+    if (used > limit) {
+      auto gib = [](double bytes) {  // MiB below a GiB (tiny test models)
+        char b[32];
+        if (bytes >= double(1 << 30))
+          std::snprintf(b, sizeof b, "%.2f GiB", bytes / double(1 << 30));
+        else
+          std::snprintf(b, sizeof b, "%.1f MiB", bytes / double(1 << 20));
+        return std::string(b);
+      };
+      char frac[32];
+      std::snprintf(frac, sizeof frac, "%g", fraction);
+      return resource_exhausted(
+          "the device's used memory after the weights (" + gib(double(w.bytes())) +
+          "), the forward's scratch and one sequence slot (" + gib(double(slot)) + ", " +
+          std::to_string(options.max_tokens) + " tokens) is " + gib(double(used)) +
+          " (other processes included), more than memory_fraction " + frac + " of its " +
+          gib(double(total)) + " less a " + gib(double(kMargin)) + " margin");
+    }
+    while (int64_t(seqs.size()) < options.max_sequences && used + slot <= limit) {
+      seqs.emplace_back(c, options.max_tokens, options.max_chunk);
+      RETURN_IF_ERROR(mem_info(&free, &total));
+      used = int64_t(total - free);
+    }
+    return ok_status();
+  }
+
+  static Status mem_info(size_t* free, size_t* total) {
+    const cudaError_t e = cudaMemGetInfo(free, total);
+    if (e != cudaSuccess)
+      return internal_error(std::string("cudaMemGetInfo failed: ") + cudaGetErrorString(e));
+    return ok_status();
   }
 
   // Decode batches run at a power of two rows, at most max_chunk.
@@ -349,10 +438,16 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
     return failed_precondition("CudaModel: no CUDA device");
+  if (options.memory_fraction < 0 || options.memory_fraction > 1)
+    return invalid_argument("CudaModel: memory_fraction " +
+                            std::to_string(options.memory_fraction) + " is outside [0, 1]");
   ASSIGN_OR_RETURN(DeviceWeights weights, DeviceWeights::load(config, *ckpt, options.progress));
-  return std::unique_ptr<CudaModel>(
-      new CudaModel(std::make_unique<Impl>(std::move(config), std::move(weights), options)));
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(weights), options);
+  RETURN_IF_ERROR(impl->allocate_slots());
+  return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
 }
+
+int64_t CudaModel::max_supported_tokens() { return 4 * int64_t{kMaxIndexerEntries}; }
 
 CudaModel::CudaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaModel::~CudaModel() = default;
@@ -360,6 +455,10 @@ CudaModel::~CudaModel() = default;
 const v4::Config& CudaModel::config() const { return impl_->c; }
 int CudaModel::max_sequences() const { return static_cast<int>(impl_->seqs.size()); }
 int64_t CudaModel::weight_bytes() const { return impl_->w.bytes(); }
+int64_t CudaModel::sequence_bytes() const {
+  return int64_t(sizeof(int64_t)) +
+         DeviceSequence::state_bytes(impl_->c, impl_->options.max_tokens, impl_->options.max_chunk);
+}
 DecodeStepCounts CudaModel::decode_steps() const {
   const DecodeGraphStats& g = impl_->graphs.stats();
   return DecodeStepCounts{g.eager + impl_->direct_steps, g.captured, g.replayed};
@@ -407,6 +506,52 @@ Status CudaModel::copy_sequence(int from, int to) {
   RETURN_IF_ERROR(impl_->check_slot(to));
   if (from != to) impl_->seqs[to].copy_from(impl_->seqs[from], impl_->stream);
   DI_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  return ok_status();
+}
+
+namespace {
+
+Status copy_status(cudaError_t e, const char* what, int slot) {
+  if (e == cudaSuccess) return ok_status();
+  return internal_error(std::string(what) + " of sequence slot " + std::to_string(slot) + ": " +
+                        cudaGetErrorString(e));
+}
+
+}  // namespace
+
+Status CudaModel::read_sequence(int slot, void* dst) {
+  RETURN_IF_ERROR(impl_->check_slot(slot));
+  const DeviceSequence& seq = impl_->seqs[slot];
+  char* out = static_cast<char*>(dst);
+  std::memcpy(out, &seq.num_tokens, sizeof(int64_t));
+  out += sizeof(int64_t);
+  // Every forward and decode call ends with its stream synchronized, so the state is final.
+  cudaError_t e = cudaSuccess;
+  seq.for_each_buffer([&](const float* p, size_t n) {
+    if (e == cudaSuccess) e = cudaMemcpy(out, p, n * sizeof(float), cudaMemcpyDeviceToHost);
+    out += n * sizeof(float);
+  });
+  return copy_status(e, "reading the state", slot);
+}
+
+Status CudaModel::write_sequence(int slot, const void* src) {
+  RETURN_IF_ERROR(impl_->check_slot(slot));
+  DeviceSequence& seq = impl_->seqs[slot];
+  const char* in = static_cast<const char*>(src);
+  int64_t tokens = 0;
+  std::memcpy(&tokens, in, sizeof(int64_t));
+  in += sizeof(int64_t);
+  if (tokens < 0 || tokens > seq.max_tokens)
+    return invalid_argument("sequence state for slot " + std::to_string(slot) + " holds " +
+                            std::to_string(tokens) + " tokens, outside [0, " +
+                            std::to_string(seq.max_tokens) + "] (not this model's layout?)");
+  cudaError_t e = cudaSuccess;
+  seq.for_each_buffer([&](float* p, size_t n) {
+    if (e == cudaSuccess) e = cudaMemcpy(p, in, n * sizeof(float), cudaMemcpyHostToDevice);
+    in += n * sizeof(float);
+  });
+  RETURN_IF_ERROR(copy_status(e, "writing the state", slot));
+  seq.num_tokens = tokens;
   return ok_status();
 }
 

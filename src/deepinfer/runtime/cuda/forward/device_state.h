@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
-#include "deepinfer/backend/cuda/forward/slot_views.h"
 #include "deepinfer/model/deepseek_v4/config.h"
+#include "deepinfer/runtime/cuda/forward/slot_views.h"
 
 namespace deepinfer::cuda {
 
@@ -37,6 +37,26 @@ class DeviceSequence {
   void reset();  // back to an empty sequence
   // This sequence becomes a copy of o (same config and capacities), device to device.
   void copy_from(const DeviceSequence& o, cudaStream_t stream);
+
+  // The device bytes of every state buffer of a sequence of these capacities (what
+  // for_each_buffer visits), known before any is allocated.
+  static int64_t state_bytes(const v4::Config& c, int64_t max_tokens, int64_t max_chunk);
+  // Visits every state buffer as f(float* data, size_t count), in one fixed order: per layer the
+  // ring, then the compressor's and the indexer's pending kv and gate, overlap kv and gate,
+  // entries (buffers a layer lacks are skipped). Page I/O relies on the order.
+  template <typename F>
+  void for_each_buffer(F&& f) const {
+    auto visit = [&](const DeviceBuffer<float>& b) {
+      if (b.size()) f(b.get(), b.size());
+    };
+    for (const DeviceLayerState& s : layers) {
+      visit(s.ring);
+      for (const DeviceCompressor* k : {&s.comp, &s.index}) {
+        visit(k->pending_kv), visit(k->pending_gate), visit(k->prev_kv), visit(k->prev_gate);
+        visit(k->entries);
+      }
+    }
+  }
 
   std::vector<DeviceLayerState> layers;
   int64_t num_tokens = 0;

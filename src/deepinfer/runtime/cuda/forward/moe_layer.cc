@@ -1,7 +1,7 @@
 // MoE sub-layer on the GPU (spec §6.8): fp32 router GEMM, device-side routing (hash or biased
 // top-k), then MoeRunner's routed + shared experts (grouped on the device in batched decode).
-#include "deepinfer/backend/cuda/forward/forward_context.h"
 #include "deepinfer/backend/cuda/moe/routing.h"
+#include "deepinfer/runtime/cuda/forward/forward_context.h"
 
 namespace deepinfer::cuda {
 

@@ -1,7 +1,7 @@
 // The deepseek_v4 forward on one GPU, composed from the backend/cuda ops: load a checkpoint
-// directory as CpuModel does, keep one sequence's state on the device, and run any chunking of
-// prefill and decode. Plain numerics only (what transformers computes); MTP is not included.
-// Plain C++: no CUDA header is needed to use it.
+// directory as CpuModel does, keep sequences' state in device slots, and run any chunking of
+// prefill and batched decode. Plain numerics only (what transformers computes); MTP is not
+// included. Plain C++: no CUDA header is needed to use it.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,13 @@ struct CudaModelOptions {
   int64_t max_tokens = 4096;  // sequence capacity (positions) the device state is sized for
   int64_t max_chunk = 256;    // longer forward calls run in chunks of this many tokens
   int max_sequences = 1;      // sequence slots, each with its own state; decode() batches them
+  // 0: exactly max_sequences slots. In (0, 1]: at most max_sequences, as many as keep the
+  // device's used memory (this process and any other) within this fraction of its total: after
+  // the weights, a profile step sizes the scratch (a max_chunk prefill chunk of one slot, the
+  // position-dependent and decode buffers at their largest), then slots are added one at a time
+  // while the next one fits, less a margin for what grows later (graphs, cuBLASLt). Not even one
+  // fitting is resource_exhausted.
+  double memory_fraction = 0;
   // decode() replays each batch bucket's step from a CUDA graph (buckets: powers of two up to
   // max_chunk, padded with rows that touch no sequence). Off: the same launches, eagerly.
   bool cuda_graphs = true;
@@ -49,9 +56,15 @@ class CudaModel {
                                                    const CudaModelOptions& options);
   ~CudaModel();
 
+  // The longest max_tokens the ops can serve (the indexer's top-k capacity).
+  static int64_t max_supported_tokens();
+
   const v4::Config& config() const;
   int max_sequences() const;
-  int64_t weight_bytes() const;            // bytes of weights on the device
+  int64_t weight_bytes() const;  // bytes of weights on the device
+  // Bytes of one slot's state as read_sequence writes it: its token count (int64), then every
+  // state buffer (device_state.h's order). Fixed by the config, max_tokens and max_chunk.
+  int64_t sequence_bytes() const;
   int64_t num_tokens(int slot = 0) const;  // next position of that sequence
   void reset(int slot = 0);                // start a new sequence in that slot
 
@@ -79,8 +92,12 @@ class CudaModel {
   void set_phase_timing(bool on);
   std::map<std::string, double> take_phase_times_ms();
 
-  // Slot `to` becomes a copy of slot `from` (benchmarks: many sequences of one context).
+  // Slot `to` becomes a copy of slot `from` (forks; benchmarks: many sequences of one context).
   Status copy_sequence(int from, int to);
+  // A slot's whole state to and from host bytes (sequence_bytes() of them): page I/O. A CUDA
+  // error is returned; write_sequence refuses a token count outside [0, max_tokens].
+  Status read_sequence(int slot, void* dst);
+  Status write_sequence(int slot, const void* src);
 
   // Runs the prompt in slot 0, then picks n_new tokens greedily (the CUDA argmax, ties to the
   // lower id), feeding each back through decode(); returns them. The sequence is left holding

@@ -1,4 +1,4 @@
-#include "deepinfer/backend/cuda/forward/phase_timer.h"
+#include "deepinfer/runtime/cuda/forward/phase_timer.h"
 
 #include "deepinfer/backend/cuda/cuda_check.h"
 

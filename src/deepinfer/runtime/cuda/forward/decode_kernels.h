@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "deepinfer/backend/cuda/forward/slot_views.h"
+#include "deepinfer/runtime/cuda/forward/slot_views.h"
 
 namespace deepinfer::cuda {
 

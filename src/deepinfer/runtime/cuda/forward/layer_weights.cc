@@ -1,4 +1,4 @@
-#include "deepinfer/backend/cuda/forward/layer_weights.h"
+#include "deepinfer/runtime/cuda/forward/layer_weights.h"
 
 #include <string>
 

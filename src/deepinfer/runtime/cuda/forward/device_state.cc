@@ -1,6 +1,8 @@
-#include "deepinfer/backend/cuda/forward/device_state.h"
+#include "deepinfer/runtime/cuda/forward/device_state.h"
 
 #include <limits>
+
+#include "deepinfer/base/check.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -22,6 +24,13 @@ DeviceCompressor make_compressor(int ratio, int dim, int64_t max_tokens) {
   }
   s.entries = DeviceBuffer<float>(size_t(max_tokens / ratio + 1) * dim);
   return s;
+}
+
+// Floats of one compressor's buffers, as make_compressor allocates them.
+int64_t compressor_floats(int ratio, int dim, int64_t max_tokens) {
+  const int64_t width = ratio == 4 ? 2 * dim : dim;
+  const int64_t prev = width == 2 * dim ? 2 * int64_t(ratio) * dim : 0;
+  return 2 * int64_t(ratio) * width + prev + (max_tokens / ratio + 1) * dim;
 }
 
 void reset_compressor(DeviceCompressor& s) {
@@ -58,6 +67,17 @@ void DeviceSequence::copy_from(const DeviceSequence& o, cudaStream_t stream) {
   num_tokens = o.num_tokens;
 }
 
+int64_t DeviceSequence::state_bytes(const v4::Config& c, int64_t max_tokens, int64_t max_chunk) {
+  int64_t floats = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    floats += (c.sliding_window - 1 + max_chunk) * int64_t(c.head_dim);
+    const int ratio = c.compress_ratio(l);
+    if (ratio > 0) floats += compressor_floats(ratio, c.head_dim, max_tokens);
+    if (ratio == 4) floats += compressor_floats(ratio, c.index_head_dim, max_tokens);
+  }
+  return floats * int64_t(sizeof(float));
+}
+
 DeviceSequence::DeviceSequence(const v4::Config& c, int64_t max_tokens, int64_t max_chunk)
     : max_tokens(max_tokens) {
   for (int l = 0; l < c.num_layers; ++l) {
@@ -69,6 +89,9 @@ DeviceSequence::DeviceSequence(const v4::Config& c, int64_t max_tokens, int64_t 
     if (ratio == 4) s.index = make_compressor(ratio, c.index_head_dim, max_tokens);
     layers.push_back(std::move(s));
   }
+  int64_t bytes = 0;
+  for_each_buffer([&](const float*, size_t n) { bytes += int64_t(n * sizeof(float)); });
+  DI_CHECK(bytes == state_bytes(c, max_tokens, max_chunk));
   reset();
 }
 

@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
-#include "deepinfer/backend/cuda/forward/cuda_model.h"
-#include "deepinfer/backend/cuda/forward/decode_kernels.h"
-#include "deepinfer/backend/cuda/forward/device_state.h"
-#include "deepinfer/backend/cuda/forward/layer_weights.h"
-#include "deepinfer/backend/cuda/forward/phase_timer.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/model/deepseek_v4/config.h"
+#include "deepinfer/runtime/cuda/forward/cuda_model.h"
+#include "deepinfer/runtime/cuda/forward/decode_kernels.h"
+#include "deepinfer/runtime/cuda/forward/device_state.h"
+#include "deepinfer/runtime/cuda/forward/layer_weights.h"
+#include "deepinfer/runtime/cuda/forward/phase_timer.h"
 
 namespace deepinfer::cuda {
 

@@ -4,9 +4,9 @@
 // halves stay on the device.
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/compressor/compressor_pool.h"
-#include "deepinfer/backend/cuda/forward/forward_context.h"
-#include "deepinfer/backend/cuda/forward/forward_kernels.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
+#include "deepinfer/runtime/cuda/forward/forward_context.h"
+#include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 
 namespace deepinfer::cuda {
 

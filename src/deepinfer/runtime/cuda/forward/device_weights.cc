@@ -1,4 +1,4 @@
-#include "deepinfer/backend/cuda/forward/device_weights.h"
+#include "deepinfer/runtime/cuda/forward/device_weights.h"
 
 #include <cstdio>
 #include <cstdlib>

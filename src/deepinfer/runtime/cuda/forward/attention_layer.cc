@@ -8,10 +8,10 @@
 
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
-#include "deepinfer/backend/cuda/forward/forward_context.h"
-#include "deepinfer/backend/cuda/forward/forward_kernels.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
+#include "deepinfer/runtime/cuda/forward/forward_context.h"
+#include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 
 namespace deepinfer::cuda {
 namespace {

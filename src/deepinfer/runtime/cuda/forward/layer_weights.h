@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
-#include "deepinfer/backend/cuda/forward/device_weights.h"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/model/deepseek_v4/config.h"
+#include "deepinfer/runtime/cuda/forward/device_weights.h"
 
 namespace deepinfer::cuda {
 

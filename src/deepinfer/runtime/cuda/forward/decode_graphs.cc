@@ -1,4 +1,4 @@
-#include "deepinfer/backend/cuda/forward/decode_graphs.h"
+#include "deepinfer/runtime/cuda/forward/decode_graphs.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
-#include "deepinfer/backend/cuda/forward/decode_kernels.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
+#include "deepinfer/runtime/cuda/forward/decode_kernels.h"
 
 namespace deepinfer::cuda {
 namespace {

@@ -1,5 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
-#include "deepinfer/backend/cuda/forward/forward_kernels.h"
+#include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 
 namespace deepinfer::cuda {
 namespace {

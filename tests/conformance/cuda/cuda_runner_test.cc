@@ -1,0 +1,501 @@
+// The CUDA model runner (runtime/cuda/cuda_runner.h) driven as the engine drives it, through
+// execute(StepBatch), on every golden fixture in plain numerics. Expected logits come from the
+// CPU reference (CpuModel's full prefill: a causal model's row at position p depends on ids[0..p]
+// only, so any chunking, batching or fork must reproduce it), held to the tolerance of
+// cuda_model_test: rows from the GPU's first differing discrete choice on (a bf16 near-tie) are
+// not held. The runner's own contract is checked too: rows in row order, forks by page copy,
+// page bytes that round-trip, and errors (never aborts) for a batch that disagrees with the
+// pages.
+#include "deepinfer/runtime/cuda/cuda_runner.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cpu_decisions.h"
+#include "deepinfer/loader/checkpoint.h"
+#include "deepinfer/model/deepseek_v4/cpu_model.h"
+#include "deepinfer/model/deepseek_v4/tiny_model.h"
+#include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/runtime/cuda/forward/cuda_model.h"
+#include "golden_fixture.h"
+#include "logits_tolerance.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+using runtime::ModelRunner;
+using runtime::StepBatch;
+using runtime::StepOutput;
+using runtime::StepRow;
+
+constexpr int kMaxSeqs = 4;
+constexpr int64_t kMaxModelLen = 256;
+constexpr int64_t kBatchedTokens = 256;  // the runner's prefill chunk (as the traced model's)
+
+// A sequence as the engine holds it: an id and its block table (one page: a whole slot).
+struct Seq {
+  uint64_t id = 0;
+  std::vector<int32_t> table;
+};
+
+const std::vector<int32_t> kNoPages;  // this runner has no constant pages
+
+StepRow make_row(const Seq& s, const std::vector<int32_t>& ids, int64_t start, int64_t n,
+                 bool wants_logits) {
+  StepRow r;
+  r.seq_id = s.id;
+  r.start_pos = start;
+  r.tokens = ids.data() + start;
+  r.num_tokens = n;
+  r.state_pages = &kNoPages;
+  r.block_table = &s.table;
+  r.wants_logits = wants_logits;
+  return r;
+}
+
+runtime::RunnerOptions runner_options(const std::string& dir) {
+  runtime::RunnerOptions o;
+  o.model_dir = dir;
+  o.device = runtime::Device::kCuda;
+  o.numerics = runtime::Numerics::kPlain;
+  o.max_model_len = kMaxModelLen;
+  o.max_num_seqs = kMaxSeqs;
+  o.max_num_batched_tokens = kBatchedTokens;
+  o.gpu_memory_utilization = 0.9;
+  return o;
+}
+
+class CudaRunnerTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    fixture_ = testing::load_fixture(GetParam());
+    ASSERT_FALSE(fixture_.ids.empty());
+    dir_ = testing::golden_dir(GetParam());
+    auto cpu = v4::CpuModel::load(dir_, v4::ModelOptions{v4::Numerics::kPlain, {}});
+    ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+    const v4::Config& c = (*cpu)->config();
+    vocab_ = c.vocab_size;
+    eos_ = c.eos_token_id;
+    const int64_t L = static_cast<int64_t>(fixture_.ids.size());
+    v4::SequenceState st = (*cpu)->new_sequence();
+    ASSERT_TRUE((*cpu)->forward(st, fixture_.ids.data(), L, true, &want_).ok());
+
+    // Where the GPU's choices first leave the CPU's (a single-sequence full prefill, traced):
+    // rows from there on are not held, and that choice must be a near-tie.
+    auto ckpt = Checkpoint::open(dir_);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+    auto weights = v4::load_weights(**ckpt, c);
+    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+    const auto decisions = choices::cpu_decisions(c, *weights, fixture_.ids);
+    CudaModelOptions mo;
+    mo.max_chunk = kBatchedTokens;
+    auto traced = CudaModel::load(dir_, mo);
+    ASSERT_TRUE(traced.ok()) << traced.status().to_string();
+    DecisionTrace trace;
+    (*traced)->set_trace(&trace);
+    std::vector<float> logits;
+    ASSERT_TRUE((*traced)->forward(fixture_.ids.data(), L, true, &logits).ok());
+    const choices::Flip flip = choices::first_flip(decisions, trace);
+    held_ = std::min(L, flip.pos);
+    std::printf("[%s] rows before position %lld held (%s)\n", GetParam().c_str(),
+                static_cast<long long>(held_), flip.describe().c_str());
+    if (flip.found()) {
+      EXPECT_LT(flip.gap, kNearTie) << "a decision flipped with a clear gap: " << flip.describe();
+    }
+  }
+
+  std::unique_ptr<ModelRunner> runner() {
+    auto r = runtime::cuda::create_cuda_runner(runner_options(dir_));
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+
+  // Runs a batch that must succeed; its logits rows.
+  std::vector<float> run(ModelRunner& r, const StepBatch& batch) {
+    StepOutput out;
+    out.logits = nan_filled(3 * vocab_);  // stale contents must not survive
+    const Status st = r.execute(batch, &out);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    int64_t wants = 0;
+    for (const StepRow& row : batch.rows) wants += row.wants_logits ? 1 : 0;
+    EXPECT_EQ(out.num_logit_rows, wants);
+    EXPECT_EQ(static_cast<int64_t>(out.logits.size()), wants * vocab_);
+    return out.logits;
+  }
+
+  // A logits row of position pos against the CPU's (when held); counts what it held.
+  void expect_cpu_row(const float* got, int64_t pos, const std::string& what) {
+    if (pos >= held_) return;
+    const double e = row_rel_l2(got, &want_[pos * vocab_], vocab_);
+    worst_ = std::max(worst_, e);
+    ++held_rows_;
+    EXPECT_LE(e, kRowTol) << what << ", position " << pos;
+  }
+  void report(const char* what) const {
+    std::printf("[%s] %s: %lld rows held, max relative L2 error %.3e\n", GetParam().c_str(), what,
+                static_cast<long long>(held_rows_), worst_);
+  }
+
+  testing::GoldenFixture fixture_;
+  std::string dir_;
+  std::vector<float> want_;  // CPU logits, every position
+  int64_t vocab_ = 0, eos_ = 0;
+  int64_t held_ = 0;  // positions before this are held to kRowTol
+  int64_t held_rows_ = 0;
+  double worst_ = 0;
+};
+
+TEST_P(CudaRunnerTest, DescribesItsModelAndPages) {
+  auto r = runner();
+  ASSERT_TRUE(r);
+  const runtime::ModelInfo& info = r->info();
+  EXPECT_EQ(info.vocab_size, vocab_);
+  EXPECT_EQ(info.eos_token_id, eos_);
+  EXPECT_EQ(info.numerics, "plain");
+  EXPECT_EQ(info.device, runtime::Device::kCuda);
+  EXPECT_FALSE(info.device_name.empty());
+  EXPECT_GT(info.weight_bytes, 0);
+  // A tiny model leaves room for every asked-for slot.
+  EXPECT_EQ(info.max_sequences, kMaxSeqs);
+  const kv::PageSpec& spec = r->page_spec();
+  EXPECT_EQ(spec.page_tokens, kMaxModelLen);
+  EXPECT_EQ(spec.constant_pages_per_seq, 0);
+  EXPECT_EQ(spec.num_pages, kMaxSeqs);
+  EXPECT_GT(spec.page_bytes, 8);
+  EXPECT_EQ(spec.pages_for_tokens(kMaxModelLen), 1);
+}
+
+// The prompt as one prefill row, then one decode row per step, on the pool's last page.
+TEST_P(CudaRunnerTest, PrefillThenDecodeMatchesCpu) {
+  const std::vector<int32_t>& ids = fixture_.ids;
+  const int64_t L = static_cast<int64_t>(ids.size()), P = fixture_.prefill_len;
+  auto r = runner();
+  ASSERT_TRUE(r);
+  const Seq s{7, {kMaxSeqs - 1}};
+  StepBatch b;
+  b.rows = {make_row(s, ids, 0, P, true)};
+  std::vector<float> got = run(*r, b);
+  ASSERT_EQ(got.size(), size_t(vocab_));
+  expect_cpu_row(got.data(), P - 1, "prefill");
+  for (int64_t t = P; t < L; ++t) {
+    b.rows = {make_row(s, ids, t, 1, true)};
+    got = run(*r, b);
+    ASSERT_EQ(got.size(), size_t(vocab_));
+    expect_cpu_row(got.data(), t, "decode");
+  }
+  report("prefill + decode");
+  EXPECT_GT(held_rows_, 1);
+}
+
+// Three sequences in one runner: prefill rows together, a step that mixes decode rows with a
+// prefill chunk (so decode runs as one group and the rows are put back in order), then decode
+// steps of all three in shuffled row order. Each row must match the CPU, and the same rows run
+// sequence by sequence (each alone in its steps) on another runner.
+TEST_P(CudaRunnerTest, BatchedRowsMatchEachSequenceAlone) {
+  const std::vector<int32_t>& ids = fixture_.ids;
+  const int64_t steps = 4;
+  const int64_t top = held_ - steps - 1;  // every decoded position is held
+  ASSERT_GE(top, 5) << "the first near-tie flip comes too early for " << steps << " steps";
+  const std::vector<Seq> seqs = {{10, {2}}, {11, {0}}, {12, {1}}};
+  const std::vector<int64_t> lens = {top, top - 2, std::max<int64_t>(1, top - 6)};
+  struct Item {
+    int seq;
+    int64_t start, n;
+    bool wants;
+  };
+  std::vector<std::vector<Item>> schedule;
+  schedule.push_back({{0, 0, lens[0], true}, {1, 0, 2, false}, {2, 0, lens[2], true}});
+  schedule.push_back({{0, lens[0], 1, true}, {1, 2, lens[1] - 2, true}, {2, lens[2], 1, true}});
+  for (int64_t j = 1; j < steps; ++j)
+    schedule.push_back(
+        {{2, lens[2] + j, 1, true}, {0, lens[0] + j, 1, true}, {1, lens[1] + j - 1, 1, true}});
+
+  // Logits per (sequence, position) from running the schedule, all sequences or one.
+  using Rows = std::map<std::pair<int, int64_t>, std::vector<float>>;
+  auto run_schedule = [&](ModelRunner& r, int only) {
+    Rows rows;
+    for (const std::vector<Item>& step : schedule) {
+      StepBatch b;
+      std::vector<std::pair<int, int64_t>> keys;
+      for (const Item& it : step) {
+        if (only >= 0 && it.seq != only) continue;
+        b.rows.push_back(make_row(seqs[it.seq], ids, it.start, it.n, it.wants));
+        if (it.wants) keys.push_back({it.seq, it.start + it.n - 1});
+      }
+      if (b.rows.empty()) continue;
+      const std::vector<float> got = run(r, b);
+      if (got.size() != keys.size() * size_t(vocab_)) return rows;
+      for (size_t k = 0; k < keys.size(); ++k)
+        rows[keys[k]].assign(got.begin() + k * vocab_, got.begin() + (k + 1) * vocab_);
+    }
+    return rows;
+  };
+  auto batched = runner();
+  ASSERT_TRUE(batched);
+  const Rows together = run_schedule(*batched, -1);
+  batched.reset();
+  auto single = runner();
+  ASSERT_TRUE(single);
+  Rows alone;
+  for (int k = 0; k < 3; ++k) alone.merge(run_schedule(*single, k));
+  ASSERT_EQ(together.size(), alone.size());
+  double worst_alone = 0;
+  for (const auto& [key, row] : together) {
+    const std::string what = "sequence " + std::to_string(key.first);
+    expect_cpu_row(row.data(), key.second, what);
+    const double e = row_rel_l2(row.data(), alone.at(key).data(), vocab_);
+    worst_alone = std::max(worst_alone, e);
+    EXPECT_LE(e, kRowTol) << what << " batched vs alone, position " << key.second;
+  }
+  report("batched rows");
+  std::printf("[%s] batched vs alone: max relative L2 error %.3e over %zu rows\n",
+              GetParam().c_str(), worst_alone, together.size());
+  EXPECT_EQ(held_rows_, static_cast<int64_t>(together.size()));
+}
+
+// n > 1 as the engine does it: the child's page is a copy of the parent's (page_copies, before
+// any row), and both continue from the same state.
+TEST_P(CudaRunnerTest, ForkedPageContinuesAsItsParent) {
+  const std::vector<int32_t>& ids = fixture_.ids;
+  const int64_t P = fixture_.prefill_len;
+  ASSERT_LT(P + 3, static_cast<int64_t>(ids.size()));
+  auto r = runner();
+  ASSERT_TRUE(r);
+  const Seq parent{1, {0}}, child{2, {2}}, second{3, {3}};
+  StepBatch b;
+  b.rows = {make_row(parent, ids, 0, P, false)};
+  run(*r, b);
+  // The child alone in the step that forks it, then the parent alone: the same launches on the
+  // same state, so the same bits.
+  b.page_copies = {{0, 2}};
+  b.rows = {make_row(child, ids, P, 1, true)};
+  const std::vector<float> from_child = run(*r, b);
+  b.page_copies.clear();
+  b.rows = {make_row(parent, ids, P, 1, true)};
+  const std::vector<float> from_parent = run(*r, b);
+  ASSERT_EQ(from_child.size(), size_t(vocab_));
+  EXPECT_TRUE(from_child == from_parent);
+  expect_cpu_row(from_parent.data(), P, "parent");
+  // The child takes another token; the parent's next row is untouched by it.
+  std::vector<int32_t> other = ids;
+  other[P + 1] = (ids[P + 1] + 1) % static_cast<int32_t>(vocab_);
+  b.rows = {make_row(child, other, P + 1, 1, true), make_row(parent, ids, P + 1, 1, true)};
+  const std::vector<float> both = run(*r, b);
+  ASSERT_EQ(both.size(), size_t(2 * vocab_));
+  expect_cpu_row(both.data() + vocab_, P + 1, "parent next to its diverged child");
+  // A fork and its first row in one step with the parent's row.
+  b.page_copies = {{0, 3}};
+  b.rows = {make_row(second, ids, P + 2, 1, true), make_row(parent, ids, P + 2, 1, true)};
+  const std::vector<float> fork_step = run(*r, b);
+  ASSERT_EQ(fork_step.size(), size_t(2 * vocab_));
+  expect_cpu_row(fork_step.data(), P + 2, "second child");
+  expect_cpu_row(fork_step.data() + vocab_, P + 2, "parent");
+  EXPECT_LE(row_rel_l2(fork_step.data(), fork_step.data() + vocab_, vocab_), kRowTol);
+  report("forks");
+}
+
+// A batch that disagrees with the pages is refused with a Status, changes nothing (every check
+// runs before any row), and the runner goes on serving.
+TEST_P(CudaRunnerTest, BatchesThatDisagreeWithThePagesAreErrors) {
+  const std::vector<int32_t>& ids = fixture_.ids;
+  const int64_t P = fixture_.prefill_len;
+  auto r = runner();
+  ASSERT_TRUE(r);
+  const Seq s{1, {0}}, other{2, {1}};
+  StepBatch b;
+  b.rows = {make_row(s, ids, 0, P, false)};
+  run(*r, b);
+  auto refused = [&](StepBatch batch, const char* needle, const char* what) {
+    StepOutput out;
+    const Status st = r->execute(batch, &out);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find(needle), std::string::npos) << what << ": " << st.to_string();
+    std::printf("[%s] %s: %s\n", GetParam().c_str(), what, st.to_string().c_str());
+  };
+  b.rows = {make_row(s, ids, P + 3, 1, true)};
+  refused(b, "holds", "start_pos ahead of the page");
+  b.rows = {make_row(s, ids, P - 1, 1, true)};
+  refused(b, "holds", "start_pos behind the page");
+  // A valid row first: the batch is still refused as a whole, before that row runs.
+  b.rows = {make_row(s, ids, P, 1, true), make_row(other, ids, 5, 1, true)};
+  refused(b, "holds", "second row on an unstarted page");
+  const Seq two_pages{3, {0, 1}};
+  b.rows = {make_row(two_pages, ids, P, 1, true)};
+  refused(b, "exactly one page", "two pages in a block table");
+  const Seq outside{4, {kMaxSeqs}};
+  b.rows = {make_row(outside, ids, 0, 1, true)};
+  refused(b, "outside the pool", "page outside the pool");
+  const Seq same{5, {0}};
+  b.rows = {make_row(s, ids, P, 1, true), make_row(same, ids, P, 1, true)};
+  refused(b, "another row", "two rows on one page");
+  std::vector<int32_t> bad = ids;
+  bad[P] = static_cast<int32_t>(vocab_);
+  b.rows = {make_row(s, bad, P, 1, true)};
+  refused(b, "vocabulary", "token id outside the vocabulary");
+  std::vector<int32_t> long_ids(kMaxModelLen + 1, ids[0]);
+  b.rows = {make_row(other, long_ids, 0, kMaxModelLen + 1, true)};
+  refused(b, "--max-model-len", "a row past max_model_len");
+  b.rows.clear();
+  b.page_copies = {{0, kMaxSeqs}};
+  refused(b, "outside the pool", "page copy outside the pool");
+  // The sequence is where it was.
+  b.page_copies.clear();
+  b.rows = {make_row(s, ids, P, 1, true)};
+  const std::vector<float> got = run(*r, b);
+  ASSERT_EQ(got.size(), size_t(vocab_));
+  expect_cpu_row(got.data(), P, "after the refused batches");
+  EXPECT_EQ(held_rows_, P < held_ ? 1 : 0);
+}
+
+// read_pages / write_pages: a page's bytes written to another page make a sequence that
+// continues exactly as the source.
+TEST_P(CudaRunnerTest, PageBytesRoundTrip) {
+  const std::vector<int32_t>& ids = fixture_.ids;
+  const int64_t P = fixture_.prefill_len;
+  auto r = runner();
+  ASSERT_TRUE(r);
+  const int64_t page_bytes = r->page_spec().page_bytes;
+  const Seq source{1, {0}}, restored{2, {1}};
+  StepBatch b;
+  b.rows = {make_row(source, ids, 0, P, false)};
+  run(*r, b);
+  auto bytes = r->read_pages({0});
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  ASSERT_EQ(static_cast<int64_t>(bytes->size()), page_bytes);
+  ASSERT_TRUE(r->write_pages({1}, *bytes).ok());
+  auto back = r->read_pages({1, 0});
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_EQ(static_cast<int64_t>(back->size()), 2 * page_bytes);
+  EXPECT_TRUE(back->compare(0, page_bytes, *bytes) == 0);
+  EXPECT_TRUE(back->compare(page_bytes, page_bytes, *bytes) == 0);
+  b.rows = {make_row(restored, ids, P, 1, true)};
+  const std::vector<float> a = run(*r, b);
+  b.rows = {make_row(source, ids, P, 1, true)};
+  const std::vector<float> c = run(*r, b);
+  ASSERT_EQ(a.size(), size_t(vocab_));
+  EXPECT_TRUE(a == c);
+  expect_cpu_row(a.data(), P, "restored page");
+  // Misuse is refused.
+  EXPECT_FALSE(r->write_pages({1}, std::string_view(*bytes).substr(1)).ok());
+  EXPECT_FALSE(r->write_pages({kMaxSeqs}, *bytes).ok());
+  EXPECT_FALSE(r->read_pages({-1}).ok());
+  std::string corrupt = *bytes;
+  const int64_t too_many = kMaxModelLen + 1;
+  std::memcpy(corrupt.data(), &too_many, sizeof too_many);
+  EXPECT_FALSE(r->write_pages({2}, corrupt).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, CudaRunnerTest,
+                         ::testing::Values("hca_clamp", "mixed_fullk", "mixed_selective",
+                                           "selective_noties", "sliding_hash"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+TEST(CudaRunnerOptionsTest, OfficialNumericsIsRefused) {
+  runtime::RunnerOptions o = runner_options(testing::golden_dir("mixed_fullk"));
+  o.numerics = runtime::Numerics::kOfficial;
+  auto r = runtime::cuda::create_cuda_runner(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("--numerics plain"), std::string::npos)
+      << r.status().to_string();
+}
+
+TEST(CudaRunnerOptionsTest, TooLittleDeviceMemoryNamesTheFlag) {
+  runtime::RunnerOptions o = runner_options(testing::golden_dir("mixed_fullk"));
+  o.gpu_memory_utilization = 1e-3;  // below the margin kept for what grows after the profile
+  auto r = runtime::cuda::create_cuda_runner(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("--gpu-memory-utilization"), std::string::npos)
+      << r.status().to_string();
+  std::printf("%s\n", r.status().to_string().c_str());
+}
+
+TEST(CudaRunnerOptionsTest, MaxModelLenBeyondTheOpsIsRefused) {
+  runtime::RunnerOptions o = runner_options(testing::golden_dir("mixed_fullk"));
+  o.max_model_len = CudaModel::max_supported_tokens() + 1;
+  auto r = runtime::cuda::create_cuda_runner(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--max-model-len"), std::string::npos)
+      << r.status().to_string();
+}
+
+// Opt-in (DEEPINFER_RUNNER_STRESS_CONFIG names a config.json, e.g. v4_flash_3layer_config.json
+// here: V4-Flash's per-layer dims, one layer of each kind, 8 experts): a random model of it, a pool
+// sized by DEEPINFER_RUNNER_STRESS_UTILIZATION (default 0.3, so memory and not --max-num-seqs
+// bounds it), then the steps that grow the forward's scratch most: prefill chunks up to the end of
+// the context, and decode steps of every slot at once (eager, captured, replayed). The device's
+// used memory must stay within the utilization.
+TEST(CudaRunnerMemoryTest, LargestStepsStayWithinTheUtilization) {
+  const char* config = std::getenv("DEEPINFER_RUNNER_STRESS_CONFIG");
+  if (!config || !*config) GTEST_SKIP() << "set DEEPINFER_RUNNER_STRESS_CONFIG to run";
+  const char* util_env = std::getenv("DEEPINFER_RUNNER_STRESS_UTILIZATION");
+  const double util = util_env && *util_env ? std::atof(util_env) : 0.3;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "deepinfer_cuda_runner_stress").string();
+  v4::TinyModelOptions mo;
+  mo.config_path = config;
+  mo.seed = 1;
+  mo.max_shard_bytes = size_t{4} << 30;
+  ASSERT_TRUE(v4::write_tiny_model(dir, mo).ok());
+  runtime::RunnerOptions o = runner_options(dir);
+  o.max_model_len = CudaModel::max_supported_tokens();
+  o.max_num_seqs = 1024;
+  o.max_num_batched_tokens = 2048;
+  o.gpu_memory_utilization = util;
+  auto made = runtime::cuda::create_cuda_runner(o);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  ModelRunner& r = **made;
+  const kv::PageSpec& spec = r.page_spec();
+  const int64_t L = o.max_model_len, n = spec.num_pages;
+  ASSERT_GE(n, 2);
+  const std::vector<int32_t> ids = testing::make_ids(L, r.info().vocab_size, 5);
+  std::vector<Seq> seqs;
+  for (int32_t p = 0; p < n; ++p) seqs.push_back(Seq{uint64_t(p), {p}});
+  StepOutput out;
+  StepBatch b;
+  // Page 0 to three short of the end, in chunks of 2048; every other page one token.
+  for (int64_t start = 0; start < L - 3; start += 2048) {
+    b.rows = {make_row(seqs[0], ids, start, std::min<int64_t>(2048, L - 3 - start), false)};
+    ASSERT_TRUE(r.execute(b, &out).ok()) << "chunk at " << start;
+  }
+  b.rows.clear();
+  for (int64_t p = 1; p < n; ++p) b.rows.push_back(make_row(seqs[p], ids, 0, 1, false));
+  ASSERT_TRUE(r.execute(b, &out).ok());
+  for (int64_t j = 0; j < 3; ++j) {
+    b.rows.clear();
+    b.rows.push_back(make_row(seqs[0], ids, L - 3 + j, 1, true));
+    for (int64_t p = 1; p < n; ++p) b.rows.push_back(make_row(seqs[p], ids, 1 + j, 1, true));
+    const Status st = r.execute(b, &out);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(out.num_logit_rows, n);
+    for (int64_t k = 0; k < n * r.info().vocab_size; k += 4099)
+      ASSERT_TRUE(std::isfinite(out.logits[k])) << "decode step " << j;
+  }
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  const double used = double(total - free), limit = util * double(total);
+  std::printf(
+      "stress: %lld slots of %.1f MiB (%lld tokens), used %.2f GiB after the largest steps, "
+      "limit %.2f GiB (%.3f of %.2f GiB), headroom %.0f MiB\n",
+      static_cast<long long>(n), double(spec.page_bytes) / (1 << 20), static_cast<long long>(L),
+      used / (1 << 30), limit / (1 << 30), util, double(total) / (1 << 30),
+      (limit - used) / (1 << 20));
+  EXPECT_LE(used, limit);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda
