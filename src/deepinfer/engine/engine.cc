@@ -125,7 +125,11 @@ class EngineImpl final : public Engine {
   EngineCapacity capacity() const override {
     const kv::KvCapacity c = kv_.capacity();
     const runtime::ModelInfo& info = runner_->info();
-    EngineCapacity cap{c.max_tokens, c.max_sequences, c.num_pages, kv_.spec().page_bytes};
+    EngineCapacity cap;
+    cap.max_tokens = c.max_tokens;
+    cap.max_sequences = c.max_sequences;
+    cap.num_pages = c.num_pages;
+    cap.page_bytes = kv_.spec().page_bytes;
     if (info.max_sequences > 0) cap.max_sequences = std::min(cap.max_sequences, info.max_sequences);
     cap.device = runtime::device_name(info.device);
     cap.device_name = info.device_name;
