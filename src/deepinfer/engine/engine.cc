@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "deepinfer/base/check.h"
+#include "deepinfer/base/thread_pool.h"
 #include "deepinfer/engine/output_processor.h"
 #include "deepinfer/engine/request_state.h"
 #include "deepinfer/kv/kv_manager.h"
@@ -28,6 +29,7 @@ namespace deepinfer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr unsigned kMaxSampleThreads = 8;  // a 129k-vocabulary row takes tens of microseconds
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -299,7 +301,10 @@ class EngineImpl final : public Engine {
         if (auto it = seqs_.find(row.seq_id); it != seqs_.end()) fail_request(*it->second->req, st);
       return;
     }
+    // 1. Who samples from which logits row (forks of first prompt completions included).
     const int64_t vocab = vocab_size();
+    samples_.clear();
+    fork_logits_.clear();
     int64_t k = 0;
     for (const runtime::StepRow& row : batch_.rows) {
       if (!row.wants_logits) continue;
@@ -308,13 +313,52 @@ class EngineImpl final : public Engine {
       if (it == seqs_.end()) continue;  // its request failed earlier in this step
       SeqState& s = *it->second;
       if (s.index == 0 && s.out.token_ids.empty()) fork_parked_siblings(s, logits);
-      sample_row(s, logits);
+      samples_.push_back({&s, logits});
     }
+    // 2. Masking and sampling: each sample has its own sampler and RNG, so they run in parallel;
+    // grammar-constrained ones stay on this thread (their mask caches are engine-thread only).
+    auto t1 = Clock::now();
+    sample_pool_.parallel_for(static_cast<int64_t>(samples_.size()), 4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        if (!samples_[i].seq->constraint) choose(samples_[i]);
+    });
+    for (PendingSample& p : samples_)
+      if (p.seq->constraint) choose(p);
+    local_.sample_s += seconds_since(t1);
+    // 3. In order: the scheduler, detokenizing and stop rules.
+    auto t2 = Clock::now();
+    for (PendingSample& p : samples_) {
+      SeqState& s = *p.seq;
+      if (s.finished) continue;  // a sibling's error ended its request in this loop
+      if (!p.status.ok()) {
+        fail_request(*s.req, std::move(p.status));
+        continue;
+      }
+      const bool length_reached = sched_.on_token_appended(s.seq_id);  // true: max_tokens
+      const std::string reason = outputs_.append(s, p.choice, length_reached);
+      if (!reason.empty()) finish_seq(s, reason);
+    }
+    local_.output_s += seconds_since(t2);
+  }
+
+  struct PendingSample {
+    SeqState* seq = nullptr;
+    float* logits = nullptr;  // vocab floats, masked in place
+    TokenChoice choice;
+    Status status;  // not ok: the grammar ran out of work (the request ends)
+  };
+
+  void choose(PendingSample& p) {
+    StatusOr<TokenChoice> c = outputs_.choose(*p.seq, p.logits);
+    if (c.ok())
+      p.choice = std::move(*c);
+    else
+      p.status = c.status();
   }
 
   // Sample 0 just computed the prompt: each waiting sibling becomes a fork of it (the scheduler
-  // shares or copies its pages) and samples its first token from the same logits; one the pool
-  // can't fork into computes the prompt itself.
+  // shares or copies its pages) and samples its first token from a copy of the same logits; one
+  // the pool can't fork into computes the prompt itself.
   void fork_parked_siblings(const SeqState& parent, const float* logits) {
     const int64_t vocab = vocab_size();
     for (auto& sib : parent.req->seqs) {
@@ -332,24 +376,9 @@ class EngineImpl final : public Engine {
       }
       seqs_[sib->seq_id] = sib.get();
       for (const kv::PageCopy& c : copies) pending_copies_.emplace_back(sib->seq_id, c);
-      fork_logits_.assign(logits, logits + vocab);
-      sample_row(*sib, fork_logits_.data());
+      fork_logits_.emplace_back(logits, logits + vocab);  // a deque: earlier rows stay put
+      samples_.push_back({sib.get(), fork_logits_.back().data()});
     }
-  }
-
-  void sample_row(SeqState& s, float* logits) {
-    auto t1 = Clock::now();
-    StatusOr<TokenChoice> choice = outputs_.choose(s, logits);
-    if (!choice.ok()) {
-      fail_request(*s.req, choice.status());
-      return;
-    }
-    const bool length_reached = sched_.on_token_appended(s.seq_id);  // true: max_tokens
-    local_.sample_s += seconds_since(t1);
-    auto t2 = Clock::now();
-    const std::string reason = outputs_.append(s, *choice, length_reached);
-    if (!reason.empty()) finish_seq(s, reason);
-    local_.output_s += seconds_since(t2);
   }
 
   void emit_outputs() {
@@ -446,7 +475,10 @@ class EngineImpl final : public Engine {
   EngineStats local_;
   runtime::StepBatch batch_;  // reused: steady-state steps allocate nothing here
   runtime::StepOutput step_out_;
-  std::vector<float> fork_logits_;
+  std::vector<PendingSample> samples_;  // this step's, reused
+  std::deque<std::vector<float>> fork_logits_;
+  ThreadPool sample_pool_{static_cast<int>(
+      std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, kMaxSampleThreads))};
   // Forks' page copies, for the next batch (child seq id, copy).
   std::vector<std::pair<uint64_t, kv::PageCopy>> pending_copies_;
 
