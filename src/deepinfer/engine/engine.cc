@@ -128,7 +128,7 @@ class EngineImpl final : public Engine {
     const kv::KvCapacity c = kv_.capacity();
     const runtime::ModelInfo& info = runner_->info();
     EngineCapacity cap;
-    cap.max_tokens = c.max_tokens;
+    cap.max_tokens = std::min(c.max_tokens, max_model_len());  // a slot page holds one sequence
     cap.max_sequences = c.max_sequences;
     cap.num_pages = c.num_pages;
     cap.page_bytes = kv_.spec().page_bytes;
@@ -308,7 +308,7 @@ class EngineImpl final : public Engine {
     int64_t k = 0;
     for (const runtime::StepRow& row : batch_.rows) {
       if (!row.wants_logits) continue;
-      float* logits = step_out_.logits.data() + (k++) * vocab;
+      float* logits = step_out_.logits + (k++) * vocab;
       auto it = seqs_.find(row.seq_id);
       if (it == seqs_.end()) continue;  // its request failed earlier in this step
       SeqState& s = *it->second;

@@ -37,8 +37,10 @@ struct StepBatch {
 };
 
 struct StepOutput {
-  // One vocab-sized row per StepRow with wants_logits, in row order.
-  std::vector<float> logits;
+  // One vocab-sized row per StepRow with wants_logits, in row order, in the runner's own memory
+  // (page-locked on cuda, so the device writes it at full copy speed): valid, and writable (the
+  // engine masks in place), until the runner's next execute.
+  float* logits = nullptr;
   int64_t num_logit_rows = 0;
 };
 

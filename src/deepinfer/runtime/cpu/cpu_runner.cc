@@ -35,16 +35,18 @@ class CpuRunner final : public ModelRunner {
       RETURN_IF_ERROR(check_page(c.to));
       std::memcpy(page(c.to), page(c.from), static_cast<size_t>(spec_.page_bytes));
     }
-    out->logits.clear();
+    out_logits_.clear();
+    out->logits = nullptr;
     out->num_logit_rows = 0;
     const int64_t vocab = info_.vocab_size;
     for (const StepRow& row : batch.rows) {
       ASSIGN_OR_RETURN(v4::SequenceState * st, state_for(row));
       RETURN_IF_ERROR(model_->forward(*st, row.tokens, row.num_tokens, false, &logits_));
       if (!row.wants_logits) continue;
-      out->logits.insert(out->logits.end(), logits_.begin(), logits_.begin() + vocab);
+      out_logits_.insert(out_logits_.end(), logits_.begin(), logits_.begin() + vocab);
       ++out->num_logit_rows;
     }
+    out->logits = out_logits_.data();
     return ok_status();
   }
 
@@ -122,6 +124,7 @@ class CpuRunner final : public ModelRunner {
   std::unique_ptr<float[]> arena_;
   std::unordered_map<uint64_t, Sequence> seqs_;
   std::vector<float> logits_;
+  std::vector<float> out_logits_;  // StepOutput::logits of the latest step
 };
 
 }  // namespace

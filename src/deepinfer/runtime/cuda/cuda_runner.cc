@@ -33,6 +33,35 @@ std::string bytes_text(int64_t bytes) {
   return b;
 }
 
+// Page-locked host memory that only grows: the step's logits rows come back into it, about
+// twice as fast as into pageable memory (66 MB a step at batch 128).
+class PinnedFloats {
+ public:
+  PinnedFloats() = default;
+  PinnedFloats(const PinnedFloats&) = delete;
+  PinnedFloats& operator=(const PinnedFloats&) = delete;
+  ~PinnedFloats() {
+    if (p_) cudaFreeHost(p_);
+  }
+  // At least n floats; contents are not kept when it grows.
+  StatusOr<float*> reserve(size_t n) {
+    if (n <= size_) return p_;
+    if (p_) cudaFreeHost(p_);
+    p_ = nullptr;
+    size_ = 0;
+    if (cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&p_), n * sizeof(float));
+        e != cudaSuccess)
+      return resource_exhausted("page-locked host memory for " + std::to_string(n) +
+                                " logits: " + cudaGetErrorString(e));
+    size_ = n;
+    return p_;
+  }
+
+ private:
+  float* p_ = nullptr;
+  size_t size_ = 0;
+};
+
 std::string row_name(size_t i, const StepRow& r) {
   return "row " + std::to_string(i) + " (sequence " + std::to_string(r.seq_id) + ")";
 }
@@ -75,7 +104,9 @@ class CudaRunner final : public ModelRunner {
   std::vector<int> decode_slots_;
   std::vector<int32_t> decode_ids_;
   std::vector<int64_t> out_row_;  // per row: its logits row in the output, or -1
-  std::vector<float> decode_logits_, row_logits_;
+  // StepOutput::logits rows, then (in a mixed step) the decode group's rows before they are
+  // placed among them.
+  PinnedFloats logits_;
 };
 
 Status CudaRunner::check_page(int64_t page, std::string_view what) const {
@@ -160,27 +191,26 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   // rows, in order, so they land in place.
   const bool in_place = prefill_rows_.empty() && !decode_rows_.empty() &&
                         decode_out == static_cast<int64_t>(decode_rows_.size());
+  const int64_t staged = in_place || decode_out == 0 ? 0 : int64_t(decode_rows_.size());
+  ASSIGN_OR_RETURN(float* host, logits_.reserve(size_t(std::max<int64_t>(n_out + staged, 1)) * V));
+  out->logits = host;
   if (!decode_rows_.empty()) {
-    std::vector<float>* logits =
-        in_place ? &out->logits : (decode_out > 0 ? &decode_logits_ : nullptr);
-    RETURN_IF_ERROR(model_->decode(decode_slots_.data(), decode_ids_.data(),
-                                   static_cast<int64_t>(decode_slots_.size()), logits, nullptr));
+    float* dst = in_place ? host : (decode_out > 0 ? host + n_out * V : nullptr);
+    RETURN_IF_ERROR(model_->decode_into(decode_slots_.data(), decode_ids_.data(),
+                                        static_cast<int64_t>(decode_slots_.size()), dst, nullptr));
   }
   if (in_place) return ok_status();
-  out->logits.resize(n_out * V);
   if (decode_out > 0)
     for (size_t b = 0; b < decode_rows_.size(); ++b)
       if (out_row_[decode_rows_[b]] >= 0)
-        std::memcpy(out->logits.data() + out_row_[decode_rows_[b]] * V,
-                    decode_logits_.data() + b * V, V * sizeof(float));
+        std::memcpy(host + out_row_[decode_rows_[b]] * V, host + (n_out + b) * V,
+                    V * sizeof(float));
   for (size_t i : prefill_rows_) {
     const StepRow& r = batch.rows[i];
     const int slot = (*r.block_table)[0];
     if (r.start_pos == 0) model_->reset(slot);
-    RETURN_IF_ERROR(model_->forward(slot, r.tokens, r.num_tokens, /*all_logits=*/false,
-                                    r.wants_logits ? &row_logits_ : nullptr));
-    if (r.wants_logits)
-      std::memcpy(out->logits.data() + out_row_[i] * V, row_logits_.data(), V * sizeof(float));
+    RETURN_IF_ERROR(model_->forward_into(slot, r.tokens, r.num_tokens, /*all_logits=*/false,
+                                         r.wants_logits ? host + out_row_[i] * V : nullptr));
   }
   return ok_status();
 }

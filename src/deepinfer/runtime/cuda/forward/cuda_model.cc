@@ -283,29 +283,31 @@ struct CudaModel::Impl {
     return ok_status();
   }
 
-  Status forward(int slot, const int32_t* ids, int64_t n, bool all_logits,
-                 std::vector<float>* out) {
+  // out: host memory for (all_logits ? n : 1) x vocab floats, or null.
+  Status forward(int slot, const int32_t* ids, int64_t n, bool all_logits, float* out) {
     if (n <= 0) return invalid_argument("forward: no tokens");
     RETURN_IF_ERROR(check_slot(slot));
     DeviceSequence& seq = seqs[slot];
     RETURN_IF_ERROR(check_ids(ids, n, seq.num_tokens));
     RETURN_IF_ERROR(check_room(seq, n));
     const int64_t V = c.vocab_size;
-    if (out) out->resize((all_logits ? n : 1) * V);
     for (int64_t off = 0; off < n; off += options.max_chunk) {
       const int64_t len = std::min(options.max_chunk, n - off);
       const bool last = off + len == n;
       const int64_t rows = all_logits ? len : (last ? 1 : 0);
       chunk(seq, ids + off, len, rows);
+      // On the forward's own stream: it is non-blocking, so a legacy-stream copy would not
+      // wait for the chunk.
       if (out && rows > 0)
-        DI_CUDA_CHECK(cudaMemcpy(out->data() + (all_logits ? off * V : 0), logits.get(),
-                                 rows * V * 4, cudaMemcpyDeviceToHost));
+        DI_CUDA_CHECK(cudaMemcpyAsync(out + (all_logits ? off * V : 0), logits.get(), rows * V * 4,
+                                      cudaMemcpyDeviceToHost, stream));
     }
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     return ok_status();
   }
 
-  Status decode(const int* slots, const int32_t* ids, int64_t count, std::vector<float>* out,
+  // out: host memory for count x vocab floats, or null.
+  Status decode(const int* slots, const int32_t* ids, int64_t count, float* out,
                 std::vector<int32_t>* greedy) {
     if (count <= 0) return invalid_argument("decode: no sequences");
     if (count > options.max_chunk)
@@ -368,11 +370,9 @@ struct CudaModel::Impl {
       DI_CUDA_CHECK(
           cudaMemcpyAsync(greedy->data(), token.get(), count * 4, cudaMemcpyDeviceToHost, stream));
     }
-    if (out) {
-      out->resize(count * V);
-      DI_CUDA_CHECK(cudaMemcpyAsync(out->data(), logits.get(), count * V * 4,
-                                    cudaMemcpyDeviceToHost, stream));
-    }
+    if (out)
+      DI_CUDA_CHECK(
+          cudaMemcpyAsync(out, logits.get(), count * V * 4, cudaMemcpyDeviceToHost, stream));
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (timer) timer->collect();
     return ok_status();
@@ -488,16 +488,28 @@ void CudaModel::set_trace(DecisionTrace* trace) {
 
 Status CudaModel::forward(const int32_t* ids, int64_t n, bool all_logits,
                           std::vector<float>* logits) {
-  return impl_->forward(0, ids, n, all_logits, logits);
+  return forward(0, ids, n, all_logits, logits);
 }
 
 Status CudaModel::forward(int slot, const int32_t* ids, int64_t n, bool all_logits,
                           std::vector<float>* logits) {
+  if (logits) logits->resize((all_logits ? n : 1) * impl_->c.vocab_size);
+  return impl_->forward(slot, ids, n, all_logits, logits ? logits->data() : nullptr);
+}
+
+Status CudaModel::forward_into(int slot, const int32_t* ids, int64_t n, bool all_logits,
+                               float* logits) {
   return impl_->forward(slot, ids, n, all_logits, logits);
 }
 
 Status CudaModel::decode(const int* slots, const int32_t* ids, int64_t count,
                          std::vector<float>* logits, std::vector<int32_t>* greedy) {
+  if (logits && count > 0) logits->resize(count * impl_->c.vocab_size);
+  return impl_->decode(slots, ids, count, logits ? logits->data() : nullptr, greedy);
+}
+
+Status CudaModel::decode_into(const int* slots, const int32_t* ids, int64_t count, float* logits,
+                              std::vector<int32_t>* greedy) {
   return impl_->decode(slots, ids, count, logits, greedy);
 }
 

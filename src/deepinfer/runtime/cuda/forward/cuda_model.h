@@ -81,6 +81,11 @@ class CudaModel {
   // rows; greedy (if not null) each row's argmax (ties to the lower id).
   Status decode(const int* slots, const int32_t* ids, int64_t count, std::vector<float>* logits,
                 std::vector<int32_t>* greedy);
+  // forward() and decode() writing logits into caller memory ((all_logits ? n : 1) or count rows
+  // of vocab floats, or null for none); page-locked memory takes the copy at full speed.
+  Status forward_into(int slot, const int32_t* ids, int64_t n, bool all_logits, float* logits);
+  Status decode_into(const int* slots, const int32_t* ids, int64_t count, float* logits,
+                     std::vector<int32_t>* greedy);
 
   DecodeStepCounts decode_steps() const;
   // The row count a decode of `count` sequences runs at (its graph's bucket).
