@@ -31,7 +31,8 @@ ALLOWED = {
     "tensor": {"base"},
     "loader": {"base", "tensor"},
     "backend": {"base", "tensor", "loader"},
-    "model": {"base", "tensor", "loader", "backend"},
+    # tokenizer: V4.1 Engram builds its compressed token map from the token strings.
+    "model": {"base", "tensor", "loader", "backend", "tokenizer"},
     "tokenizer": {"base"},
     "recipe": {"base"},
     "grammar": {"base", "tokenizer"},
