@@ -13,6 +13,7 @@ namespace deepinfer::runtime::cpu {
 namespace {
 
 constexpr int kPageTokens = 128;
+constexpr size_t kKeptLogitRows = 8;             // logits rows a step buffer always keeps
 constexpr int64_t kMaxPages = int64_t{1} << 24;  // kv::KvManager's clamp
 
 class CpuRunner final : public ModelRunner {
@@ -35,7 +36,15 @@ class CpuRunner final : public ModelRunner {
       RETURN_IF_ERROR(check_page(c.to));
       std::memcpy(page(c.to), page(c.from), static_cast<size_t>(spec_.page_bytes));
     }
+    // A burst's buffer (rows x vocab floats) goes back once steps are much smaller again, so an
+    // idle server returns to its baseline; steady steps reuse it.
+    int64_t wanted = 0;
+    for (const StepRow& row : batch.rows) wanted += row.wants_logits ? 1 : 0;
+    const size_t need = static_cast<size_t>(wanted * info_.vocab_size);
+    if (out_logits_.capacity() > 2 * need + kKeptLogitRows * info_.vocab_size)
+      std::vector<float>().swap(out_logits_);
     out_logits_.clear();
+    out_logits_.reserve(need);
     out->logits = nullptr;
     out->num_logit_rows = 0;
     const int64_t vocab = info_.vocab_size;
