@@ -1,0 +1,83 @@
+// The deepseek_v41 tensor manifest (what a V4.1 text checkpoint must hold) and fp32 weight loading,
+// spec §11 and shared/golden_v41/README.md "Checkpoint tensor names".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/model/deepseek_v4/weights.h"  // v4::Weights, v4::LoadProgress
+#include "deepinfer/model/deepseek_v41/config.h"
+
+namespace deepinfer {
+class Checkpoint;
+struct TensorInfo;
+}  // namespace deepinfer
+
+namespace deepinfer::v41 {
+
+// How a manifest entry may be stored. Every kind accepts F32/BF16/F16 in its logical shape.
+enum class WeightKind {
+  kFloat,        // float only (norms, sinks, mHC, router, embeddings, Engram q/k gains)
+  kDense,        // also F8_E4M3 + `.scale` in config blocks (32x32 released), or 128x128 blocks
+  kExpert,       // also F8_E4M3 block-scaled, or packed MXFP4 (I8/U8 [out, in/2] + E8M0 `.scale`)
+  kEngramTable,  // also F8_E4M3 with per-row scales; its `engram.embed.scale` must always exist
+};
+
+struct WeightSpec {
+  std::string name;            // canonical name (Checkpoint's: "layers.3.attn.wq_b.weight")
+  std::vector<int64_t> shape;  // logical shape
+  WeightKind kind;
+};
+
+// Every tensor a V4.1 text checkpoint of this config holds, in a stable order, by canonical name.
+// The transformers save_pretrained spelling (`model.` prefix, `lm_head.weight`) maps onto these
+// through loader/name_map.h. Per layer, from the roles in c.layers:
+// - all layers: attention (wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, attn_sink), the two
+//   norms, the MoE (gate weight/bias/bias_vl, routed and shared experts) and mHC (hc_{attn,ffn}_
+//   {fn,base,scale});
+// - KV sources: attn.compressor.{wkv, norm} (+ wgate when the ratio is > 1) and
+//   attn.indexer.{wk, k_norm};
+// - index sources (KV sources and Reindex layers): attn.indexer.{wq_b, weights_proj};
+// - Engram layers: engram.{embed.weight, embed.scale, wkv.weight, q_weight, k_weight}.
+// No hc_head, no compressor ape, no tid2eid, no draft (DSpark) or vision tensors. head.weight is
+// absent when tie_word_embeddings.
+std::vector<WeightSpec> weight_manifest(const Config& c);
+
+enum class WeightFormat {
+  kFloat,     // F32/BF16/F16 as logically shaped
+  kFp8Block,  // F8_E4M3 + block `.scale` (block_rows x block_cols)
+  kMxfp4,     // packed FP4 [out, in/2] + E8M0 `.scale` per 32 elements
+};
+
+// Where a manifest entry lives in a checkpoint and how it is stored; the TensorInfo pointers live
+// as long as the Checkpoint.
+struct WeightSource {
+  WeightSpec spec;
+  const TensorInfo* tensor = nullptr;
+  const TensorInfo* scale = nullptr;  // quantized formats; the Engram table's (even if float)
+  WeightFormat format = WeightFormat::kFloat;
+  int block_rows = 0, block_cols = 0;  // kFp8Block
+  int64_t numel() const;               // logical
+  int64_t stored_bytes() const;        // the tensor and its scale as stored
+};
+
+// Validates the checkpoint against the manifest without reading tensor data: missing tensors,
+// unexpected tensors, shapes, dtypes, missing or mis-shaped `.scale`. One source per manifest
+// entry, in manifest order. Errors name the tensor (as stored) and its file.
+StatusOr<std::vector<WeightSource>> resolve_weights(const Checkpoint& ckpt, const Config& c);
+
+// One source's values as fp32 (numel floats). A float-stored Engram table ignores its scale
+// (transformers does not apply it in fp32; the fixtures' are all ones).
+Status load_float(const WeightSource& src, float* out);
+
+// resolve_weights, then every tensor dequantized to fp32, keyed by canonical name (the Engram
+// scales are consumed, not stored). With tie_word_embeddings, head.weight is a copy of
+// embed.weight.
+StatusOr<v4::Weights> load_weights(
+    const Checkpoint& ckpt, const Config& c,
+    const std::function<void(const v4::LoadProgress&)>& progress = {});
+
+}  // namespace deepinfer::v41
