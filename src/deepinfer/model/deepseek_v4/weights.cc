@@ -19,29 +19,43 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 bool is_float_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
 
+}  // namespace
+
+void block_core_tensors(
+    const BlockCoreDims& d,
+    const std::function<void(const std::string&, std::vector<int64_t>, bool)>& add) {
+  const int64_t H = d.hidden, hd = d.head_dim, nh = d.num_heads;
+  const int64_t mix = (2 + d.hc_mult) * d.hc_mult, hcH = d.hc_mult * H;
+  add("attn_norm.weight", {H}, false);
+  add("ffn_norm.weight", {H}, false);
+  for (const char* site : {"attn", "ffn"}) {
+    add(std::string("hc_") + site + "_fn", {mix, hcH}, false);
+    add(std::string("hc_") + site + "_base", {mix}, false);
+    add(std::string("hc_") + site + "_scale", {3}, false);
+  }
+  add("attn.wq_a.weight", {d.q_lora_rank, H}, true);
+  add("attn.q_norm.weight", {d.q_lora_rank}, false);
+  add("attn.wq_b.weight", {nh * hd, d.q_lora_rank}, true);
+  add("attn.wkv.weight", {hd, H}, true);
+  add("attn.kv_norm.weight", {hd}, false);
+  add("attn.wo_a.weight", {d.o_groups * d.o_lora_rank, nh * hd / d.o_groups}, true);
+  add("attn.wo_b.weight", {H, d.o_groups * d.o_lora_rank}, true);
+  add("attn.attn_sink", {nh}, false);
+}
+
+namespace {
+
 void add_block(std::vector<WeightSpec>& m, const Config& c, const std::string& p, int ratio,
                bool hash, bool mtp) {
-  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, mix = c.mix_hc();
+  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads;
   const int64_t hcH = c.hc_mult * H, inter = c.moe_intermediate_size;
   auto add = [&](const std::string& n, std::vector<int64_t> s, WeightKind k = WeightKind::kFloat) {
     m.push_back({p + n, std::move(s), k});
   };
-  add("attn_norm.weight", {H});
-  add("ffn_norm.weight", {H});
-  for (const char* site : {"attn", "ffn"}) {
-    add(std::string("hc_") + site + "_fn", {mix, hcH});
-    add(std::string("hc_") + site + "_base", {mix});
-    add(std::string("hc_") + site + "_scale", {3});
-  }
-  add("attn.wq_a.weight", {c.q_lora_rank, H}, WeightKind::kDense);
-  add("attn.q_norm.weight", {c.q_lora_rank});
-  add("attn.wq_b.weight", {nh * hd, c.q_lora_rank}, WeightKind::kDense);
-  add("attn.wkv.weight", {hd, H}, WeightKind::kDense);
-  add("attn.kv_norm.weight", {hd});
-  add("attn.wo_a.weight", {int64_t(c.o_groups) * c.o_lora_rank, nh * hd / c.o_groups},
-      WeightKind::kDense);
-  add("attn.wo_b.weight", {H, int64_t(c.o_groups) * c.o_lora_rank}, WeightKind::kDense);
-  add("attn.attn_sink", {nh});
+  block_core_tensors({H, c.hc_mult, hd, nh, c.q_lora_rank, c.o_groups, c.o_lora_rank},
+                     [&](const std::string& n, std::vector<int64_t> s, bool dense) {
+                       add(n, std::move(s), dense ? WeightKind::kDense : WeightKind::kFloat);
+                     });
   if (ratio > 0) {
     int64_t width = ratio == 4 ? 2 * hd : hd;
     add("attn.compressor.wkv.weight", {width, H});

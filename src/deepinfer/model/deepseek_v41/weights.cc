@@ -26,27 +26,15 @@ std::string scale_name(const std::string& weight_name) {
 void add_layer(std::vector<WeightSpec>& m, const Config& c, int l) {
   const std::string p = "layers." + std::to_string(l) + ".";
   const LayerRoles& r = c.layers[l];
-  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads, mix = c.mix_hc();
-  const int64_t hcH = int64_t(c.hc_mult) * H, inter = c.moe_intermediate_size;
+  const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_heads;
+  const int64_t inter = c.moe_intermediate_size;
   auto add = [&](const std::string& n, std::vector<int64_t> s, WeightKind k = WeightKind::kFloat) {
     m.push_back({p + n, std::move(s), k});
   };
-  add("attn_norm.weight", {H});
-  add("ffn_norm.weight", {H});
-  for (const char* site : {"attn", "ffn"}) {
-    add(std::string("hc_") + site + "_fn", {mix, hcH});
-    add(std::string("hc_") + site + "_base", {mix});
-    add(std::string("hc_") + site + "_scale", {3});
-  }
-  add("attn.wq_a.weight", {c.q_lora_rank, H}, WeightKind::kDense);
-  add("attn.q_norm.weight", {c.q_lora_rank});
-  add("attn.wq_b.weight", {nh * hd, c.q_lora_rank}, WeightKind::kDense);
-  add("attn.wkv.weight", {hd, H}, WeightKind::kDense);
-  add("attn.kv_norm.weight", {hd});
-  add("attn.wo_a.weight", {int64_t(c.o_groups) * c.o_lora_rank, nh * hd / c.o_groups},
-      WeightKind::kDense);
-  add("attn.wo_b.weight", {H, int64_t(c.o_groups) * c.o_lora_rank}, WeightKind::kDense);
-  add("attn.attn_sink", {nh});
+  v4::block_core_tensors({H, c.hc_mult, hd, nh, c.q_lora_rank, c.o_groups, c.o_lora_rank},
+                         [&](const std::string& n, std::vector<int64_t> s, bool dense) {
+                           add(n, std::move(s), dense ? WeightKind::kDense : WeightKind::kFloat);
+                         });
   const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
   if (r.kv == KvRole::kSource) {
     // The latent compressor: ratio 1 is a plain per-token latent (no pooling gate), no ape.
