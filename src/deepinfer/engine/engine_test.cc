@@ -202,7 +202,14 @@ TEST(EngineTest, ParallelSamplesForkAcrossFullPagesOrRecomputeWhenThePoolIsFull)
     ASSERT_TRUE(o.ok());
     alone.push_back(o->outputs[0].token_ids);
   }
-  const auto cap = big->capacity();
+  // The pool's constant pages per sequence, from an engine whose max_model_len does not cap
+  // max_tokens (the most one sequence can hold: every page but its constant ones).
+  EngineArgs probe_args;
+  probe_args.model = model_dir();
+  probe_args.max_model_len = int64_t{1} << 40;
+  auto probe = Engine::create(probe_args);
+  ASSERT_TRUE(probe.ok()) << probe.status().to_string();
+  const auto cap = (*probe)->capacity();
   const int64_t constant_pages = cap.num_pages - cap.max_tokens / 128;
   const int64_t one_seq_pages = constant_pages + 3;  // 312 tokens: 3 token pages
   for (int64_t pages : {cap.num_pages, one_seq_pages}) {
