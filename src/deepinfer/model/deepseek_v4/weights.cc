@@ -21,26 +21,40 @@ bool is_float_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16 || d
 
 }  // namespace
 
-void block_core_tensors(
-    const BlockCoreDims& d,
-    const std::function<void(const std::string&, std::vector<int64_t>, bool)>& add) {
+void block_core_tensors(const BlockCoreDims& d, const TensorSink& add) {
   const int64_t H = d.hidden, hd = d.head_dim, nh = d.num_heads;
   const int64_t mix = (2 + d.hc_mult) * d.hc_mult, hcH = d.hc_mult * H;
-  add("attn_norm.weight", {H}, false);
-  add("ffn_norm.weight", {H}, false);
+  constexpr WeightKind kFloat = WeightKind::kFloat, kDense = WeightKind::kDense;
+  add("attn_norm.weight", {H}, kFloat);
+  add("ffn_norm.weight", {H}, kFloat);
   for (const char* site : {"attn", "ffn"}) {
-    add(std::string("hc_") + site + "_fn", {mix, hcH}, false);
-    add(std::string("hc_") + site + "_base", {mix}, false);
-    add(std::string("hc_") + site + "_scale", {3}, false);
+    add(std::string("hc_") + site + "_fn", {mix, hcH}, kFloat);
+    add(std::string("hc_") + site + "_base", {mix}, kFloat);
+    add(std::string("hc_") + site + "_scale", {3}, kFloat);
   }
-  add("attn.wq_a.weight", {d.q_lora_rank, H}, true);
-  add("attn.q_norm.weight", {d.q_lora_rank}, false);
-  add("attn.wq_b.weight", {nh * hd, d.q_lora_rank}, true);
-  add("attn.wkv.weight", {hd, H}, true);
-  add("attn.kv_norm.weight", {hd}, false);
-  add("attn.wo_a.weight", {d.o_groups * d.o_lora_rank, nh * hd / d.o_groups}, true);
-  add("attn.wo_b.weight", {H, d.o_groups * d.o_lora_rank}, true);
-  add("attn.attn_sink", {nh}, false);
+  add("attn.wq_a.weight", {d.q_lora_rank, H}, kDense);
+  add("attn.q_norm.weight", {d.q_lora_rank}, kFloat);
+  add("attn.wq_b.weight", {nh * hd, d.q_lora_rank}, kDense);
+  add("attn.wkv.weight", {hd, H}, kDense);
+  add("attn.kv_norm.weight", {hd}, kFloat);
+  add("attn.wo_a.weight", {d.o_groups * d.o_lora_rank, nh * hd / d.o_groups}, kDense);
+  add("attn.wo_b.weight", {H, d.o_groups * d.o_lora_rank}, kDense);
+  add("attn.attn_sink", {nh}, kFloat);
+}
+
+void expert_tensors(int64_t H, int64_t inter, int n_routed, int n_shared, const TensorSink& add) {
+  for (int e = 0; e < n_routed; ++e) {
+    const std::string ep = "ffn.experts." + std::to_string(e) + ".";
+    add(ep + "w1.weight", {inter, H}, WeightKind::kExpert);
+    add(ep + "w3.weight", {inter, H}, WeightKind::kExpert);
+    add(ep + "w2.weight", {H, inter}, WeightKind::kExpert);
+  }
+  if (n_shared > 0) {
+    const int64_t si = inter * n_shared;
+    add("ffn.shared_experts.w1.weight", {si, H}, WeightKind::kDense);
+    add("ffn.shared_experts.w3.weight", {si, H}, WeightKind::kDense);
+    add("ffn.shared_experts.w2.weight", {H, si}, WeightKind::kDense);
+  }
 }
 
 namespace {
@@ -52,10 +66,7 @@ void add_block(std::vector<WeightSpec>& m, const Config& c, const std::string& p
   auto add = [&](const std::string& n, std::vector<int64_t> s, WeightKind k = WeightKind::kFloat) {
     m.push_back({p + n, std::move(s), k});
   };
-  block_core_tensors({H, c.hc_mult, hd, nh, c.q_lora_rank, c.o_groups, c.o_lora_rank},
-                     [&](const std::string& n, std::vector<int64_t> s, bool dense) {
-                       add(n, std::move(s), dense ? WeightKind::kDense : WeightKind::kFloat);
-                     });
+  block_core_tensors({H, c.hc_mult, hd, nh, c.q_lora_rank, c.o_groups, c.o_lora_rank}, add);
   if (ratio > 0) {
     int64_t width = ratio == 4 ? 2 * hd : hd;
     add("attn.compressor.wkv.weight", {width, H});
@@ -78,18 +89,7 @@ void add_block(std::vector<WeightSpec>& m, const Config& c, const std::string& p
   } else {
     add("ffn.gate.bias", {c.n_routed_experts});
   }
-  for (int e = 0; e < c.n_routed_experts; ++e) {
-    std::string ep = "ffn.experts." + std::to_string(e) + ".";
-    add(ep + "w1.weight", {inter, H}, WeightKind::kExpert);
-    add(ep + "w3.weight", {inter, H}, WeightKind::kExpert);
-    add(ep + "w2.weight", {H, inter}, WeightKind::kExpert);
-  }
-  if (c.n_shared_experts > 0) {
-    const int64_t si = inter * c.n_shared_experts;
-    add("ffn.shared_experts.w1.weight", {si, H}, WeightKind::kDense);
-    add("ffn.shared_experts.w3.weight", {si, H}, WeightKind::kDense);
-    add("ffn.shared_experts.w2.weight", {H, si}, WeightKind::kDense);
-  }
+  expert_tensors(H, inter, c.n_routed_experts, c.n_shared_experts, add);
   if (mtp) {
     add("e_proj.weight", {H, H}, WeightKind::kDense);
     add("h_proj.weight", {H, H}, WeightKind::kDense);

@@ -33,16 +33,19 @@ struct WeightSpec {
 // Every tensor a checkpoint of this config holds, in a stable order.
 std::vector<WeightSpec> weight_manifest(const Config& c);
 
-// The tensors every block of the V4 family opens with, whatever its attention kind (V4.1's
-// blocks share them): both norms, both mHC sites, and the attention projections up to the
-// sinks. add(name, shape, dense) gets each; dense: a projection that may be stored FP8.
+// Manifest pieces the V4 family's blocks share (V4.1's too); each tensor goes to
+// add(name under the block's prefix, logical shape, how it may be stored).
+using TensorSink = std::function<void(const std::string&, std::vector<int64_t>, WeightKind)>;
+
+// Both norms, both mHC sites, and the attention projections up to the sinks.
 struct BlockCoreDims {
   int64_t hidden = 0, hc_mult = 0, head_dim = 0, num_heads = 0, q_lora_rank = 0;
   int64_t o_groups = 0, o_lora_rank = 0;
 };
-void block_core_tensors(
-    const BlockCoreDims& dims,
-    const std::function<void(const std::string&, std::vector<int64_t>, bool)>& add);
+void block_core_tensors(const BlockCoreDims& dims, const TensorSink& add);
+// The routed experts (w1, w3, w2 each) and the shared experts, if any.
+void expert_tensors(int64_t hidden, int64_t moe_intermediate, int n_routed, int n_shared,
+                    const TensorSink& add);
 
 // All weights as fp32 (integer tables as int32), keyed by canonical name.
 class Weights {

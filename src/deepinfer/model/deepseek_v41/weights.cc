@@ -31,10 +31,16 @@ void add_layer(std::vector<WeightSpec>& m, const Config& c, int l) {
   auto add = [&](const std::string& n, std::vector<int64_t> s, WeightKind k = WeightKind::kFloat) {
     m.push_back({p + n, std::move(s), k});
   };
+  // The shared pieces name only float, dense and expert storage, which V4.1 allows alike.
+  const v4::TensorSink add_shared = [&](const std::string& n, std::vector<int64_t> s,
+                                        v4::WeightKind k) {
+    add(n, std::move(s),
+        k == v4::WeightKind::kExpert  ? WeightKind::kExpert
+        : k == v4::WeightKind::kDense ? WeightKind::kDense
+                                      : WeightKind::kFloat);
+  };
   v4::block_core_tensors({H, c.hc_mult, hd, nh, c.q_lora_rank, c.o_groups, c.o_lora_rank},
-                         [&](const std::string& n, std::vector<int64_t> s, bool dense) {
-                           add(n, std::move(s), dense ? WeightKind::kDense : WeightKind::kFloat);
-                         });
+                         add_shared);
   const int64_t ih = c.index_n_heads, ihd = c.index_head_dim;
   if (r.kv == KvRole::kSource) {
     // The latent compressor: ratio 1 is a plain per-token latent (no pooling gate), no ape.
@@ -52,18 +58,7 @@ void add_layer(std::vector<WeightSpec>& m, const Config& c, int l) {
   add("ffn.gate.weight", {c.n_routed_experts, H});
   add("ffn.gate.bias", {c.n_routed_experts});
   add("ffn.gate.bias_vl", {c.n_routed_experts});
-  for (int e = 0; e < c.n_routed_experts; ++e) {
-    const std::string ep = "ffn.experts." + std::to_string(e) + ".";
-    add(ep + "w1.weight", {inter, H}, WeightKind::kExpert);
-    add(ep + "w3.weight", {inter, H}, WeightKind::kExpert);
-    add(ep + "w2.weight", {H, inter}, WeightKind::kExpert);
-  }
-  if (c.n_shared_experts > 0) {
-    const int64_t si = inter * c.n_shared_experts;
-    add("ffn.shared_experts.w1.weight", {si, H}, WeightKind::kDense);
-    add("ffn.shared_experts.w3.weight", {si, H}, WeightKind::kDense);
-    add("ffn.shared_experts.w2.weight", {H, si}, WeightKind::kDense);
-  }
+  v4::expert_tensors(H, inter, c.n_routed_experts, c.n_shared_experts, add_shared);
   if (r.engram_slot >= 0) {
     const EngramConfig& g = c.engram;
     const int64_t rows = g.num_embeddings[r.engram_slot];
