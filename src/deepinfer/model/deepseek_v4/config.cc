@@ -1,67 +1,15 @@
 #include "deepinfer/model/deepseek_v4/config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "deepinfer/model/config_field_reader.h"
 
 namespace deepinfer::v4 {
 namespace {
 
 using nlohmann::json;
 
-// Reads typed fields and remembers the first error, so parsing stays linear to read.
-class FieldReader {
- public:
-  FieldReader(const json& j, std::string origin) : j_(j), origin_(std::move(origin)) {}
-
-  template <typename T>
-  void req(const char* key, T* out) {
-    if (!status_.ok()) return;
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) {
-      status_ = invalid_argument(origin_ + ": missing required field '" + key + "'");
-      return;
-    }
-    read(key, *it, out);
-  }
-  template <typename T>
-  void opt(const char* key, T* out) {
-    if (!status_.ok()) return;
-    auto it = j_.find(key);
-    if (it != j_.end() && !it->is_null()) read(key, *it, out);
-  }
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-  const json& at(const char* key) const { return j_[key]; }
-  void fail(const std::string& msg) {
-    if (status_.ok()) status_ = invalid_argument(origin_ + ": " + msg);
-  }
-  const Status& status() const { return status_; }
-
- private:
-  template <typename T>
-  void read(const char* key, const json& v, T* out) {
-    bool ok;
-    if constexpr (std::is_same_v<T, std::string>) {
-      ok = v.is_string();
-    } else if constexpr (std::is_floating_point_v<T>) {
-      ok = v.is_number();
-    } else if constexpr (std::is_same_v<T, bool>) {
-      ok = v.is_boolean();
-    } else {
-      ok = v.is_number_integer();
-    }
-    if (!ok) {
-      status_ = invalid_argument(origin_ + ": field '" + key + "' has the wrong type (" +
-                                 std::string(v.type_name()) + ")");
-      return;
-    }
-    *out = v.get<T>();
-  }
-
-  const json& j_;
-  std::string origin_;
-  Status status_;
-};
+using model_config::FieldReader;
 
 int ratio_of_layer_type(const std::string& t, const json& rates, bool* ok) {
   *ok = true;
@@ -269,12 +217,9 @@ Status validate_config(const Config& c, const std::string& origin) {
 }
 
 StatusOr<Config> load_config(const std::string& model_dir) {
-  std::string path = model_dir + "/config.json";
-  std::ifstream f(path);
-  if (!f) return not_found(path + ": cannot open config.json");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_config_json(ss.str(), path);
+  std::string path;
+  ASSIGN_OR_RETURN(std::string text, model_config::read_config_file(model_dir, &path));
+  return parse_config_json(text, path);
 }
 
 }  // namespace deepinfer::v4

@@ -1,79 +1,15 @@
 #include "deepinfer/model/deepseek_v41/config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "deepinfer/model/config_field_reader.h"
 
 namespace deepinfer::v41 {
 namespace {
 
 using nlohmann::json;
 
-// Reads typed fields of one JSON object and remembers the first error. `prefix` ("text_config.")
-// makes every message name the field as it is spelled in the file.
-class FieldReader {
- public:
-  FieldReader(const json& j, std::string origin, std::string prefix)
-      : j_(j), origin_(std::move(origin)), prefix_(std::move(prefix)) {}
-
-  template <typename T>
-  void req(const char* key, T* out) {
-    if (!status_.ok()) return;
-    if (!has(key)) {
-      fail("missing required field '" + name(key) + "'");
-      return;
-    }
-    read(key, j_[key], out);
-  }
-  template <typename T>
-  void opt(const char* key, T* out) {
-    if (status_.ok() && has(key)) read(key, j_[key], out);
-  }
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-  const json& at(const char* key) const { return j_[key]; }
-  std::string name(const std::string& key) const { return prefix_ + key; }
-  void fail(const std::string& msg) {
-    if (status_.ok()) status_ = invalid_argument(origin_ + ": " + msg);
-  }
-  const Status& status() const { return status_; }
-
- private:
-  template <typename T>
-  void read(const char* key, const json& v, T* out) {
-    if constexpr (std::is_same_v<T, std::vector<int>> || std::is_same_v<T, std::vector<int64_t>>) {
-      if (!v.is_array()) return wrong_type(key, v);
-      out->clear();
-      for (const json& e : v) {
-        if (!e.is_number_integer()) {
-          fail("field '" + name(key) + "' must hold integers (found " + e.dump() + ")");
-          return;
-        }
-        out->push_back(e.get<typename T::value_type>());
-      }
-    } else {
-      bool ok;
-      if constexpr (std::is_same_v<T, std::string>) {
-        ok = v.is_string();
-      } else if constexpr (std::is_floating_point_v<T>) {
-        ok = v.is_number();
-      } else if constexpr (std::is_same_v<T, bool>) {
-        ok = v.is_boolean();
-      } else {
-        ok = v.is_number_integer();
-      }
-      if (!ok) return wrong_type(key, v);
-      *out = v.get<T>();
-    }
-  }
-  void wrong_type(const char* key, const json& v) {
-    fail("field '" + name(key) + "' has the wrong type (" + std::string(v.type_name()) + ")");
-  }
-
-  const json& j_;
-  std::string origin_;
-  std::string prefix_;
-  Status status_;
-};
+using model_config::FieldReader;
 
 // One rope_parameters entry, or the Hub rope_scaling object.
 Status read_rope(const json& j, const std::string& origin, const std::string& field,
@@ -442,12 +378,9 @@ Status finalize_config(Config* cp, const std::string& origin) {
 }
 
 StatusOr<Config> load_config(const std::string& model_dir) {
-  std::string path = model_dir + "/config.json";
-  std::ifstream f(path);
-  if (!f) return not_found(path + ": cannot open config.json");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_config_json(ss.str(), path);
+  std::string path;
+  ASSIGN_OR_RETURN(std::string text, model_config::read_config_file(model_dir, &path));
+  return parse_config_json(text, path);
 }
 
 }  // namespace deepinfer::v41
