@@ -132,7 +132,6 @@ class EngineImpl final : public Engine {
     cap.max_sequences = c.max_sequences;
     cap.num_pages = c.num_pages;
     cap.page_bytes = kv_.spec().page_bytes;
-    if (info.max_sequences > 0) cap.max_sequences = std::min(cap.max_sequences, info.max_sequences);
     cap.device = runtime::device_name(info.device);
     cap.device_name = info.device_name;
     cap.numerics = info.numerics;
@@ -313,7 +312,7 @@ class EngineImpl final : public Engine {
       if (it == seqs_.end()) continue;  // its request failed earlier in this step
       SeqState& s = *it->second;
       if (s.index == 0 && s.out.token_ids.empty()) fork_parked_siblings(s, logits);
-      samples_.push_back({&s, logits});
+      samples_.push_back({&s, logits, {}, {}});
     }
     // 2. Masking and sampling: each sample has its own sampler and RNG, so they run in parallel;
     // grammar-constrained ones stay on this thread (their mask caches are engine-thread only).
@@ -377,7 +376,7 @@ class EngineImpl final : public Engine {
       seqs_[sib->seq_id] = sib.get();
       for (const kv::PageCopy& c : copies) pending_copies_.emplace_back(sib->seq_id, c);
       fork_logits_.emplace_back(logits, logits + vocab);  // a deque: earlier rows stay put
-      samples_.push_back({sib.get(), fork_logits_.back().data()});
+      samples_.push_back({sib.get(), fork_logits_.back().data(), {}, {}});
     }
   }
 
