@@ -60,7 +60,9 @@ void add_engine_flags(CLI::App& app, EngineArgs* a) {
       "--no-cuda-graphs", [a] { a->cuda_graphs = false; },
       "cuda: launch every decode step eagerly instead of replaying CUDA graphs");
   app.add_option("--kv-memory", a->kv_memory_bytes,
-                 "cpu: bytes for sequence state (KV pool), e.g. 1073741824")
+                 "bytes for sequence state (the KV pool), e.g. 1073741824; 0: 1 GiB on cpu, on "
+                 "cuda what --gpu-memory-utilization leaves after the weights (a value replaces "
+                 "that budget)")
       ->capture_default_str();
   app.add_option("--max-num-seqs", a->max_num_seqs, "running sequences at once")
       ->capture_default_str();

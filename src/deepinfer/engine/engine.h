@@ -24,7 +24,9 @@ struct EngineArgs {
   // "auto" (official on cpu, plain on cuda, the only numerics the GPU forward has) | "official"
   // | "plain".
   std::string numerics = "auto";
-  int64_t kv_memory_bytes = 1ll << 30;  // cpu: --kv-memory, the page pool's bytes
+  // --kv-memory: the page pool's bytes. 0: 1 GiB on cpu; on cuda what gpu_memory_utilization
+  // leaves after the weights.
+  int64_t kv_memory_bytes = 0;
   // cuda: fraction of the GPU's memory for weights + page pool (the pool gets what is left).
   double gpu_memory_utilization = 0.9;
   bool cuda_graphs = true;                // cuda: decode steps replay CUDA graphs

@@ -24,7 +24,9 @@ struct RunnerOptions {
   std::string model_dir;
   Device device = Device::kCpu;
   Numerics numerics = Numerics::kAuto;
-  int64_t kv_memory_bytes = 1ll << 30;  // cpu: the page pool's bytes
+  // The page pool's bytes. 0: 1 GiB on cpu; on cuda what gpu_memory_utilization leaves after
+  // the weights (given, it replaces that budget, as vLLM's kv_cache_memory_bytes).
+  int64_t kv_memory_bytes = 0;
   // cuda: the fraction of the device's memory the runner may fill (weights, then the page pool
   // from what is left, as vLLM's --gpu-memory-utilization).
   double gpu_memory_utilization = 0.9;

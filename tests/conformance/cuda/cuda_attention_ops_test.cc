@@ -12,6 +12,7 @@
 #include "deepinfer/backend/cuda/compressor/compressor_pool.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
+#include "paged_entries_fixture.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -56,7 +57,65 @@ TEST(CudaSinkAttention, MatchesCpuInDecodeAndPrefillAtV4FlashDims) {
     a.q = dq.get();
     a.ring = dring.get();
     a.ring_rows = R;
-    a.entries = dent.get();
+    a.entries = contiguous_entries(dent.get(), hd);
+    a.selected = dsel.get();
+    a.num_selected = dnsel.get();
+    a.max_selected = k.max_sel;
+    a.sinks = dsinks.get();
+    a.out = dout.get();
+    a.num_queries = k.T;
+    a.pos0 = k.pos0;
+    a.num_heads = nh;
+    a.head_dim = hd;
+    a.window = W;
+    a.scale = scale;
+    sink_attention(a, nullptr);
+    EXPECT_TRUE(close(dout.download(), want, kF32Tol)) << "pos0 " << k.pos0 << " T " << k.T;
+  }
+}
+
+// The forward's prefill form: the ring holds only the window before the chunk (window rows),
+// the chunk's own keys come from `fresh`, the entries from shuffled pages.
+TEST(CudaSinkAttention, FreshChunkKeysAndPagedEntriesMatchCpu) {
+  const int nh = 64, hd = 512, W = 128;
+  const float scale = 1.0f / std::sqrt(512.0f);
+  for (AttnCase k : {AttnCase{0, 37, 0}, AttnCase{300, 37, 75}, AttnCase{1000, 1, 250},
+                     AttnCase{129, 200, 40}}) {
+    // Every position's key, as the CPU sees them; the ring gets those before pos0.
+    const auto keys_at = randn((k.pos0 + k.T) * hd);
+    std::vector<float> ring(W * hd, NAN);  // rows never written must never be read
+    for (int64_t p = std::max<int64_t>(0, k.pos0 - W); p < k.pos0; ++p)
+      std::copy_n(keys_at.begin() + p * hd, hd, ring.begin() + (p % W) * hd);
+    const std::vector<float> fresh(keys_at.begin() + k.pos0 * hd, keys_at.end());
+    const int64_t E = std::max<int64_t>(1, (k.pos0 + k.T) / 4);
+    const auto entries = randn(E * hd), q = randn(k.T * nh * hd), sinks = randn(nh);
+    std::vector<int32_t> sel(k.T * std::max(1, k.max_sel), -1), nsel(k.T);
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(E - 1));
+    for (int64_t t = 0; t < k.T; ++t) {
+      nsel[t] = k.max_sel ? static_cast<int32_t>((t * 7 + k.max_sel) % (k.max_sel + 1)) : 0;
+      for (int j = 0; j < nsel[t]; ++j) sel[t * k.max_sel + j] = pick(rng());
+    }
+    std::vector<float> want(k.T * nh * hd);
+    for (int64_t t = 0; t < k.T; ++t) {
+      const int64_t s = k.pos0 + t;
+      std::vector<const float*> keys;
+      for (int64_t p = std::max<int64_t>(0, s - (W - 1)); p <= s; ++p)
+        keys.push_back(&keys_at[p * hd]);
+      for (int j = 0; j < nsel[t]; ++j) keys.push_back(&entries[sel[t * k.max_sel + j] * hd]);
+      for (int h = 0; h < nh; ++h)
+        cpu::sink_attention(&q[(t * nh + h) * hd], keys.data(), static_cast<int64_t>(keys.size()),
+                            sinks[h], hd, scale, &want[(t * nh + h) * hd]);
+    }
+    const PagedEntriesFixture paged({entries}, hd, 4, 128);
+    DeviceBuffer<float> dq(q), dring(ring), dfresh(fresh), dsinks(sinks), dout(want.size());
+    DeviceBuffer<int32_t> dsel(sel), dnsel(nsel);
+    dout.poison();
+    SinkAttentionArgs a;
+    a.q = dq.get();
+    a.fresh = dfresh.get();
+    a.ring = dring.get();
+    a.ring_rows = W;
+    a.entries = paged.view();
     a.selected = dsel.get();
     a.num_selected = dnsel.get();
     a.max_selected = k.max_sel;
@@ -84,7 +143,7 @@ TEST(CudaIndexer, ScoresMatchCpuAtV4FlashDims) {
     IndexerArgs a;
     a.q = dq.get();
     a.w = dw.get();
-    a.keys = dk.get();
+    a.keys = contiguous_entries(dk.get(), ihd);
     a.num_queries = T;
     a.pos0 = pos0;
     a.num_entries = E;
@@ -135,8 +194,9 @@ TEST(CudaIndexer, TopKMatchesCpuExactlyWithTiesToTheEarlierEntry) {
   }
 }
 
-// Batched decode: each query belongs to its own sequence (own ring, own entries, own position)
-// reached through device pointer tables; a padding row (sequence -1) outputs zeros.
+// Batched decode: each query belongs to its own sequence (own ring, own position) reached through
+// device pointer tables, its entries through its row of the block tables (pages shuffled); a
+// padding row (sequence -1) outputs zeros.
 TEST(CudaSinkAttention, BatchedRowsMatchCpuPerSequenceAtV4FlashDims) {
   const int nh = 64, hd = 512, W = 128, max_sel = 64;
   const float scale = 1.0f / std::sqrt(512.0f);
@@ -145,12 +205,11 @@ TEST(CudaSinkAttention, BatchedRowsMatchCpuPerSequenceAtV4FlashDims) {
   const int64_t S = 4, T = static_cast<int64_t>(seq_of.size()), R = W - 1 + 4;
   const int64_t E = 4096 / 4;
   std::vector<std::vector<float>> rings, entries;
-  std::vector<DeviceBuffer<float>> dring, dent;
+  std::vector<DeviceBuffer<float>> dring;
   for (int64_t k = 0; k < S; ++k) {
     rings.push_back(randn(R * hd));
     entries.push_back(randn(E * hd));
     dring.emplace_back(rings.back());
-    dent.emplace_back(entries.back());
   }
   const auto q = randn(T * nh * hd), sinks = randn(nh);
   std::vector<int32_t> sel(T * max_sel, -1), nsel(T, 0);
@@ -175,10 +234,10 @@ TEST(CudaSinkAttention, BatchedRowsMatchCpuPerSequenceAtV4FlashDims) {
       cpu::sink_attention(&q[(t * nh + h) * hd], keys.data(), static_cast<int64_t>(keys.size()),
                           sinks[h], hd, scale, &want[(t * nh + h) * hd]);
   }
-  std::vector<const float*> ring_ptrs, ent_ptrs;
-  for (int64_t k = 0; k < S; ++k)
-    ring_ptrs.push_back(dring[k].get()), ent_ptrs.push_back(dent[k].get());
-  DeviceBuffer<const float*> drp(ring_ptrs), dep(ent_ptrs);
+  std::vector<const float*> ring_ptrs;
+  for (int64_t k = 0; k < S; ++k) ring_ptrs.push_back(dring[k].get());
+  DeviceBuffer<const float*> drp(ring_ptrs);
+  const PagedEntriesFixture paged(entries, hd, 4, 128);
   DeviceBuffer<float> dq(q), dsinks(sinks), dout(want.size());
   DeviceBuffer<int32_t> dsel(sel), dnsel(nsel), dseq(seq_of);
   DeviceBuffer<int64_t> dpos(qpos);
@@ -199,7 +258,7 @@ TEST(CudaSinkAttention, BatchedRowsMatchCpuPerSequenceAtV4FlashDims) {
   a.query_seq = dseq.get();
   a.positions = dpos.get();
   a.rings = drp.get();
-  a.seq_entries = dep.get();
+  a.entries = paged.view();
   sink_attention(a, nullptr);
   EXPECT_TRUE(close(dout.download(), want, kF32Tol));
 }
@@ -213,19 +272,15 @@ TEST(CudaIndexer, BatchedRowsMatchCpuPerSequence) {
   const std::vector<int32_t> seq_of = {1, -1, 2, 0};
   const int64_t T = static_cast<int64_t>(seq_of.size());
   std::vector<std::vector<float>> keys;
-  std::vector<DeviceBuffer<float>> dkeys;
-  std::vector<const float*> key_ptrs;
   for (size_t k = 0; k < pos.size(); ++k) {
     keys.push_back(randn(bound * ihd));
-    dkeys.emplace_back(keys.back());
-    key_ptrs.push_back(dkeys.back().get());
   }
   const auto q = randn(T * ih * ihd), w = randn(T * ih);
   const float wscale = 1.0f / 8.0f, sscale = 1.0f / std::sqrt(128.0f);
   std::vector<int64_t> qpos(T, 0);
   for (int64_t t = 0; t < T; ++t) qpos[t] = seq_of[t] < 0 ? 0 : pos[seq_of[t]];
   DeviceBuffer<float> dq(q), dw(w), ds(T * bound);
-  DeviceBuffer<const float*> dkp(key_ptrs);
+  const PagedEntriesFixture paged(keys, ihd, 4, 128);
   DeviceBuffer<int32_t> dseq(seq_of), dsel(T * topk), dn(T);
   DeviceBuffer<int64_t> dpos(qpos);
   ds.poison();
@@ -242,7 +297,7 @@ TEST(CudaIndexer, BatchedRowsMatchCpuPerSequence) {
   a.score_scale = sscale;
   a.query_seq = dseq.get();
   a.positions = dpos.get();
-  a.seq_keys = dkp.get();
+  a.keys = paged.view();
   indexer_scores(a, ds.get(), nullptr);
   indexer_topk_rows(ds.get(), T, bound, dpos.get(), dseq.get(), 4, topk, dsel.get(), dn.get(),
                     nullptr);

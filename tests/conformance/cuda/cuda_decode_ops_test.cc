@@ -1,12 +1,14 @@
 // The batched-decode compressor (forward/decode_kernels.h) against the CPU model's own
 // compressor_forward, token by token: several sequences at staggered positions in one batch with
 // a padding row, for CSA (overlapping windows, head_dim 512), the CSA indexer's keys (128) and
-// HCA (ratio 128). Both sides get the same projected kv/gate (cpu::linear), so only the
-// compressor's pooling, norm, RoPE and state bookkeeping are compared.
+// HCA (ratio 128), the GPU's state in shuffled pages of the shared StateLayout. Both sides get the
+// same projected kv/gate (cpu::linear), so only the compressor's pooling, norm, RoPE and state
+// bookkeeping are compared.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <string>
 
 #include "cuda_test_util.h"
@@ -15,7 +17,7 @@
 #include "deepinfer/model/deepseek_v4/model_context.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
 #include "deepinfer/runtime/cuda/forward/decode_kernels.h"
-#include "deepinfer/runtime/cuda/forward/device_state.h"
+#include "deepinfer/runtime/cuda/forward/paged_state.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -63,13 +65,23 @@ TEST(CudaDecodeCompressor, MatchesCpuCompressorTokenByToken) {
     const int S = 3, B = S + 1;
     const int64_t steps = k.tokens + 3 * (S - 1);
     std::vector<v4::SequenceState> cpu;
-    std::vector<DeviceSequence> gpu;
+    for (int s = 0; s < S; ++s) cpu.push_back(v4::make_sequence_state(c));
+    // Pages of 16 tokens, so entries spread over many; every sequence's pages shuffled.
+    PagedState state(c, 16, k.tokens, B);
+    const int64_t C = state.layout().constant_pages(), T = state.max_token_pages();
+    state.allocate(S * (C + T));
+    std::vector<int32_t> ids(S * (C + T));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng());
+    std::vector<PagedSequence> seqs(S);
     for (int s = 0; s < S; ++s) {
-      cpu.push_back(v4::make_sequence_state(c));
-      gpu.emplace_back(c, k.tokens, 1);
+      seqs[s].constant_pages = &ids[s * (C + T)];
+      seqs[s].token_pages = &ids[s * (C + T) + C];
+      seqs[s].num_token_pages = T;
+      state.reset(seqs[s], nullptr);
     }
-    SlotTables tables(gpu);
-    const LayerSlots& ls = tables.layer(0);
+    state.stage_rows(seqs.data(), S, nullptr);  // row s is sequence s
+    const LayerSlots& ls = state.layer_slots(0);
     DeviceBuffer<float> dape(w.f32()[base + "ape"]), dnorm(w.f32()[base + "norm.weight"]);
     DeviceBuffer<double> dfreq(m.compress_rope.inv_freq());
     DeviceBuffer<float> dkv(B * width), dgate(B * width);
@@ -116,9 +128,17 @@ TEST(CudaDecodeCompressor, MatchesCpuCompressorTokenByToken) {
       ASSERT_EQ(n, k.tokens / k.ratio);
       std::vector<float> want;
       for (int64_t e = 0; e < n; ++e) want.insert(want.end(), st.entries[e], st.entries[e] + dim);
-      const DeviceCompressor& g = k.indexer ? gpu[s].layers[0].index : gpu[s].layers[0].comp;
-      std::vector<float> got = g.entries.download();
-      got.resize(want.size());
+      // Each entry read back from where the CPU's StateLayout places it.
+      const v4::CompressorLayout& cl =
+          k.indexer ? state.layout().layers()[0].index : state.layout().layers()[0].comp;
+      std::vector<float> got(n * dim);
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t page = 0, offset = 0;
+        state.layout().entry_place(cl, e, &page, &offset);
+        ASSERT_EQ(cudaMemcpy(&got[e * dim], state.page(seqs[s].token_pages[page]) + offset,
+                             dim * sizeof(float), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+      }
       std::printf("  ratio %d%s, sequence %d, %lld entries:\n", k.ratio,
                   k.indexer ? " (indexer)" : "", s, static_cast<long long>(n));
       EXPECT_TRUE(close(got, want, kF32Tol));

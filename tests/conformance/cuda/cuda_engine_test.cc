@@ -17,9 +17,11 @@
 #include <random>
 #include <regex>
 #include <thread>
+#include <utility>
 
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
+#include "deepinfer/model/deepseek_v4/state_layout.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "golden_fixture.h"
 #include "logits_tolerance.h"
@@ -30,15 +32,16 @@ namespace {
 constexpr int kGenerate = 24;
 constexpr int kMinAgree = 16;  // a later split is reported, not asserted (cuda_model_test's rule)
 
-std::unique_ptr<Engine> gpu_engine(const std::string& dir, int64_t budget = 2048,
-                                   int max_seqs = 64) {
+std::unique_ptr<Engine> gpu_engine(const std::string& dir, int64_t budget = 2048, int max_seqs = 64,
+                                   int64_t kv_bytes = 0, int64_t max_model_len = 4096) {
   EngineArgs a;
+  a.kv_memory_bytes = kv_bytes;
   a.model = dir;
   a.device = runtime::Device::kCuda;
   a.numerics = "plain";
   a.max_num_batched_tokens = budget;
   a.max_num_seqs = max_seqs;
-  a.max_model_len = 4096;
+  a.max_model_len = max_model_len;
   a.gpu_memory_utilization = 0.5;
   auto e = Engine::create(a);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
@@ -127,7 +130,9 @@ std::vector<int32_t> cpu_greedy(const v4::CpuModel& cpu, const std::vector<int32
     for (int64_t v = 1; v < static_cast<int64_t>(logits.size()); ++v)
       if (logits[v] > logits[best]) best = v;
     out.push_back(static_cast<int32_t>(best));
-    if (i + 1 < n) EXPECT_TRUE(cpu.forward(st, &out.back(), 1, false, &logits).ok());
+    if (i + 1 < n) {
+      EXPECT_TRUE(cpu.forward(st, &out.back(), 1, false, &logits).ok());
+    }
   }
   return out;
 }
@@ -162,8 +167,11 @@ std::vector<std::vector<int32_t>> mixed_prompts(int n, uint64_t seed, int64_t vo
   return out;
 }
 
-// 64 mixed-length requests at once equal each alone, for a small and a large chunk budget.
-TEST(GpuEngine, SixtyFourTogetherEqualEachAloneUnderChunkBudgets) {
+// 64 mixed-length requests at once equal each alone, for a small and a large chunk budget, and
+// with a pool of 2 sequences of max_model_len 512 (12 pages of 128 tokens here): prompts up to
+// 300 tokens prefilled 64 at a time keep asking for pages, so running sequences are preempted and
+// recomputed.
+TEST(GpuEngine, SixtyFourTogetherEqualEachAloneUnderChunkBudgetsAndPreemption) {
   const std::string dir = testing::golden_dir("mixed_selective");
   auto cpu = cpu_model(dir);
   ASSERT_TRUE(cpu);
@@ -178,8 +186,11 @@ TEST(GpuEngine, SixtyFourTogetherEqualEachAloneUnderChunkBudgets) {
     alone.push_back(o->outputs[0].token_ids);
   }
   alone_engine.reset();
-  for (int64_t budget : {64, 2048}) {
-    auto e = gpu_engine(dir, budget, 64);
+  const v4::StateLayout layout(cpu->config(), 128);  // the runner's pages (cuda_runner_test)
+  const int64_t small_pool =
+      2 * (layout.constant_pages() + 512 / layout.page_tokens()) * layout.page_bytes();
+  for (auto [budget, pool] : {std::pair<int64_t, int64_t>{64, 0}, {2048, 0}, {64, small_pool}}) {
+    auto e = gpu_engine(dir, budget, 64, pool, pool > 0 ? 512 : 4096);
     ASSERT_TRUE(e);
     std::vector<GenerateRequest> reqs;
     for (const auto& p : prompts) reqs.push_back(greedy(p, max_tokens));
@@ -190,10 +201,15 @@ TEST(GpuEngine, SixtyFourTogetherEqualEachAloneUnderChunkBudgets) {
       expect_same_or_near_tie(*cpu, prompts[i], outs[i].outputs[0].token_ids, alone[i],
                               "budget " + std::to_string(budget) + " request " + std::to_string(i));
     }
-    std::printf("budget %lld: %d of %zu requests equal alone; %lld steps, %lld preemptions\n",
-                static_cast<long long>(budget), same, prompts.size(),
-                static_cast<long long>(e->stats().steps),
-                static_cast<long long>(e->stats().preemptions));
+    std::printf(
+        "budget %lld, pool %lld pages: %d of %zu requests equal alone; %lld steps, %lld "
+        "preemptions\n",
+        static_cast<long long>(budget), static_cast<long long>(e->capacity().num_pages), same,
+        prompts.size(), static_cast<long long>(e->stats().steps),
+        static_cast<long long>(e->stats().preemptions));
+    if (pool > 0) {
+      EXPECT_GT(e->stats().preemptions, 0) << "the small pool forced no preemption";
+    }
     expect_pool_full(*e);
   }
 }

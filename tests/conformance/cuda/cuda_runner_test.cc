@@ -3,9 +3,9 @@
 // CPU reference (CpuModel's full prefill: a causal model's row at position p depends on ids[0..p]
 // only, so any chunking, batching or fork must reproduce it), held to the tolerance of
 // cuda_model_test: rows from the GPU's first differing discrete choice on (a bf16 near-tie) are
-// not held. The runner's own contract is checked too: rows in row order, forks by page copy,
-// page bytes that round-trip, and errors (never aborts) for a batch that disagrees with the
-// pages.
+// not held. The runner's own contract is checked too: pages laid out as the CPU runner's, rows in
+// row order, forks by page copy, page bytes that round-trip, and errors (never aborts) for a batch
+// that disagrees with the pages.
 #include "deepinfer/runtime/cuda/cuda_runner.h"
 
 #include <cuda_runtime.h>
@@ -29,6 +29,7 @@
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
+#include "deepinfer/runtime/model_runner.h"
 #include "golden_fixture.h"
 #include "logits_tolerance.h"
 
@@ -44,13 +45,27 @@ constexpr int kMaxSeqs = 4;
 constexpr int64_t kMaxModelLen = 256;
 constexpr int64_t kBatchedTokens = 256;  // the runner's prefill chunk (as the traced model's)
 
-// A sequence as the engine holds it: an id and its block table (one page: a whole slot).
+// A sequence as the engine holds it: an id, its constant pages and its block table.
 struct Seq {
   uint64_t id = 0;
-  std::vector<int32_t> table;
+  std::vector<int32_t> constant, table;
 };
 
-const std::vector<int32_t> kNoPages;  // this runner has no constant pages
+// Sequence k of a test's pages: every k-th page from k on, backwards, so neither a sequence's
+// pages nor their order are contiguous (kMaxModelLen tokens of table).
+Seq seq_at(uint64_t id, int k, const kv::PageSpec& spec) {
+  const int64_t per = spec.constant_pages_per_seq + spec.pages_for_tokens(kMaxModelLen);
+  Seq s;
+  s.id = id;
+  for (int64_t j = per - 1; j >= 0; --j) {
+    const int32_t page = static_cast<int32_t>(k + j * kMaxSeqs);
+    if (int64_t(s.constant.size()) < spec.constant_pages_per_seq)
+      s.constant.push_back(page);
+    else
+      s.table.push_back(page);
+  }
+  return s;
+}
 
 StepRow make_row(const Seq& s, const std::vector<int32_t>& ids, int64_t start, int64_t n,
                  bool wants_logits) {
@@ -59,7 +74,7 @@ StepRow make_row(const Seq& s, const std::vector<int32_t>& ids, int64_t start, i
   r.start_pos = start;
   r.tokens = ids.data() + start;
   r.num_tokens = n;
-  r.state_pages = &kNoPages;
+  r.state_pages = &s.constant;
   r.block_table = &s.table;
   r.wants_logits = wants_logits;
   return r;
@@ -170,14 +185,21 @@ TEST_P(CudaRunnerTest, DescribesItsModelAndPages) {
   EXPECT_EQ(info.device, runtime::Device::kCuda);
   EXPECT_FALSE(info.device_name.empty());
   EXPECT_GT(info.weight_bytes, 0);
-  // A tiny model leaves room for every asked-for slot.
-  EXPECT_EQ(info.max_sequences, kMaxSeqs);
+  EXPECT_EQ(info.max_sequences, 0);  // the pool bounds it
   const kv::PageSpec& spec = r->page_spec();
-  EXPECT_EQ(spec.page_tokens, kMaxModelLen);
-  EXPECT_EQ(spec.constant_pages_per_seq, 0);
-  EXPECT_EQ(spec.num_pages, kMaxSeqs);
-  EXPECT_GT(spec.page_bytes, 8);
-  EXPECT_EQ(spec.pages_for_tokens(kMaxModelLen), 1);
+  // One state layout for both devices: the CPU runner's pages of this model are the same.
+  runtime::RunnerOptions co = runner_options(dir_);
+  co.device = runtime::Device::kCpu;
+  co.kv_memory_bytes = 64 << 20;
+  auto cpu = runtime::create_runner(co);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  EXPECT_EQ(spec.page_tokens, (*cpu)->page_spec().page_tokens);
+  EXPECT_EQ(spec.page_bytes, (*cpu)->page_spec().page_bytes);
+  EXPECT_EQ(spec.constant_pages_per_seq, (*cpu)->page_spec().constant_pages_per_seq);
+  EXPECT_GT(spec.constant_pages_per_seq, 0);
+  // A tiny model's pool, sized from 0.9 of the device, holds every test's pages many times over.
+  EXPECT_GE(spec.num_pages,
+            kMaxSeqs * (spec.constant_pages_per_seq + spec.pages_for_tokens(kMaxModelLen)));
 }
 
 // The prompt as one prefill row, then one decode row per step, on the pool's last page.
@@ -186,7 +208,7 @@ TEST_P(CudaRunnerTest, PrefillThenDecodeMatchesCpu) {
   const int64_t L = static_cast<int64_t>(ids.size()), P = fixture_.prefill_len;
   auto r = runner();
   ASSERT_TRUE(r);
-  const Seq s{7, {kMaxSeqs - 1}};
+  const Seq s = seq_at(7, kMaxSeqs - 1, r->page_spec());
   StepBatch b;
   b.rows = {make_row(s, ids, 0, P, true)};
   std::vector<float> got = run(*r, b);
@@ -211,7 +233,8 @@ TEST_P(CudaRunnerTest, BatchedRowsMatchEachSequenceAlone) {
   const int64_t steps = 4;
   const int64_t top = held_ - steps - 1;  // every decoded position is held
   ASSERT_GE(top, 5) << "the first near-tie flip comes too early for " << steps << " steps";
-  const std::vector<Seq> seqs = {{10, {2}}, {11, {0}}, {12, {1}}};
+  const kv::PageSpec spec = runner()->page_spec();
+  const std::vector<Seq> seqs = {seq_at(10, 2, spec), seq_at(11, 0, spec), seq_at(12, 1, spec)};
   const std::vector<int64_t> lens = {top, top - 2, std::max<int64_t>(1, top - 6)};
   struct Item {
     int seq;
@@ -268,21 +291,38 @@ TEST_P(CudaRunnerTest, BatchedRowsMatchEachSequenceAlone) {
   EXPECT_EQ(held_rows_, static_cast<int64_t>(together.size()));
 }
 
-// n > 1 as the engine does it: the child's page is a copy of the parent's (page_copies, before
-// any row), and both continue from the same state.
+// The page copies that make `child` a fork of `parent` holding `tokens` tokens, as
+// KvManager::fork plans them: its own copies of the constant pages and of the page the next token
+// writes into; earlier token pages are full, so the child shares them (its table names the
+// parent's).
+std::vector<kv::PageCopy> fork_pages(const Seq& parent, Seq& child, int64_t tokens,
+                                     int64_t page_tokens) {
+  std::vector<kv::PageCopy> copies;
+  for (size_t k = 0; k < parent.constant.size(); ++k)
+    copies.push_back({parent.constant[k], child.constant[k]});
+  const int64_t partial = tokens / page_tokens;
+  for (int64_t k = 0; k < partial; ++k) child.table[k] = parent.table[k];
+  copies.push_back({parent.table[partial], child.table[partial]});
+  return copies;
+}
+
+// n > 1 as the engine does it: the child's pages are copies of the parent's (page_copies, before
+// any row) or shared full pages, and both continue from the same state.
 TEST_P(CudaRunnerTest, ForkedPageContinuesAsItsParent) {
   const std::vector<int32_t>& ids = fixture_.ids;
   const int64_t P = fixture_.prefill_len;
   ASSERT_LT(P + 3, static_cast<int64_t>(ids.size()));
   auto r = runner();
   ASSERT_TRUE(r);
-  const Seq parent{1, {0}}, child{2, {2}}, second{3, {3}};
+  const kv::PageSpec& spec = r->page_spec();
+  const Seq parent = seq_at(1, 0, spec);
+  Seq child = seq_at(2, 2, spec), second = seq_at(3, 3, spec);
   StepBatch b;
   b.rows = {make_row(parent, ids, 0, P, false)};
   run(*r, b);
   // The child alone in the step that forks it, then the parent alone: the same launches on the
   // same state, so the same bits.
-  b.page_copies = {{0, 2}};
+  b.page_copies = fork_pages(parent, child, P, spec.page_tokens);
   b.rows = {make_row(child, ids, P, 1, true)};
   const std::vector<float> from_child = run(*r, b);
   b.page_copies.clear();
@@ -299,7 +339,7 @@ TEST_P(CudaRunnerTest, ForkedPageContinuesAsItsParent) {
   ASSERT_EQ(both.size(), size_t(2 * vocab_));
   expect_cpu_row(both.data() + vocab_, P + 1, "parent next to its diverged child");
   // A fork and its first row in one step with the parent's row.
-  b.page_copies = {{0, 3}};
+  b.page_copies = fork_pages(parent, second, P + 2, spec.page_tokens);
   b.rows = {make_row(second, ids, P + 2, 1, true), make_row(parent, ids, P + 2, 1, true)};
   const std::vector<float> fork_step = run(*r, b);
   ASSERT_EQ(fork_step.size(), size_t(2 * vocab_));
@@ -316,7 +356,8 @@ TEST_P(CudaRunnerTest, BatchesThatDisagreeWithThePagesAreErrors) {
   const int64_t P = fixture_.prefill_len;
   auto r = runner();
   ASSERT_TRUE(r);
-  const Seq s{1, {0}}, other{2, {1}};
+  const kv::PageSpec& spec = r->page_spec();
+  const Seq s = seq_at(1, 0, spec), other = seq_at(2, 1, spec);
   StepBatch b;
   b.rows = {make_row(s, ids, 0, P, false)};
   run(*r, b);
@@ -327,22 +368,31 @@ TEST_P(CudaRunnerTest, BatchesThatDisagreeWithThePagesAreErrors) {
     EXPECT_NE(st.message().find(needle), std::string::npos) << what << ": " << st.to_string();
     std::printf("[%s] %s: %s\n", GetParam().c_str(), what, st.to_string().c_str());
   };
-  b.rows = {make_row(s, ids, P + 3, 1, true)};
-  refused(b, "holds", "start_pos ahead of the page");
-  b.rows = {make_row(s, ids, P - 1, 1, true)};
-  refused(b, "holds", "start_pos behind the page");
+  Seq short_table = other;
+  short_table.table.clear();
   // A valid row first: the batch is still refused as a whole, before that row runs.
-  b.rows = {make_row(s, ids, P, 1, true), make_row(other, ids, 5, 1, true)};
-  refused(b, "holds", "second row on an unstarted page");
-  const Seq two_pages{3, {0, 1}};
-  b.rows = {make_row(two_pages, ids, P, 1, true)};
-  refused(b, "exactly one page", "two pages in a block table");
-  const Seq outside{4, {kMaxSeqs}};
+  b.rows = {make_row(s, ids, P, 1, true), make_row(short_table, ids, 0, 5, true)};
+  refused(b, "block table", "a block table too short for the row");
+  Seq few_constant = other;
+  few_constant.constant.pop_back();
+  b.rows = {make_row(few_constant, ids, 0, 5, true)};
+  refused(b, "constant pages", "too few constant pages");
+  Seq outside = other;
+  outside.table[0] = static_cast<int32_t>(spec.num_pages);
   b.rows = {make_row(outside, ids, 0, 1, true)};
-  refused(b, "outside the pool", "page outside the pool");
-  const Seq same{5, {0}};
+  refused(b, "outside the pool", "token page outside the pool");
+  outside = other;
+  outside.constant[0] = -1;
+  b.rows = {make_row(outside, ids, 0, 1, true)};
+  refused(b, "outside the pool", "constant page outside the pool");
+  Seq same = other;
+  same.constant[0] = s.constant[0];
+  b.rows = {make_row(s, ids, P, 1, true), make_row(same, ids, 0, 1, true)};
+  refused(b, "also written by row", "two rows on one constant page");
+  same = other;
+  same.table[P / spec.page_tokens] = s.table[P / spec.page_tokens];
   b.rows = {make_row(s, ids, P, 1, true), make_row(same, ids, P, 1, true)};
-  refused(b, "another row", "two rows on one page");
+  refused(b, "also written by row", "two rows writing one token page");
   std::vector<int32_t> bad = ids;
   bad[P] = static_cast<int32_t>(vocab_);
   b.rows = {make_row(s, bad, P, 1, true)};
@@ -351,7 +401,7 @@ TEST_P(CudaRunnerTest, BatchesThatDisagreeWithThePagesAreErrors) {
   b.rows = {make_row(other, long_ids, 0, kMaxModelLen + 1, true)};
   refused(b, "--max-model-len", "a row past max_model_len");
   b.rows.clear();
-  b.page_copies = {{0, kMaxSeqs}};
+  b.page_copies = {{0, static_cast<int32_t>(spec.num_pages)}};
   refused(b, "outside the pool", "page copy outside the pool");
   // The sequence is where it was.
   b.page_copies.clear();
@@ -362,42 +412,45 @@ TEST_P(CudaRunnerTest, BatchesThatDisagreeWithThePagesAreErrors) {
   EXPECT_EQ(held_rows_, P < held_ ? 1 : 0);
 }
 
-// read_pages / write_pages: a page's bytes written to another page make a sequence that
+// read_pages / write_pages: a sequence's page bytes written to other pages make a sequence that
 // continues exactly as the source.
 TEST_P(CudaRunnerTest, PageBytesRoundTrip) {
   const std::vector<int32_t>& ids = fixture_.ids;
   const int64_t P = fixture_.prefill_len;
   auto r = runner();
   ASSERT_TRUE(r);
-  const int64_t page_bytes = r->page_spec().page_bytes;
-  const Seq source{1, {0}}, restored{2, {1}};
+  const kv::PageSpec& spec = r->page_spec();
+  const int64_t page_bytes = spec.page_bytes;
+  const Seq source = seq_at(1, 0, spec), restored = seq_at(2, 1, spec);
   StepBatch b;
   b.rows = {make_row(source, ids, 0, P, false)};
   run(*r, b);
-  auto bytes = r->read_pages({0});
+  auto pages_of = [](const Seq& q) {
+    std::vector<int32_t> v = q.constant;
+    v.insert(v.end(), q.table.begin(), q.table.end());
+    return v;
+  };
+  const std::vector<int32_t> from = pages_of(source), to = pages_of(restored);
+  auto bytes = r->read_pages(from);
   ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-  ASSERT_EQ(static_cast<int64_t>(bytes->size()), page_bytes);
-  ASSERT_TRUE(r->write_pages({1}, *bytes).ok());
-  auto back = r->read_pages({1, 0});
+  ASSERT_EQ(static_cast<int64_t>(bytes->size()), int64_t(from.size()) * page_bytes);
+  ASSERT_TRUE(r->write_pages(to, *bytes).ok());
+  auto back = r->read_pages(to);
   ASSERT_TRUE(back.ok()) << back.status().to_string();
-  ASSERT_EQ(static_cast<int64_t>(back->size()), 2 * page_bytes);
-  EXPECT_TRUE(back->compare(0, page_bytes, *bytes) == 0);
-  EXPECT_TRUE(back->compare(page_bytes, page_bytes, *bytes) == 0);
+  EXPECT_TRUE(*back == *bytes);
   b.rows = {make_row(restored, ids, P, 1, true)};
   const std::vector<float> a = run(*r, b);
   b.rows = {make_row(source, ids, P, 1, true)};
   const std::vector<float> c = run(*r, b);
   ASSERT_EQ(a.size(), size_t(vocab_));
   EXPECT_TRUE(a == c);
-  expect_cpu_row(a.data(), P, "restored page");
+  expect_cpu_row(a.data(), P, "restored pages");
   // Misuse is refused.
-  EXPECT_FALSE(r->write_pages({1}, std::string_view(*bytes).substr(1)).ok());
-  EXPECT_FALSE(r->write_pages({kMaxSeqs}, *bytes).ok());
+  EXPECT_FALSE(r->write_pages(to, std::string_view(*bytes).substr(1)).ok());
+  EXPECT_FALSE(r->write_pages({static_cast<int32_t>(spec.num_pages)},
+                              std::string_view(*bytes).substr(0, page_bytes))
+                   .ok());
   EXPECT_FALSE(r->read_pages({-1}).ok());
-  std::string corrupt = *bytes;
-  const int64_t too_many = kMaxModelLen + 1;
-  std::memcpy(corrupt.data(), &too_many, sizeof too_many);
-  EXPECT_FALSE(r->write_pages({2}, corrupt).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, CudaRunnerTest,
@@ -462,11 +515,20 @@ TEST(CudaRunnerMemoryTest, LargestStepsStayWithinTheUtilization) {
   ASSERT_TRUE(made.ok()) << made.status().to_string();
   ModelRunner& r = **made;
   const kv::PageSpec& spec = r.page_spec();
-  const int64_t L = o.max_model_len, n = spec.num_pages;
+  const int64_t L = o.max_model_len, C = spec.constant_pages_per_seq;
+  // Sequence 0 holds a whole context; every other one C + 1 pages, as many as the pool and
+  // --max-num-seqs allow.
+  const int64_t full = C + spec.pages_for_tokens(L);
+  const int64_t n = std::min<int64_t>(o.max_num_seqs, 1 + (spec.num_pages - full) / (C + 1));
   ASSERT_GE(n, 2);
   const std::vector<int32_t> ids = testing::make_ids(L, r.info().vocab_size, 5);
-  std::vector<Seq> seqs;
-  for (int32_t p = 0; p < n; ++p) seqs.push_back(Seq{uint64_t(p), {p}});
+  std::vector<Seq> seqs(n);
+  int32_t next = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    seqs[k].id = uint64_t(k);
+    for (int64_t j = 0; j < C; ++j) seqs[k].constant.push_back(next++);
+    for (int64_t j = 0; j < (k == 0 ? full - C : 1); ++j) seqs[k].table.push_back(next++);
+  }
   StepOutput out;
   StepBatch b;
   // Page 0 to three short of the end, in chunks of 2048; every other page one token.
@@ -491,7 +553,8 @@ TEST(CudaRunnerMemoryTest, LargestStepsStayWithinTheUtilization) {
   ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
   const double used = double(total - free), limit = util * double(total);
   std::printf(
-      "stress: %lld slots of %.1f MiB (%lld tokens), used %.2f GiB after the largest steps, "
+      "stress: %lld sequences, pages of %.1f MiB (one of %lld tokens), used %.2f GiB after the "
+      "largest steps, "
       "limit %.2f GiB (%.3f of %.2f GiB), headroom %.0f MiB\n",
       static_cast<long long>(n), double(spec.page_bytes) / (1 << 20), static_cast<long long>(L),
       used / (1 << 30), limit / (1 << 30), util, double(total) / (1 << 30),

@@ -40,20 +40,22 @@ StateLayout::StateLayout(const Config& c, int page_tokens) : page_tokens_(page_t
     }
     layers_.push_back(ll);
   }
-  // A model without compressed layers still needs pages for its rings; a page must hold the
-  // widest constant row.
-  int widest = c.head_dim;
-  for (const auto& ll : layers_) widest = std::max(widest, ll.comp.width);
-  page_floats_ = std::max<int64_t>(page_floats_, widest);
+  // Every constant buffer lies whole within one page, so a device kernel can address it from
+  // its first row: a page holds at least the largest (a ring, or an HCA window of 128 rows).
+  int64_t largest = int64_t{c.sliding_window} * c.head_dim;
+  for (const auto& ll : layers_)
+    for (const CompressorLayout* cl : {&ll.comp, &ll.index})
+      largest = std::max<int64_t>(largest, int64_t{cl->ratio} * cl->width);
+  page_floats_ = std::max(page_floats_, largest);
 
   int64_t page = 0, used = 0;
   auto add = [&](int rows, int width) {
     RowBuffer b{static_cast<int64_t>(rows_.size()), rows, width};
+    if (used + int64_t{rows} * width > page_floats_) {
+      ++page;
+      used = 0;
+    }
     for (int i = 0; i < rows; ++i) {
-      if (used + width > page_floats_) {
-        ++page;
-        used = 0;
-      }
       rows_.push_back({page, used});
       used += width;
     }
@@ -74,6 +76,11 @@ StateLayout::StateLayout(const Config& c, int page_tokens) : page_tokens_(page_t
     add_compressor(ll.index);
   }
   constant_pages_ = rows_.empty() ? 0 : page + 1;
+}
+
+RowPlace StateLayout::buffer_place(const RowBuffer& b) const {
+  DI_CHECK(b.rows > 0 && b.first >= 0 && b.first < static_cast<int64_t>(rows_.size()));
+  return rows_[b.first];
 }
 
 void StateLayout::entry_place(const CompressorLayout& cl, int64_t e, int64_t* page,

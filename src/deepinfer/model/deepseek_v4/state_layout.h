@@ -1,6 +1,7 @@
-// Where every float of a sequence's state lives in fixed-size pages (spec §7). Constant state
-// (sliding-window rings, compressor partial windows and overlap halves) is cut into rows packed
-// into the sequence's constant pages, no row straddling a page. Growing state (compressed
+// Where every float of a sequence's state lives in fixed-size pages (spec §7), for the CPU and
+// the CUDA runner alike (fp32 on both). Constant state (sliding-window rings, compressor partial
+// windows and overlap halves) is cut into buffers of rows packed into the sequence's constant
+// pages, each buffer whole within one page. Growing state (compressed
 // entries, indexer keys) goes into token pages: page p holds, per compressed layer, the entries
 // whose last token falls in tokens [p*page_tokens, (p+1)*page_tokens).
 #pragma once
@@ -17,7 +18,8 @@ struct RowPlace {
   int64_t offset = 0;  // floats from the page start
 };
 
-// A buffer of `rows` rows of `width` floats: rows [first, first + rows) of constant_rows().
+// A buffer of `rows` rows of `width` floats: rows [first, first + rows) of constant_rows(),
+// consecutive in one page.
 struct RowBuffer {
   int64_t first = 0;
   int rows = 0;
@@ -52,6 +54,8 @@ class StateLayout {
   // num_layers main layers, then the MTP layer (sliding window only).
   const std::vector<LayerLayout>& layers() const { return layers_; }
 
+  // Where a buffer's first row lies; row i follows at offset + i * width in the same page.
+  RowPlace buffer_place(const RowBuffer& b) const;
   // Token page and float offset of entry e of a compressor laid out as `cl`.
   void entry_place(const CompressorLayout& cl, int64_t e, int64_t* page, int64_t* offset) const;
 

@@ -13,8 +13,9 @@ namespace deepinfer::runtime::cpu {
 namespace {
 
 constexpr int kPageTokens = 128;
-constexpr size_t kKeptLogitRows = 8;             // logits rows a step buffer always keeps
-constexpr int64_t kMaxPages = int64_t{1} << 24;  // kv::KvManager's clamp
+constexpr size_t kKeptLogitRows = 8;                     // logits rows a step buffer always keeps
+constexpr int64_t kMaxPages = int64_t{1} << 24;          // kv::KvManager's clamp
+constexpr int64_t kDefaultPoolBytes = int64_t{1} << 30;  // --kv-memory 0
 
 class CpuRunner final : public ModelRunner {
  public:
@@ -152,10 +153,10 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cpu_runner(const RunnerOptions& o)
   spec.page_tokens = kPageTokens;
   spec.page_bytes = layout->page_bytes();
   spec.constant_pages_per_seq = layout->constant_pages();
-  spec.num_pages =
-      std::min(o.kv_memory_bytes < 0 ? 0 : o.kv_memory_bytes / spec.page_bytes, kMaxPages);
+  const int64_t pool_bytes = o.kv_memory_bytes == 0 ? kDefaultPoolBytes : o.kv_memory_bytes;
+  spec.num_pages = std::min(pool_bytes < 0 ? 0 : pool_bytes / spec.page_bytes, kMaxPages);
   if (spec.num_pages < spec.constant_pages_per_seq + 1)
-    return invalid_argument("--kv-memory " + std::to_string(o.kv_memory_bytes) +
+    return invalid_argument("--kv-memory " + std::to_string(pool_bytes) +
                             " bytes can't hold one sequence: " + "it needs " +
                             std::to_string((spec.constant_pages_per_seq + 1) * spec.page_bytes) +
                             " bytes (" + std::to_string(spec.constant_pages_per_seq) +

@@ -17,11 +17,15 @@ namespace {
 
 using ::deepinfer::cuda::CudaModel;
 using ::deepinfer::cuda::CudaModelOptions;
+using ::deepinfer::cuda::PagedSequence;
 
-// Prefill rows run in chunks of at most this many tokens. It sizes the forward's scratch and
-// every slot's window ring (sliding_window - 1 + chunk rows per layer), and one chunk this long
-// already keeps the GEMMs busy, so a larger --max-num-batched-tokens only costs memory.
+// Prefill rows run in chunks of at most this many tokens. It sizes the forward's scratch, and one
+// chunk this long already keeps the GEMMs busy, so a larger --max-num-batched-tokens only costs
+// memory.
 constexpr int64_t kMaxChunk = 2048;
+
+// Tokens per page of growing state, as the CPU runner's: one StateLayout for both.
+constexpr int kPageTokens = 128;
 
 // "1.25 GiB", or "3.5 MiB" below a GiB (the tiny test models).
 std::string bytes_text(int64_t bytes) {
@@ -68,40 +72,45 @@ std::string row_name(size_t i, const StepRow& r) {
 
 class CudaRunner final : public ModelRunner {
  public:
-  CudaRunner(std::unique_ptr<CudaModel> model, ModelInfo info, kv::PageSpec spec)
+  CudaRunner(std::unique_ptr<CudaModel> model, ModelInfo info, kv::PageSpec spec,
+             int64_t max_model_len)
       : model_(std::move(model)),
         info_(std::move(info)),
         spec_(spec),
-        page_busy_(spec.num_pages, 0),
-        held_(spec.num_pages, -1) {}
+        max_model_len_(max_model_len),
+        page_row_(spec.num_pages, -1) {}
 
   const ModelInfo& info() const override { return info_; }
   const kv::PageSpec& page_spec() const override { return spec_; }
   Status execute(const StepBatch& batch, StepOutput* out) override;
-  // Nothing is kept per sequence: a row at position 0 resets its slot.
+  // Nothing is kept per sequence: its pages and their token count (the row's start_pos) are all.
   void release(uint64_t) override {}
   StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) override;
   Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) override;
 
  private:
-  Status check_page(int64_t page, std::string_view what) const;
-  // Tokens on the page after this step's page copies so far (plan()).
-  int64_t tokens_on(int32_t page) const {
-    return held_[page] >= 0 ? held_[page] : model_->num_tokens(page);
-  }
   // Every check of a batch before any state changes; splits its rows into the decode group and
   // the prefill rows.
   Status plan(const StepBatch& batch);
+  PagedSequence sequence(const StepRow& r) const {
+    PagedSequence q;
+    q.constant_pages = r.state_pages->data();
+    q.token_pages = r.block_table->data();
+    q.num_token_pages = static_cast<int64_t>(r.block_table->size());
+    q.num_tokens = r.start_pos;
+    return q;
+  }
 
   std::unique_ptr<CudaModel> model_;
   ModelInfo info_;
   kv::PageSpec spec_;
+  int64_t max_model_len_;
   // Per-step staging, kept so a warm step allocates nothing.
-  std::vector<char> page_busy_;  // [num_pages]: a row of this step is on the page
-  std::vector<int64_t> held_;    // [num_pages]: tokens after this step's page copies, or -1
-  std::vector<int32_t> busy_list_, held_list_;      // the entries set above, reset by the next plan
+  std::vector<int64_t> page_row_;  // [num_pages]: the row of this step writing the page, or -1
+  std::vector<int32_t> written_;   // the pages set above, reset by the next plan
+  std::vector<int32_t> copy_from_, copy_to_;
   std::vector<size_t> decode_rows_, prefill_rows_;  // row indices
-  std::vector<int> decode_slots_;
+  std::vector<PagedSequence> decode_seqs_;
   std::vector<int32_t> decode_ids_;
   std::vector<int64_t> out_row_;  // per row: its logits row in the output, or -1
   // StepOutput::logits rows, then (in a mixed step) the decode group's rows before they are
@@ -109,62 +118,65 @@ class CudaRunner final : public ModelRunner {
   PinnedFloats logits_;
 };
 
-Status CudaRunner::check_page(int64_t page, std::string_view what) const {
-  if (page < 0 || page >= spec_.num_pages)
-    return internal_error(std::string(what) + ": page " + std::to_string(page) +
-                          " is outside the pool of " + std::to_string(spec_.num_pages) + " pages");
-  return ok_status();
-}
-
 Status CudaRunner::plan(const StepBatch& batch) {
-  for (int32_t p : busy_list_) page_busy_[p] = 0;
-  for (int32_t p : held_list_) held_[p] = -1;
-  busy_list_.clear();
-  held_list_.clear();
+  for (int32_t p : written_) page_row_[p] = -1;
+  written_.clear();
+  copy_from_.clear();
+  copy_to_.clear();
   for (const kv::PageCopy& pc : batch.page_copies) {
-    RETURN_IF_ERROR(check_page(pc.from, "page copy source"));
-    RETURN_IF_ERROR(check_page(pc.to, "page copy destination"));
-    held_[pc.to] = tokens_on(pc.from);
-    held_list_.push_back(pc.to);
+    copy_from_.push_back(pc.from);
+    copy_to_.push_back(pc.to);
   }
   decode_rows_.clear();
   prefill_rows_.clear();
-  decode_slots_.clear();
+  decode_seqs_.clear();
   decode_ids_.clear();
+  const int64_t pt = spec_.page_tokens;
   for (size_t i = 0; i < batch.rows.size(); ++i) {
     const StepRow& r = batch.rows[i];
-    if (!r.block_table || r.block_table->size() != 1)
-      return internal_error(
-          row_name(i, r) +
-          ": a CUDA runner page is a whole sequence slot, so a block table holds exactly one "
-          "page; it holds " +
-          std::to_string(r.block_table ? r.block_table->size() : 0));
-    const int32_t page = (*r.block_table)[0];
-    if (page < 0 || page >= spec_.num_pages) return check_page(page, row_name(i, r));
-    if (page_busy_[page])
-      return internal_error(row_name(i, r) + ": page " + std::to_string(page) +
-                            " already belongs to another row of this step");
-    page_busy_[page] = 1;
-    busy_list_.push_back(page);
     if (r.num_tokens < 1 || r.tokens == nullptr)
       return invalid_argument(row_name(i, r) + ": no tokens");
-    if (r.start_pos < 0 || r.start_pos + r.num_tokens > spec_.page_tokens)
+    if (r.start_pos < 0 || r.start_pos + r.num_tokens > max_model_len_)
       return out_of_range(row_name(i, r) + ": positions [" + std::to_string(r.start_pos) + ", " +
                           std::to_string(r.start_pos + r.num_tokens) + ") exceed --max-model-len " +
-                          std::to_string(spec_.page_tokens));
+                          std::to_string(max_model_len_));
+    if (!r.state_pages || int64_t(r.state_pages->size()) != spec_.constant_pages_per_seq)
+      return internal_error(
+          row_name(i, r) + ": " + std::to_string(r.state_pages ? r.state_pages->size() : 0) +
+          " constant pages, the layout has " + std::to_string(spec_.constant_pages_per_seq));
+    const int64_t need = (r.start_pos + r.num_tokens + pt - 1) / pt;
+    if (!r.block_table || int64_t(r.block_table->size()) < need)
+      return internal_error(row_name(i, r) + ": a block table of " +
+                            std::to_string(r.block_table ? r.block_table->size() : 0) +
+                            " pages for " + std::to_string(r.start_pos + r.num_tokens) +
+                            " positions needs " + std::to_string(need));
+    // The pages a row writes: its constant pages and the token pages its new tokens fall in. Two
+    // rows writing one page would race on the device.
+    auto claim = [&](int32_t page) -> Status {
+      if (page < 0 || page >= spec_.num_pages)
+        return internal_error(row_name(i, r) + ": page " + std::to_string(page) +
+                              " is outside the pool of " + std::to_string(spec_.num_pages) +
+                              " pages");
+      if (page_row_[page] >= 0 && page_row_[page] != int64_t(i))
+        return internal_error(row_name(i, r) + ": page " + std::to_string(page) +
+                              " is also written by row " + std::to_string(page_row_[page]) +
+                              " of this step");
+      if (page_row_[page] < 0) written_.push_back(page);
+      page_row_[page] = int64_t(i);
+      return ok_status();
+    };
+    for (int32_t p : *r.state_pages) RETURN_IF_ERROR(claim(p));
+    for (int64_t k = r.start_pos / pt; k < need; ++k) RETURN_IF_ERROR(claim((*r.block_table)[k]));
     for (int64_t t = 0; t < r.num_tokens; ++t)
       if (r.tokens[t] < 0 || r.tokens[t] >= info_.vocab_size)
         return invalid_argument(row_name(i, r) + ": token id " + std::to_string(r.tokens[t]) +
                                 " at position " + std::to_string(r.start_pos + t) +
                                 " is outside the vocabulary (" + std::to_string(info_.vocab_size) +
                                 ")");
-    if (r.start_pos > 0 && tokens_on(page) != r.start_pos)
-      return internal_error(row_name(i, r) + " starts at position " + std::to_string(r.start_pos) +
-                            ", but its page " + std::to_string(page) + " holds " +
-                            std::to_string(tokens_on(page)) + " tokens");
-    if (r.start_pos > 0 && r.num_tokens == 1) {
+    if (r.start_pos > 0 && r.num_tokens == 1 &&
+        int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
       decode_rows_.push_back(i);
-      decode_slots_.push_back(page);
+      decode_seqs_.push_back(sequence(r));
       decode_ids_.push_back(r.tokens[0]);
     } else {
       prefill_rows_.push_back(i);
@@ -175,8 +187,9 @@ Status CudaRunner::plan(const StepBatch& batch) {
 
 Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   RETURN_IF_ERROR(plan(batch));
-  for (const kv::PageCopy& pc : batch.page_copies)
-    RETURN_IF_ERROR(model_->copy_sequence(pc.from, pc.to));
+  if (!copy_from_.empty())
+    RETURN_IF_ERROR(
+        model_->copy_pages(copy_from_.data(), copy_to_.data(), int64_t(copy_from_.size())));
 
   const int64_t V = info_.vocab_size;
   const size_t n = batch.rows.size();
@@ -196,8 +209,8 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   out->logits = host;
   if (!decode_rows_.empty()) {
     float* dst = in_place ? host : (decode_out > 0 ? host + n_out * V : nullptr);
-    RETURN_IF_ERROR(model_->decode_into(decode_slots_.data(), decode_ids_.data(),
-                                        static_cast<int64_t>(decode_slots_.size()), dst, nullptr));
+    RETURN_IF_ERROR(model_->decode_paged(decode_seqs_.data(), decode_ids_.data(),
+                                         static_cast<int64_t>(decode_seqs_.size()), dst, nullptr));
   }
   if (in_place) return ok_status();
   if (decode_out > 0)
@@ -207,20 +220,16 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
                     V * sizeof(float));
   for (size_t i : prefill_rows_) {
     const StepRow& r = batch.rows[i];
-    const int slot = (*r.block_table)[0];
-    if (r.start_pos == 0) model_->reset(slot);
-    RETURN_IF_ERROR(model_->forward_into(slot, r.tokens, r.num_tokens, /*all_logits=*/false,
-                                         r.wants_logits ? host + out_row_[i] * V : nullptr));
+    RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
+                                          /*all_logits=*/false,
+                                          r.wants_logits ? host + out_row_[i] * V : nullptr));
   }
   return ok_status();
 }
 
 StatusOr<std::string> CudaRunner::read_pages(const std::vector<int32_t>& pages) {
-  for (int32_t p : pages) RETURN_IF_ERROR(check_page(p, "read_pages"));
-  const size_t page_bytes = static_cast<size_t>(spec_.page_bytes);
-  std::string bytes(pages.size() * page_bytes, '\0');
-  for (size_t i = 0; i < pages.size(); ++i)
-    RETURN_IF_ERROR(model_->read_sequence(pages[i], bytes.data() + i * page_bytes));
+  std::string bytes(pages.size() * static_cast<size_t>(spec_.page_bytes), '\0');
+  RETURN_IF_ERROR(model_->read_pages(pages.data(), int64_t(pages.size()), bytes.data()));
   return bytes;
 }
 
@@ -230,10 +239,7 @@ Status CudaRunner::write_pages(const std::vector<int32_t>& pages, std::string_vi
     return invalid_argument("write_pages: " + std::to_string(bytes.size()) + " bytes for " +
                             std::to_string(pages.size()) + " pages of " +
                             std::to_string(page_bytes) + " bytes");
-  for (int32_t p : pages) RETURN_IF_ERROR(check_page(p, "write_pages"));
-  for (size_t i = 0; i < pages.size(); ++i)
-    RETURN_IF_ERROR(model_->write_sequence(pages[i], bytes.data() + i * page_bytes));
-  return ok_status();
+  return model_->write_pages(pages.data(), int64_t(pages.size()), bytes.data());
 }
 
 StatusOr<std::string> device_name() {
@@ -263,6 +269,7 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
                             std::to_string(CudaModel::max_supported_tokens()) +
                             " tokens per sequence (the indexer's top-k capacity)");
   if (o.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be positive");
+  if (o.kv_memory_bytes < 0) return invalid_argument("--kv-memory must not be negative");
   if (o.max_num_batched_tokens < 1)
     return invalid_argument("--max-num-batched-tokens must be positive");
 
@@ -272,7 +279,9 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
   // Decode steps every running sequence as one batch, and its buckets stop at max_chunk.
   mo.max_chunk = std::max<int64_t>(std::min(o.max_num_batched_tokens, kMaxChunk), o.max_num_seqs);
   mo.max_sequences = o.max_num_seqs;
+  mo.page_tokens = kPageTokens;
   mo.memory_fraction = o.gpu_memory_utilization;
+  mo.pool_bytes = std::max<int64_t>(o.kv_memory_bytes, 0);
   mo.cuda_graphs = o.cuda_graphs;
   if (o.on_load_progress)
     mo.progress = [cb = o.on_load_progress](const v4::LoadProgress& p) {
@@ -282,11 +291,15 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
   if (!loaded.ok()) {
     const Status& st = loaded.status();
     if (st.code() != StatusCode::kResourceExhausted) return st;
-    char util[32];
-    std::snprintf(util, sizeof util, "%g", o.gpu_memory_utilization);
-    return Status(st.code(), std::string("--gpu-memory-utilization ") + util + ": " + st.message() +
-                                 "; raise it, or lower --max-model-len (every slot holds that many "
-                                 "tokens of state)");
+    char flag[64];
+    if (o.kv_memory_bytes > 0)
+      std::snprintf(flag, sizeof flag, "--kv-memory %lld",
+                    static_cast<long long>(o.kv_memory_bytes));
+    else
+      std::snprintf(flag, sizeof flag, "--gpu-memory-utilization %g", o.gpu_memory_utilization);
+    return Status(st.code(), std::string(flag) + ": " + st.message() +
+                                 "; raise it, or lower --max-model-len (the pool must hold one "
+                                 "sequence of that many tokens)");
   }
   std::unique_ptr<CudaModel> model = std::move(*loaded);
   ASSIGN_OR_RETURN(std::string name, device_name());
@@ -299,20 +312,27 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
   info.device = Device::kCuda;
   info.device_name = name;
   info.weight_bytes = model->weight_bytes();
-  info.max_sequences = model->max_sequences();
+  info.max_sequences = 0;  // the pool bounds it; decode rows past max_decode_rows() prefill
   kv::PageSpec spec;
-  spec.page_tokens = static_cast<int>(o.max_model_len);
-  spec.page_bytes = model->sequence_bytes();
-  spec.constant_pages_per_seq = 0;
-  spec.num_pages = model->max_sequences();
-  std::fprintf(stderr,
-               "deepinfer: cuda runner on %s: weights %s; KV pool %s = %d sequence slots "
-               "(--max-num-seqs %d) of %lld tokens, %s each\n",
-               name.c_str(), bytes_text(info.weight_bytes).c_str(),
-               bytes_text(spec.page_bytes * spec.num_pages).c_str(), model->max_sequences(),
-               o.max_num_seqs, static_cast<long long>(o.max_model_len),
-               bytes_text(spec.page_bytes).c_str());
-  return std::unique_ptr<ModelRunner>(new CudaRunner(std::move(model), std::move(info), spec));
+  spec.page_tokens = model->page_tokens();
+  spec.page_bytes = model->page_bytes();
+  spec.constant_pages_per_seq = model->constant_pages();
+  spec.num_pages = model->num_pages();
+  const int64_t per_seq_max = spec.constant_pages_per_seq + spec.pages_for_tokens(o.max_model_len);
+  std::fprintf(
+      stderr,
+      "deepinfer: cuda runner on %s: weights %s; KV pool %s = %lld pages of %d tokens "
+      "(%s each, %lld constant per sequence): %lld tokens, %lld sequences of "
+      "--max-model-len %lld; decode batches up to %lld sequences\n",
+      name.c_str(), bytes_text(info.weight_bytes).c_str(),
+      bytes_text(spec.page_bytes * spec.num_pages).c_str(), static_cast<long long>(spec.num_pages),
+      spec.page_tokens, bytes_text(spec.page_bytes).c_str(),
+      static_cast<long long>(spec.constant_pages_per_seq),
+      static_cast<long long>((spec.num_pages - spec.constant_pages_per_seq) * spec.page_tokens),
+      static_cast<long long>(spec.num_pages / per_seq_max), static_cast<long long>(o.max_model_len),
+      static_cast<long long>(model->max_decode_rows()));
+  return std::unique_ptr<ModelRunner>(
+      new CudaRunner(std::move(model), std::move(info), spec, o.max_model_len));
 }
 
 }  // namespace deepinfer::runtime::cuda

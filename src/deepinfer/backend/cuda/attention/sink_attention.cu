@@ -20,18 +20,17 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
   const int hd = a.head_dim;
   float* o = a.out + (t * a.num_heads + h) * hd;
   const float* ring = a.ring;
-  const float* entries = a.entries;
-  int64_t s = a.pos0 + t;
+  int64_t s = a.pos0 + t, seq = 0, start = a.pos0;
   if (a.query_seq) {
-    const int seq = a.query_seq[t];
+    seq = a.query_seq[t];
     if (seq < 0) {
       for (int d = threadIdx.x; d < hd; d += blockDim.x) o[d] = 0.0f;
       return;
     }
     ring = a.rings[seq];
-    entries = a.seq_entries ? a.seq_entries[seq] : nullptr;
-    s = a.positions[t];
+    s = start = a.positions[t];
   }
+  if (!a.fresh) start = s + 1;  // every window position is in the ring
   const int64_t first = s - (a.window - 1) > 0 ? s - (a.window - 1) : 0;
   const int nwin = static_cast<int>(s - first + 1);
   const int nsel = a.max_selected ? a.num_selected[t] : 0;
@@ -41,8 +40,11 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
   __syncthreads();
 
   auto key = [&](int k) -> const float* {
-    if (k < nwin) return ring + ((first + k) % a.ring_rows) * hd;
-    return entries + int64_t{a.selected[t * a.max_selected + (k - nwin)]} * hd;
+    if (k < nwin) {
+      const int64_t p = first + k;
+      return p >= start ? a.fresh + (t - (s - p)) * hd : ring + (p % a.ring_rows) * hd;
+    }
+    return a.entries.entry(seq, a.selected[t * a.max_selected + (k - nwin)]);
   };
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int k = warp; k < nkeys; k += warps) {

@@ -2,18 +2,24 @@
 // sharing one K=V row per key (V4: 64 heads, one 512-dim head), in decode and prefill alike.
 //
 // Query t sits at position pos0 + t and sees, in one softmax with the sink logit:
-//   - the window: positions max(0, s - window + 1) .. s, read from `ring`, where position p is
-//     row p % ring_rows (the caller keeps ring_rows >= window - 1 + num_queries);
-//   - compressed entries: rows selected[t * max_selected + j] of `entries`, j < num_selected[t].
+//   - the window: positions max(0, s - window + 1) .. s. With `fresh` set, positions from the
+//     query's segment start on (pos0; in batched decode the row's own position) are the
+//     segment's new keys, fresh[t - (s - p)], and earlier ones come from `ring`, where position
+//     p is row p % ring_rows (ring_rows >= window - 1). Without it every position is read from
+//     the ring, which then holds the segment too (ring_rows >= window - 1 + num_queries);
+//   - compressed entries: entry selected[t * max_selected + j] of `entries`, j < num_selected[t].
 // out[t, h] = sum_k softmax_k * key_k. Output de-rotation is the caller's (rope, inverse).
 // Batched decode sets query_seq: query t then belongs to sequence query_seq[t] (-1: a padding
-// row, whose output is zero), at position positions[t], with that sequence's ring and entries
-// from the per-sequence tables; pos0, ring and entries are unused.
+// row, whose output is zero), at position positions[t], with that sequence's ring from `rings`
+// and its entries in row query_seq[t] of the entry tables; pos0 and ring are unused. One
+// sequence: its entries are row 0.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "deepinfer/backend/cuda/entry_pages.h"
 
 namespace deepinfer::cuda {
 
@@ -21,7 +27,8 @@ struct SinkAttentionArgs {
   const float* q = nullptr;     // [num_queries, num_heads, head_dim]
   const float* ring = nullptr;  // [ring_rows, head_dim]
   int64_t ring_rows = 0;
-  const float* entries = nullptr;         // [*, head_dim]; may be null when max_selected is 0
+  const float* fresh = nullptr;           // [num_queries, head_dim]; see above
+  EntryPages entries;                     // pool may be null when max_selected is 0
   const int32_t* selected = nullptr;      // [num_queries, max_selected]
   const int32_t* num_selected = nullptr;  // [num_queries]
   int max_selected = 0;
@@ -30,10 +37,9 @@ struct SinkAttentionArgs {
   int64_t num_queries = 0, pos0 = 0;
   int num_heads = 0, head_dim = 0, window = 0;
   float scale = 0;
-  const int32_t* query_seq = nullptr;         // device [num_queries]; null: one sequence
-  const int64_t* positions = nullptr;         // device [num_queries]
-  const float* const* rings = nullptr;        // device [sequences]
-  const float* const* seq_entries = nullptr;  // device [sequences]; may be null (no entries)
+  const int32_t* query_seq = nullptr;   // device [num_queries]; null: one sequence
+  const int64_t* positions = nullptr;   // device [num_queries]
+  const float* const* rings = nullptr;  // device [sequences]
 };
 
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);

@@ -16,12 +16,10 @@ __global__ void scores_kernel(IndexerArgs a, float* scores) {
   float* qs = smem;                 // nh x (hd + 1)
   float* ks = smem + nh * qstride;  // warps x hd
   const int64_t t = blockIdx.x;
-  const float* keys = a.keys;
-  int64_t visible = (a.pos0 + t + 1) / a.ratio;
+  int64_t visible = (a.pos0 + t + 1) / a.ratio, seq = 0;
   if (a.query_seq) {
-    const int seq = a.query_seq[t];
+    seq = a.query_seq[t];
     visible = seq < 0 ? 0 : (a.positions[t] + 1) / a.ratio;
-    keys = seq < 0 ? nullptr : a.seq_keys[seq];
   }
   const int64_t e0 = int64_t{blockIdx.y} * kEntriesPerBlock;
   if (e0 >= visible) return;
@@ -31,7 +29,8 @@ __global__ void scores_kernel(IndexerArgs a, float* scores) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   float* kw = ks + warp * hd;
   for (int64_t e = e0 + warp; e < e0 + kEntriesPerBlock && e < visible; e += warps) {
-    for (int d = lane; d < hd; d += 32) kw[d] = keys[e * hd + d];
+    const float* key = a.keys.entry(seq, e);
+    for (int d = lane; d < hd; d += 32) kw[d] = key[d];
     __syncwarp();
     float acc = 0;
     for (int h = lane; h < nh; h += 32) {

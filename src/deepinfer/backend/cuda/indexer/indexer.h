@@ -3,26 +3,28 @@
 // indexer_topk keeps the top_k highest (ties: the earlier entry, as the CPU reference) and
 // writes them in ascending entry order, padding with -1; num_selected[t] = min(top_k, visible).
 // Batched decode sets query_seq and positions: query t belongs to sequence query_seq[t] (-1: a
-// padding row that sees nothing), sits at positions[t] and scores that sequence's keys;
-// num_entries is then the capacity bound (the scores' row stride), not a visible count.
+// padding row that sees nothing), sits at positions[t] and scores that sequence's keys (row
+// query_seq[t] of the key tables; one sequence: row 0); num_entries is then the capacity bound
+// (the scores' row stride), not a visible count.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "deepinfer/backend/cuda/entry_pages.h"
+
 namespace deepinfer::cuda {
 
 struct IndexerArgs {
-  const float* q = nullptr;     // [num_queries, num_heads, head_dim], rotated
-  const float* w = nullptr;     // [num_queries, num_heads] (weights_proj output)
-  const float* keys = nullptr;  // [num_entries, head_dim]
+  const float* q = nullptr;  // [num_queries, num_heads, head_dim], rotated
+  const float* w = nullptr;  // [num_queries, num_heads] (weights_proj output)
+  EntryPages keys;           // num_entries keys of head_dim
   int64_t num_queries = 0, pos0 = 0, num_entries = 0;
   int num_heads = 0, head_dim = 0, ratio = 4;
   float weight_scale = 0, score_scale = 0;
-  const int32_t* query_seq = nullptr;      // device [num_queries]; null: one sequence
-  const int64_t* positions = nullptr;      // device [num_queries]
-  const float* const* seq_keys = nullptr;  // device [sequences]
+  const int32_t* query_seq = nullptr;  // device [num_queries]; null: one sequence
+  const int64_t* positions = nullptr;  // device [num_queries]
 };
 
 // scores: [num_queries, num_entries]; entries a query can't see are left unwritten.

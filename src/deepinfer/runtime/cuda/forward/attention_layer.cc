@@ -1,9 +1,9 @@
 // Attention sub-layer on the GPU (spec §6.5-6.7), the CPU's attention.cc over many rows per
 // launch: q/kv projections and norms, RoPE, the compressor and indexer projections over all rows;
 // then the compressors, the indexer's top-k (CSA) or all visible entries (HCA) and sink attention
-// over the ring + selected entries, per sequence segment (prefill) or over all rows through the
-// slot tables (batched decode, graph-safe); then de-rotation and the grouped output projection
-// over all rows again.
+// over the ring + the segment's own keys + selected entries, then the ring write, per sequence
+// segment (prefill) or over all rows through the step's tables (batched decode, graph-safe); then
+// de-rotation and the grouped output projection over all rows again.
 #include <cmath>
 
 #include "deepinfer/backend/cuda/attention/rope.h"
@@ -56,7 +56,7 @@ void segment_state(const ForwardContext& m, const AttentionWeights& w, int ratio
   const int ih = c.index_n_heads, ihd = c.index_head_dim;
   const int cw = ratio == 4 ? 2 * hd : hd, iw = 2 * ihd;
   cudaStream_t s = m.stream;
-  DeviceLayerState& st = g.seq->layers[m.layer];
+  const LayerView& st = g.seq->layers[m.layer];
   const int64_t r0 = g.row0, len = g.n, pos0 = g.pos0;
   // Compressors see the segment before attention: an entry completed by token s is visible
   // to s.
@@ -74,7 +74,7 @@ void segment_state(const ForwardContext& m, const AttentionWeights& w, int ratio
       const int64_t entries = (pos0 + len) / 4;
       float* scores = grow(m.s.scores, size_t(len) * (entries > 0 ? entries : 1));
       IndexerArgs a = indexer_args(m, p.iq + r0 * ih * ihd, p.iw + r0 * ih);
-      a.keys = st.index.entries.get();
+      a.keys = st.index.entries;
       a.num_queries = len;
       a.pos0 = pos0;
       a.num_entries = entries;
@@ -87,12 +87,12 @@ void segment_state(const ForwardContext& m, const AttentionWeights& w, int ratio
       select_all_visible(len, pos0, ratio, max_selected, selected, num_selected, s);
     }
   }
-  ring_write(p.kv + r0 * hd, len, pos0, hd, st.ring.get(), st.ring_rows, s);
   SinkAttentionArgs a = sink_args(m, w);
   a.q = p.q + r0 * nh * hd;
-  a.ring = st.ring.get();
+  a.fresh = p.kv + r0 * hd;  // the ring holds positions before pos0 only
+  a.ring = st.ring;
   a.ring_rows = st.ring_rows;
-  a.entries = ratio > 0 ? st.comp.entries.get() : nullptr;
+  if (ratio > 0) a.entries = st.comp.entries;
   a.selected = selected;
   a.num_selected = num_selected;
   a.max_selected = max_selected;
@@ -100,6 +100,7 @@ void segment_state(const ForwardContext& m, const AttentionWeights& w, int ratio
   a.num_queries = len;
   a.pos0 = pos0;
   sink_attention(a, s);
+  ring_write(p.kv + r0 * hd, len, pos0, hd, st.ring, st.ring_rows, s);
 }
 
 DecodeCompressorArgs decode_compressor_args(const ForwardContext& m, const CompressorWeights& w,
@@ -127,7 +128,7 @@ void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio
   const v4::Config& c = m.c;
   const DecodeBatch& b = *m.batch;
   const DecodeRows& r = b.rows;
-  const LayerSlots& ls = b.slots->layer(m.layer);
+  const LayerSlots& ls = b.state->layer_slots(m.layer);
   cudaStream_t s = m.stream;
   int max_selected = 0;
   if (ratio > 0) {
@@ -143,7 +144,7 @@ void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio
       a.num_entries = b.max_tokens / 4;
       a.query_seq = r.slot;
       a.positions = r.pos;
-      a.seq_keys = ls.index.entries;
+      a.keys = ls.index.entries;
       indexer_scores(a, b.scores, s);
       indexer_topk_rows(b.scores, r.count, a.num_entries, r.pos, r.slot, 4, max_selected,
                         b.selected, b.num_selected, s);
@@ -153,9 +154,9 @@ void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio
       decode_select_all(r, ratio, max_selected, b.selected, b.num_selected, s);
     }
   }
-  decode_ring_write(p.kv, r, c.head_dim, ls, s);
   SinkAttentionArgs a = sink_args(m, w);
   a.q = p.q;
+  a.fresh = p.kv;  // each row's own key; the ring holds the positions before it
   a.ring_rows = ls.ring_rows;
   a.selected = ratio > 0 ? b.selected : nullptr;
   a.num_selected = ratio > 0 ? b.num_selected : nullptr;
@@ -165,8 +166,9 @@ void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio
   a.query_seq = r.slot;
   a.positions = r.pos;
   a.rings = ls.ring;
-  a.seq_entries = ratio > 0 ? ls.comp.entries : nullptr;
+  if (ratio > 0) a.entries = ls.comp.entries;
   sink_attention(a, s);
+  decode_ring_write(p.kv, r, c.head_dim, ls, s);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "deepinfer/runtime/cuda/forward/decode_graphs.h"
 #include "deepinfer/runtime/cuda/forward/forward_context.h"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
+#include "deepinfer/runtime/cuda/forward/paged_state.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -57,8 +58,8 @@ struct CudaModel::Impl {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
 
-  // The decode step's fixed buffers, then the slots and their tables (load's last step).
-  Status allocate_slots() {
+  // The decode step's fixed buffers, then the page pool and the slots (load's last step).
+  Status allocate() {
     const CudaModelOptions& o = options;
     max_bucket = bucket(std::min<int64_t>(o.max_sequences, o.max_chunk));
     max_selected = decode_max_selected(c, o.max_tokens);
@@ -66,13 +67,33 @@ struct CudaModel::Impl {
     decode_host = std::make_unique<PinnedBuffer<int64_t>>(2 * max_bucket);
     moe.reserve_grouped(max_bucket, c.experts_per_token, c.hidden_size, c.moe_intermediate_size,
                         int64_t(c.moe_intermediate_size) * c.n_shared_experts, c.n_routed_experts);
-    if (o.memory_fraction > 0) {
-      RETURN_IF_ERROR(fill_memory(o.memory_fraction));
-    } else {
-      for (int i = 0; i < o.max_sequences; ++i) seqs.emplace_back(c, o.max_tokens, o.max_chunk);
-    }
-    slot_tables = std::make_unique<SlotTables>(seqs);
+    state = std::make_unique<PagedState>(c, o.page_tokens, o.max_tokens, max_bucket);
+    if (o.memory_fraction > 0) return fill_memory(o.memory_fraction);
+    state->allocate(pages_per_slot() * o.max_sequences);
+    set_slots(o.max_sequences);
     return ok_status();
+  }
+
+  // A slot holds a sequence of max_tokens: its constant pages and a full block table.
+  int64_t pages_per_slot() const {
+    return state->layout().constant_pages() + state->max_token_pages();
+  }
+  // Slot s's k-th page is page k * n + s: interleaved, so the slots' own sequences already run
+  // through real page indirection.
+  void set_slots(int64_t n) {
+    const int64_t per = pages_per_slot();
+    slot_pages.assign(n, {});
+    slot_tokens.assign(n, 0);
+    for (int64_t sl = 0; sl < n; ++sl)
+      for (int64_t k = 0; k < per; ++k) slot_pages[sl].push_back(static_cast<int32_t>(k * n + sl));
+  }
+  PagedSequence slot_sequence(int slot) const {
+    PagedSequence q;
+    q.constant_pages = slot_pages[slot].data();
+    q.token_pages = slot_pages[slot].data() + state->layout().constant_pages();
+    q.num_token_pages = state->max_token_pages();
+    q.num_tokens = slot_tokens[slot];
+    return q;
   }
 
   // Scratch that a step grows with its positions or its batch, at its largest: the indexer's
@@ -99,7 +120,7 @@ struct CudaModel::Impl {
     grow(token, B);
   }
 
-  // As many slots as keep the device's used memory within `fraction` of its total (see
+  // As many pages as keep the device's used memory within `fraction` of its total (see
   // CudaModelOptions::memory_fraction), measured with cudaMemGetInfo after a profile step (as
   // vLLM's profile run) has grown the scratch: one slot prefills a max_chunk chunk of token 0.
   // Its hash layers then send every row to the same experts, the largest expert groups a chunk
@@ -108,40 +129,53 @@ struct CudaModel::Impl {
     // Graph execs, cuBLASLt's internal buffers, expert groups larger than the profile's, the
     // allocator's rounding.
     constexpr int64_t kMargin = int64_t{256} << 20;
-    seqs.emplace_back(c, options.max_tokens, options.max_chunk);
+    const int64_t per = pages_per_slot();
+    state->allocate(per);
+    set_slots(1);
     reserve_position_scratch();
     const int64_t rows = std::min(options.max_chunk, options.max_tokens);
     const std::vector<int32_t> ids(rows, 0);
-    chunk(seqs[0], ids.data(), rows, 1);
-    seqs[0].reset();
+    const PagedSequence q = slot_sequence(0);
+    state->reset(q, stream);
+    chunk(q, ids.data(), rows, 1);
     size_t free = 0, total = 0;
     RETURN_IF_ERROR(mem_info(&free, &total));
     const int64_t limit = static_cast<int64_t>(fraction * double(total)) - kMargin;
-    const int64_t slot = DeviceSequence::state_bytes(c, options.max_tokens, options.max_chunk);
-    int64_t used = int64_t(total - free);
-    if (used > limit) {
-      auto gib = [](double bytes) {  // MiB below a GiB (tiny test models)
-        char b[32];
-        if (bytes >= double(1 << 30))
-          std::snprintf(b, sizeof b, "%.2f GiB", bytes / double(1 << 30));
-        else
-          std::snprintf(b, sizeof b, "%.1f MiB", bytes / double(1 << 20));
-        return std::string(b);
-      };
+    const int64_t slot = state->pool_bytes(per);
+    const int64_t used = int64_t(total - free);  // one slot's pages included
+    auto gib = [](double bytes) {                // MiB below a GiB (tiny test models)
+      char b[32];
+      if (bytes >= double(1 << 30))
+        std::snprintf(b, sizeof b, "%.2f GiB", bytes / double(1 << 30));
+      else
+        std::snprintf(b, sizeof b, "%.1f MiB", bytes / double(1 << 20));
+      return std::string(b);
+    };
+    if (options.pool_bytes == 0 && used > limit) {
       char frac[32];
       std::snprintf(frac, sizeof frac, "%g", fraction);
       return resource_exhausted(
           "the device's used memory after the weights (" + gib(double(w.bytes())) +
-          "), the forward's scratch and one sequence slot (" + gib(double(slot)) + ", " +
+          "), the forward's scratch and the pages of one sequence (" + gib(double(slot)) + ", " +
           std::to_string(options.max_tokens) + " tokens) is " + gib(double(used)) +
           " (other processes included), more than memory_fraction " + frac + " of its " +
           gib(double(total)) + " less a " + gib(double(kMargin)) + " margin");
     }
-    while (int64_t(seqs.size()) < options.max_sequences && used + slot <= limit) {
-      seqs.emplace_back(c, options.max_tokens, options.max_chunk);
-      RETURN_IF_ERROR(mem_info(&free, &total));
-      used = int64_t(total - free);
+    int64_t pages = (limit - used + slot) / state->page_bytes();
+    if (options.pool_bytes > 0) {
+      pages = options.pool_bytes / state->page_bytes();
+      if (pages < per)
+        return resource_exhausted("a pool of " + gib(double(options.pool_bytes)) +
+                                  " holds no sequence of " + std::to_string(options.max_tokens) +
+                                  " tokens (" + gib(double(slot)) + ")");
+      if (options.pool_bytes > int64_t(free) + slot - kMargin)
+        return resource_exhausted("a pool of " + gib(double(options.pool_bytes)) +
+                                  " exceeds the device's free memory (" + gib(double(free)) +
+                                  " after the weights and scratch, less a " + gib(double(kMargin)) +
+                                  " margin)");
     }
+    state->allocate(pages);
+    set_slots(std::min<int64_t>(options.max_sequences, pages / per));
     return ok_status();
   }
 
@@ -245,17 +279,17 @@ struct CudaModel::Impl {
     ForwardContext m = context();
     if (timer) timer->begin(stream);
     forward_rows(m, ids, n, positions, segs, rows);
-    for (const RowSegment& g : segs) g.seq->num_tokens += g.n;
     // The host ids (and positions) feed async copies: done before the caller may reuse them.
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (timer) timer->collect();
   }
 
   // n <= max_chunk tokens at the end of one sequence; logits for `rows` trailing positions.
-  void chunk(DeviceSequence& seq, const int32_t* host_ids, int64_t n, int64_t rows) {
+  void chunk(const PagedSequence& seq, const int32_t* host_ids, int64_t n, int64_t rows) {
     int64_t* positions = grow(s.positions, n);
     fill_positions(positions, n, seq.num_tokens, 1, stream);
-    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &seq}}, rows);
+    const SegmentState& st = state->resolve(seq, stream);
+    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st}}, rows);
   }
 
   Status check_ids(const int32_t* ids, int64_t n, int64_t pos0) const {
@@ -268,34 +302,57 @@ struct CudaModel::Impl {
   }
 
   Status check_slot(int slot) const {
-    if (slot < 0 || slot >= static_cast<int>(seqs.size()))
-      return out_of_range("sequence slot " + std::to_string(slot) +
-                          " is outside CudaModelOptions.max_sequences (" +
-                          std::to_string(seqs.size()) + ")");
+    if (slot < 0 || slot >= static_cast<int>(slot_pages.size()))
+      return out_of_range("sequence slot " + std::to_string(slot) + " is outside the " +
+                          std::to_string(slot_pages.size()) +
+                          " slots (CudaModelOptions.max_sequences)");
     return ok_status();
   }
 
-  Status check_room(const DeviceSequence& seq, int64_t n) const {
-    if (seq.num_tokens + n > seq.max_tokens)
+  Status check_page(int64_t id, const char* what) const {
+    if (id < 0 || id >= state->num_pages())
+      return out_of_range(std::string(what) + " page " + std::to_string(id) +
+                          " is outside the pool of " + std::to_string(state->num_pages()) +
+                          " pages");
+    return ok_status();
+  }
+
+  // The sequence's pages exist and cover its positions after n more tokens.
+  Status check_sequence(const PagedSequence& seq, int64_t n) const {
+    if (seq.num_tokens < 0 || seq.num_tokens + n > options.max_tokens)
       return out_of_range(std::to_string(seq.num_tokens + n) +
                           " positions exceed CudaModelOptions.max_tokens (" +
-                          std::to_string(seq.max_tokens) + ")");
+                          std::to_string(options.max_tokens) + ")");
+    const int64_t pt = state->layout().page_tokens();
+    const int64_t need = (seq.num_tokens + n + pt - 1) / pt;
+    if (seq.num_token_pages < need || seq.num_token_pages > state->max_token_pages())
+      return invalid_argument("a block table of " + std::to_string(seq.num_token_pages) +
+                              " pages for " + std::to_string(seq.num_tokens + n) +
+                              " positions (pages of " + std::to_string(pt) +
+                              " tokens: " + std::to_string(need) + " to " +
+                              std::to_string(state->max_token_pages()) + ")");
+    for (int64_t k = 0; k < state->layout().constant_pages(); ++k)
+      RETURN_IF_ERROR(check_page(seq.constant_pages[k], "constant"));
+    for (int64_t k = 0; k < seq.num_token_pages; ++k)
+      RETURN_IF_ERROR(check_page(seq.token_pages[k], "token"));
     return ok_status();
   }
 
   // out: host memory for (all_logits ? n : 1) x vocab floats, or null.
-  Status forward(int slot, const int32_t* ids, int64_t n, bool all_logits, float* out) {
+  Status forward(const PagedSequence& in, const int32_t* ids, int64_t n, bool all_logits,
+                 float* out) {
     if (n <= 0) return invalid_argument("forward: no tokens");
-    RETURN_IF_ERROR(check_slot(slot));
-    DeviceSequence& seq = seqs[slot];
-    RETURN_IF_ERROR(check_ids(ids, n, seq.num_tokens));
-    RETURN_IF_ERROR(check_room(seq, n));
+    RETURN_IF_ERROR(check_ids(ids, n, in.num_tokens));
+    RETURN_IF_ERROR(check_sequence(in, n));
+    PagedSequence seq = in;
+    if (seq.num_tokens == 0) state->reset(seq, stream);
     const int64_t V = c.vocab_size;
     for (int64_t off = 0; off < n; off += options.max_chunk) {
       const int64_t len = std::min(options.max_chunk, n - off);
       const bool last = off + len == n;
       const int64_t rows = all_logits ? len : (last ? 1 : 0);
       chunk(seq, ids + off, len, rows);
+      seq.num_tokens += len;
       // On the forward's own stream: it is non-blocking, so a legacy-stream copy would not
       // wait for the chunk.
       if (out && rows > 0)
@@ -306,44 +363,42 @@ struct CudaModel::Impl {
     return ok_status();
   }
 
-  // out: host memory for count x vocab floats, or null.
-  Status decode(const int* slots, const int32_t* ids, int64_t count, float* out,
+  // out: host memory for count x vocab floats, or null. The sequences' constant pages must be
+  // distinct (each row writes its own).
+  Status decode(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* out,
                 std::vector<int32_t>* greedy) {
     if (count <= 0) return invalid_argument("decode: no sequences");
-    if (count > options.max_chunk)
-      return invalid_argument("decode: " + std::to_string(count) +
-                              " sequences exceed CudaModelOptions.max_chunk (" +
-                              std::to_string(options.max_chunk) + ")");
-    std::vector<bool> seen(seqs.size(), false);
+    if (count > max_bucket)
+      return invalid_argument(
+          "decode: " + std::to_string(count) + " sequences exceed the largest decode batch (" +
+          std::to_string(max_bucket) + ": CudaModelOptions.max_sequences and max_chunk)");
     for (int64_t b = 0; b < count; ++b) {
-      RETURN_IF_ERROR(check_slot(slots[b]));
-      if (seen[slots[b]])
-        return invalid_argument("decode: slot " + std::to_string(slots[b]) + " appears twice");
-      seen[slots[b]] = true;
-      const DeviceSequence& seq = seqs[slots[b]];
-      RETURN_IF_ERROR(check_ids(ids + b, 1, seq.num_tokens));
-      RETURN_IF_ERROR(check_room(seq, 1));
+      if (seqs[b].num_tokens < 1)
+        return invalid_argument("decode: row " + std::to_string(b) + " has no prefilled tokens");
+      RETURN_IF_ERROR(check_ids(ids + b, 1, seqs[b].num_tokens));
+      RETURN_IF_ERROR(check_sequence(seqs[b], 1));
     }
-    // Inputs [positions (int64) | ids (int32) | slots (int32)] for the bucket's rows; padding
-    // rows take token 0 at position 0 of no sequence (slot -1).
+    // Inputs [positions (int64) | ids (int32) | rows (int32)] for the bucket's rows; padding
+    // rows take token 0 at position 0 of no sequence (-1).
     const int64_t B = bucket(count);
     int64_t* hpos = decode_host->get();
     int32_t* hids = reinterpret_cast<int32_t*>(hpos + max_bucket);
     int32_t* hslot = hids + max_bucket;
     for (int64_t b = 0; b < B; ++b) {
       const bool real = b < count;
-      hpos[b] = real ? seqs[slots[b]].num_tokens : 0;
+      hpos[b] = real ? seqs[b].num_tokens : 0;
       hids[b] = real ? ids[b] : 0;
-      hslot[b] = real ? slots[b] : -1;
+      hslot[b] = real ? static_cast<int32_t>(b) : -1;
     }
     DI_CUDA_CHECK(
         cudaMemcpyAsync(decode_in.get(), hpos, 2 * max_bucket * 8, cudaMemcpyHostToDevice, stream));
+    state->stage_rows(seqs, count, stream);
     int64_t* dpos = decode_in.get();
     int32_t* dids = reinterpret_cast<int32_t*>(dpos + max_bucket);
     DecodeBatch batch;
     batch.rows = DecodeRows{dids + max_bucket, dpos, B};
     batch.real_rows = count;
-    batch.slots = slot_tables.get();
+    batch.state = state.get();
     batch.max_tokens = options.max_tokens;
     batch.max_selected = max_selected;
     const int64_t V = c.vocab_size;
@@ -364,7 +419,6 @@ struct CudaModel::Impl {
       step();
       ++direct_steps;
     }
-    for (int64_t b = 0; b < count; ++b) ++seqs[slots[b]].num_tokens;
     if (greedy) {
       greedy->resize(count);
       DI_CUDA_CHECK(
@@ -401,8 +455,9 @@ struct CudaModel::Impl {
   Gemm gemm;
   MoeRunner moe;
   ForwardScratch s;
-  std::vector<DeviceSequence> seqs;                    // one per slot
-  std::unique_ptr<SlotTables> slot_tables;             // their buffers, per layer, indexed by slot
+  std::unique_ptr<PagedState> state;                   // the page pool and the decode tables
+  std::vector<std::vector<int32_t>> slot_pages;        // per slot: constant pages, then token pages
+  std::vector<int64_t> slot_tokens;                    // per slot: positions in its state
   int64_t max_bucket = 1;                              // the largest decode batch's rows
   int max_selected = 0;                                // decode_max_selected, fixed at load
   DeviceBuffer<int64_t> decode_in;                     // a decode step's positions, ids and slots
@@ -433,6 +488,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
                             std::to_string(4 * kMaxIndexerEntries) + " positions");
   if (options.max_sequences < 1)
     return invalid_argument("CudaModel: max_sequences must be positive");
+  if (options.page_tokens < 1) return invalid_argument("CudaModel: page_tokens must be positive");
   ASSIGN_OR_RETURN(v4::Config config, v4::load_config(dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
   int count = 0;
@@ -443,7 +499,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
                             std::to_string(options.memory_fraction) + " is outside [0, 1]");
   ASSIGN_OR_RETURN(DeviceWeights weights, DeviceWeights::load(config, *ckpt, options.progress));
   auto impl = std::make_unique<Impl>(std::move(config), std::move(weights), options);
-  RETURN_IF_ERROR(impl->allocate_slots());
+  RETURN_IF_ERROR(impl->allocate());
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
 }
 
@@ -453,11 +509,15 @@ CudaModel::CudaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaModel::~CudaModel() = default;
 
 const v4::Config& CudaModel::config() const { return impl_->c; }
-int CudaModel::max_sequences() const { return static_cast<int>(impl_->seqs.size()); }
+int CudaModel::max_sequences() const { return static_cast<int>(impl_->slot_pages.size()); }
 int64_t CudaModel::weight_bytes() const { return impl_->w.bytes(); }
+int CudaModel::page_tokens() const { return impl_->state->layout().page_tokens(); }
+int64_t CudaModel::page_bytes() const { return impl_->state->page_bytes(); }
+int64_t CudaModel::constant_pages() const { return impl_->state->layout().constant_pages(); }
+int64_t CudaModel::num_pages() const { return impl_->state->num_pages(); }
+int64_t CudaModel::max_decode_rows() const { return impl_->max_bucket; }
 int64_t CudaModel::sequence_bytes() const {
-  return int64_t(sizeof(int64_t)) +
-         DeviceSequence::state_bytes(impl_->c, impl_->options.max_tokens, impl_->options.max_chunk);
+  return int64_t(sizeof(int64_t)) + impl_->pages_per_slot() * impl_->state->page_bytes();
 }
 DecodeStepCounts CudaModel::decode_steps() const {
   const DecodeGraphStats& g = impl_->graphs.stats();
@@ -475,8 +535,8 @@ std::map<std::string, double> CudaModel::take_phase_times_ms() {
   return t;
 }
 // Slot arguments are the caller's invariant here (no Status to return): out of range aborts.
-int64_t CudaModel::num_tokens(int slot) const { return impl_->seqs.at(slot).num_tokens; }
-void CudaModel::reset(int slot) { impl_->seqs.at(slot).reset(); }
+int64_t CudaModel::num_tokens(int slot) const { return impl_->slot_tokens.at(slot); }
+void CudaModel::reset(int slot) { impl_->slot_tokens.at(slot) = 0; }
 void CudaModel::poison_scratch() { impl_->poison(); }
 void CudaModel::set_trace(DecisionTrace* trace) {
   if (trace) {
@@ -494,76 +554,126 @@ Status CudaModel::forward(const int32_t* ids, int64_t n, bool all_logits,
 Status CudaModel::forward(int slot, const int32_t* ids, int64_t n, bool all_logits,
                           std::vector<float>* logits) {
   if (logits) logits->resize((all_logits ? n : 1) * impl_->c.vocab_size);
-  return impl_->forward(slot, ids, n, all_logits, logits ? logits->data() : nullptr);
+  return forward_into(slot, ids, n, all_logits, logits ? logits->data() : nullptr);
 }
 
 Status CudaModel::forward_into(int slot, const int32_t* ids, int64_t n, bool all_logits,
                                float* logits) {
-  return impl_->forward(slot, ids, n, all_logits, logits);
+  RETURN_IF_ERROR(impl_->check_slot(slot));
+  RETURN_IF_ERROR(impl_->forward(impl_->slot_sequence(slot), ids, n, all_logits, logits));
+  impl_->slot_tokens[slot] += n;
+  return ok_status();
 }
 
 Status CudaModel::decode(const int* slots, const int32_t* ids, int64_t count,
                          std::vector<float>* logits, std::vector<int32_t>* greedy) {
   if (logits && count > 0) logits->resize(count * impl_->c.vocab_size);
-  return impl_->decode(slots, ids, count, logits ? logits->data() : nullptr, greedy);
+  return decode_into(slots, ids, count, logits ? logits->data() : nullptr, greedy);
 }
 
 Status CudaModel::decode_into(const int* slots, const int32_t* ids, int64_t count, float* logits,
                               std::vector<int32_t>* greedy) {
-  return impl_->decode(slots, ids, count, logits, greedy);
+  std::vector<PagedSequence> seqs;
+  std::vector<bool> seen(impl_->slot_pages.size(), false);
+  for (int64_t b = 0; b < count; ++b) {
+    RETURN_IF_ERROR(impl_->check_slot(slots[b]));
+    if (seen[slots[b]])
+      return invalid_argument("decode: slot " + std::to_string(slots[b]) + " appears twice");
+    seen[slots[b]] = true;
+    seqs.push_back(impl_->slot_sequence(slots[b]));
+  }
+  RETURN_IF_ERROR(impl_->decode(seqs.data(), ids, count, logits, greedy));
+  for (int64_t b = 0; b < count; ++b) ++impl_->slot_tokens[slots[b]];
+  return ok_status();
+}
+
+Status CudaModel::forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n,
+                                bool all_logits, float* logits) {
+  return impl_->forward(seq, ids, n, all_logits, logits);
+}
+
+Status CudaModel::decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count,
+                               float* logits, std::vector<int32_t>* greedy) {
+  return impl_->decode(seqs, ids, count, logits, greedy);
+}
+
+namespace {
+
+Status copy_status(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return ok_status();
+  return internal_error(what + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+Status CudaModel::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {
+  Impl& m = *impl_;
+  for (int64_t i = 0; i < n; ++i) {
+    RETURN_IF_ERROR(m.check_page(from[i], "copy source"));
+    RETURN_IF_ERROR(m.check_page(to[i], "copy destination"));
+  }
+  cudaError_t e = cudaSuccess;
+  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
+    if (from[i] != to[i])
+      e = cudaMemcpyAsync(m.state->page(to[i]), m.state->page(from[i]), m.state->page_bytes(),
+                          cudaMemcpyDeviceToDevice, m.stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(m.stream);
+  return copy_status(e, "copying pages");
+}
+
+Status CudaModel::read_pages(const int32_t* pages, int64_t n, void* dst) {
+  Impl& m = *impl_;
+  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(m.check_page(pages[i], "read"));
+  // Every forward and decode call ends with its stream synchronized, so the state is final.
+  char* out = static_cast<char*>(dst);
+  const int64_t pb = m.state->page_bytes();
+  cudaError_t e = cudaSuccess;
+  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
+    e = cudaMemcpy(out + i * pb, m.state->page(pages[i]), pb, cudaMemcpyDeviceToHost);
+  return copy_status(e, "reading pages");
+}
+
+Status CudaModel::write_pages(const int32_t* pages, int64_t n, const void* src) {
+  Impl& m = *impl_;
+  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(m.check_page(pages[i], "write"));
+  const char* in = static_cast<const char*>(src);
+  const int64_t pb = m.state->page_bytes();
+  cudaError_t e = cudaSuccess;
+  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
+    e = cudaMemcpy(m.state->page(pages[i]), in + i * pb, pb, cudaMemcpyHostToDevice);
+  return copy_status(e, "writing pages");
 }
 
 Status CudaModel::copy_sequence(int from, int to) {
   RETURN_IF_ERROR(impl_->check_slot(from));
   RETURN_IF_ERROR(impl_->check_slot(to));
-  if (from != to) impl_->seqs[to].copy_from(impl_->seqs[from], impl_->stream);
-  DI_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  const std::vector<int32_t>& a = impl_->slot_pages[from];
+  RETURN_IF_ERROR(copy_pages(a.data(), impl_->slot_pages[to].data(), int64_t(a.size())));
+  impl_->slot_tokens[to] = impl_->slot_tokens[from];
   return ok_status();
 }
 
-namespace {
-
-Status copy_status(cudaError_t e, const char* what, int slot) {
-  if (e == cudaSuccess) return ok_status();
-  return internal_error(std::string(what) + " of sequence slot " + std::to_string(slot) + ": " +
-                        cudaGetErrorString(e));
-}
-
-}  // namespace
-
 Status CudaModel::read_sequence(int slot, void* dst) {
   RETURN_IF_ERROR(impl_->check_slot(slot));
-  const DeviceSequence& seq = impl_->seqs[slot];
   char* out = static_cast<char*>(dst);
-  std::memcpy(out, &seq.num_tokens, sizeof(int64_t));
-  out += sizeof(int64_t);
-  // Every forward and decode call ends with its stream synchronized, so the state is final.
-  cudaError_t e = cudaSuccess;
-  seq.for_each_buffer([&](const float* p, size_t n) {
-    if (e == cudaSuccess) e = cudaMemcpy(out, p, n * sizeof(float), cudaMemcpyDeviceToHost);
-    out += n * sizeof(float);
-  });
-  return copy_status(e, "reading the state", slot);
+  std::memcpy(out, &impl_->slot_tokens[slot], sizeof(int64_t));
+  const std::vector<int32_t>& p = impl_->slot_pages[slot];
+  return read_pages(p.data(), int64_t(p.size()), out + sizeof(int64_t));
 }
 
 Status CudaModel::write_sequence(int slot, const void* src) {
   RETURN_IF_ERROR(impl_->check_slot(slot));
-  DeviceSequence& seq = impl_->seqs[slot];
   const char* in = static_cast<const char*>(src);
   int64_t tokens = 0;
   std::memcpy(&tokens, in, sizeof(int64_t));
-  in += sizeof(int64_t);
-  if (tokens < 0 || tokens > seq.max_tokens)
+  if (tokens < 0 || tokens > impl_->options.max_tokens)
     return invalid_argument("sequence state for slot " + std::to_string(slot) + " holds " +
                             std::to_string(tokens) + " tokens, outside [0, " +
-                            std::to_string(seq.max_tokens) + "] (not this model's layout?)");
-  cudaError_t e = cudaSuccess;
-  seq.for_each_buffer([&](float* p, size_t n) {
-    if (e == cudaSuccess) e = cudaMemcpy(p, in, n * sizeof(float), cudaMemcpyHostToDevice);
-    in += n * sizeof(float);
-  });
-  RETURN_IF_ERROR(copy_status(e, "writing the state", slot));
-  seq.num_tokens = tokens;
+                            std::to_string(impl_->options.max_tokens) +
+                            "] (not this model's layout?)");
+  const std::vector<int32_t>& p = impl_->slot_pages[slot];
+  RETURN_IF_ERROR(write_pages(p.data(), int64_t(p.size()), in + sizeof(int64_t)));
+  impl_->slot_tokens[slot] = tokens;
   return ok_status();
 }
 
@@ -571,7 +681,7 @@ StatusOr<std::vector<int32_t>> CudaModel::generate_greedy(const int32_t* prompt,
                                                           int64_t n_new) {
   Impl& m = *impl_;
   std::vector<int32_t> out;
-  RETURN_IF_ERROR(m.forward(0, prompt, n, false, nullptr));
+  RETURN_IF_ERROR(forward_into(0, prompt, n, false, nullptr));
   if (n_new <= 0) return out;
   int32_t* token = grow(m.token, 1);
   argmax_rows(m.logits.get(), 1, m.c.vocab_size, token, m.stream);
@@ -583,7 +693,7 @@ StatusOr<std::vector<int32_t>> CudaModel::generate_greedy(const int32_t* prompt,
   const int slot = 0;
   std::vector<int32_t> picked;
   while (static_cast<int64_t>(out.size()) < n_new) {
-    RETURN_IF_ERROR(m.decode(&slot, &next, 1, nullptr, &picked));
+    RETURN_IF_ERROR(decode_into(&slot, &next, 1, nullptr, &picked));
     next = picked[0];
     out.push_back(next);
   }

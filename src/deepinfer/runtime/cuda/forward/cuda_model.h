@@ -1,6 +1,8 @@
 // The deepseek_v4 forward on one GPU, composed from the backend/cuda ops: load a checkpoint
-// directory as CpuModel does, keep sequences' state in device slots, and run any chunking of
-// prefill and batched decode. Plain numerics only (what transformers computes); MTP is not
+// directory as CpuModel does, keep sequences' state in a device page pool (v4::StateLayout's
+// pages, as the CPU runner's), and run any chunking of prefill and batched decode over
+// sequences named by their pages. Fixed "slots" (each a full set of pages) serve tests and
+// benchmarks. Plain numerics only (what transformers computes); MTP is not
 // included. Plain C++: no CUDA header is needed to use it.
 #pragma once
 
@@ -30,18 +32,33 @@ struct DecodeStepCounts {
   int64_t eager = 0, captured = 0, replayed = 0;
 };
 
+// One sequence as its pages name it (the kv manager's tables): constant_pages() ids, then a
+// block table covering its positions after the call; num_tokens positions are already in its
+// state (0: it starts afresh and its constant state is initialized).
+struct PagedSequence {
+  const int32_t* constant_pages = nullptr;
+  const int32_t* token_pages = nullptr;
+  int64_t num_token_pages = 0;
+  int64_t num_tokens = 0;
+};
+
 struct CudaModelOptions {
   v4::ModelOptions model{v4::Numerics::kPlain, {}};
   int64_t max_tokens = 4096;  // sequence capacity (positions) the device state is sized for
   int64_t max_chunk = 256;    // longer forward calls run in chunks of this many tokens
-  int max_sequences = 1;      // sequence slots, each with its own state; decode() batches them
-  // 0: exactly max_sequences slots. In (0, 1]: at most max_sequences, as many as keep the
-  // device's used memory (this process and any other) within this fraction of its total: after
-  // the weights, a profile step sizes the scratch (a max_chunk prefill chunk of one slot, the
-  // position-dependent and decode buffers at their largest), then slots are added one at a time
-  // while the next one fits, less a margin for what grows later (graphs, cuBLASLt). Not even one
-  // fitting is resource_exhausted.
+  // The largest decode batch (with max_chunk) and the slots wanted.
+  int max_sequences = 1;
+  int page_tokens = 128;  // tokens per page of growing state (the CPU runner's too)
+  // 0: a pool of exactly max_sequences slots. In (0, 1]: as many pages as keep the device's used
+  // memory (this process and any other) within this fraction of its total: after the weights, a
+  // profile step sizes the scratch (a max_chunk prefill chunk of one sequence, the
+  // position-dependent and decode buffers at their largest), less a margin for what grows later
+  // (graphs, cuBLASLt); slots are then the first min(max_sequences, pool / slot) of them. A pool
+  // that can't hold one max_tokens sequence is resource_exhausted.
   double memory_fraction = 0;
+  // With memory_fraction: > 0 makes the pool this many bytes instead (still after the profile
+  // step, and refused when the device hasn't that much free).
+  int64_t pool_bytes = 0;
   // decode() replays each batch bucket's step from a CUDA graph (buckets: powers of two up to
   // max_chunk, padded with rows that touch no sequence). Off: the same launches, eagerly.
   bool cuda_graphs = true;
@@ -60,10 +77,16 @@ class CudaModel {
   static int64_t max_supported_tokens();
 
   const v4::Config& config() const;
-  int max_sequences() const;
+  int max_sequences() const;     // slots
   int64_t weight_bytes() const;  // bytes of weights on the device
-  // Bytes of one slot's state as read_sequence writes it: its token count (int64), then every
-  // state buffer (device_state.h's order). Fixed by the config, max_tokens and max_chunk.
+  // The page pool (v4::StateLayout(config, page_tokens)).
+  int page_tokens() const;
+  int64_t page_bytes() const;
+  int64_t constant_pages() const;  // per sequence
+  int64_t num_pages() const;
+  int64_t max_decode_rows() const;  // the most sequences one decode call takes
+  // Bytes of one slot's state as read_sequence writes it: its token count (int64), then its
+  // pages (constant pages, then max_tokens' token pages).
   int64_t sequence_bytes() const;
   int64_t num_tokens(int slot = 0) const;  // next position of that sequence
   void reset(int slot = 0);                // start a new sequence in that slot
@@ -86,6 +109,20 @@ class CudaModel {
   Status forward_into(int slot, const int32_t* ids, int64_t n, bool all_logits, float* logits);
   Status decode_into(const int* slots, const int32_t* ids, int64_t count, float* logits,
                      std::vector<int32_t>* greedy);
+
+  // The same over sequences named by their pages (the runner's path): forward_paged appends
+  // ids to seq at seq.num_tokens; decode_paged appends ids[b] to seqs[b], whose constant pages
+  // must be distinct. Page ids outside the pool, or a block table too short for the positions,
+  // are errors; nothing is run then.
+  Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
+                       float* logits);
+  Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
+                      std::vector<int32_t>* greedy);
+  // Page to page on the device (forks), and pages to and from host bytes (page_bytes() each,
+  // page after page): the raw page I/O of the runner.
+  Status copy_pages(const int32_t* from, const int32_t* to, int64_t n);
+  Status read_pages(const int32_t* pages, int64_t n, void* dst);
+  Status write_pages(const int32_t* pages, int64_t n, const void* src);
 
   DecodeStepCounts decode_steps() const;
   // The row count a decode of `count` sequences runs at (its graph's bucket).

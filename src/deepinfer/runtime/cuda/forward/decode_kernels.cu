@@ -81,7 +81,7 @@ __global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
       tail[2 * k + 1] = x1 * c + x0 * s;
     }
     __syncthreads();
-    float* dst = a.state.entries[seq] + e * D;
+    float* dst = a.state.entries.entry(seq, e);
     for (int i = threadIdx.x; i < D; i += blockDim.x) dst[i] = entry[i];
     if (overlap) {
       // The finished window's A-halves are the next window's first slots. Pooling above read

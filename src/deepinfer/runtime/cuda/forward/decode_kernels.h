@@ -1,8 +1,8 @@
 // The per-sequence attention state of a batched decode step (one row per sequence), each kernel
-// over all rows at once: a row finds its sequence's buffers through the slot tables and its
-// position in device memory, so nothing here depends on host values that change per step and
-// the launches can be replayed from a CUDA graph. Slot -1 marks a padding row (a batch filled
-// up to its graph's bucket): it reads and writes no state.
+// over all rows at once: a row finds its sequence's buffers through the step's tables (its
+// constant buffers, its block table) and its position in device memory, so nothing here depends on
+// host values that change per step and the launches can be replayed from a CUDA graph. Slot -1
+// marks a padding row (a batch filled up to its graph's bucket): it reads and writes no state.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,12 +14,12 @@
 namespace deepinfer::cuda {
 
 struct DecodeRows {
-  const int32_t* slot = nullptr;  // device [count]; -1: padding
+  const int32_t* slot = nullptr;  // device [count]: the row's row of the tables; -1: padding
   const int64_t* pos = nullptr;   // device [count]: the position the row's token takes
   int64_t count = 0;
 };
 
-// Row b's kv goes to its ring at row pos % ring_rows.
+// Row b's kv goes to its ring at row pos % ring_rows (after attention read the ring).
 void decode_ring_write(const float* kv, const DecodeRows& r, int dim, const LayerSlots& s,
                        cudaStream_t stream);
 

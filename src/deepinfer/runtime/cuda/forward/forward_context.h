@@ -17,38 +17,39 @@
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
 #include "deepinfer/runtime/cuda/forward/decode_kernels.h"
-#include "deepinfer/runtime/cuda/forward/device_state.h"
 #include "deepinfer/runtime/cuda/forward/layer_weights.h"
+#include "deepinfer/runtime/cuda/forward/paged_state.h"
 #include "deepinfer/runtime/cuda/forward/phase_timer.h"
 
 namespace deepinfer::cuda {
 
 struct ForwardScratch {
-  DeviceBuffer<float> y, post, comb, f;              // mHC around each sub-layer
-  DeviceBuffer<__nv_bfloat16> hb, qrb, ob, zb;       // bf16 GEMM inputs
-  DeviceBuffer<float> qr, q, kv, o, zg, z;           // attention
-  DeviceBuffer<float> ckv, cgate, ikv, igate;        // compressor projections (attention, index)
-  DeviceBuffer<float> win_kv, win_gate;              // compressor windows
-  DeviceBuffer<float> qi, wi, scores;                // indexer
-  DeviceBuffer<int32_t> selected, num_selected;      // attended entries
-  DeviceBuffer<int64_t> positions, entry_positions;  // RoPE positions
-  DeviceBuffer<float> router, route_w;               // MoE
+  DeviceBuffer<float> y, post, comb, f;               // mHC around each sub-layer
+  DeviceBuffer<__nv_bfloat16> hb, qrb, ob, zb;        // bf16 GEMM inputs
+  DeviceBuffer<float> qr, q, kv, o, zg, z;            // attention
+  DeviceBuffer<float> ckv, cgate, ikv, igate;         // compressor projections (attention, index)
+  DeviceBuffer<float> win_kv, win_gate, new_entries;  // compressor windows and their entries
+  DeviceBuffer<float> qi, wi, scores;                 // indexer
+  DeviceBuffer<int32_t> selected, num_selected;       // attended entries
+  DeviceBuffer<int64_t> positions, entry_positions;   // RoPE positions
+  DeviceBuffer<float> router, route_w;                // MoE
   DeviceBuffer<int32_t> route_ids, token_ids;
   MoeArgs moe;  // its expert list keeps its capacity, so refilling it per layer doesn't allocate
 };
 
 // A batched decode step: one row per sequence, every size fixed by the row count (the graph
-// bucket) and max_tokens, every per-step value (slot, position, token) in device memory, so the
-// whole step can be captured in a CUDA graph and replayed. Rows past real_rows are padding.
+// bucket) and max_tokens, every per-step value (position, token, the row's pages) in device
+// memory, so the whole step can be captured in a CUDA graph and replayed. Rows past real_rows
+// are padding.
 struct DecodeBatch {
   DecodeRows rows;
-  int64_t real_rows = 0;  // tests' decision traces record these only
-  const SlotTables* slots = nullptr;
-  int64_t max_tokens = 0;           // bounds every row's visible entries
-  float* scores = nullptr;          // [rows, max_tokens / 4] indexer scores
-  int32_t* selected = nullptr;      // [rows, max_selected]
-  int32_t* num_selected = nullptr;  // [rows]
-  int max_selected = 0;             // max(index_topk, max_tokens / the smallest HCA ratio)
+  int64_t real_rows = 0;              // tests' decision traces record these only
+  const PagedState* state = nullptr;  // its layer_slots(): the rows' tables
+  int64_t max_tokens = 0;             // bounds every row's visible entries
+  float* scores = nullptr;            // [rows, max_tokens / 4] indexer scores
+  int32_t* selected = nullptr;        // [rows, max_selected]
+  int32_t* num_selected = nullptr;    // [rows]
+  int max_selected = 0;               // max(index_topk, max_tokens / the smallest HCA ratio)
 };
 
 struct ForwardContext {
@@ -90,7 +91,7 @@ struct ForwardContext {
 // positions pos0..: a prefill chunk is one segment, a batched decode step one per sequence.
 struct RowSegment {
   int64_t row0 = 0, n = 0, pos0 = 0;
-  DeviceSequence* seq = nullptr;
+  const SegmentState* seq = nullptr;
 };
 
 // Attention sub-layer (spec §6.5-6.7) over `rows` rows: h [rows, hidden] -> out [rows, hidden];
@@ -106,7 +107,7 @@ void compressor_project(const ForwardContext& m, const CompressorWeights& w, int
                         const __nv_bfloat16* hb, int64_t n, float* kv, float* gate);
 // Feeds one sequence's n projected rows at pos0.. to its compressor; entries they complete are
 // appended, normalized and rotated (spec §6.6).
-void compressor_update(const ForwardContext& m, const CompressorWeights& w, DeviceCompressor& s,
+void compressor_update(const ForwardContext& m, const CompressorWeights& w, const CompressorView& s,
                        const float* kv, const float* gate, int64_t n, int64_t pos0);
 
 // MoE sub-layer (spec §6.8): h [n, hidden], token ids on the device (hash layers).

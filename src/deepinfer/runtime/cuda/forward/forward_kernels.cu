@@ -14,6 +14,17 @@ __global__ void embed_kernel(const float* embed, const int32_t* ids, int64_t n, 
   X[i] = embed[int64_t{ids[t]} * hidden + d];
 }
 
+__global__ void store_entries_kernel(const float* src, int64_t n, int64_t e0, EntryPages dst) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n * dst.dim) return;
+  dst.entry(0, e0 + i / dst.dim)[i % dst.dim] = src[i];
+}
+
+__global__ void fill_kernel(float* p, int64_t n, float value) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) p[i] = value;
+}
+
 __global__ void positions_kernel(int64_t* out, int64_t n, int64_t start, int64_t step) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = start + i * step;
@@ -142,8 +153,24 @@ void fill_positions(int64_t* out, int64_t n, int64_t start, int64_t step, cudaSt
 
 void ring_write(const float* kv, int64_t n, int64_t pos0, int dim, float* ring, int64_t ring_rows,
                 cudaStream_t stream) {
+  // Only the last ring_rows positions survive; skipping the rest keeps writes to a row unique.
+  const int64_t skip = n > ring_rows ? n - ring_rows : 0;
+  if (n - skip <= 0) return;
+  ring_write_kernel<<<blocks_for((n - skip) * dim), 256, 0, stream>>>(
+      kv + skip * dim, n - skip, pos0 + skip, dim, ring, ring_rows);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void store_entries(const float* src, int64_t n, int64_t e0, const EntryPages& dst,
+                   cudaStream_t stream) {
   if (n == 0) return;
-  ring_write_kernel<<<blocks_for(n * dim), 256, 0, stream>>>(kv, n, pos0, dim, ring, ring_rows);
+  store_entries_kernel<<<blocks_for(n * dst.dim), 256, 0, stream>>>(src, n, e0, dst);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void fill_floats(float* p, int64_t n, float value, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_kernel<<<blocks_for(n), 256, 0, stream>>>(p, n, value);
   DI_CUDA_LAUNCH_CHECK();
 }
 

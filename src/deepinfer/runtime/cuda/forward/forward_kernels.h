@@ -1,12 +1,15 @@
 // Small glue kernels between the ops of the GPU forward: embedding gather, the sliding-window
-// ring, the compressors' window bookkeeping, the selection lists HCA attends, and the layout
-// changes around the grouped output projection. Everything stays on the device.
+// ring, the compressors' window bookkeeping and entry stores into pages, the selection lists HCA
+// attends, and the layout changes around the grouped output projection. Everything stays on the
+// device.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "deepinfer/backend/cuda/entry_pages.h"
 
 namespace deepinfer::cuda {
 
@@ -17,9 +20,17 @@ void embed_rows(const float* embed, const int32_t* ids, int64_t n, int hc, int64
 // out[i] = start + i * step.
 void fill_positions(int64_t* out, int64_t n, int64_t start, int64_t step, cudaStream_t stream);
 
-// Position pos0 + t goes to ring row (pos0 + t) % ring_rows.
+// Position pos0 + t goes to ring row (pos0 + t) % ring_rows; of a segment longer than the ring
+// only its last ring_rows positions are written (after its attention read the older ones).
 void ring_write(const float* kv, int64_t n, int64_t pos0, int dim, float* ring, int64_t ring_rows,
                 cudaStream_t stream);
+
+// Entries e0 .. e0 + n - 1 of one sequence (row 0 of dst's tables) from src [n, dst.dim].
+void store_entries(const float* src, int64_t n, int64_t e0, const EntryPages& dst,
+                   cudaStream_t stream);
+
+// p[0 .. n) = value.
+void fill_floats(float* p, int64_t n, float value, cudaStream_t stream);
 
 // One compressor over a chunk of n tokens at pos0.. (kv, gate: [n, width] projections, ape:
 // [ratio, width]). The state (as sequence_state.h) is the unfinished window's rows (gate with

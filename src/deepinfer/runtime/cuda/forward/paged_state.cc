@@ -1,0 +1,153 @@
+#include "deepinfer/runtime/cuda/forward/paged_state.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/runtime/cuda/forward/forward_kernels.h"
+
+namespace deepinfer::cuda {
+
+PagedState::PagedState(const v4::Config& c, int page_tokens, int64_t max_tokens, int64_t max_rows)
+    : c_(c),
+      layout_(c, page_tokens),
+      max_token_pages_((max_tokens + page_tokens - 1) / page_tokens),
+      max_rows_(max_rows),
+      places_(size_t(c.num_layers) * kKinds),
+      segment_table_(size_t(std::max<int64_t>(1, max_token_pages_))),
+      row_ptrs_(size_t(c.num_layers) * kKinds * max_rows),
+      row_tables_(size_t(max_rows * std::max<int64_t>(1, max_token_pages_))) {
+  auto place = [&](int l, Kind k, const v4::RowBuffer& b) {
+    if (b.rows == 0) return;
+    const v4::RowPlace p = layout_.buffer_place(b);
+    places_[size_t(l) * kKinds + k] = Place{p.page, p.offset};
+  };
+  for (int l = 0; l < c.num_layers; ++l) {
+    const v4::LayerLayout& ll = layout_.layers()[l];
+    place(l, kRing, ll.ring);
+    place(l, kCompKv, ll.comp.pending_kv), place(l, kCompGate, ll.comp.pending_gate);
+    place(l, kCompPrevKv, ll.comp.prev_kv), place(l, kCompPrevGate, ll.comp.prev_gate);
+    place(l, kIdxKv, ll.index.pending_kv), place(l, kIdxGate, ll.index.pending_gate);
+    place(l, kIdxPrevKv, ll.index.prev_kv), place(l, kIdxPrevGate, ll.index.prev_gate);
+  }
+  DI_CUDA_CHECK(cudaMallocHost(&host_ptrs_, row_ptrs_.size() * sizeof(float*)));
+  DI_CUDA_CHECK(cudaMallocHost(&host_tables_, row_tables_.size() * sizeof(int32_t)));
+  std::fill(host_tables_, host_tables_ + row_tables_.size(), 0);
+  segment_.layers.resize(c.num_layers);
+}
+
+PagedState::~PagedState() {
+  cudaFreeHost(host_ptrs_);
+  cudaFreeHost(host_tables_);
+}
+
+void PagedState::allocate(int64_t num_pages) {
+  pool_ = DeviceBuffer<float>();  // free first: the old and new pool need not fit together
+  pool_ = DeviceBuffer<float>(size_t(num_pages * layout_.page_floats()));
+  num_pages_ = num_pages;
+  // The decode views hold the pool's address.
+  slots_.clear();
+  float** dev = row_ptrs_.get();
+  for (int l = 0; l < c_.num_layers; ++l) {
+    const v4::LayerLayout& ll = layout_.layers()[l];
+    auto table = [&](Kind k) -> float* const* {
+      return places_[size_t(l) * kKinds + k].page < 0 ? nullptr
+                                                      : dev + (size_t(l) * kKinds + k) * max_rows_;
+    };
+    LayerSlots s;
+    s.ring = table(kRing);
+    s.ring_rows = c_.sliding_window;
+    s.comp = CompressorSlots{table(kCompKv), table(kCompGate), table(kCompPrevKv),
+                             table(kCompPrevGate), entry_pages(ll.comp, row_tables_.get())};
+    s.index = CompressorSlots{table(kIdxKv), table(kIdxGate), table(kIdxPrevKv),
+                              table(kIdxPrevGate), entry_pages(ll.index, row_tables_.get())};
+    slots_.push_back(s);
+  }
+}
+
+EntryPages PagedState::entry_pages(const v4::CompressorLayout& cl, const int32_t* tables) const {
+  EntryPages e;
+  if (cl.ratio == 0) return e;
+  e.pool = pool_.get();
+  e.tables = tables;
+  e.table_stride = std::max<int64_t>(1, max_token_pages_);
+  e.page_floats = layout_.page_floats();
+  e.offset = cl.entry_offset;
+  e.page_tokens = layout_.page_tokens();
+  e.ratio = cl.ratio;
+  e.dim = cl.dim;
+  return e;
+}
+
+CompressorView PagedState::compressor_view(const v4::CompressorLayout& cl, const Place* places,
+                                           const int32_t* constant_pages,
+                                           const int32_t* table) const {
+  CompressorView v;
+  if (cl.ratio == 0) return v;
+  v.ratio = cl.ratio;
+  v.width = cl.width;
+  v.dim = cl.dim;
+  v.pending_kv = address(places[0], constant_pages);
+  v.pending_gate = address(places[1], constant_pages);
+  v.prev_kv = address(places[2], constant_pages);
+  v.prev_gate = address(places[3], constant_pages);
+  v.entries = entry_pages(cl, table);
+  return v;
+}
+
+const SegmentState& PagedState::resolve(const PagedSequence& seq, cudaStream_t stream) {
+  if (seq.num_token_pages > 0)
+    DI_CUDA_CHECK(cudaMemcpyAsync(segment_table_.get(), seq.token_pages,
+                                  seq.num_token_pages * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                  stream));
+  for (int l = 0; l < c_.num_layers; ++l) {
+    const v4::LayerLayout& ll = layout_.layers()[l];
+    const Place* p = &places_[size_t(l) * kKinds];
+    LayerView& v = segment_.layers[l];
+    v.ring = address(p[kRing], seq.constant_pages);
+    v.ring_rows = c_.sliding_window;
+    v.comp = compressor_view(ll.comp, p + kCompKv, seq.constant_pages, segment_table_.get());
+    v.index = compressor_view(ll.index, p + kIdxKv, seq.constant_pages, segment_table_.get());
+  }
+  return segment_;
+}
+
+void PagedState::reset(const PagedSequence& seq, cudaStream_t stream) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int l = 0; l < c_.num_layers; ++l) {
+    const v4::LayerLayout& ll = layout_.layers()[l];
+    const Place* p = &places_[size_t(l) * kKinds];
+    auto fill = [&](Kind k, int64_t floats, float value) {
+      if (float* a = address(p[k], seq.constant_pages)) fill_floats(a, floats, value, stream);
+    };
+    for (const auto& [cl, base] : {std::pair{&ll.comp, kCompKv}, std::pair{&ll.index, kIdxKv}}) {
+      const int64_t pending = int64_t{cl->ratio} * cl->width, prev = int64_t{cl->ratio} * cl->dim;
+      fill(Kind(base), pending, 0.0f);
+      fill(Kind(base + 1), pending, ninf);
+      fill(Kind(base + 2), prev, 0.0f);
+      fill(Kind(base + 3), prev, ninf);
+    }
+  }
+}
+
+void PagedState::stage_rows(const PagedSequence* seqs, int64_t count, cudaStream_t stream) {
+  const int64_t stride = std::max<int64_t>(1, max_token_pages_);
+  for (int64_t b = 0; b < count; ++b) {
+    const PagedSequence& s = seqs[b];
+    for (int l = 0; l < c_.num_layers; ++l)
+      for (int k = 0; k < kKinds; ++k) {
+        const size_t at = size_t(l) * kKinds + k;
+        host_ptrs_[at * max_rows_ + b] = address(places_[at], s.constant_pages);
+      }
+    std::memcpy(host_tables_ + b * stride, s.token_pages, s.num_token_pages * sizeof(int32_t));
+  }
+  // Every [layer][kind] run of pointers up to row count (one copy of the whole array is simplest
+  // and small: layers x 9 x max_rows pointers).
+  DI_CUDA_CHECK(cudaMemcpyAsync(row_ptrs_.get(), host_ptrs_, row_ptrs_.size() * sizeof(float*),
+                                cudaMemcpyHostToDevice, stream));
+  DI_CUDA_CHECK(cudaMemcpyAsync(row_tables_.get(), host_tables_, count * stride * sizeof(int32_t),
+                                cudaMemcpyHostToDevice, stream));
+}
+
+}  // namespace deepinfer::cuda
