@@ -90,12 +90,14 @@ void print_engine_capacity(const char* command, const EngineCapacity& cap) {
   const std::string dev = cap.device_name.empty() || cap.device_name == cap.device
                               ? cap.device
                               : cap.device + " (" + cap.device_name + ")";
-  std::fprintf(stderr,
-               "deepinfer %s: device %s, numerics %s, weights %.2f GiB; KV pool %lld pages of "
-               "%lld bytes: up to %lld tokens for one sequence, %lld sequences\n",
-               command, dev.c_str(), cap.numerics.c_str(), cap.weight_bytes / double(1ll << 30),
-               (long long)cap.num_pages, (long long)cap.page_bytes, (long long)cap.max_tokens,
-               (long long)cap.max_sequences);
+  std::fprintf(
+      stderr,
+      "deepinfer %s: device %s, numerics %s, weights %.2f GiB; KV pool %lld pages of "
+      "%lld bytes: up to %lld tokens for one sequence, or %lld sequences of up to one page "
+      "of tokens each\n",
+      command, dev.c_str(), cap.numerics.c_str(), cap.weight_bytes / double(1ll << 30),
+      (long long)cap.num_pages, (long long)cap.page_bytes, (long long)cap.max_tokens,
+      (long long)cap.max_sequences);
 }
 
 }  // namespace deepinfer::cli

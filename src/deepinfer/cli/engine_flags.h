@@ -18,7 +18,8 @@ void add_engine_flags(CLI::App& app, EngineArgs* a);
 Status resolve_engine_device(EngineArgs* a);
 
 // One line to stderr: "deepinfer COMMAND: device cuda (NVIDIA H200), numerics plain, weights
-// 100.2 GiB; KV pool N pages of B bytes: up to T tokens for one sequence, S sequences".
+// 100.2 GiB; KV pool N pages of B bytes: up to T tokens for one sequence, or S sequences of up to
+// one page of tokens each".
 void print_engine_capacity(const char* command, const EngineCapacity& cap);
 
 }  // namespace deepinfer::cli

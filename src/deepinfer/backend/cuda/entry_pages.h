@@ -21,9 +21,12 @@ struct EntryPages {
   // Entry e of sequence `seq` (its row of the tables).
   __host__ __device__ float* entry(int64_t seq, int64_t e) const {
     if (!tables) return pool + e * dim;
-    const int64_t page = ((e + 1) * ratio - 1) / page_tokens;
-    const int64_t slot = e - (page * page_tokens) / ratio;
-    return pool + int64_t{tables[seq * table_stride + page]} * page_floats + offset + slot * dim;
+    // 32-bit: positions stay below 2^31 (max_tokens is far smaller), and 64-bit division is slow.
+    const int32_t ie = static_cast<int32_t>(e);
+    const int32_t page = ((ie + 1) * ratio - 1) / page_tokens;
+    const int32_t slot = ie - (page * page_tokens) / ratio;
+    return pool + int64_t{tables[seq * table_stride + page]} * page_floats + offset +
+           int64_t{slot} * dim;
   }
 };
 

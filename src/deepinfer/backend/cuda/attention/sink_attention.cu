@@ -11,9 +11,12 @@ constexpr int kThreads = 256;
 // One block per (query, head): warps score keys (lanes split the dims), then the block takes the
 // softmax with the sink and threads accumulate output dims over keys in order.
 __global__ void sink_attention_kernel(SinkAttentionArgs a) {
-  extern __shared__ float smem[];
-  float* qs = smem;                   // head_dim
-  float* logits = smem + a.head_dim;  // window + max_selected
+  // Every key's address is resolved once (entries through the block table) and kept here: the
+  // output loop reads each key once per channel.
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const float** keys = reinterpret_cast<const float**>(smem_raw);          // window + max_selected
+  float* qs = reinterpret_cast<float*>(keys + a.window + a.max_selected);  // head_dim
+  float* logits = qs + a.head_dim;                                         // window + max_selected
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y;
@@ -39,13 +42,16 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
   for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[d];
   __syncthreads();
 
-  auto key = [&](int k) -> const float* {
+  for (int k = threadIdx.x; k < nkeys; k += blockDim.x) {
     if (k < nwin) {
       const int64_t p = first + k;
-      return p >= start ? a.fresh + (t - (s - p)) * hd : ring + (p % a.ring_rows) * hd;
+      keys[k] = p >= start ? a.fresh + (t - (s - p)) * hd : ring + (p % a.ring_rows) * hd;
+    } else {
+      keys[k] = a.entries.entry(seq, a.selected[t * a.max_selected + (k - nwin)]);
     }
-    return a.entries.entry(seq, a.selected[t * a.max_selected + (k - nwin)]);
-  };
+  }
+  __syncthreads();
+  auto key = [&](int k) -> const float* { return keys[k]; };
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int k = warp; k < nkeys; k += warps) {
     const float* kr = key(k);
@@ -73,7 +79,8 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
 
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.num_queries == 0) return;
-  const size_t smem = sizeof(float) * (a.head_dim + a.window + a.max_selected);
+  const size_t smem = sizeof(const float*) * (a.window + a.max_selected) +
+                      sizeof(float) * (a.head_dim + a.window + a.max_selected);
   static SmemLimit limit(reinterpret_cast<const void*>(sink_attention_kernel));
   limit.ensure(smem);
   dim3 grid(static_cast<unsigned>(a.num_queries), static_cast<unsigned>(a.num_heads));
