@@ -81,7 +81,8 @@ class LLM:
     device: "cpu" or "cuda" ("nvidia"); None: $DEEPINFER_ACCELERATOR (nvidia | cpu), else cpu.
     numerics: "auto" (official on cpu, plain on cuda), "official" or "plain".
     gpu_memory_utilization: cuda only, the fraction of the GPU's memory for weights and the KV
-    pool, in (0, 1]. kv_memory_bytes sizes the pool on cpu. Other engine_args: max_num_seqs,
+    pool, in (0, 1]. kv_memory_bytes sizes the pool (0, the default: 1 GiB on cpu, on cuda
+    what gpu_memory_utilization leaves after the weights). Other engine_args: max_num_seqs,
     max_num_batched_tokens, max_model_len, policy, seed, cuda_graphs,
     special_tokens_in_content. Bad values raise ValueError naming the argument.
     """
