@@ -34,11 +34,41 @@ void linear(const float* w, int64_t out, int64_t in, const float* x, int64_t n, 
       out, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, in)), body);
 }
 
+void grouped_linear(const float* w, int groups, int64_t out_per_group, int64_t in_per_group,
+                    const float* x, int64_t n, float* y) {
+  const int64_t out = groups * out_per_group, in = groups * in_per_group;
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const float* row = w + o * in_per_group;
+      const int64_t g = o / out_per_group;
+      for (int64_t t = 0; t < n; ++t)
+        y[t * out + o] = dot(row, x + t * in + g * in_per_group, in_per_group);
+    }
+  };
+  if (out * n * in_per_group < (1 << 15)) {
+    body(0, out);
+    return;
+  }
+  ThreadPool::default_pool().parallel_for(
+      out, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, in_per_group)), body);
+}
+
 void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* y) {
   double ss = 0;
   for (int64_t k = 0; k < d; ++k) ss += static_cast<double>(x[k]) * x[k];
   const float r = 1.0f / std::sqrt(static_cast<float>(ss / d) + eps);
   for (int64_t k = 0; k < d; ++k) y[k] = weight ? weight[k] * (x[k] * r) : x[k] * r;
+}
+
+void swiglu(float* gate, const float* up, int64_t n, bool clamp, float limit) {
+  for (int64_t k = 0; k < n; ++k) {
+    float g = gate[k], u = up[k];
+    if (clamp) {
+      g = std::min(g, limit);
+      u = std::clamp(u, -limit, limit);
+    }
+    gate[k] = silu(g) * u;
+  }
 }
 
 void sink_attention(const float* q, const float* const* keys, int64_t n, float sink, int hd,

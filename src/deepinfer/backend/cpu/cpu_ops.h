@@ -13,6 +13,12 @@ float dot(const float* a, const float* b, int64_t n);
 // y[t, o] = sum_k x[t, k] * W[o, k] for t < n; W is [out, in] row-major. Multithreaded.
 void linear(const float* w, int64_t out, int64_t in, const float* x, int64_t n, float* y);
 
+// Block-diagonal linear: x rows hold `groups` slices of in_per_group values, W is [groups *
+// out_per_group, in_per_group] and slice g goes through row block g only (the grouped output
+// projection, spec §6.5). Same reduction per element as linear().
+void grouped_linear(const float* w, int groups, int64_t out_per_group, int64_t in_per_group,
+                    const float* x, int64_t n, float* y);
+
 // y = x * rsqrt(mean(x^2) + eps) (* weight when weight != nullptr); y may alias x.
 void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* y);
 
@@ -32,6 +38,10 @@ float indexer_score(const float* q, const float* w, const float* key, int heads,
 
 // Indices of the k highest of scores[0..n) (ties: the lower index), in ascending index order.
 std::vector<int64_t> top_k_indices(const float* scores, int64_t n, int64_t k);
+
+// The SwiGLU activation in place over `gate`: silu(g) * u, with the clamps the experts train
+// with when `clamp` (up to [-limit, limit], gate from above only).
+void swiglu(float* gate, const float* up, int64_t n, bool clamp, float limit);
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }

@@ -120,15 +120,7 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
   const int g = c.o_groups, ol = c.o_lora_rank, hpg = nh / g;
   const int64_t gin = int64_t(hpg) * hd;
   std::vector<float> z(n * g * ol);
-  const float* wo_a = m.f(p + "attn.wo_a.weight");
-  for (int gg = 0; gg < g; ++gg) {
-    std::vector<float> og(n * gin), zg(n * ol);
-    for (int64_t t = 0; t < n; ++t)
-      std::copy(&o[(t * nh + gg * hpg) * hd], &o[(t * nh + gg * hpg) * hd] + gin, &og[t * gin]);
-    cpu::linear(wo_a + int64_t(gg) * ol * gin, ol, gin, og.data(), n, zg.data());
-    for (int64_t t = 0; t < n; ++t)
-      std::copy(&zg[t * ol], &zg[(t + 1) * ol], &z[(t * g + gg) * ol]);
-  }
+  cpu::grouped_linear(m.f(p + "attn.wo_a.weight"), g, ol, gin, o.data(), n, z.data());
   quantized_linear(m, m.f(p + "attn.wo_b.weight"), H, int64_t(g) * ol, z.data(), n, out);
 }
 

@@ -9,23 +9,26 @@ namespace deepinfer::v4 {
 namespace {
 
 // m = fn · (X * rsqrt(mean(X^2) + eps)) over the flattened streams.
-void mixes(const Config& c, const float* fn, int rows, const float* X, float* m) {
-  const int64_t n = int64_t(c.hc_mult) * c.hidden_size;
+void mixes(const HcDims& d, const float* fn, int rows, const float* X, float* m) {
+  const int64_t n = int64_t(d.hc_mult) * d.hidden;
   std::vector<float> flat(n);
-  cpu::rms_norm(X, nullptr, n, static_cast<float>(c.rms_norm_eps), flat.data());
+  cpu::rms_norm(X, nullptr, n, d.norm_eps, flat.data());
   for (int r = 0; r < rows; ++r) m[r] = cpu::dot(fn + r * n, flat.data(), n);
 }
 
 }  // namespace
 
-void hc_pre(const Config& c, const HcWeights& w, const float* X, float* y, float* post,
-            float* comb) {
-  const int hc = c.hc_mult;
-  const int64_t H = c.hidden_size;
-  const float eps = static_cast<float>(c.hc_eps);
-  std::vector<float> m(c.mix_hc());
-  mixes(c, w.fn, c.mix_hc(), X, m.data());
-  std::vector<float> pre(hc);
+HcDims hc_dims(const Config& c) {
+  return {c.hc_mult, c.hidden_size, c.hc_sinkhorn_iters, static_cast<float>(c.rms_norm_eps),
+          static_cast<float>(c.hc_eps)};
+}
+
+void hc_mixes(const HcDims& d, const HcWeights& w, const float* X, float* pre, float* post,
+              float* comb) {
+  const int hc = d.hc_mult;
+  const float eps = d.hc_eps;
+  std::vector<float> m(d.mix());
+  mixes(d, w.fn, d.mix(), X, m.data());
   for (int j = 0; j < hc; ++j) {
     pre[j] = cpu::sigmoid(m[j] * w.scale[0] + w.base[j]) + eps;
     post[j] = 2.0f * cpu::sigmoid(m[hc + j] * w.scale[1] + w.base[hc + j]);
@@ -57,42 +60,54 @@ void hc_pre(const Config& c, const HcWeights& w, const float* X, float* y, float
     }
   };
   col_norm();
-  for (int it = 1; it < c.hc_sinkhorn_iters; ++it) {
+  for (int it = 1; it < d.sinkhorn_iters; ++it) {
     row_norm();
     col_norm();
   }
-  for (int64_t d = 0; d < H; ++d) {
+}
+
+void hc_collapse(const HcDims& d, const float* pre, const float* X, float* y) {
+  const int hc = d.hc_mult;
+  const int64_t H = d.hidden;
+  for (int64_t i = 0; i < H; ++i) {
     float s = 0;
-    for (int j = 0; j < hc; ++j) s += pre[j] * X[j * H + d];
-    y[d] = s;
+    for (int j = 0; j < hc; ++j) s += pre[j] * X[j * H + i];
+    y[i] = s;
   }
 }
 
-void hc_post(const Config& c, const float* f, const float* post, const float* comb, float* X) {
-  const int hc = c.hc_mult;
-  const int64_t H = c.hidden_size;
+void hc_expand(const HcDims& d, const float* f, const float* post, const float* comb, float* X) {
+  const int hc = d.hc_mult;
+  const int64_t H = d.hidden;
   std::vector<float> out(hc * H);
   for (int k = 0; k < hc; ++k)
-    for (int64_t d = 0; d < H; ++d) {
-      float s = post[k] * f[d];
-      for (int j = 0; j < hc; ++j) s += comb[j * hc + k] * X[j * H + d];
-      out[k * H + d] = s;
+    for (int64_t i = 0; i < H; ++i) {
+      float s = post[k] * f[i];
+      for (int j = 0; j < hc; ++j) s += comb[j * hc + k] * X[j * H + i];
+      out[k * H + i] = s;
     }
   std::copy(out.begin(), out.end(), X);
 }
 
+void hc_pre(const Config& c, const HcWeights& w, const float* X, float* y, float* post,
+            float* comb) {
+  const HcDims d = hc_dims(c);
+  std::vector<float> pre(d.hc_mult);
+  hc_mixes(d, w, X, pre.data(), post, comb);
+  hc_collapse(d, pre.data(), X, y);
+}
+
+void hc_post(const Config& c, const float* f, const float* post, const float* comb, float* X) {
+  hc_expand(hc_dims(c), f, post, comb, X);
+}
+
 void hc_head(const Config& c, const HcWeights& w, const float* X, float* y) {
-  const int hc = c.hc_mult;
-  const int64_t H = c.hidden_size;
+  const HcDims d = hc_dims(c);
+  const int hc = d.hc_mult;
   std::vector<float> m(hc);
-  mixes(c, w.fn, hc, X, m.data());
-  for (int j = 0; j < hc; ++j)
-    m[j] = cpu::sigmoid(m[j] * w.scale[0] + w.base[j]) + static_cast<float>(c.hc_eps);
-  for (int64_t d = 0; d < H; ++d) {
-    float s = 0;
-    for (int j = 0; j < hc; ++j) s += m[j] * X[j * H + d];
-    y[d] = s;
-  }
+  mixes(d, w.fn, hc, X, m.data());
+  for (int j = 0; j < hc; ++j) m[j] = cpu::sigmoid(m[j] * w.scale[0] + w.base[j]) + d.hc_eps;
+  hc_collapse(d, m.data(), X, y);
 }
 
 }  // namespace deepinfer::v4

@@ -23,14 +23,9 @@ void expert(const ModelContext& m, const std::string& p, int64_t inter, const fl
   quantized_linear(m, m.f(p + "w1.weight"), inter, H, h, 1, g.data());
   quantized_linear(m, m.f(p + "w3.weight"), inter, H, h, 1, u.data());
   const bool before = m.official();
-  for (int64_t k = 0; k < inter; ++k) {
-    float gk = g[k], uk = u[k];
-    if (clamp) {
-      gk = std::min(gk, lim);
-      uk = std::clamp(uk, -lim, lim);
-    }
-    g[k] = cpu::silu(gk) * uk * (before ? weight : 1.0f);
-  }
+  cpu::swiglu(g.data(), u.data(), inter, clamp, lim);
+  if (before)
+    for (int64_t k = 0; k < inter; ++k) g[k] *= weight;
   quantized_linear(m, m.f(p + "w2.weight"), H, inter, g.data(), 1, y.data());
   for (int64_t d = 0; d < H; ++d) acc[d] += before ? y[d] : y[d] * weight;
 }

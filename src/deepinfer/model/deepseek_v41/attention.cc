@@ -1,0 +1,82 @@
+// V4.1 attention sub-layer (spec §11.2.2-5): low-rank q with no per-head norm, one shared K=V
+// head FP8-rounded before it is cached, the sliding window plus the group's picked compressed
+// entries in one softmax with a per-head sink, output de-rotation, grouped output projection.
+#include <algorithm>
+#include <cmath>
+
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/base/thread_pool.h"
+#include "deepinfer/model/deepseek_v41/model_context.h"
+#include "deepinfer/model/deepseek_v41/qat.h"
+
+namespace deepinfer::v41 {
+
+std::string layer_prefix(int layer) { return "layers." + std::to_string(layer) + "."; }
+
+void attention_forward(const ModelContext& m, int layer, const float* h, int64_t n, int64_t pos0,
+                       SequenceState& st, ForwardShared& shared, float* out) {
+  const Config& c = m.c;
+  const std::string p = layer_prefix(layer);
+  const int ratio = c.compress_ratio(layer);
+  const int nh = c.num_heads, hd = c.head_dim, rd = c.rope_dim, W = c.sliding_window;
+  const int64_t H = c.hidden_size, ql = c.q_lora_rank;
+  const v4::RopeTable& rope = m.rope_for(ratio);
+
+  std::vector<float> qr(n * ql), q(n * nh * hd), kv(n * hd);
+  cpu::linear(m.f(p + "attn.wq_a.weight"), ql, H, h, n, qr.data());
+  for (int64_t t = 0; t < n; ++t)
+    cpu::rms_norm(&qr[t * ql], m.f(p + "attn.q_norm.weight"), ql, m.eps(), &qr[t * ql]);
+  cpu::linear(m.f(p + "attn.wq_b.weight"), int64_t(nh) * hd, ql, qr.data(), n, q.data());
+  cpu::linear(m.f(p + "attn.wkv.weight"), hd, H, h, n, kv.data());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int hh = 0; hh < nh; ++hh) rope.rotate(&q[(t * nh + hh) * hd] + hd - rd, pos0 + t);
+    float* k = &kv[t * hd];
+    cpu::rms_norm(k, m.f(p + "attn.kv_norm.weight"), hd, m.eps(), k);
+    rope.rotate(k + hd - rd, pos0 + t);
+    quantize_window_kv(k, hd);
+  }
+
+  // The source publishes this chunk's groups before anyone scores or attends, so an entry whose
+  // group ends at token s is visible to s.
+  const KvSourceState* src = nullptr;
+  if (ratio > 0) {
+    src = &st.sources[c.kv_source_of(layer)];
+    if (c.is_kv_source(layer)) compressor_forward(m, layer, h, n, st.sources[layer]);
+    if (c.is_index_source(layer)) indexer_forward(m, layer, *src, qr.data(), h, n, pos0, shared);
+  }
+
+  const std::vector<float>& ring = st.window[layer];
+  auto window_row = [&](int64_t pos) -> const float* {
+    return pos >= pos0 ? &kv[(pos - pos0) * hd] : &ring[(pos % W) * hd];
+  };
+  const float* sinks = m.f(p + "attn.attn_sink");
+  const float scale = static_cast<float>(std::pow(double(hd), -0.5));
+  std::vector<float> o(n * nh * hd);
+  ThreadPool::default_pool().parallel_for(n * nh, 1, [&](int64_t b, int64_t e) {
+    std::vector<const float*> keys;
+    for (int64_t job = b; job < e; ++job) {
+      const int64_t t = job / nh, s = pos0 + t;
+      const int hh = static_cast<int>(job % nh);
+      keys.clear();
+      for (int64_t pos = std::max<int64_t>(0, s - (W - 1)); pos <= s; ++pos)
+        keys.push_back(window_row(pos));
+      if (src)
+        for (int64_t ent : shared.picks[t]) keys.push_back(&src->entries[ent * hd]);
+      float* oh = &o[job * hd];
+      cpu::sink_attention(&q[job * hd], keys.data(), static_cast<int64_t>(keys.size()), sinks[hh],
+                          hd, scale, oh);
+      rope.rotate(oh + hd - rd, s, /*inverse=*/true);
+    }
+  });
+  std::vector<float>& ring_out = st.window[layer];
+  for (int64_t t = std::max<int64_t>(0, n - W); t < n; ++t)
+    std::copy(&kv[t * hd], &kv[(t + 1) * hd], &ring_out[((pos0 + t) % W) * hd]);
+
+  const int g = c.o_groups, ol = c.o_lora_rank;
+  const int64_t gin = int64_t(nh / g) * hd;
+  std::vector<float> z(n * g * ol);
+  cpu::grouped_linear(m.f(p + "attn.wo_a.weight"), g, ol, gin, o.data(), n, z.data());
+  cpu::linear(m.f(p + "attn.wo_b.weight"), H, int64_t(g) * ol, z.data(), n, out);
+}
+
+}  // namespace deepinfer::v41

@@ -1,0 +1,76 @@
+// CSA2 compressor of a KV source (spec §11.2.2-3): ratio 1 is a per-token latent norm(wkv h);
+// ratio r > 1 pools each group of r tokens with a per-channel softmax gate (no ape, no overlap).
+// The pre-RoPE latent feeds both the compressed KV and the group's indexer keys.
+#include <algorithm>
+
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/model/deepseek_v41/model_context.h"
+#include "deepinfer/model/deepseek_v41/qat.h"
+
+namespace deepinfer::v41 {
+namespace {
+
+// The latents (head_dim each, normalized, before RoPE) of the groups completed by these tokens.
+std::vector<float> group_latents(const ModelContext& m, const std::string& p, const float* h,
+                                 int64_t n, KvSourceState& s) {
+  const int64_t hd = m.c.head_dim, H = m.c.hidden_size;
+  const int r = s.ratio;
+  std::vector<float> kv(n * hd), latents;
+  cpu::linear(m.f(p + "wkv.weight"), hd, H, h, n, kv.data());
+  if (r == 1) {
+    latents = std::move(kv);
+  } else {
+    std::vector<float> gate(n * hd), pooled(hd);
+    cpu::linear(m.f(p + "wgate.weight"), hd, H, h, n, gate.data());
+    std::vector<const float*> kv_rows(r), gate_rows(r);
+    for (int j = 0; j < r; ++j) {
+      kv_rows[j] = &s.pending_kv[j * hd];
+      gate_rows[j] = &s.pending_gate[j * hd];
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      std::copy(&kv[t * hd], &kv[(t + 1) * hd], &s.pending_kv[s.pending * hd]);
+      std::copy(&gate[t * hd], &gate[(t + 1) * hd], &s.pending_gate[s.pending * hd]);
+      if (++s.pending < r) continue;
+      cpu::softmax_pool(kv_rows.data(), gate_rows.data(), r, static_cast<int>(hd), pooled.data());
+      latents.insert(latents.end(), pooled.begin(), pooled.end());
+      s.pending = 0;
+    }
+  }
+  const int64_t groups = static_cast<int64_t>(latents.size()) / hd;
+  for (int64_t g = 0; g < groups; ++g)
+    cpu::rms_norm(&latents[g * hd], m.f(p + "norm.weight"), hd, m.eps(), &latents[g * hd]);
+  return latents;
+}
+
+}  // namespace
+
+void compressor_forward(const ModelContext& m, int layer, const float* h, int64_t n,
+                        KvSourceState& s) {
+  const Config& c = m.c;
+  const std::string p = layer_prefix(layer);
+  const std::vector<float> latents = group_latents(m, p + "attn.compressor.", h, n, s);
+  const int64_t hd = c.head_dim, ihd = c.index_head_dim, rd = c.rope_dim;
+  const int64_t groups = static_cast<int64_t>(latents.size()) / hd;
+  if (groups == 0) return;
+  const int64_t first = s.num_entries;
+  s.entries.resize((first + groups) * hd);
+  s.index_keys.resize((first + groups) * ihd);
+  // Indexer keys come from the latent before RoPE; the entry is the latent rotated to its group's
+  // first position.
+  cpu::linear(m.f(p + "attn.indexer.wk.weight"), ihd, hd, latents.data(), groups,
+              &s.index_keys[first * ihd]);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t pos = (first + g) * s.ratio;
+    float* key = &s.index_keys[(first + g) * ihd];
+    cpu::rms_norm(key, m.f(p + "attn.indexer.k_norm.weight"), ihd, m.eps(), key);
+    m.compress_rope.rotate(key + ihd - rd, pos);
+    quantize_indexer(key, ihd);
+    float* entry = &s.entries[(first + g) * hd];
+    std::copy(&latents[g * hd], &latents[(g + 1) * hd], entry);
+    m.compress_rope.rotate(entry + hd - rd, pos);
+    quantize_compressed_kv(entry, hd);
+  }
+  s.num_entries = first + groups;
+}
+
+}  // namespace deepinfer::v41

@@ -1,0 +1,143 @@
+#include "deepinfer/model/deepseek_v41/cpu_model.h"
+
+#include <algorithm>
+
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/loader/checkpoint.h"
+#include "deepinfer/model/deepseek_v4/mhc.h"
+#include "deepinfer/model/deepseek_v41/weights.h"
+
+namespace deepinfer::v41 {
+namespace {
+
+v4::RopeTable rope_table(const Config& c, const RopeConfig& r) {
+  const v4::YarnConfig yarn{r.yarn, r.factor, r.original_max_position_embeddings, r.beta_fast,
+                            r.beta_slow};
+  return v4::RopeTable(r.theta, c.rope_dim, &yarn, v4::RopeTable::Precision::kTorchFp32);
+}
+
+v4::HcDims hc_dims(const Config& c) {
+  return {c.hc_mult, c.hidden_size, c.hc_sinkhorn_iters, static_cast<float>(c.rms_norm_eps),
+          static_cast<float>(c.hc_eps)};
+}
+
+Status check_supported(const Config& c, const ModelOptions& options, const std::string& dir) {
+  if (options.numerics != v4::Numerics::kPlain)
+    return unimplemented("deepseek_v41: only plain numerics exist (" + dir + ")");
+  const std::pair<const char*, const RopeConfig*> ropes[] = {{"main", &c.rope_main},
+                                                             {"compress", &c.rope_compress}};
+  for (const auto& [name, r] : ropes)
+    if (r->attention_factor != 1.0)
+      return unimplemented(dir + "/config.json: text_config.rope_parameters." + name +
+                           ".attention_factor " + std::to_string(r->attention_factor) +
+                           " (YaRN magnitude scaling) is not supported; V4.1 uses 1.0");
+  if (c.num_kv_heads != 1)
+    return unimplemented(dir + "/config.json: text_config.num_key_value_heads must be 1");
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& dir,
+                                                   const ModelOptions& options) {
+  ASSIGN_OR_RETURN(Config config, load_config(dir));
+  RETURN_IF_ERROR(check_supported(config, options, dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
+  ASSIGN_OR_RETURN(v4::Weights weights, load_weights(*ckpt, config));
+  std::optional<EngramTables> engram;
+  if (!config.engram.layer_ids.empty()) {
+    ASSIGN_OR_RETURN(EngramTables tables, load_engram_tables(config, dir));
+    engram = std::move(tables);
+  }
+  return std::make_unique<CpuModel>(std::move(config), std::move(weights), std::move(engram));
+}
+
+CpuModel::CpuModel(Config config, v4::Weights weights, std::optional<EngramTables> engram)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      engram_(std::move(engram)),
+      ctx_{config_, weights_, rope_table(config_, config_.rope_main),
+           rope_table(config_, config_.rope_compress)} {}
+
+void CpuModel::block_forward(int l, float* X, float* pre, const int64_t* engram_rows, int64_t n,
+                             int64_t pos0, SequenceState& st, ForwardShared& shared) const {
+  const Config& c = config_;
+  const v4::HcDims d = hc_dims(c);
+  const int hc = c.hc_mult;
+  const int64_t H = c.hidden_size;
+  const std::string p = layer_prefix(l);
+  if (c.is_engram_layer(l)) engram_forward(ctx_, l, engram_->hasher, engram_rows, n, X);
+  std::vector<float> y(n * H), site_pre(n * hc), post(n * hc), comb(n * hc * hc), f(n * H);
+  for (const char* site : {"attn", "ffn"}) {
+    const std::string s(site);
+    const v4::HcWeights hw{weights_.f(p + "hc_" + s + "_fn"), weights_.f(p + "hc_" + s + "_base"),
+                           weights_.f(p + "hc_" + s + "_scale")};
+    const float* norm = weights_.f(p + s + "_norm.weight");
+    for (int64_t t = 0; t < n; ++t) {
+      const float* Xt = X + t * hc * H;
+      v4::hc_mixes(d, hw, Xt, &site_pre[t * hc], &post[t * hc], &comb[t * hc * hc]);
+      v4::hc_collapse(d, &pre[t * hc], Xt, &y[t * H]);
+      cpu::rms_norm(&y[t * H], norm, H, ctx_.eps(), &y[t * H]);
+    }
+    std::copy(site_pre.begin(), site_pre.end(), pre);
+    if (s == "attn") {
+      attention_forward(ctx_, l, y.data(), n, pos0, st, shared, f.data());
+    } else {
+      moe_forward(ctx_, l, y.data(), n, f.data());
+    }
+    for (int64_t t = 0; t < n; ++t)
+      v4::hc_expand(d, &f[t * H], &post[t * hc], &comb[t * hc * hc], X + t * hc * H);
+  }
+}
+
+Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
+                         std::vector<float>* logits) const {
+  const Config& c = config_;
+  if (n <= 0) return invalid_argument("forward: no tokens");
+  if (static_cast<int>(state.window.size()) != c.num_layers)
+    return invalid_argument("forward: sequence state belongs to a different model");
+  for (int64_t t = 0; t < n; ++t) {
+    const bool in_vocab = ids[t] >= 0 && ids[t] < c.vocab_size;
+    const bool mapped = !engram_ || ids[t] < static_cast<int64_t>(engram_->token_map.size());
+    if (!in_vocab || !mapped)
+      return invalid_argument("token id " + std::to_string(ids[t]) + " at position " +
+                              std::to_string(state.num_tokens + t) + " is outside the " +
+                              (in_vocab ? "Engram token map" : "vocabulary") + " (" +
+                              std::to_string(c.vocab_size) + ")");
+  }
+  const int hc = c.hc_mult;
+  const int64_t H = c.hidden_size, pos0 = state.num_tokens;
+  std::vector<float> X(n * hc * H), pre(n * hc, 0.0f);
+  const float* embed = weights_.f("embed.weight");
+  for (int64_t t = 0; t < n; ++t) {
+    for (int j = 0; j < hc; ++j)
+      std::copy(embed + int64_t(ids[t]) * H, embed + int64_t(ids[t] + 1) * H, &X[(t * hc + j) * H]);
+    pre[t * hc] = 1.0f;  // layer 0's attention collapses stream 0 alone
+  }
+  std::vector<int64_t> engram_rows;
+  if (engram_) {
+    const EngramHasher& hasher = engram_->hasher;
+    for (int64_t t = 0; t < n; ++t) state.engram_history.push_back(engram_->token_map[ids[t]]);
+    engram_rows.resize(n * hasher.n_layers() * hasher.n_cols());
+    hasher.hash(state.engram_history, pos0, pos0 + n, engram_rows);
+  }
+  ForwardShared shared;
+  for (int l = 0; l < c.num_layers; ++l)
+    block_forward(l, X.data(), pre.data(), engram_rows.data(), n, pos0, state, shared);
+
+  const int64_t rows = all_logits ? n : 1;
+  logits->resize(rows * c.vocab_size);
+  const v4::HcDims d = hc_dims(c);
+  std::vector<float> y(H);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = all_logits ? r : n - 1;
+    v4::hc_collapse(d, &pre[t * hc], &X[t * hc * H], y.data());
+    cpu::rms_norm(y.data(), weights_.f("norm.weight"), H, ctx_.eps(), y.data());
+    cpu::linear(weights_.f("head.weight"), c.vocab_size, H, y.data(), 1,
+                logits->data() + r * c.vocab_size);
+  }
+  state.num_tokens += n;
+  return ok_status();
+}
+
+}  // namespace deepinfer::v41

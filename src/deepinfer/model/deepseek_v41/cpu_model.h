@@ -1,0 +1,54 @@
+// The deepseek_v41 CPU reference model: load a checkpoint directory, then run any chunking of
+// prefill and decode over a SequenceState. Logits are the same whatever the chunking.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/model/deepseek_v4/model_context.h"  // v4::Numerics
+#include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/model/deepseek_v41/config.h"
+#include "deepinfer/model/deepseek_v41/engram.h"
+#include "deepinfer/model/deepseek_v41/model_context.h"
+#include "deepinfer/model/deepseek_v41/sequence_state.h"
+
+namespace deepinfer::v41 {
+
+struct ModelOptions {
+  // Only plain exists for V4.1: transformers' fp32 forward, which already rounds the window KV,
+  // the compressed KV and the indexer operands through FP8/FP4 (qat.h).
+  v4::Numerics numerics = v4::Numerics::kPlain;
+};
+
+class CpuModel {
+ public:
+  // Reads config.json and the safetensors in `dir`, plus tokenizer.json when the model has Engram
+  // layers.
+  static StatusOr<std::unique_ptr<CpuModel>> load(const std::string& dir,
+                                                  const ModelOptions& options = {});
+  CpuModel(Config config, v4::Weights weights, std::optional<EngramTables> engram);
+
+  const Config& config() const { return config_; }
+  SequenceState new_sequence() const { return make_sequence_state(config_); }
+
+  // Appends ids[0..n) at positions state.num_tokens... . logits gets n x vocab rows
+  // (all_logits) or the last position's row only.
+  Status forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
+                 std::vector<float>* logits) const;
+
+ private:
+  // Deferred mHC (spec §11.2.1): a site collapses its input with the previous site's `pre` and
+  // hands its own on. `pre` holds n x hc_mult coefficients.
+  void block_forward(int layer, float* X, float* pre, const int64_t* engram_rows, int64_t n,
+                     int64_t pos0, SequenceState& st, ForwardShared& shared) const;
+
+  Config config_;
+  v4::Weights weights_;
+  std::optional<EngramTables> engram_;
+  ModelContext ctx_;
+};
+
+}  // namespace deepinfer::v41

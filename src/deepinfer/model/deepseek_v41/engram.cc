@@ -1,0 +1,80 @@
+#include "deepinfer/model/deepseek_v41/engram.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/model/deepseek_v41/engram_token_map.h"
+#include "deepinfer/tokenizer/tokenizer.h"
+
+namespace deepinfer::v41 {
+
+StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& model_dir) {
+  const std::string path = model_dir + "/tokenizer.json";
+  if (!std::filesystem::exists(path))
+    return not_found(path + ": the Engram layers need the model's tokenizer (text_config." +
+                     "engram_layer_ids is not empty)");
+  ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
+                   tokenizer::Tokenizer::from_file(path));
+  ASSIGN_OR_RETURN(EngramTokenMap map, build_engram_token_map(*tok));
+  if (map.compressed_vocab_size != c.engram.compressed_vocab_size)
+    return invalid_argument(path + " gives " + std::to_string(map.compressed_vocab_size) +
+                            " compressed Engram ids, text_config.engram_compressed_vocab_size is " +
+                            std::to_string(c.engram.compressed_vocab_size));
+  if (c.engram.pad_id < 0 || c.engram.pad_id >= static_cast<int64_t>(map.compressed.size()))
+    return invalid_argument("text_config.engram_pad_id " + std::to_string(c.engram.pad_id) +
+                            " is not a token of " + path);
+  EngramHashParams params;
+  params.layer_ids.assign(c.engram.layer_ids.begin(), c.engram.layer_ids.end());
+  params.max_ngram_size = c.engram.max_ngram_size;
+  params.n_heads = c.engram.n_heads;
+  params.vocab_size = c.engram.vocab_size;
+  params.compressed_vocab_size = c.engram.compressed_vocab_size;
+  params.pad_id = map.compressed[c.engram.pad_id];
+  params.num_embeddings = c.engram.num_embeddings;
+  ASSIGN_OR_RETURN(EngramHasher hasher, EngramHasher::create(params));
+  return EngramTables{std::move(map.compressed), std::move(hasher)};
+}
+
+void engram_forward(const ModelContext& m, int layer, const EngramHasher& hasher,
+                    const int64_t* rows, int64_t n, float* X) {
+  const Config& c = m.c;
+  const std::string p = layer_prefix(layer) + "engram.";
+  const int slot = c.layers[layer].engram_slot, cols = hasher.n_cols(), hc = c.hc_mult;
+  const int64_t H = c.hidden_size, hdim = c.engram.head_dim, in = cols * hdim;
+  const int64_t out = (hc + 1) * H;
+  const float* table = m.f(p + "embed.weight");
+  std::vector<float> emb(n * in), kv(n * out);
+  for (int64_t t = 0; t < n; ++t)
+    for (int col = 0; col < cols; ++col) {
+      const int64_t row = rows[(t * hasher.n_layers() + slot) * cols + col];
+      std::copy(table + row * hdim, table + (row + 1) * hdim, &emb[t * in + col * hdim]);
+    }
+  cpu::linear(m.f(p + "wkv.weight"), out, in, emb.data(), n, kv.data());
+  const float* qw = m.f(p + "q_weight");
+  const float* kw = m.f(p + "k_weight");
+  const float eps = m.eps(), inv_sqrt_h = static_cast<float>(std::pow(double(H), -0.5));
+  auto mean_sq = [H](const float* x) {
+    double s = 0;
+    for (int64_t d = 0; d < H; ++d) s += double(x[d]) * x[d];
+    return static_cast<float>(s / H);
+  };
+  for (int64_t t = 0; t < n; ++t) {
+    const float* value = &kv[t * out + hc * H];
+    for (int j = 0; j < hc; ++j) {
+      float* x = &X[(t * hc + j) * H];
+      const float* key = &kv[t * out + j * H];
+      double dot = 0;
+      for (int64_t d = 0; d < H; ++d)
+        dot += double(x[d] * (qw[j * H + d] * kw[j * H + d])) * key[d];
+      const float rstd =
+          (1.0f / std::sqrt(mean_sq(x) + eps)) * (1.0f / std::sqrt(mean_sq(key) + eps));
+      const float s = static_cast<float>(dot) * rstd * inv_sqrt_h;
+      // Signed square root before the sigmoid, as in training.
+      const float gate = cpu::sigmoid(std::copysign(std::sqrt(std::max(std::fabs(s), 1e-6f)), s));
+      for (int64_t d = 0; d < H; ++d) x[d] += gate * value[d];
+    }
+  }
+}
+
+}  // namespace deepinfer::v41

@@ -1,0 +1,61 @@
+// What every sub-layer of the V4.1 CPU forward reads (config, weights, RoPE tables), what travels
+// from layer to layer within one forward call (the latest top-k picks and candidate blocks,
+// transformers' per-forward `shared` dict), and the sub-layer entry points.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "deepinfer/model/deepseek_v4/rope.h"
+#include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/model/deepseek_v41/config.h"
+#include "deepinfer/model/deepseek_v41/sequence_state.h"
+
+namespace deepinfer::v41 {
+
+struct ModelContext {
+  const Config& c;
+  const v4::Weights& w;
+  v4::RopeTable main_rope, compress_rope;
+
+  const v4::RopeTable& rope_for(int ratio) const { return ratio > 0 ? compress_rope : main_rope; }
+  const float* f(const std::string& name) const { return w.f(name); }
+  float eps() const { return static_cast<float>(c.rms_norm_eps); }
+};
+
+// Per-forward, per token of the chunk. An index source overwrites `picks`; the rest of its group
+// reuses them. The candidate source writes `candidate_blocks`; later index sources of its group
+// score only inside them.
+struct ForwardShared {
+  std::vector<std::vector<int64_t>> picks;             // compressed entries attended, ascending
+  std::vector<std::vector<uint8_t>> candidate_blocks;  // per block: kept (level one)
+  bool has_candidates = false;
+};
+
+// "layers.{l}."
+std::string layer_prefix(int layer);
+
+// The KV source's compressor (spec §11.2.2) over n tokens at positions s.num_tokens...: carries
+// the unfinished group, and appends one compressed entry (RoPE at t * ratio, FP4) and one indexer
+// key (wk, k_norm, RoPE, FP4) per group the chunk completes.
+void compressor_forward(const ModelContext& m, int layer, const float* h, int64_t n,
+                        KvSourceState& s);
+
+// An index source (spec §11.2.3-4): per token, the top index_topk visible entries of `src` by
+// sum_h w_h relu(q_h . k_t), inside the candidate blocks when the layer uses them; the candidate
+// source also picks its blocks. qr = q_norm(wq_a h); h = attention input.
+void indexer_forward(const ModelContext& m, int layer, const KvSourceState& src, const float* qr,
+                     const float* h, int64_t n, int64_t pos0, ForwardShared& shared);
+
+// Attention sub-layer for n tokens at positions pos0...: sliding window plus the group's picked
+// compressed entries, one softmax with the per-head sink. Updates the layer's ring and, at a KV
+// source, its compressed branch.
+void attention_forward(const ModelContext& m, int layer, const float* h, int64_t n, int64_t pos0,
+                       SequenceState& st, ForwardShared& shared, float* out);
+
+// MoE sub-layer for n tokens (spec §11.2.6): biased top-k routing, weights from the unbiased
+// sqrtsoftplus scores, SwiGLU experts and the clamped shared expert.
+void moe_forward(const ModelContext& m, int layer, const float* h, int64_t n, float* out);
+
+}  // namespace deepinfer::v41
