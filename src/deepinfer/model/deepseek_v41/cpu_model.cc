@@ -36,6 +36,19 @@ Status check_supported(const Config& c, const ModelOptions& options, const std::
   return ok_status();
 }
 
+// The state's shape follows the config: rings per layer, compressed branches at the KV sources.
+bool state_matches(const Config& c, const SequenceState& s) {
+  if (static_cast<int>(s.window.size()) != c.num_layers ||
+      static_cast<int>(s.sources.size()) != c.num_layers)
+    return false;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (s.window[l].size() != static_cast<size_t>(int64_t(c.sliding_window) * c.head_dim))
+      return false;
+    if (s.sources[l].ratio != (c.is_kv_source(l) ? c.compress_ratio(l) : 0)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& dir,
@@ -94,7 +107,7 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
                          std::vector<float>* logits) const {
   const Config& c = config_;
   if (n <= 0) return invalid_argument("forward: no tokens");
-  if (static_cast<int>(state.window.size()) != c.num_layers)
+  if (!state_matches(c, state))
     return invalid_argument("forward: sequence state belongs to a different model");
   for (int64_t t = 0; t < n; ++t) {
     const bool in_vocab = ids[t] >= 0 && ids[t] < c.vocab_size;
