@@ -282,6 +282,7 @@ class EngineImpl final : public Engine {
       row.state_pages = kv_.state_pages(item.seq_id);
       row.block_table = kv_.block_table(item.seq_id);
       row.wants_logits = item.needs_sample;
+      row.argmax_only = item.needs_sample && outputs_.argmax_suffices(s);
       batch_.rows.push_back(row);
       (item.start_pos >= static_cast<int64_t>(s.req->prompt.size()) ? local_.decode_tokens
                                                                     : local_.prefill_tokens) +=
@@ -311,8 +312,12 @@ class EngineImpl final : public Engine {
       auto it = seqs_.find(row.seq_id);
       if (it == seqs_.end()) continue;  // its request failed earlier in this step
       SeqState& s = *it->second;
+      if (row.argmax_only) {  // its logits row may be unwritten
+        samples_.push_back({&s, nullptr, step_out_.argmax[k - 1], {}, {}});
+        continue;
+      }
       if (s.index == 0 && s.out.token_ids.empty()) fork_parked_siblings(s, logits);
-      samples_.push_back({&s, logits, {}, {}});
+      samples_.push_back({&s, logits, -1, {}, {}});
     }
     // 2. Masking and sampling: each sample has its own sampler and RNG, so they run in parallel;
     // grammar-constrained ones stay on this thread (their mask caches are engine-thread only).
@@ -342,12 +347,17 @@ class EngineImpl final : public Engine {
 
   struct PendingSample {
     SeqState* seq = nullptr;
-    float* logits = nullptr;  // vocab floats, masked in place
+    float* logits = nullptr;  // vocab floats, masked in place; null: take `argmax`
+    int32_t argmax = -1;      // the runner's argmax of a row with argmax_only
     TokenChoice choice;
     Status status;  // not ok: the grammar ran out of work (the request ends)
   };
 
   void choose(PendingSample& p) {
+    if (!p.logits) {
+      p.choice = outputs_.take_argmax(*p.seq, p.argmax);
+      return;
+    }
     StatusOr<TokenChoice> c = outputs_.choose(*p.seq, p.logits);
     if (c.ok())
       p.choice = std::move(*c);
@@ -376,7 +386,7 @@ class EngineImpl final : public Engine {
       seqs_[sib->seq_id] = sib.get();
       for (const kv::PageCopy& c : copies) pending_copies_.emplace_back(sib->seq_id, c);
       fork_logits_.emplace_back(logits, logits + vocab);  // a deque: earlier rows stay put
-      samples_.push_back({sib.get(), fork_logits_.back().data(), {}, {}});
+      samples_.push_back({sib.get(), fork_logits_.back().data(), -1, {}, {}});
     }
   }
 
@@ -400,13 +410,14 @@ class EngineImpl final : public Engine {
         s->out.delta_token_ids.clear();
       }
       r.touched = false;
+      // A client that sees the final output may reuse its id at once (even from the callback).
+      if (o.finished) {
+        std::lock_guard<std::mutex> lock(mu_);
+        live_ids_.erase(r.req.request_id);
+      }
       if (r.cb) r.cb(o);
       if (o.finished) {
         by_id_.erase(r.req.request_id);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          live_ids_.erase(r.req.request_id);
-        }
         it = requests_.erase(it);
       } else {
         ++it;

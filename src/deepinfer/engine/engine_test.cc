@@ -137,6 +137,55 @@ TEST(EngineTest, BatchMatchesAloneUnderForcedPreemption) {
   expect_pool_full(*e);
 }
 
+// Plain greedy rows take the runner's argmax (no logits row needed); asking for logprobs sends
+// the same requests through the sampler's greedy instead. The tokens must not differ.
+TEST(EngineTest, GreedyFromTheRunnersArgmaxEqualsTheSamplersGreedy) {
+  auto e = make_engine(64);
+  ASSERT_TRUE(e);
+  const auto prompts = mixed_prompts(6, 21);
+  std::vector<GenerateRequest> plain, with_logprobs;
+  for (const auto& p : prompts) {
+    plain.push_back(req_of(p, 6));
+    with_logprobs.push_back(req_of(p, 6));
+    with_logprobs.back().params.logprobs = 0;
+  }
+  const auto a = run_batch(*e, plain), b = run_batch(*e, with_logprobs);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(a[i].outputs[0].token_ids.size(), 6u);
+    EXPECT_EQ(a[i].outputs[0].token_ids, b[i].outputs[0].token_ids) << "request " << i;
+    EXPECT_EQ(b[i].outputs[0].logprobs.size(), 6u);
+  }
+}
+
+// The final output frees the request id before the client sees it: resubmitting that id from the
+// callback itself succeeds.
+TEST(EngineTest, ARequestIdIsFreeOnceItsFinalOutputArrives) {
+  auto e = make_engine(64);
+  ASSERT_TRUE(e);
+  GenerateRequest r = req_of(mixed_prompts(1, 3)[0], 2);
+  r.request_id = "same";
+  std::mutex m;
+  std::condition_variable cv;
+  Status again = internal_error("not resubmitted");
+  bool second_done = false;
+  ASSERT_TRUE(e->submit(r, [&](const RequestOutput& o) {
+                 if (!o.finished) return;
+                 Status st = e->submit(r, [&](const RequestOutput& o2) {
+                   if (!o2.finished) return;
+                   std::lock_guard<std::mutex> lock(m);
+                   second_done = true;
+                   cv.notify_all();
+                 });
+                 std::lock_guard<std::mutex> lock(m);
+                 again = st;
+                 if (!st.ok()) second_done = true;  // nothing more will come
+                 cv.notify_all();
+               }).ok());
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return second_done; });
+  EXPECT_TRUE(again.ok()) << again.to_string();
+}
+
 TEST(EngineTest, SeededSamplingIsReproducibleInsideABusyBatch) {
   auto e = make_engine(64);
   GenerateRequest r = req_of({10, 20, 30, 40}, 12);

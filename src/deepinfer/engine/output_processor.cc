@@ -25,6 +25,18 @@ StatusOr<TokenChoice> OutputProcessor::choose(SeqState& s, float* logits) const 
   return c;
 }
 
+bool OutputProcessor::argmax_suffices(const SeqState& s) const {
+  return !scripted() && !s.constraint && s.req->seqs.size() == 1 && s.sampler->argmax_suffices();
+}
+
+TokenChoice OutputProcessor::take_argmax(SeqState& s, int32_t token) const {
+  TokenChoice c;
+  c.result.token = token;
+  s.sampler->accept(token);
+  s.tokens.push_back(token);
+  return c;
+}
+
 std::string OutputProcessor::append(SeqState& s, const TokenChoice& c, bool length_reached) const {
   const int32_t token = c.result.token;
   std::string delta;

@@ -30,6 +30,12 @@ class OutputProcessor {
   // (resource_exhausted) when the grammar ran out of its work budget: the caller ends the
   // request.
   StatusOr<TokenChoice> choose(SeqState& s, float* logits) const;
+  // Whether s's next token is just the argmax of its logits (see SequenceSampler::
+  // argmax_suffices; no grammar, one sample per request, no scripted output), so the runner need
+  // not return the logits.
+  bool argmax_suffices(const SeqState& s) const;
+  // choose() for such a sample, given the runner's argmax.
+  TokenChoice take_argmax(SeqState& s, int32_t token) const;
 
   // Appends the chosen token to s.out and s.tokens, with its text after the stop rules.
   // length_reached: the scheduler ended the sample at max_tokens. Returns the finish reason when

@@ -24,6 +24,10 @@ struct StepRow {
   const std::vector<int32_t>* block_table = nullptr;
   // Return the logits of the row's last position (it ends the known tokens: sample there).
   bool wants_logits = false;
+  // With wants_logits: the engine needs only that row's argmax (greedy with nothing else shaping
+  // the logits), so the runner may return just StepOutput::argmax and leave the logits row
+  // unwritten (the CUDA runner then copies no logits back).
+  bool argmax_only = false;
 };
 
 struct StepBatch {
@@ -42,6 +46,9 @@ struct StepOutput {
   // engine masks in place), until the runner's next execute.
   float* logits = nullptr;
   int64_t num_logit_rows = 0;
+  // One per logits row, same lifetime: for rows with argmax_only, the index of the row's largest
+  // logit (ties to the lowest id); other entries are unspecified.
+  const int32_t* argmax = nullptr;
 };
 
 }  // namespace deepinfer::runtime

@@ -52,6 +52,13 @@ class SequenceSampler {
   void accept(int32_t token);
   const std::vector<int32_t>& output_ids() const { return output_ids_; }
   bool greedy() const { return greedy_; }
+  // The next sample is the plain argmax of the raw logits (ties to the lowest id): greedy, no
+  // logit bias, no penalties, no logprobs, and min_tokens no longer masking. A runner can then
+  // return that argmax instead of the logits.
+  bool argmax_suffices() const {
+    return greedy_ && bias_.empty() && !penalize_ && !p_.logprobs.has_value() &&
+           static_cast<int64_t>(output_ids_.size()) >= p_.min_tokens;
+  }
 
  private:
   void init_vocab_state(int64_t vocab);

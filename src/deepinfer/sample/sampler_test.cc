@@ -51,6 +51,35 @@ TEST(Sampler, GreedyIsArgmaxWithTiesToLowestId) {
   EXPECT_TRUE(s.greedy());
 }
 
+// The runner may return only the argmax when nothing but greedy choice touches the logits.
+TEST(Sampler, ArgmaxSufficesOnlyWhenNothingShapesTheLogits) {
+  EXPECT_TRUE(SequenceSampler(greedy_params(), 1, {}).argmax_suffices());
+  SamplingParams p = greedy_params();
+  p.temperature = 0.7f;
+  EXPECT_FALSE(SequenceSampler(p, 1, {}).argmax_suffices());
+  p = greedy_params();
+  p.logit_bias = {{3, 0.0f}};
+  EXPECT_FALSE(SequenceSampler(p, 1, {}).argmax_suffices());
+  p = greedy_params();
+  p.repetition_penalty = 1.1f;
+  EXPECT_FALSE(SequenceSampler(p, 1, {}).argmax_suffices());
+  p = greedy_params();
+  p.presence_penalty = 0.5f;
+  EXPECT_FALSE(SequenceSampler(p, 1, {}).argmax_suffices());
+  p = greedy_params();
+  p.logprobs = 0;
+  EXPECT_FALSE(SequenceSampler(p, 1, {}).argmax_suffices());
+  // min_tokens masks eos until that many tokens were accepted.
+  p = greedy_params();
+  p.min_tokens = 2;
+  SequenceSampler s(p, 1, {});
+  EXPECT_FALSE(s.argmax_suffices());
+  s.accept(7);
+  EXPECT_FALSE(s.argmax_suffices());
+  s.accept(8);
+  EXPECT_TRUE(s.argmax_suffices());
+}
+
 TEST(Sampler, TinyTemperatureIsGreedy) {
   SamplingParams p;
   p.temperature = 1e-6f;  // below kGreedyTemperature

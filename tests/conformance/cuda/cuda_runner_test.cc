@@ -291,6 +291,51 @@ TEST_P(CudaRunnerTest, BatchedRowsMatchEachSequenceAlone) {
   EXPECT_EQ(held_rows_, static_cast<int64_t>(together.size()));
 }
 
+// Greedy rows with argmax_only: the runner returns each row's argmax and copies no logits back.
+// The same steps with logits on a second runner (the same launches, so the same logits) must
+// give that argmax as their first largest logit, for a prefill row and batched decode rows.
+TEST_P(CudaRunnerTest, ArgmaxOnlyRowsReturnTheirLogitsArgmax) {
+  const std::vector<int32_t>& ids = fixture_.ids;
+  const int64_t P = fixture_.prefill_len;
+  ASSERT_LT(P + 3, static_cast<int64_t>(ids.size()));
+  auto greedy = runner(), full = runner();
+  ASSERT_TRUE(greedy && full);
+  const kv::PageSpec& spec = greedy->page_spec();
+  const Seq a = seq_at(1, 0, spec), b = seq_at(2, 1, spec);
+  auto step = [&](ModelRunner& r, std::vector<StepRow> rows, bool argmax_only) {
+    StepBatch batch;
+    for (StepRow& row : rows) row.argmax_only = argmax_only;
+    batch.rows = std::move(rows);
+    StepOutput out;
+    const Status st = r.execute(batch, &out);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    std::vector<int32_t> got;
+    for (int64_t k = 0; st.ok() && k < out.num_logit_rows; ++k) {
+      if (argmax_only) {
+        got.push_back(out.argmax[k]);
+      } else {
+        const float* row = out.logits + k * vocab_;
+        got.push_back(static_cast<int32_t>(std::max_element(row, row + vocab_) - row));
+      }
+    }
+    return got;
+  };
+  std::vector<std::vector<int32_t>> results[2];
+  for (int pass = 0; pass < 2; ++pass) {
+    ModelRunner& r = pass == 0 ? *greedy : *full;
+    const bool argmax_only = pass == 0;
+    results[pass].push_back(
+        step(r, {make_row(a, ids, 0, P, true), make_row(b, ids, 0, P - 1, true)}, argmax_only));
+    for (int64_t t = 0; t < 3; ++t)
+      results[pass].push_back(
+          step(r, {make_row(a, ids, P + t, 1, true), make_row(b, ids, P - 1 + t, 1, true)},
+               argmax_only));
+  }
+  EXPECT_EQ(results[0], results[1]);
+  ASSERT_EQ(results[0].size(), 4u);
+  for (const auto& r : results[0]) EXPECT_EQ(r.size(), 2u);
+}
+
 // The page copies that make `child` a fork of `parent` holding `tokens` tokens, as
 // KvManager::fork plans them: its own copies of the constant pages and of the page the next token
 // writes into; earlier token pages are full, so the child shares them (its table names the

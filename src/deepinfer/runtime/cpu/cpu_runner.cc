@@ -17,6 +17,14 @@ constexpr size_t kKeptLogitRows = 8;                     // logits rows a step b
 constexpr int64_t kMaxPages = int64_t{1} << 24;          // kv::KvManager's clamp
 constexpr int64_t kDefaultPoolBytes = int64_t{1} << 30;  // --kv-memory 0
 
+// The sampler's greedy choice: the first of the largest logits.
+int32_t first_max(const float* logits, int64_t vocab) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
 class CpuRunner final : public ModelRunner {
  public:
   CpuRunner(std::unique_ptr<v4::CpuModel> model, std::shared_ptr<const v4::StateLayout> layout,
@@ -46,6 +54,7 @@ class CpuRunner final : public ModelRunner {
       std::vector<float>().swap(out_logits_);
     out_logits_.clear();
     out_logits_.reserve(need);
+    out_argmax_.clear();
     out->logits = nullptr;
     out->num_logit_rows = 0;
     const int64_t vocab = info_.vocab_size;
@@ -53,10 +62,13 @@ class CpuRunner final : public ModelRunner {
       ASSIGN_OR_RETURN(v4::SequenceState * st, state_for(row));
       RETURN_IF_ERROR(model_->forward(*st, row.tokens, row.num_tokens, false, &logits_));
       if (!row.wants_logits) continue;
+      // The logits are on the host anyway: argmax_only rows get both.
       out_logits_.insert(out_logits_.end(), logits_.begin(), logits_.begin() + vocab);
+      out_argmax_.push_back(row.argmax_only ? first_max(logits_.data(), vocab) : -1);
       ++out->num_logit_rows;
     }
     out->logits = out_logits_.data();
+    out->argmax = out_argmax_.data();
     return ok_status();
   }
 
@@ -134,7 +146,8 @@ class CpuRunner final : public ModelRunner {
   std::unique_ptr<float[]> arena_;
   std::unordered_map<uint64_t, Sequence> seqs_;
   std::vector<float> logits_;
-  std::vector<float> out_logits_;  // StepOutput::logits of the latest step
+  std::vector<float> out_logits_;    // StepOutput::logits of the latest step
+  std::vector<int32_t> out_argmax_;  // StepOutput::argmax of the latest step
 };
 
 }  // namespace

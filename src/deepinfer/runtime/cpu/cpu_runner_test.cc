@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "deepinfer/kv/kv_manager.h"
@@ -95,6 +96,31 @@ TEST(CpuRunner, OneBatchOfSeveralSequencesEqualsEachAlone) {
   const size_t v = la.size();
   EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + v), la);
   EXPECT_EQ(std::vector<float>(got.begin() + v, got.end()), lb);
+}
+
+// A greedy row's argmax_only: StepOutput::argmax holds the first of its largest logits (the
+// sampler's greedy choice, ties to the lowest id), computed here from the reference logits.
+TEST(CpuRunner, ArgmaxOnlyRowsReturnTheirGreedyToken) {
+  auto r = make_runner();
+  auto kv = kv::KvManager::create(r->page_spec());
+  ASSERT_TRUE(kv.ok());
+  const auto a = random_ids(40, 4), b = random_ids(12, 5);
+  ASSERT_TRUE(kv->reserve(1, 40));
+  ASSERT_TRUE(kv->reserve(2, 12));
+  StepBatch batch;
+  batch.rows.push_back({1, 0, a.data(), 40, kv->state_pages(1), kv->block_table(1), true, true});
+  batch.rows.push_back({2, 0, b.data(), 12, kv->state_pages(2), kv->block_table(2), true, false});
+  StepOutput out;
+  ASSERT_TRUE(r->execute(batch, &out).ok());
+  ASSERT_EQ(out.num_logit_rows, 2);
+  ASSERT_NE(out.argmax, nullptr);
+  const std::vector<float> la = reference_logits(a);
+  const int32_t want = static_cast<int32_t>(std::max_element(la.begin(), la.end()) - la.begin());
+  EXPECT_EQ(out.argmax[0], want);
+  // The other row still gets its logits.
+  const auto lb = reference_logits(b);
+  const std::vector<float> got = logits_of(*r, out);
+  EXPECT_EQ(std::vector<float>(got.begin() + lb.size(), got.end()), lb);
 }
 
 TEST(CpuRunner, ForkedPagesContinueLikeTheParent) {

@@ -112,7 +112,8 @@ class CudaRunner final : public ModelRunner {
   std::vector<size_t> decode_rows_, prefill_rows_;  // row indices
   std::vector<PagedSequence> decode_seqs_;
   std::vector<int32_t> decode_ids_;
-  std::vector<int64_t> out_row_;  // per row: its logits row in the output, or -1
+  std::vector<int64_t> out_row_;                 // per row: its logits row in the output, or -1
+  std::vector<int32_t> decode_argmax_, argmax_;  // the decode group's, StepOutput::argmax
   // StepOutput::logits rows, then (in a mixed step) the decode group's rows before they are
   // placed among them.
   PinnedFloats logits_;
@@ -195,34 +196,47 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   const size_t n = batch.rows.size();
   out_row_.assign(n, -1);
   int64_t n_out = 0, decode_out = 0;
+  bool decode_logits = false;  // a decode row needs its logits row, not just the argmax
   for (size_t i = 0; i < n; ++i)
     if (batch.rows[i].wants_logits) out_row_[i] = n_out++;
-  for (size_t i : decode_rows_) decode_out += batch.rows[i].wants_logits ? 1 : 0;
+  for (size_t i : decode_rows_) {
+    const StepRow& r = batch.rows[i];
+    decode_out += r.wants_logits ? 1 : 0;
+    decode_logits = decode_logits || (r.wants_logits && !r.argmax_only);
+  }
   out->num_logit_rows = n_out;
+  argmax_.assign(size_t(n_out), -1);
+  out->argmax = argmax_.data();
 
-  // A step of decode rows only, all sampling (the steady state): decode's rows are the output
-  // rows, in order, so they land in place.
-  const bool in_place = prefill_rows_.empty() && !decode_rows_.empty() &&
+  // A step of decode rows only, all sampling from logits (the steady state without greedy
+  // rows): decode's rows are the output rows, in order, so they land in place. Greedy-only
+  // decode rows bring back their argmax alone.
+  const bool in_place = prefill_rows_.empty() && decode_logits &&
                         decode_out == static_cast<int64_t>(decode_rows_.size());
-  const int64_t staged = in_place || decode_out == 0 ? 0 : int64_t(decode_rows_.size());
+  const int64_t staged = in_place || !decode_logits ? 0 : int64_t(decode_rows_.size());
   ASSIGN_OR_RETURN(float* host, logits_.reserve(size_t(std::max<int64_t>(n_out + staged, 1)) * V));
   out->logits = host;
   if (!decode_rows_.empty()) {
-    float* dst = in_place ? host : (decode_out > 0 ? host + n_out * V : nullptr);
+    float* dst = in_place ? host : (decode_logits ? host + n_out * V : nullptr);
     RETURN_IF_ERROR(model_->decode_paged(decode_seqs_.data(), decode_ids_.data(),
-                                         static_cast<int64_t>(decode_seqs_.size()), dst, nullptr));
+                                         static_cast<int64_t>(decode_seqs_.size()), dst,
+                                         &decode_argmax_));
+    for (size_t b = 0; b < decode_rows_.size(); ++b) {
+      const int64_t k = out_row_[decode_rows_[b]];
+      if (k < 0) continue;
+      argmax_[k] = decode_argmax_[b];
+      if (decode_logits && !in_place)
+        std::memcpy(host + k * V, host + (n_out + b) * V, V * sizeof(float));
+    }
   }
-  if (in_place) return ok_status();
-  if (decode_out > 0)
-    for (size_t b = 0; b < decode_rows_.size(); ++b)
-      if (out_row_[decode_rows_[b]] >= 0)
-        std::memcpy(host + out_row_[decode_rows_[b]] * V, host + (n_out + b) * V,
-                    V * sizeof(float));
   for (size_t i : prefill_rows_) {
     const StepRow& r = batch.rows[i];
+    const int64_t k = out_row_[i];
+    const bool argmax_only = k >= 0 && r.argmax_only;
     RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
                                           /*all_logits=*/false,
-                                          r.wants_logits ? host + out_row_[i] * V : nullptr));
+                                          k >= 0 && !argmax_only ? host + k * V : nullptr,
+                                          argmax_only ? &argmax_[k] : nullptr));
   }
   return ok_status();
 }

@@ -432,6 +432,16 @@ struct CudaModel::Impl {
     return ok_status();
   }
 
+  // The argmax of the latest forward's last logits row (the CUDA argmax), on the host.
+  int32_t last_argmax() {
+    int32_t* t = grow(token, 1);
+    argmax_rows(logits.get(), 1, c.vocab_size, t, stream);
+    int32_t v = 0;
+    DI_CUDA_CHECK(cudaMemcpyAsync(&v, t, 4, cudaMemcpyDeviceToHost, stream));
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return v;
+  }
+
   void poison() {
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     auto p = [](auto& b) {
@@ -588,8 +598,11 @@ Status CudaModel::decode_into(const int* slots, const int32_t* ids, int64_t coun
 }
 
 Status CudaModel::forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n,
-                                bool all_logits, float* logits) {
-  return impl_->forward(seq, ids, n, all_logits, logits);
+                                bool all_logits, float* logits, int32_t* argmax) {
+  if (argmax && all_logits) return invalid_argument("forward_paged: argmax with all_logits");
+  RETURN_IF_ERROR(impl_->forward(seq, ids, n, all_logits, logits));
+  if (argmax) *argmax = impl_->last_argmax();
+  return ok_status();
 }
 
 Status CudaModel::decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count,
@@ -683,11 +696,7 @@ StatusOr<std::vector<int32_t>> CudaModel::generate_greedy(const int32_t* prompt,
   std::vector<int32_t> out;
   RETURN_IF_ERROR(forward_into(0, prompt, n, false, nullptr));
   if (n_new <= 0) return out;
-  int32_t* token = grow(m.token, 1);
-  argmax_rows(m.logits.get(), 1, m.c.vocab_size, token, m.stream);
-  int32_t next = 0;
-  DI_CUDA_CHECK(cudaMemcpyAsync(&next, token, 4, cudaMemcpyDeviceToHost, m.stream));
-  DI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  int32_t next = m.last_argmax();
   out.push_back(next);
   // The rest as batch-1 decode steps, so generation runs the graph-replayed path.
   const int slot = 0;

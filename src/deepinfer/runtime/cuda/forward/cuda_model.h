@@ -114,8 +114,10 @@ class CudaModel {
   // ids to seq at seq.num_tokens; decode_paged appends ids[b] to seqs[b], whose constant pages
   // must be distinct. Page ids outside the pool, or a block table too short for the positions,
   // are errors; nothing is run then.
+  // argmax (if not null, and all_logits false): the last position's argmax (the CUDA argmax,
+  // ties to the lower id), so a greedy caller can pass logits null and copy nothing back.
   Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
-                       float* logits);
+                       float* logits, int32_t* argmax = nullptr);
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
                       std::vector<int32_t>* greedy);
   // Page to page on the device (forks), and pages to and from host bytes (page_bytes() each,
