@@ -24,61 +24,95 @@ struct AttnCase {
   int max_sel;
 };
 
+constexpr int kHeads = 64, kHeadDim = 512, kWindow = 128;
+
+// Query t attends a varying count (up to max_sel) of random entries in [0, E).
+struct Selection {
+  std::vector<int32_t> sel, nsel;
+};
+Selection random_selection(const AttnCase& k, int64_t E) {
+  Selection s{std::vector<int32_t>(k.T * std::max(1, k.max_sel), -1), std::vector<int32_t>(k.T)};
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(E - 1));
+  for (int64_t t = 0; t < k.T; ++t) {
+    s.nsel[t] = k.max_sel ? static_cast<int32_t>((t * 7 + k.max_sel) % (k.max_sel + 1)) : 0;
+    for (int j = 0; j < s.nsel[t]; ++j) s.sel[t * k.max_sel + j] = pick(rng());
+  }
+  return s;
+}
+
+// The CPU reference per (query, head): the window's keys key_at(p), then the selected entries.
+template <typename KeyAt>
+std::vector<float> cpu_sink(const AttnCase& k, const std::vector<float>& q,
+                            const std::vector<float>& sinks, KeyAt key_at,
+                            const std::vector<float>& entries, const Selection& s) {
+  const float scale = 1.0f / std::sqrt(float(kHeadDim));
+  std::vector<float> want(k.T * kHeads * kHeadDim);
+  for (int64_t t = 0; t < k.T; ++t) {
+    const int64_t pos = k.pos0 + t;
+    std::vector<const float*> keys;
+    for (int64_t p = std::max<int64_t>(0, pos - (kWindow - 1)); p <= pos; ++p)
+      keys.push_back(key_at(p));
+    for (int j = 0; j < s.nsel[t]; ++j)
+      keys.push_back(&entries[s.sel[t * k.max_sel + j] * kHeadDim]);
+    for (int h = 0; h < kHeads; ++h)
+      cpu::sink_attention(&q[(t * kHeads + h) * kHeadDim], keys.data(),
+                          static_cast<int64_t>(keys.size()), sinks[h], kHeadDim, scale,
+                          &want[(t * kHeads + h) * kHeadDim]);
+  }
+  return want;
+}
+
+// One sequence's launch over device copies of q, sinks and the selection; the caller's `set`
+// fills in where the keys are (ring, fresh, entries), then the output is compared with want.
+template <typename SetKeys>
+void expect_one_sequence(const AttnCase& k, const std::vector<float>& q,
+                         const std::vector<float>& sinks, const Selection& s,
+                         const std::vector<float>& want, SetKeys set) {
+  DeviceBuffer<float> dq(q), dsinks(sinks), dout(want.size());
+  DeviceBuffer<int32_t> dsel(s.sel), dnsel(s.nsel);
+  dout.poison();
+  SinkAttentionArgs a;
+  a.q = dq.get();
+  a.selected = dsel.get();
+  a.num_selected = dnsel.get();
+  a.max_selected = k.max_sel;
+  a.sinks = dsinks.get();
+  a.out = dout.get();
+  a.num_queries = k.T;
+  a.pos0 = k.pos0;
+  a.num_heads = kHeads;
+  a.head_dim = kHeadDim;
+  a.window = kWindow;
+  a.scale = 1.0f / std::sqrt(float(kHeadDim));
+  set(a);
+  sink_attention(a, nullptr);
+  EXPECT_TRUE(close(dout.download(), want, kF32Tol)) << "pos0 " << k.pos0 << " T " << k.T;
+}
+
 TEST(CudaSinkAttention, MatchesCpuInDecodeAndPrefillAtV4FlashDims) {
-  const int nh = 64, hd = 512, W = 128;
-  const float scale = 1.0f / std::sqrt(512.0f);
+  const int hd = kHeadDim;
   for (AttnCase k : {AttnCase{5, 1, 0}, AttnCase{1000, 1, 512}, AttnCase{0, 37, 0},
                      AttnCase{300, 37, 75}, AttnCase{4095, 3, 512}}) {
-    const int64_t R = W - 1 + k.T;  // ring rows
+    const int64_t R = kWindow - 1 + k.T;  // ring rows: the chunk's positions are in the ring
     const int64_t E = std::max<int64_t>(1, (k.pos0 + k.T) / 4);
-    const auto q = randn(k.T * nh * hd), ring = randn(R * hd), entries = randn(E * hd);
-    const auto sinks = randn(nh);
-    std::vector<int32_t> sel(k.T * std::max(1, k.max_sel), -1), nsel(k.T);
-    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(E - 1));
-    for (int64_t t = 0; t < k.T; ++t) {
-      nsel[t] = k.max_sel ? static_cast<int32_t>((t * 7 + k.max_sel) % (k.max_sel + 1)) : 0;
-      for (int j = 0; j < nsel[t]; ++j) sel[t * k.max_sel + j] = pick(rng());
-    }
-    std::vector<float> want(k.T * nh * hd);
-    for (int64_t t = 0; t < k.T; ++t) {
-      const int64_t s = k.pos0 + t;
-      std::vector<const float*> keys;
-      for (int64_t p = std::max<int64_t>(0, s - (W - 1)); p <= s; ++p)
-        keys.push_back(&ring[(p % R) * hd]);
-      for (int j = 0; j < nsel[t]; ++j) keys.push_back(&entries[sel[t * k.max_sel + j] * hd]);
-      for (int h = 0; h < nh; ++h)
-        cpu::sink_attention(&q[(t * nh + h) * hd], keys.data(), static_cast<int64_t>(keys.size()),
-                            sinks[h], hd, scale, &want[(t * nh + h) * hd]);
-    }
-    DeviceBuffer<float> dq(q), dring(ring), dent(entries), dsinks(sinks), dout(want.size());
-    DeviceBuffer<int32_t> dsel(sel), dnsel(nsel);
-    dout.poison();
-    SinkAttentionArgs a;
-    a.q = dq.get();
-    a.ring = dring.get();
-    a.ring_rows = R;
-    a.entries = contiguous_entries(dent.get(), hd);
-    a.selected = dsel.get();
-    a.num_selected = dnsel.get();
-    a.max_selected = k.max_sel;
-    a.sinks = dsinks.get();
-    a.out = dout.get();
-    a.num_queries = k.T;
-    a.pos0 = k.pos0;
-    a.num_heads = nh;
-    a.head_dim = hd;
-    a.window = W;
-    a.scale = scale;
-    sink_attention(a, nullptr);
-    EXPECT_TRUE(close(dout.download(), want, kF32Tol)) << "pos0 " << k.pos0 << " T " << k.T;
+    const auto q = randn(k.T * kHeads * hd), ring = randn(R * hd), entries = randn(E * hd);
+    const auto sinks = randn(kHeads);
+    const Selection s = random_selection(k, E);
+    const auto want = cpu_sink(
+        k, q, sinks, [&](int64_t p) { return &ring[(p % R) * hd]; }, entries, s);
+    DeviceBuffer<float> dring(ring), dent(entries);
+    expect_one_sequence(k, q, sinks, s, want, [&](SinkAttentionArgs& a) {
+      a.ring = dring.get();
+      a.ring_rows = R;
+      a.entries = contiguous_entries(dent.get(), hd);
+    });
   }
 }
 
 // The forward's prefill form: the ring holds only the window before the chunk (window rows),
 // the chunk's own keys come from `fresh`, the entries from shuffled pages.
 TEST(CudaSinkAttention, FreshChunkKeysAndPagedEntriesMatchCpu) {
-  const int nh = 64, hd = 512, W = 128;
-  const float scale = 1.0f / std::sqrt(512.0f);
+  const int hd = kHeadDim, W = kWindow;
   for (AttnCase k : {AttnCase{0, 37, 0}, AttnCase{300, 37, 75}, AttnCase{1000, 1, 250},
                      AttnCase{129, 200, 40}}) {
     // Every position's key, as the CPU sees them; the ring gets those before pos0.
@@ -88,47 +122,18 @@ TEST(CudaSinkAttention, FreshChunkKeysAndPagedEntriesMatchCpu) {
       std::copy_n(keys_at.begin() + p * hd, hd, ring.begin() + (p % W) * hd);
     const std::vector<float> fresh(keys_at.begin() + k.pos0 * hd, keys_at.end());
     const int64_t E = std::max<int64_t>(1, (k.pos0 + k.T) / 4);
-    const auto entries = randn(E * hd), q = randn(k.T * nh * hd), sinks = randn(nh);
-    std::vector<int32_t> sel(k.T * std::max(1, k.max_sel), -1), nsel(k.T);
-    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(E - 1));
-    for (int64_t t = 0; t < k.T; ++t) {
-      nsel[t] = k.max_sel ? static_cast<int32_t>((t * 7 + k.max_sel) % (k.max_sel + 1)) : 0;
-      for (int j = 0; j < nsel[t]; ++j) sel[t * k.max_sel + j] = pick(rng());
-    }
-    std::vector<float> want(k.T * nh * hd);
-    for (int64_t t = 0; t < k.T; ++t) {
-      const int64_t s = k.pos0 + t;
-      std::vector<const float*> keys;
-      for (int64_t p = std::max<int64_t>(0, s - (W - 1)); p <= s; ++p)
-        keys.push_back(&keys_at[p * hd]);
-      for (int j = 0; j < nsel[t]; ++j) keys.push_back(&entries[sel[t * k.max_sel + j] * hd]);
-      for (int h = 0; h < nh; ++h)
-        cpu::sink_attention(&q[(t * nh + h) * hd], keys.data(), static_cast<int64_t>(keys.size()),
-                            sinks[h], hd, scale, &want[(t * nh + h) * hd]);
-    }
+    const auto entries = randn(E * hd), q = randn(k.T * kHeads * hd), sinks = randn(kHeads);
+    const Selection s = random_selection(k, E);
+    const auto want = cpu_sink(
+        k, q, sinks, [&](int64_t p) { return &keys_at[p * hd]; }, entries, s);
     const PagedEntriesFixture paged({entries}, hd, 4, 128);
-    DeviceBuffer<float> dq(q), dring(ring), dfresh(fresh), dsinks(sinks), dout(want.size());
-    DeviceBuffer<int32_t> dsel(sel), dnsel(nsel);
-    dout.poison();
-    SinkAttentionArgs a;
-    a.q = dq.get();
-    a.fresh = dfresh.get();
-    a.ring = dring.get();
-    a.ring_rows = W;
-    a.entries = paged.view();
-    a.selected = dsel.get();
-    a.num_selected = dnsel.get();
-    a.max_selected = k.max_sel;
-    a.sinks = dsinks.get();
-    a.out = dout.get();
-    a.num_queries = k.T;
-    a.pos0 = k.pos0;
-    a.num_heads = nh;
-    a.head_dim = hd;
-    a.window = W;
-    a.scale = scale;
-    sink_attention(a, nullptr);
-    EXPECT_TRUE(close(dout.download(), want, kF32Tol)) << "pos0 " << k.pos0 << " T " << k.T;
+    DeviceBuffer<float> dring(ring), dfresh(fresh);
+    expect_one_sequence(k, q, sinks, s, want, [&](SinkAttentionArgs& a) {
+      a.fresh = dfresh.get();
+      a.ring = dring.get();
+      a.ring_rows = W;
+      a.entries = paged.view();
+    });
   }
 }
 
