@@ -1,6 +1,6 @@
 // Every sequence's decode state on the device: one pool of fixed-size pages laid out by
 // v4::StateLayout, the same description the CPU runner's host pages use (fp32 on both), so a
-// page means the same bytes on either device. A sequence owns constant pages (rings, the
+// page has the same size and places on either device. A sequence owns constant pages (rings, the
 // compressors' unfinished windows and CSA overlap halves) and token pages (compressed entries
 // and indexer keys) named by its block table; the host resolves its constant buffers to device
 // addresses, the kernels find entries through the block table (EntryPages).
