@@ -1,32 +1,59 @@
-// deepinfer make-tiny-model: write a random deepseek_v4 model in the real on-disk format.
+// deepinfer make-tiny-model: write a random deepseek_v4 or deepseek_v41 model in the real on-disk
+// format (the preset's or the --config's model_type picks the family).
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "deepinfer/cli/command_registry.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
+#include "deepinfer/model/deepseek_v41/tiny_model.h"
+#include "deepinfer/model/model_family.h"
 
 namespace {
+
+using deepinfer::ModelFamily;
+
+deepinfer::StatusOr<ModelFamily> family_of(const deepinfer::v4::TinyModelOptions& o) {
+  if (o.config_path.empty())
+    return deepinfer::v41::is_tiny_model_preset(o.preset) ? ModelFamily::kDeepseekV41
+                                                          : ModelFamily::kDeepseekV4;
+  std::ifstream f(o.config_path);
+  if (!f) return deepinfer::not_found(o.config_path + ": cannot open config");
+  std::stringstream text;
+  text << f.rdbuf();
+  return deepinfer::model_family_from_config_json(text.str(), o.config_path);
+}
 
 int run_make_tiny_model(int argc, char** argv) {
   deepinfer::v4::TinyModelOptions o;
   std::string dir, presets;
   for (const auto& p : deepinfer::v4::tiny_model_presets())
     presets += (presets.empty() ? "" : ", ") + p;
+  for (const auto& p : deepinfer::v41::tiny_model_presets()) presets += ", " + p;
   CLI::App app{
-      "Write a random deepseek_v4 model (config.json, sharded safetensors with the Hub's "
-      "names, an MTP layer, the bundled tokenizer)",
+      "Write a random deepseek_v4 or deepseek_v41 model (config.json, sharded safetensors with "
+      "the Hub's names, the bundled tokenizer; V4 presets have an MTP layer)",
       "deepinfer make-tiny-model"};
   app.add_option("DIR", dir, "output directory")->required();
-  app.add_option("--preset", o.preset,
-                 "layer schedule: " + presets +
-                     " (v4-flash-8layer: V4-Flash's real dims and first 8 layers, FP8 + MXFP4, "
-                     "about 30 GB, 4 GiB shards)")
+  app.add_option(
+         "--preset", o.preset,
+         "layer schedule: " + presets +
+             ". v4-flash-8layer: V4-Flash's real dims and first 8 layers, FP8 + MXFP4, about "
+             "30 GB, 4 GiB shards. v41-default: a tiny V4.1 model with every layer role (KV "
+             "sources of ratio 2 and 1 with consumers, index reuse and re-index, the candidate "
+             "source, two Engram layers). v41-flash-8layer: V4.1-Flash's real dims on that "
+             "schedule in 8 layers, FP8 32x32 + MXFP4, about 60 GB; its Engram tables are shrunk "
+             "100x (engram_vocab_size 160000 instead of 16000000: ~3.84M rows of 256 per table, "
+             "~1 GB FP8, instead of ~384M rows, ~98 GB)")
       ->capture_default_str();
-  app.add_option("--config", o.config_path, "use this config.json instead of a preset");
+  app.add_option("--config", o.config_path,
+                 "use this config.json instead of a preset (its model_type picks the family)");
   app.add_option("--seed", o.seed, "random seed")->capture_default_str();
   app.add_flag("--quantized", o.quantized,
-               "FP8 (128x128 blocks, E8M0 scales) dense weights and MXFP4 routed experts");
+               "FP8 dense weights (V4: 128x128 blocks, V4.1: 32x32; E8M0 scales) and MXFP4 "
+               "routed experts");
   app.add_option("--tokenizer", o.tokenizer_dir, "tokenizer directory to copy (default: bundled)");
   try {
     app.parse(argc, argv);
@@ -34,7 +61,7 @@ int run_make_tiny_model(int argc, char** argv) {
     return app.exit(e);
   }
   if (o.tokenizer_dir.empty()) o.tokenizer_dir = deepinfer::cli::bundled_tokenizer_dir();
-  // Progress on long work: a line per tenth of the tensors (the big preset takes minutes).
+  // Progress on long work: a line per tenth of the tensors (the big presets take minutes).
   size_t last_tenth = 0;
   o.progress = [&](size_t done, size_t total) {
     const size_t tenth = done * 10 / total;
@@ -43,19 +70,24 @@ int run_make_tiny_model(int argc, char** argv) {
       std::cerr << "generated " << done << "/" << total << " tensors\n";
     }
   };
-  deepinfer::Status st = deepinfer::v4::write_tiny_model(dir, o);
+  deepinfer::StatusOr<ModelFamily> family = family_of(o);
+  deepinfer::Status st = family.status();
+  if (st.ok())
+    st = *family == ModelFamily::kDeepseekV41 ? deepinfer::v41::write_tiny_model(dir, o)
+                                              : deepinfer::v4::write_tiny_model(dir, o);
   if (!st.ok()) {
     std::cerr << "deepinfer make-tiny-model: " << st.to_string() << "\n";
     return 1;
   }
+  const bool big = o.preset.find("flash-8layer") != std::string::npos;
   std::cerr << "wrote " << (o.config_path.empty() ? "preset " + o.preset : o.config_path)
-            << (o.quantized || o.preset == "v4-flash-8layer" ? " (FP8 + MXFP4)" : " (BF16)")
-            << " model to " << dir << "\n";
+            << (o.quantized || big ? " (FP8 + MXFP4)" : " (BF16)") << " model to " << dir << "\n";
   return 0;
 }
 
 }  // namespace
 
 DEEPINFER_REGISTER_COMMAND(kMakeTinyModel, "make-tiny-model",
-                           "write a random deepseek_v4 model in the real checkpoint format",
+                           "write a random deepseek_v4 or deepseek_v41 model in the real "
+                           "checkpoint format",
                            run_make_tiny_model);

@@ -1,0 +1,55 @@
+// Random weights stored the way real checkpoints store them (BF16, F32, FP8 E4M3 with E8M0 block
+// scales, MXFP4), shared by the tiny-model writers of both families (deepseek_v4/tiny_model.cc,
+// deepseek_v41/tiny_model.cc).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/loader/safetensors_writer.h"
+
+namespace deepinfer::v4 {
+
+std::vector<uint8_t> as_bytes(const void* p, size_t n);
+std::vector<uint8_t> to_bf16(const std::vector<float>& v);
+bool ends_with(const std::string& s, const char* suffix);
+
+// numel values drawn from `normal`, of a size that suits the tensor's role by name: norms and
+// `_scale` gains near 1, biases, `_base` and `ape` of order 0.3-0.5, matrices ~1/sqrt(fan_in),
+// the embedding and other vectors of order 1.
+std::vector<float> random_values(const std::string& name, const std::vector<int64_t>& shape,
+                                 std::mt19937_64& rng, std::normal_distribution<float>& normal);
+
+// `name` ends in ".weight"; adds it as F8_E4M3 [rows, cols] and "<base>.scale" as E8M0 per
+// br x bc block (power-of-two scales mapping each block's amax to at most 448).
+void add_fp8(std::vector<TensorRecord>& out, const std::string& name, const std::vector<float>& v,
+             int64_t rows, int64_t cols, int br, int bc);
+// Packed MXFP4 [rows, cols / 2] (low nibble first) + E8M0 scales per 32 along cols.
+void add_mxfp4(std::vector<TensorRecord>& out, const std::string& name, const std::vector<float>& v,
+               int64_t rows, int64_t cols);
+
+}  // namespace deepinfer::v4
+
+namespace deepinfer::v4 {
+
+// Fills records[i] for i < count with make(i, rng, normal). Serial: one stream seeded `seed`,
+// in order (the distribution keeps a spare value across tensors). Parallel: one stream per
+// tensor (a serial stream would take minutes for the real dims' tens of billions of values).
+// progress(done, count) is called after each, one call at a time.
+using MakeTensor =
+    std::function<void(size_t i, std::mt19937_64& rng, std::normal_distribution<float>& normal)>;
+void generate_tensors(size_t count, bool parallel, uint64_t seed,
+                      const std::function<void(size_t, size_t)>& progress, const MakeTensor& make);
+
+// Writes a model directory: dir created, old safetensors and index removed, `tensors` in shards
+// of at most max_shard_bytes (Hub names, {"format": "pt"}), config.json, and tokenizer.json +
+// tokenizer_config.json copied from tokenizer_dir when it is set.
+Status write_model_dir(const std::string& dir, std::vector<TensorRecord> tensors,
+                       size_t max_shard_bytes, const std::string& config_json,
+                       const std::string& tokenizer_dir);
+
+}  // namespace deepinfer::v4

@@ -1,0 +1,280 @@
+#include "deepinfer/model/deepseek_v41/tiny_model.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "deepinfer/model/deepseek_v4/random_tensors.h"
+#include "deepinfer/model/deepseek_v41/config.h"
+#include "deepinfer/model/deepseek_v41/engram_hash.h"
+#include "deepinfer/model/deepseek_v41/engram_token_map.h"
+#include "deepinfer/model/deepseek_v41/weights.h"
+#include "deepinfer/tokenizer/tokenizer.h"
+
+namespace deepinfer::v41 {
+namespace {
+
+using nlohmann::json;
+
+struct Preset {
+  const char* name;
+  bool flash_dims;  // spec §11.1's dims, FP8 + MXFP4, generated in parallel
+};
+
+const Preset kPresets[] = {{"v41-default", false}, {"v41-flash-8layer", true}};
+
+// The schedule both presets share: every layer role of spec §11.2 in 7 (tiny) or 8 layers.
+json schedule(bool flash) {
+  std::vector<int> ratios = {0, 0, 2, 2, 1, 1, 1};
+  if (flash) ratios.push_back(1);
+  return json{{"num_hidden_layers", static_cast<int>(ratios.size())},
+              {"num_nextn_predict_layers", 0},
+              {"compress_ratios", ratios},
+              {"kv_source_layer_ids", {2, 4}},
+              {"index_source_layer_ids", {2, 4, 6}},
+              {"candidate_source_layer_id", 4},
+              {"engram_layer_ids", {1, 4}}};
+}
+
+json rope(int64_t original_max_position) {
+  const json yarn = {{"rope_type", "yarn"},
+                     {"factor", 16.0},
+                     {"original_max_position_embeddings", original_max_position},
+                     {"beta_fast", 32},
+                     {"beta_slow", 1}};
+  json compress = yarn;
+  compress["rope_theta"] = 160000.0;
+  compress["attention_factor"] = 1.0;
+  // Both spellings, as save_pretrained writes them (golden_v41 config.json).
+  return json{
+      {"rope_theta", 10000.0},
+      {"compress_rope_theta", 160000.0},
+      {"rope_scaling", yarn},
+      {"rope_parameters",
+       {{"main", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}, {"compress", compress}}}};
+}
+
+json text_config(bool flash) {
+  json t = {{"model_type", "deepseek_v41_text"},
+            {"architectures", {"DeepseekV41ForCausalLM"}},
+            {"hidden_size", 64},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 1},
+            {"head_dim", 64},
+            {"qk_rope_head_dim", 16},
+            {"q_lora_rank", 32},
+            {"o_groups", 2},
+            {"o_lora_rank", 16},
+            {"sliding_window", 16},
+            {"max_position_embeddings", 1048576},
+            {"index_n_heads", 4},
+            {"index_head_dim", 32},
+            {"index_topk", 8},
+            {"candidate_topk_blocks", 4},
+            {"candidate_block_size", 4},
+            {"n_routed_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"n_shared_experts", 1},
+            {"moe_intermediate_size", 32},
+            {"scoring_func", "sqrtsoftplus"},
+            {"topk_method", "noaux_tc"},
+            {"norm_topk_prob", true},
+            {"routed_scaling_factor", 1.5},
+            {"gate_temp", 1.0},
+            {"swiglu_limit", 10.0},
+            {"hidden_act", "silu"},
+            {"hc_mult", 4},
+            {"hc_sinkhorn_iters", 20},
+            {"hc_eps", 1e-6},
+            {"rms_norm_eps", 1e-20},
+            {"engram_max_ngram_size", 3},
+            {"engram_n_heads", 2},
+            {"engram_head_dim", 32},
+            {"engram_vocab_size", 37},
+            {"engram_pad_id", 2},
+            {"bos_token_id", 0},
+            {"eos_token_id", 1},
+            {"tie_word_embeddings", false}};
+  t.update(schedule(flash));
+  if (flash) {
+    t.update(json{{"vocab_size", 129280},
+                  {"hidden_size", 5120},
+                  {"num_attention_heads", 64},
+                  {"head_dim", 512},
+                  {"qk_rope_head_dim", 64},
+                  {"q_lora_rank", 1280},
+                  {"o_groups", 8},
+                  {"o_lora_rank", 1024},
+                  {"sliding_window", 128},
+                  {"index_n_heads", 32},
+                  {"index_head_dim", 128},
+                  {"index_topk", 512},
+                  {"candidate_topk_blocks", 2048},
+                  {"candidate_block_size", 8},
+                  {"n_routed_experts", 384},
+                  {"num_experts_per_tok", 6},
+                  {"moe_intermediate_size", 2304},
+                  {"engram_max_ngram_size", 4},
+                  {"engram_n_heads", 8},
+                  {"engram_head_dim", 256},
+                  // Shrunk 100x from 16,000,000: tables of ~3.84M rows instead of ~384M.
+                  {"engram_vocab_size", 160000}});
+  }
+  t.update(rope(flash ? 65536 : 128));
+  return t;
+}
+
+// engram_compressed_vocab_size and the tables' rows follow from the tokenizer and the hash
+// parameters; the tiny model's vocabulary is the tokenizer's, so every id has an Engram entry.
+Status fill_engram_sizes(json& t, const std::string& tokenizer_dir, bool flash) {
+  if (tokenizer_dir.empty())
+    return invalid_argument(
+        "make-tiny-model: the deepseek_v41 presets have Engram layers and "
+        "need --tokenizer (its tokenizer.json gives the Engram token map)");
+  ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
+                   tokenizer::Tokenizer::from_file(tokenizer_dir + "/tokenizer.json"));
+  ASSIGN_OR_RETURN(EngramTokenMap map, build_engram_token_map(*tok));
+  if (!flash) t["vocab_size"] = static_cast<int64_t>(map.compressed.size());
+  const int64_t pad = t["engram_pad_id"].get<int64_t>();
+  if (pad >= static_cast<int64_t>(map.compressed.size()))
+    return invalid_argument(tokenizer_dir + "/tokenizer.json has no engram_pad_id " +
+                            std::to_string(pad));
+  t["engram_compressed_vocab_size"] = map.compressed_vocab_size;
+  EngramHashParams params;
+  params.layer_ids = t["engram_layer_ids"].get<std::vector<int32_t>>();
+  params.max_ngram_size = t["engram_max_ngram_size"].get<int32_t>();
+  params.n_heads = t["engram_n_heads"].get<int32_t>();
+  params.vocab_size = t["engram_vocab_size"].get<int64_t>();
+  params.compressed_vocab_size = map.compressed_vocab_size;
+  params.pad_id = map.compressed[pad];
+  ASSIGN_OR_RETURN(EngramHasher hasher, EngramHasher::create(params));
+  std::vector<int64_t> rows;
+  const int last = hasher.n_cols() - 1;
+  for (int layer = 0; layer < hasher.n_layers(); ++layer)
+    rows.push_back(hasher.offset(layer, last) + hasher.prime(layer, last));
+  t["engram_num_embeddings"] = rows;
+  return ok_status();
+}
+
+json quantization_config() {
+  return json{{"quant_method", "fp8"},          {"fmt", "e4m3"},
+              {"scale_fmt", "ue8m0"},           {"weight_block_size", {32, 32}},
+              {"activation_scheme", "dynamic"}, {"expert_dtype", "fp4"}};
+}
+
+// One manifest entry's random tensor(s) in the storage the released checkpoint uses.
+void add_random_tensor(const Config& c, const WeightSpec& s, bool quantized, std::mt19937_64& rng,
+                       std::normal_distribution<float>& normal, std::vector<TensorRecord>* out) {
+  std::string name_for_values = s.name;
+  // The Engram gains are used as a product q_w * k_w: keep them near 1, as norms.
+  if (v4::ends_with(s.name, "engram.q_weight") || v4::ends_with(s.name, "engram.k_weight"))
+    name_for_values += ".norm.weight";
+  const std::vector<float> v = v4::random_values(name_for_values, s.shape, rng, normal);
+  const int64_t rows = s.shape[0], cols = s.shape.size() > 1 ? s.shape[1] : 1;
+  if (s.kind == WeightKind::kEngramTable) {
+    if (quantized) {  // FP8 rows, E8M0 per 32 channels: [rows, ceil(dim / 32)]
+      v4::add_fp8(*out, s.name, v, rows, cols, 1, 32);
+    } else {  // the scale exists even for a float table (and is not applied)
+      out->push_back({s.name, DType::kBF16, s.shape, v4::to_bf16(v)});
+      const std::vector<float> ones(rows, 1.0f);
+      out->push_back({s.name.substr(0, s.name.size() - 7) + ".scale",
+                      DType::kF32,
+                      {rows, 1},
+                      v4::as_bytes(ones.data(), ones.size() * 4)});
+    }
+    return;
+  }
+  if (quantized && s.kind == WeightKind::kExpert && cols % 32 == 0) {
+    v4::add_mxfp4(*out, s.name, v, rows, cols);
+  } else if (quantized && (s.kind == WeightKind::kDense || s.kind == WeightKind::kExpert)) {
+    v4::add_fp8(*out, s.name, v, rows, cols, c.weight_block_rows, c.weight_block_cols);
+  } else if (v4::ends_with(s.name, "attn_sink") || s.name.find("hc_") != std::string::npos ||
+             v4::ends_with(s.name, "gate.bias") || v4::ends_with(s.name, "gate.bias_vl")) {
+    out->push_back({s.name, DType::kF32, s.shape, v4::as_bytes(v.data(), v.size() * 4)});
+  } else {
+    out->push_back({s.name, DType::kBF16, s.shape, v4::to_bf16(v)});
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> tiny_model_presets() {
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.push_back(p.name);
+  return names;
+}
+
+StatusOr<std::string> tiny_model_config_json(const std::string& preset,
+                                             const std::string& tokenizer_dir) {
+  const Preset* p = nullptr;
+  for (const auto& q : kPresets)
+    if (preset == q.name) p = &q;
+  if (!p) return invalid_argument("unknown deepseek_v41 preset '" + preset + "'");
+  json text = text_config(p->flash_dims);
+  RETURN_IF_ERROR(fill_engram_sizes(text, tokenizer_dir, p->flash_dims));
+  // The released layout: composite config, the ids and quantization_config at the top.
+  json cj = {{"architectures", {"DeepseekV41ForCausalLM"}},
+             {"model_type", "deepseek_v41"},
+             {"dtype", "bfloat16"},
+             {"bos_token_id", 0},
+             {"eos_token_id", 1},
+             {"pad_token_id", 2},
+             {"tie_word_embeddings", false},
+             {"text_config", text}};
+  if (p->flash_dims) {
+    cj["image_token_id"] = 129264;
+    cj["quantization_config"] = quantization_config();
+  }
+  return cj.dump(2);
+}
+
+bool is_tiny_model_preset(const std::string& name) {
+  for (const auto& p : kPresets)
+    if (name == p.name) return true;
+  return false;
+}
+
+Status write_tiny_model(const std::string& dir, const v4::TinyModelOptions& o) {
+  json cj;
+  bool flash = false;
+  if (!o.config_path.empty()) {
+    std::ifstream f(o.config_path);
+    if (!f) return not_found(o.config_path + ": cannot open config");
+    cj = json::parse(f, nullptr, false);
+    if (cj.is_discarded()) return invalid_argument(o.config_path + ": invalid JSON");
+  } else {
+    const Preset* p = nullptr;
+    for (const auto& q : kPresets)
+      if (o.preset == q.name) p = &q;
+    if (!p) {
+      std::string all;
+      for (const auto& n : tiny_model_presets()) all += (all.empty() ? "" : ", ") + n;
+      return invalid_argument("unknown --preset '" + o.preset + "' (one of: " + all + ")");
+    }
+    flash = p->flash_dims;
+    ASSIGN_OR_RETURN(std::string text, tiny_model_config_json(o.preset, o.tokenizer_dir));
+    cj = json::parse(text);
+  }
+  const bool quantized = o.quantized || flash;
+  if (quantized) cj["quantization_config"] = quantization_config();
+  ASSIGN_OR_RETURN(
+      Config c,
+      parse_config_json(cj.dump(), o.config_path.empty() ? "preset " + o.preset : o.config_path));
+  const std::vector<WeightSpec> manifest = weight_manifest(c);
+  std::vector<std::vector<TensorRecord>> records(manifest.size());
+  v4::generate_tensors(
+      manifest.size(), flash, o.seed, o.progress,
+      [&](size_t i, std::mt19937_64& rng, std::normal_distribution<float>& normal) {
+        add_random_tensor(c, manifest[i], quantized, rng, normal, &records[i]);
+      });
+  std::vector<TensorRecord> out;
+  for (auto& r : records)
+    for (auto& t : r) out.push_back(std::move(t));
+  records.clear();
+  return v4::write_model_dir(
+      dir, std::move(out),
+      flash ? std::max<size_t>(o.max_shard_bytes, size_t{4} << 30) : o.max_shard_bytes, cj.dump(2),
+      o.tokenizer_dir);
+}
+
+}  // namespace deepinfer::v41

@@ -1,0 +1,41 @@
+// Tests' tiny V4.1 model: the v41-default preset written once per test process (ctest runs each
+// case as its own process) into the gtest temp dir with the bundled tokenizer, removed at exit.
+// Header-only and used only by tests (gtest, DEEPINFER_SOURCE_DIR from deepinfer_test()).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "deepinfer/model/deepseek_v41/tiny_model.h"
+
+namespace deepinfer::v41 {
+
+// The directory of this process's v41-default model (quantized: FP8 32x32 + MXFP4), written on
+// the first call; a failure is a test failure. Not thread-safe (call it from the test body).
+inline const std::string& tiny_model_dir_for_test(bool quantized = false) {
+  static std::string dirs[2];  // plain, quantized
+  std::string& dir = dirs[quantized ? 1 : 0];
+  if (!dir.empty()) return dir;
+  static const bool hooked = [] {
+    std::atexit([] {
+      for (const std::string& d : dirs)
+        if (!d.empty()) std::filesystem::remove_all(d);
+    });
+    return true;
+  }();
+  (void)hooked;
+  dir = ::testing::TempDir() + "/v41_tiny_" + (quantized ? "q_" : "") + std::to_string(::getpid());
+  v4::TinyModelOptions o;
+  o.preset = "v41-default";
+  o.quantized = quantized;
+  o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+  Status st = v41::write_tiny_model(dir, o);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return dir;
+}
+
+}  // namespace deepinfer::v41
