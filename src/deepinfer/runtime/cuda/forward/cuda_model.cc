@@ -16,23 +16,10 @@
 #include "deepinfer/runtime/cuda/forward/forward_context.h"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 #include "deepinfer/runtime/cuda/forward/paged_state.h"
+#include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
 
 namespace deepinfer::cuda {
 namespace {
-
-// Page-locked host memory: the per-step decode inputs go up in one asynchronous copy.
-template <typename T>
-class PinnedBuffer {
- public:
-  explicit PinnedBuffer(size_t n) { DI_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(T))); }
-  ~PinnedBuffer() { cudaFreeHost(p_); }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  T* get() const { return p_; }
-
- private:
-  T* p_ = nullptr;
-};
 
 // The largest compressed-entry list a decode row can attend: the indexer's top-k (CSA) or every
 // visible entry of the smallest HCA ratio.
@@ -64,7 +51,7 @@ struct CudaModel::Impl {
     max_bucket = bucket(std::min<int64_t>(o.max_sequences, o.max_chunk));
     max_selected = decode_max_selected(c, o.max_tokens);
     decode_in = DeviceBuffer<int64_t>(2 * max_bucket);
-    decode_host = std::make_unique<PinnedBuffer<int64_t>>(2 * max_bucket);
+    RETURN_IF_ERROR(decode_host.reserve(size_t(2 * max_bucket)).status());
     moe.reserve_grouped(max_bucket, c.experts_per_token, c.hidden_size, c.moe_intermediate_size,
                         int64_t(c.moe_intermediate_size) * c.n_shared_experts, c.n_routed_experts);
     state = std::make_unique<PagedState>(c, o.page_tokens, o.max_tokens, max_bucket);
@@ -381,7 +368,7 @@ struct CudaModel::Impl {
     // Inputs [positions (int64) | ids (int32) | rows (int32)] for the bucket's rows; padding
     // rows take token 0 at position 0 of no sequence (-1).
     const int64_t B = bucket(count);
-    int64_t* hpos = decode_host->get();
+    int64_t* hpos = decode_host.get();
     int32_t* hids = reinterpret_cast<int32_t*>(hpos + max_bucket);
     int32_t* hslot = hids + max_bucket;
     for (int64_t b = 0; b < B; ++b) {
@@ -465,13 +452,13 @@ struct CudaModel::Impl {
   Gemm gemm;
   MoeRunner moe;
   ForwardScratch s;
-  std::unique_ptr<PagedState> state;                   // the page pool and the decode tables
-  std::vector<std::vector<int32_t>> slot_pages;        // per slot: constant pages, then token pages
-  std::vector<int64_t> slot_tokens;                    // per slot: positions in its state
-  int64_t max_bucket = 1;                              // the largest decode batch's rows
-  int max_selected = 0;                                // decode_max_selected, fixed at load
-  DeviceBuffer<int64_t> decode_in;                     // a decode step's positions, ids and slots
-  std::unique_ptr<PinnedBuffer<int64_t>> decode_host;  // their staging
+  std::unique_ptr<PagedState> state;             // the page pool and the decode tables
+  std::vector<std::vector<int32_t>> slot_pages;  // per slot: constant pages, then token pages
+  std::vector<int64_t> slot_tokens;              // per slot: positions in its state
+  int64_t max_bucket = 1;                        // the largest decode batch's rows
+  int max_selected = 0;                          // decode_max_selected, fixed at load
+  DeviceBuffer<int64_t> decode_in;               // a decode step's positions, ids and slots
+  PinnedBuffer<int64_t> decode_host;             // their staging (page-locked: one async upload)
   DeviceBuffer<float> decode_scores;
   DeviceBuffer<int32_t> decode_selected, decode_num_selected;
   DecodeGraphs graphs;

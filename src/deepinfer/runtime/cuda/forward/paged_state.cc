@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/base/check.h"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 
 namespace deepinfer::cuda {
@@ -31,15 +32,11 @@ PagedState::PagedState(const v4::Config& c, int page_tokens, int64_t max_tokens,
     place(l, kIdxKv, ll.index.pending_kv), place(l, kIdxGate, ll.index.pending_gate);
     place(l, kIdxPrevKv, ll.index.prev_kv), place(l, kIdxPrevGate, ll.index.prev_gate);
   }
-  DI_CUDA_CHECK(cudaMallocHost(&host_ptrs_, row_ptrs_.size() * sizeof(float*)));
-  DI_CUDA_CHECK(cudaMallocHost(&host_tables_, row_tables_.size() * sizeof(int32_t)));
-  std::fill(host_tables_, host_tables_ + row_tables_.size(), 0);
+  // Small (layers x 9 x max_rows pointers, max_rows block tables): failing is a broken host.
+  DI_CHECK(host_ptrs_.reserve(row_ptrs_.size()).ok());
+  DI_CHECK(host_tables_.reserve(row_tables_.size()).ok());
+  std::fill(host_tables_.get(), host_tables_.get() + row_tables_.size(), 0);
   segment_.layers.resize(c.num_layers);
-}
-
-PagedState::~PagedState() {
-  cudaFreeHost(host_ptrs_);
-  cudaFreeHost(host_tables_);
 }
 
 void PagedState::allocate(int64_t num_pages) {
@@ -138,16 +135,17 @@ void PagedState::stage_rows(const PagedSequence* seqs, int64_t count, cudaStream
     for (int l = 0; l < c_.num_layers; ++l)
       for (int k = 0; k < kKinds; ++k) {
         const size_t at = size_t(l) * kKinds + k;
-        host_ptrs_[at * max_rows_ + b] = address(places_[at], s.constant_pages);
+        host_ptrs_.get()[at * max_rows_ + b] = address(places_[at], s.constant_pages);
       }
-    std::memcpy(host_tables_ + b * stride, s.token_pages, s.num_token_pages * sizeof(int32_t));
+    std::memcpy(host_tables_.get() + b * stride, s.token_pages,
+                s.num_token_pages * sizeof(int32_t));
   }
   // Every [layer][kind] run of pointers up to row count (one copy of the whole array is simplest
   // and small: layers x 9 x max_rows pointers).
-  DI_CUDA_CHECK(cudaMemcpyAsync(row_ptrs_.get(), host_ptrs_, row_ptrs_.size() * sizeof(float*),
-                                cudaMemcpyHostToDevice, stream));
-  DI_CUDA_CHECK(cudaMemcpyAsync(row_tables_.get(), host_tables_, count * stride * sizeof(int32_t),
-                                cudaMemcpyHostToDevice, stream));
+  DI_CUDA_CHECK(cudaMemcpyAsync(row_ptrs_.get(), host_ptrs_.get(),
+                                row_ptrs_.size() * sizeof(float*), cudaMemcpyHostToDevice, stream));
+  DI_CUDA_CHECK(cudaMemcpyAsync(row_tables_.get(), host_tables_.get(),
+                                count * stride * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
 }
 
 }  // namespace deepinfer::cuda

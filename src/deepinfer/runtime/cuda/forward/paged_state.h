@@ -15,6 +15,7 @@
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/state_layout.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
+#include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
 #include "deepinfer/runtime/cuda/forward/slot_views.h"
 
 namespace deepinfer::cuda {
@@ -30,7 +31,6 @@ class PagedState {
   // max_tokens bounds a block table (max_tokens / page_tokens pages, rounded up); max_rows a
   // decode step's rows.
   PagedState(const v4::Config& c, int page_tokens, int64_t max_tokens, int64_t max_rows);
-  ~PagedState();
   PagedState(const PagedState&) = delete;
   PagedState& operator=(const PagedState&) = delete;
 
@@ -92,8 +92,8 @@ class PagedState {
   // staged in page-locked memory and uploaded per step.
   DeviceBuffer<float*> row_ptrs_;
   DeviceBuffer<int32_t> row_tables_;
-  float** host_ptrs_ = nullptr;
-  int32_t* host_tables_ = nullptr;
+  PinnedBuffer<float*> host_ptrs_;
+  PinnedBuffer<int32_t> host_tables_;
   std::vector<LayerSlots> slots_;
 };
 
