@@ -45,9 +45,9 @@ void attention_forward(const ModelContext& m, int layer, const float* h, int64_t
     if (c.is_index_source(layer)) indexer_forward(m, layer, *src, qr.data(), h, n, pos0, shared);
   }
 
-  const std::vector<float>& ring = st.window[layer];
+  const std::vector<float*>& ring = st.window[layer];
   auto window_row = [&](int64_t pos) -> const float* {
-    return pos >= pos0 ? &kv[(pos - pos0) * hd] : &ring[(pos % W) * hd];
+    return pos >= pos0 ? &kv[(pos - pos0) * hd] : ring[pos % W];
   };
   const float* sinks = m.f(p + "attn.attn_sink");
   const float scale = static_cast<float>(std::pow(double(hd), -0.5));
@@ -61,16 +61,15 @@ void attention_forward(const ModelContext& m, int layer, const float* h, int64_t
       for (int64_t pos = std::max<int64_t>(0, s - (W - 1)); pos <= s; ++pos)
         keys.push_back(window_row(pos));
       if (src)
-        for (int64_t ent : shared.picks[t]) keys.push_back(&src->entries[ent * hd]);
+        for (int64_t ent : shared.picks[t]) keys.push_back(src->entries[ent]);
       float* oh = &o[job * hd];
       cpu::sink_attention(&q[job * hd], keys.data(), static_cast<int64_t>(keys.size()), sinks[hh],
                           hd, scale, oh);
       rope.rotate(oh + hd - rd, s, /*inverse=*/true);
     }
   });
-  std::vector<float>& ring_out = st.window[layer];
   for (int64_t t = std::max<int64_t>(0, n - W); t < n; ++t)
-    std::copy(&kv[t * hd], &kv[(t + 1) * hd], &ring_out[((pos0 + t) % W) * hd]);
+    std::copy(&kv[t * hd], &kv[(t + 1) * hd], ring[(pos0 + t) % W]);
 
   const int g = c.o_groups, ol = c.o_lora_rank;
   const int64_t gin = int64_t(nh / g) * hd;

@@ -22,14 +22,11 @@ std::vector<float> group_latents(const ModelContext& m, const std::string& p, co
   } else {
     std::vector<float> gate(n * hd), pooled(hd);
     cpu::linear(m.f(p + "wgate.weight"), hd, H, h, n, gate.data());
-    std::vector<const float*> kv_rows(r), gate_rows(r);
-    for (int j = 0; j < r; ++j) {
-      kv_rows[j] = &s.pending_kv[j * hd];
-      gate_rows[j] = &s.pending_gate[j * hd];
-    }
+    const std::vector<const float*> kv_rows(s.pending_kv.begin(), s.pending_kv.end());
+    const std::vector<const float*> gate_rows(s.pending_gate.begin(), s.pending_gate.end());
     for (int64_t t = 0; t < n; ++t) {
-      std::copy(&kv[t * hd], &kv[(t + 1) * hd], &s.pending_kv[s.pending * hd]);
-      std::copy(&gate[t * hd], &gate[(t + 1) * hd], &s.pending_gate[s.pending * hd]);
+      std::copy(&kv[t * hd], &kv[(t + 1) * hd], s.pending_kv[s.pending]);
+      std::copy(&gate[t * hd], &gate[(t + 1) * hd], s.pending_gate[s.pending]);
       if (++s.pending < r) continue;
       cpu::softmax_pool(kv_rows.data(), gate_rows.data(), r, static_cast<int>(hd), pooled.data());
       latents.insert(latents.end(), pooled.begin(), pooled.end());
@@ -52,25 +49,23 @@ void compressor_forward(const ModelContext& m, int layer, const float* h, int64_
   const int64_t hd = c.head_dim, ihd = c.index_head_dim, rd = c.rope_dim;
   const int64_t groups = static_cast<int64_t>(latents.size()) / hd;
   if (groups == 0) return;
-  const int64_t first = s.num_entries;
-  s.entries.resize((first + groups) * hd);
-  s.index_keys.resize((first + groups) * ihd);
+  const int64_t first = s.num_entries();
   // Indexer keys come from the latent before RoPE; the entry is the latent rotated to its group's
   // first position.
-  cpu::linear(m.f(p + "attn.indexer.wk.weight"), ihd, hd, latents.data(), groups,
-              &s.index_keys[first * ihd]);
+  std::vector<float> keys(groups * ihd);
+  cpu::linear(m.f(p + "attn.indexer.wk.weight"), ihd, hd, latents.data(), groups, keys.data());
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t pos = (first + g) * s.ratio;
-    float* key = &s.index_keys[(first + g) * ihd];
+    float *entry, *key;
+    s.append_entry(&entry, &key);
+    std::copy(&keys[g * ihd], &keys[(g + 1) * ihd], key);
     cpu::rms_norm(key, m.f(p + "attn.indexer.k_norm.weight"), ihd, m.eps(), key);
     m.compress_rope.rotate(key + ihd - rd, pos);
     quantize_indexer(key, ihd);
-    float* entry = &s.entries[(first + g) * hd];
     std::copy(&latents[g * hd], &latents[(g + 1) * hd], entry);
     m.compress_rope.rotate(entry + hd - rd, pos);
     quantize_compressed_kv(entry, hd);
   }
-  s.num_entries = first + groups;
 }
 
 }  // namespace deepinfer::v41

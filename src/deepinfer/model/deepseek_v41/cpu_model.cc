@@ -1,6 +1,7 @@
 #include "deepinfer/model/deepseek_v41/cpu_model.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/loader/checkpoint.h"
@@ -36,17 +37,34 @@ Status check_supported(const Config& c, const ModelOptions& options, const std::
   return ok_status();
 }
 
-// The state's shape follows the config: rings per layer, compressed branches at the KV sources.
+// The state's shape follows the config: rings per layer, compressed branches at the KV sources,
+// the Engram look-back.
 bool state_matches(const Config& c, const SequenceState& s) {
-  if (static_cast<int>(s.window.size()) != c.num_layers ||
+  if (!s.layout || static_cast<int>(s.window.size()) != c.num_layers ||
       static_cast<int>(s.sources.size()) != c.num_layers)
     return false;
   for (int l = 0; l < c.num_layers; ++l) {
-    if (s.window[l].size() != static_cast<size_t>(int64_t(c.sliding_window) * c.head_dim))
+    const LayerLayout& ll = s.layout->layers()[l];
+    if (s.window[l].size() != static_cast<size_t>(c.sliding_window) || ll.ring.width != c.head_dim)
       return false;
     if (s.sources[l].ratio != (c.is_kv_source(l) ? c.compress_ratio(l) : 0)) return false;
+    if (s.sources[l].ratio > 0 &&
+        (ll.source.entry_dim != c.head_dim || ll.source.key_dim != c.index_head_dim))
+      return false;
   }
-  return true;
+  const size_t history = c.engram.layer_ids.empty() ? 0 : c.engram.max_ngram_size - 1;
+  return s.engram_history.size() == history;
+}
+
+// Engram look-back rows hold compressed ids as int32 bits (exact, whatever the id).
+int64_t load_id(const float* row) {
+  int32_t v;
+  std::memcpy(&v, row, 4);
+  return v;
+}
+void store_id(int64_t id, float* row) {
+  const int32_t v = static_cast<int32_t>(id);
+  std::memcpy(row, &v, 4);
 }
 
 }  // namespace
@@ -130,9 +148,17 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   std::vector<int64_t> engram_rows;
   if (engram_) {
     const EngramHasher& hasher = engram_->hasher;
-    for (int64_t t = 0; t < n; ++t) state.engram_history.push_back(engram_->token_map[ids[t]]);
+    // The ids of positions [first, pos0 + n): the kept look-back, then this call's tokens.
+    const std::vector<float*>& kept = state.engram_history;
+    const int64_t back = static_cast<int64_t>(kept.size());
+    const int64_t first = std::max<int64_t>(0, pos0 - back);
+    std::vector<int64_t> history(pos0 + n - first);
+    for (int64_t p = first; p < pos0; ++p) history[p - first] = load_id(kept[p % back]);
+    for (int64_t t = 0; t < n; ++t) history[pos0 + t - first] = engram_->token_map[ids[t]];
     engram_rows.resize(n * hasher.n_layers() * hasher.n_cols());
-    hasher.hash(state.engram_history, pos0, pos0 + n, engram_rows);
+    hasher.hash(history, first, pos0, pos0 + n, engram_rows);
+    for (int64_t p = std::max(first, pos0 + n - back); p < pos0 + n; ++p)
+      store_id(history[p - first], kept[p % back]);
   }
   ForwardShared shared;
   for (int l = 0; l < c.num_layers; ++l)

@@ -91,16 +91,19 @@ StatusOr<EngramHasher> EngramHasher::create(const EngramHashParams& params) {
   return h;
 }
 
-void EngramHasher::hash(std::span<const int64_t> history, int64_t begin, int64_t end,
-                        std::span<int64_t> out) const {
-  DI_CHECK(0 <= begin && begin <= end && end <= static_cast<int64_t>(history.size()));
+void EngramHasher::hash(std::span<const int64_t> history, int64_t history_begin, int64_t begin,
+                        int64_t end, std::span<int64_t> out) const {
+  DI_CHECK(0 <= begin && begin <= end &&
+           end - history_begin <= static_cast<int64_t>(history.size()));
+  DI_CHECK(history_begin >= 0 &&
+           history_begin <= std::max<int64_t>(0, begin - (max_ngram_size_ - 1)));
   const int64_t row_size = static_cast<int64_t>(layer_ids_.size()) * n_cols_;
   DI_CHECK(static_cast<int64_t>(out.size()) == (end - begin) * row_size);
   std::vector<int64_t> tokens(max_ngram_size_);
   for (int64_t pos = begin; pos < end; ++pos) {
     bool blocked = false;
     for (int shift = 0; shift < max_ngram_size_; ++shift) {
-      const int64_t id = pos >= shift ? history[pos - shift] : kDead;
+      const int64_t id = pos >= shift ? history[pos - shift - history_begin] : kDead;
       blocked = blocked || id == kDead;
       tokens[shift] = blocked ? pad_id_ : id;
     }

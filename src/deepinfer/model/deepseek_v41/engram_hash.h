@@ -44,6 +44,13 @@ class EngramHasher {
   // cover [0, end). Writes rows for positions [begin, end) to `out`, laid out
   // [end - begin][n_layers][n_cols]. Look-back before position 0 or across a kDead reads pad_id.
   void hash(std::span<const int64_t> history, int64_t begin, int64_t end,
+            std::span<int64_t> out) const {
+    hash(history, 0, begin, end, out);
+  }
+  // The same from a window of the history: `history[i]` is the id at position history_begin + i,
+  // and it must cover [max(0, begin - (N - 1)), end), all the look-back these positions have (a
+  // sequence keeps only the last N - 1 ids between calls).
+  void hash(std::span<const int64_t> history, int64_t history_begin, int64_t begin, int64_t end,
             std::span<int64_t> out) const;
 
  private:

@@ -36,7 +36,7 @@ void indexer_forward(const ModelContext& m, int layer, const KvSourceState& src,
                      const float* h, int64_t n, int64_t pos0, ForwardShared& shared) {
   const Config& c = m.c;
   shared.picks.assign(n, {});
-  if (src.num_entries == 0) return;
+  if (src.num_entries() == 0) return;
   const std::string p = layer_prefix(layer) + "attn.indexer.";
   const int ih = c.index_n_heads, ihd = c.index_head_dim, rd = c.rope_dim;
   std::vector<float> q(n * ih * ihd), w(n * ih);
@@ -56,19 +56,19 @@ void indexer_forward(const ModelContext& m, int layer, const KvSourceState& src,
         m.compress_rope.rotate(qt + int64_t(hh) * ihd + ihd - rd, pos);
         quantize_indexer(qt + int64_t(hh) * ihd, ihd);
       }
-      const int64_t visible = std::min<int64_t>((pos + 1) / src.ratio, src.num_entries);
+      const int64_t visible = std::min<int64_t>((pos + 1) / src.ratio, src.num_entries());
       score.assign(visible, kNegInf);
       for (int64_t k = 0; k < visible; ++k)
-        score[k] = cpu::indexer_score(qt, &w[t * ih], &src.index_keys[k * ihd], ih, ihd, head_scale,
-                                      score_scale);
+        score[k] =
+            cpu::indexer_score(qt, &w[t * ih], src.index_keys[k], ih, ihd, head_scale, score_scale);
       if (candidate_source) {
-        shared.candidate_blocks[t] = candidate_blocks(c, score, visible, src.num_entries);
+        shared.candidate_blocks[t] = candidate_blocks(c, score, visible, src.num_entries());
       } else if (constrained) {
         const std::vector<uint8_t>& keep = shared.candidate_blocks[t];
         for (int64_t k = 0; k < visible; ++k)
           if (!keep[k / c.candidate_block_size]) score[k] = kNegInf;
       }
-      const int64_t top = std::min<int64_t>(c.index_topk, src.num_entries);
+      const int64_t top = std::min<int64_t>(c.index_topk, src.num_entries());
       for (int64_t k : cpu::top_k_indices(score.data(), visible, top))
         if (score[k] > kNegInf) shared.picks[t].push_back(k);
     }
