@@ -69,12 +69,13 @@ void store_id(int64_t id, float* row) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& dir,
-                                                   const ModelOptions& options) {
+StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
+    const std::string& dir, const ModelOptions& options,
+    const std::function<void(const v4::LoadProgress&)>& progress) {
   ASSIGN_OR_RETURN(Config config, load_config(dir));
   RETURN_IF_ERROR(check_supported(config, options, dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
-  ASSIGN_OR_RETURN(v4::Weights weights, load_weights(*ckpt, config));
+  ASSIGN_OR_RETURN(v4::Weights weights, load_weights(*ckpt, config, progress));
   std::optional<EngramTables> engram;
   if (!config.engram.layer_ids.empty()) {
     ASSIGN_OR_RETURN(EngramTables tables, load_engram_tables(config, dir));

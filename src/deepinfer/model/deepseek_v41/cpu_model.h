@@ -2,6 +2,7 @@
 // prefill and decode over a SequenceState. Logits are the same whatever the chunking.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,12 +27,14 @@ struct ModelOptions {
 class CpuModel {
  public:
   // Reads config.json and the safetensors in `dir`, plus tokenizer.json when the model has Engram
-  // layers.
-  static StatusOr<std::unique_ptr<CpuModel>> load(const std::string& dir,
-                                                  const ModelOptions& options = {});
+  // layers. `progress` is called while the weights load.
+  static StatusOr<std::unique_ptr<CpuModel>> load(
+      const std::string& dir, const ModelOptions& options = {},
+      const std::function<void(const v4::LoadProgress&)>& progress = {});
   CpuModel(Config config, v4::Weights weights, std::optional<EngramTables> engram);
 
   const Config& config() const { return config_; }
+  int64_t weight_bytes() const { return weights_.bytes(); }
   SequenceState new_sequence() const { return make_sequence_state(config_); }
 
   // Appends ids[0..n) at positions state.num_tokens... . logits gets n x vocab rows

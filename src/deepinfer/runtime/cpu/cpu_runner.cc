@@ -4,9 +4,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "deepinfer/model/deepseek_v4/cpu_model.h"
-#include "deepinfer/model/deepseek_v4/sequence_state.h"
-#include "deepinfer/model/deepseek_v4/state_layout.h"
+#include "deepinfer/runtime/cpu/paged_model.h"
 #include "deepinfer/runtime/cpu/step_pages.h"
 
 namespace deepinfer::runtime::cpu {
@@ -27,14 +25,12 @@ int32_t first_max(const float* logits, int64_t vocab) {
 
 class CpuRunner final : public ModelRunner {
  public:
-  CpuRunner(std::unique_ptr<v4::CpuModel> model, std::shared_ptr<const v4::StateLayout> layout,
-            kv::PageSpec spec, ModelInfo info)
+  CpuRunner(std::unique_ptr<PagedModel> model, kv::PageSpec spec, ModelInfo info)
       : model_(std::move(model)),
-        layout_(std::move(layout)),
         spec_(spec),
         info_(std::move(info)),
         // Uninitialized: the OS commits pages as sequences first touch them.
-        arena_(new float[static_cast<size_t>(spec_.num_pages * layout_->page_floats())]) {}
+        arena_(new float[static_cast<size_t>(spec_.num_pages * model_->page_floats())]) {}
 
   const ModelInfo& info() const override { return info_; }
   const kv::PageSpec& page_spec() const override { return spec_; }
@@ -59,8 +55,8 @@ class CpuRunner final : public ModelRunner {
     out->num_logit_rows = 0;
     const int64_t vocab = info_.vocab_size;
     for (const StepRow& row : batch.rows) {
-      ASSIGN_OR_RETURN(v4::SequenceState * st, state_for(row));
-      RETURN_IF_ERROR(model_->forward(*st, row.tokens, row.num_tokens, false, &logits_));
+      ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(row));
+      RETURN_IF_ERROR(model_->forward(*seq, row.tokens, row.num_tokens, &logits_));
       if (!row.wants_logits) continue;
       // The logits are on the host anyway: argmax_only rows get both.
       out_logits_.insert(out_logits_.end(), logits_.begin(), logits_.begin() + vocab);
@@ -99,11 +95,11 @@ class CpuRunner final : public ModelRunner {
 
  private:
   struct Sequence {
-    v4::SequenceState state;
+    std::unique_ptr<PagedSequence> state;
     StepPages* pages = nullptr;  // owned by state
   };
 
-  float* page(int32_t p) const { return arena_.get() + int64_t{p} * layout_->page_floats(); }
+  float* page(int32_t p) const { return arena_.get() + int64_t{p} * model_->page_floats(); }
   Status check_page(int32_t p) const {
     if (p < 0 || p >= spec_.num_pages)
       return out_of_range("page " + std::to_string(p) + " is outside the pool of " +
@@ -111,36 +107,32 @@ class CpuRunner final : public ModelRunner {
     return ok_status();
   }
 
-  // The row's sequence state bound to the row's pages: fresh at position 0, adopted from the
-  // pages when the runner hasn't seen the sequence (a fork's copies), else the one it keeps.
-  StatusOr<v4::SequenceState*> state_for(const StepRow& row) {
+  // The row's sequence bound to the row's pages: fresh at position 0, adopted from the pages
+  // when the runner hasn't seen the sequence (a fork's copies), else the one it keeps.
+  StatusOr<PagedSequence*> sequence_for(const StepRow& row) {
     if (row.state_pages == nullptr || row.block_table == nullptr)
       return invalid_argument("step row of sequence " + std::to_string(row.seq_id) +
                               " has no page tables");
     auto it = seqs_.find(row.seq_id);
     if (row.start_pos == 0 || it == seqs_.end()) {
-      auto pages = std::make_unique<StepPages>(arena_.get(), layout_->page_floats());
+      auto pages = std::make_unique<StepPages>(arena_.get(), model_->page_floats());
       StepPages* raw = pages.get();
       raw->bind(row.state_pages, row.block_table);
       Sequence s;
       s.pages = raw;
-      s.state = row.start_pos == 0
-                    ? v4::make_sequence_state(model_->config(), layout_, std::move(pages))
-                    : v4::adopt_sequence_state(model_->config(), layout_, std::move(pages),
-                                               row.start_pos);
+      s.state = model_->start(std::move(pages), row.start_pos);
       it = seqs_.insert_or_assign(row.seq_id, std::move(s)).first;
     }
     Sequence& s = it->second;
-    if (s.state.num_tokens != row.start_pos)
+    if (s.state->num_tokens() != row.start_pos)
       return internal_error("sequence " + std::to_string(row.seq_id) + " holds " +
-                            std::to_string(s.state.num_tokens) + " tokens, the step starts it at " +
-                            std::to_string(row.start_pos));
+                            std::to_string(s.state->num_tokens()) +
+                            " tokens, the step starts it at " + std::to_string(row.start_pos));
     s.pages->bind(row.state_pages, row.block_table);
-    return &s.state;
+    return s.state.get();
   }
 
-  std::unique_ptr<v4::CpuModel> model_;
-  std::shared_ptr<const v4::StateLayout> layout_;
+  std::unique_ptr<PagedModel> model_;
   kv::PageSpec spec_;
   ModelInfo info_;
   std::unique_ptr<float[]> arena_;
@@ -153,19 +145,11 @@ class CpuRunner final : public ModelRunner {
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelRunner>> create_cpu_runner(const RunnerOptions& o) {
-  v4::Numerics numerics =
-      o.numerics == Numerics::kPlain ? v4::Numerics::kPlain : v4::Numerics::kOfficial;
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<v4::CpuModel> model,
-      v4::CpuModel::load(o.model_dir, {numerics, std::nullopt}, [&](const v4::LoadProgress& p) {
-        if (o.on_load_progress)
-          o.on_load_progress(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);
-      }));
-  auto layout = std::make_shared<const v4::StateLayout>(model->config(), kPageTokens);
+  ASSIGN_OR_RETURN(std::unique_ptr<PagedModel> model, load_paged_model(o, kPageTokens));
   kv::PageSpec spec;
   spec.page_tokens = kPageTokens;
-  spec.page_bytes = layout->page_bytes();
-  spec.constant_pages_per_seq = layout->constant_pages();
+  spec.page_bytes = model->page_floats() * 4;
+  spec.constant_pages_per_seq = model->constant_pages();
   const int64_t pool_bytes = o.kv_memory_bytes == 0 ? kDefaultPoolBytes : o.kv_memory_bytes;
   spec.num_pages = std::min(pool_bytes < 0 ? 0 : pool_bytes / spec.page_bytes, kMaxPages);
   if (spec.num_pages < spec.constant_pages_per_seq + 1)
@@ -176,15 +160,10 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cpu_runner(const RunnerOptions& o)
                             " pages of constant state + 1 page of " +
                             std::to_string(spec.page_tokens) + " tokens, " +
                             std::to_string(spec.page_bytes) + " bytes each)");
-  ModelInfo info;
-  info.vocab_size = model->config().vocab_size;
-  info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
-  info.numerics = numerics == v4::Numerics::kPlain ? "plain" : "official";
+  ModelInfo info = model->info();
   info.device = Device::kCpu;
   info.device_name = "cpu";
-  info.weight_bytes = model->weight_bytes();
-  return std::unique_ptr<ModelRunner>(
-      new CpuRunner(std::move(model), std::move(layout), spec, std::move(info)));
+  return std::unique_ptr<ModelRunner>(new CpuRunner(std::move(model), spec, std::move(info)));
 }
 
 }  // namespace deepinfer::runtime::cpu

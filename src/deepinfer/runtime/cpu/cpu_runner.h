@@ -1,5 +1,6 @@
-// The CPU runner: the deepseek_v4 reference model (model/deepseek_v4/cpu_model.h) over a page
-// pool in host memory. Pages are v4::StateLayout pages; a step runs its rows one after another.
+// The CPU runner: a family's reference model (deepseek_v4 or deepseek_v41 CpuModel, through
+// paged_model.h) over a page pool in host memory. Pages are that family's StateLayout pages
+// (128 tokens); a step runs its rows one after another.
 #pragma once
 
 #include <memory>

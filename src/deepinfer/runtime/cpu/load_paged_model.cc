@@ -1,0 +1,66 @@
+// load_paged_model: config.json's model_type picks the family whose CPU model the runner wraps.
+#include "deepinfer/model/deepseek_v4/cpu_model.h"
+#include "deepinfer/model/deepseek_v4/sequence_state.h"
+#include "deepinfer/model/deepseek_v4/state_layout.h"
+#include "deepinfer/model/deepseek_v41/cpu_model.h"
+#include "deepinfer/model/deepseek_v41/sequence_state.h"
+#include "deepinfer/model/deepseek_v41/state_layout.h"
+#include "deepinfer/model/model_family.h"
+#include "deepinfer/runtime/cpu/paged_model.h"
+
+namespace deepinfer::runtime::cpu {
+namespace {
+
+std::function<void(const v4::LoadProgress&)> progress_of(const RunnerOptions& o) {
+  return [&o](const v4::LoadProgress& p) {
+    if (o.on_load_progress)
+      o.on_load_progress(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);
+  };
+}
+
+StatusOr<std::unique_ptr<PagedModel>> load_v4(const RunnerOptions& o, int page_tokens) {
+  const v4::Numerics numerics =
+      o.numerics == Numerics::kPlain ? v4::Numerics::kPlain : v4::Numerics::kOfficial;
+  ASSIGN_OR_RETURN(std::unique_ptr<v4::CpuModel> model,
+                   v4::CpuModel::load(o.model_dir, {numerics, std::nullopt}, progress_of(o)));
+  ModelInfo info;
+  info.vocab_size = model->config().vocab_size;
+  info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
+  info.numerics = numerics == v4::Numerics::kPlain ? "plain" : "official";
+  info.weight_bytes = model->weight_bytes();
+  return std::unique_ptr<PagedModel>(
+      new PagedModelOf<v4::CpuModel, v4::StateLayout, v4::SequenceState>(
+          std::move(model), page_tokens, std::move(info)));
+}
+
+StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, int page_tokens) {
+  if (o.numerics == Numerics::kOfficial)
+    return unimplemented("--numerics official: deepseek_v41 (" + o.model_dir +
+                         ") has only plain numerics on the CPU (use --numerics plain or auto)");
+  ASSIGN_OR_RETURN(std::unique_ptr<v41::CpuModel> model,
+                   v41::CpuModel::load(o.model_dir, {}, progress_of(o)));
+  ModelInfo info;
+  info.vocab_size = model->config().vocab_size;
+  info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
+  info.numerics = "plain";
+  info.weight_bytes = model->weight_bytes();
+  return std::unique_ptr<PagedModel>(
+      new PagedModelOf<v41::CpuModel, v41::StateLayout, v41::SequenceState>(
+          std::move(model), page_tokens, std::move(info)));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PagedModel>> load_paged_model(const RunnerOptions& options,
+                                                       int page_tokens) {
+  ASSIGN_OR_RETURN(ModelFamily family, detect_model_family(options.model_dir));
+  switch (family) {
+    case ModelFamily::kDeepseekV4:
+      return load_v4(options, page_tokens);
+    case ModelFamily::kDeepseekV41:
+      return load_v41(options, page_tokens);
+  }
+  return internal_error("unknown model family");
+}
+
+}  // namespace deepinfer::runtime::cpu

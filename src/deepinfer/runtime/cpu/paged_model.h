@@ -1,0 +1,88 @@
+// What the CPU runner needs of a model family, and nothing of its math: the page geometry of its
+// state layout, sequences bound to pages (fresh, or adopted from pages that already hold state),
+// and a forward over one sequence. `PagedModelOf` adapts a family's CpuModel (deepseek_v4 or
+// deepseek_v41: the same forward, make_sequence_state and adopt_sequence_state shapes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+#include "deepinfer/model/deepseek_v4/state_pages.h"
+#include "deepinfer/runtime/model_runner.h"
+
+namespace deepinfer::runtime::cpu {
+
+// One sequence's state over its pages; only the PagedModel that made it can run it.
+class PagedSequence {
+ public:
+  virtual ~PagedSequence() = default;
+  virtual int64_t num_tokens() const = 0;
+};
+
+class PagedModel {
+ public:
+  virtual ~PagedModel() = default;
+  // vocab_size, eos_token_id, numerics and weight_bytes; the runner fills in the device.
+  virtual const ModelInfo& info() const = 0;
+  virtual int page_tokens() const = 0;
+  virtual int64_t page_floats() const = 0;
+  virtual int64_t constant_pages() const = 0;
+  // start_pos 0: a fresh state (constant rows initialized, whatever the pages held); otherwise
+  // the pages hold start_pos tokens of state (a fork's copies, page I/O) and are adopted.
+  virtual std::unique_ptr<PagedSequence> start(std::unique_ptr<v4::StatePages> pages,
+                                               int64_t start_pos) const = 0;
+  // Appends ids[0..n) to the sequence; `logits` gets the last position's row.
+  virtual Status forward(PagedSequence& seq, const int32_t* ids, int64_t n,
+                         std::vector<float>* logits) const = 0;
+};
+
+// Reads config.json's model_type and loads that family's CPU model over layouts of page_tokens
+// tokens. Numerics: deepseek_v4 kAuto is official; deepseek_v41 has only plain (kAuto is plain,
+// kOfficial is unimplemented, named by --numerics).
+StatusOr<std::unique_ptr<PagedModel>> load_paged_model(const RunnerOptions& options,
+                                                       int page_tokens);
+
+// Model: a family's CpuModel; Layout its StateLayout; State its SequenceState. The family's
+// make_sequence_state / adopt_sequence_state are found by argument-dependent lookup.
+template <class Model, class Layout, class State>
+class PagedModelOf final : public PagedModel {
+ public:
+  PagedModelOf(std::unique_ptr<Model> model, int page_tokens, ModelInfo info)
+      : model_(std::move(model)),
+        layout_(std::make_shared<const Layout>(model_->config(), page_tokens)),
+        info_(std::move(info)) {}
+
+  const ModelInfo& info() const override { return info_; }
+  int page_tokens() const override { return layout_->page_tokens(); }
+  int64_t page_floats() const override { return layout_->page_floats(); }
+  int64_t constant_pages() const override { return layout_->constant_pages(); }
+
+  std::unique_ptr<PagedSequence> start(std::unique_ptr<v4::StatePages> pages,
+                                       int64_t start_pos) const override {
+    return std::make_unique<Sequence>(
+        start_pos == 0
+            ? make_sequence_state(model_->config(), layout_, std::move(pages))
+            : adopt_sequence_state(model_->config(), layout_, std::move(pages), start_pos));
+  }
+
+  Status forward(PagedSequence& seq, const int32_t* ids, int64_t n,
+                 std::vector<float>* logits) const override {
+    return model_->forward(static_cast<Sequence&>(seq).state, ids, n, /*all_logits=*/false, logits);
+  }
+
+ private:
+  struct Sequence final : PagedSequence {
+    explicit Sequence(State s) : state(std::move(s)) {}
+    int64_t num_tokens() const override { return state.num_tokens; }
+    State state;
+  };
+
+  std::unique_ptr<Model> model_;
+  std::shared_ptr<const Layout> layout_;
+  ModelInfo info_;
+};
+
+}  // namespace deepinfer::runtime::cpu
