@@ -18,6 +18,12 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
     const std::string& dir, const ModelOptions& options,
     const std::function<void(const LoadProgress&)>& progress) {
   ASSIGN_OR_RETURN(Config config, load_config(dir));
+  return load(dir, std::move(config), options, progress);
+}
+
+StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
+    const std::string& dir, Config config, const ModelOptions& options,
+    const std::function<void(const LoadProgress&)>& progress) {
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
   ASSIGN_OR_RETURN(Weights weights, load_weights(*ckpt, config, progress));
   return std::make_unique<CpuModel>(std::move(config), std::move(weights), options);

@@ -30,6 +30,11 @@ class CpuModel {
   static StatusOr<std::unique_ptr<CpuModel>> load(
       const std::string& dir, const ModelOptions& options,
       const std::function<void(const LoadProgress&)>& progress = {});
+  // The same with dir's config.json already parsed (a caller that read it to pick the family:
+  // the file is read once).
+  static StatusOr<std::unique_ptr<CpuModel>> load(
+      const std::string& dir, Config config, const ModelOptions& options,
+      const std::function<void(const LoadProgress&)>& progress = {});
   CpuModel(Config config, Weights weights, const ModelOptions& options);
 
   const Config& config() const { return config_; }

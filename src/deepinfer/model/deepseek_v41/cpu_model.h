@@ -31,6 +31,11 @@ class CpuModel {
   static StatusOr<std::unique_ptr<CpuModel>> load(
       const std::string& dir, const ModelOptions& options = {},
       const std::function<void(const v4::LoadProgress&)>& progress = {});
+  // The same with dir's config.json already parsed (a caller that read it to pick the family:
+  // the file is read once).
+  static StatusOr<std::unique_ptr<CpuModel>> load(
+      const std::string& dir, Config config, const ModelOptions& options = {},
+      const std::function<void(const v4::LoadProgress&)>& progress = {});
   CpuModel(Config config, v4::Weights weights, std::optional<EngramTables> engram);
 
   const Config& config() const { return config_; }

@@ -1,4 +1,6 @@
 // load_paged_model: config.json's model_type picks the family whose CPU model the runner wraps.
+// The file is read once (it may be a pipe, as in the server's loading test).
+#include "deepinfer/model/config_field_reader.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/sequence_state.h"
 #include "deepinfer/model/deepseek_v4/state_layout.h"
@@ -18,11 +20,14 @@ std::function<void(const v4::LoadProgress&)> progress_of(const RunnerOptions& o)
   };
 }
 
-StatusOr<std::unique_ptr<PagedModel>> load_v4(const RunnerOptions& o, int page_tokens) {
+StatusOr<std::unique_ptr<PagedModel>> load_v4(const RunnerOptions& o, const std::string& text,
+                                              const std::string& path, int page_tokens) {
+  ASSIGN_OR_RETURN(v4::Config config, v4::parse_config_json(text, path));
   const v4::Numerics numerics =
       o.numerics == Numerics::kPlain ? v4::Numerics::kPlain : v4::Numerics::kOfficial;
-  ASSIGN_OR_RETURN(std::unique_ptr<v4::CpuModel> model,
-                   v4::CpuModel::load(o.model_dir, {numerics, std::nullopt}, progress_of(o)));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<v4::CpuModel> model,
+      v4::CpuModel::load(o.model_dir, std::move(config), {numerics, std::nullopt}, progress_of(o)));
   ModelInfo info;
   info.vocab_size = model->config().vocab_size;
   info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
@@ -33,12 +38,15 @@ StatusOr<std::unique_ptr<PagedModel>> load_v4(const RunnerOptions& o, int page_t
           std::move(model), page_tokens, std::move(info)));
 }
 
-StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, int page_tokens) {
+StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, const std::string& text,
+                                               const std::string& path, int page_tokens) {
   if (o.numerics == Numerics::kOfficial)
     return unimplemented("--numerics official: deepseek_v41 (" + o.model_dir +
                          ") has only plain numerics on the CPU (use --numerics plain or auto)");
-  ASSIGN_OR_RETURN(std::unique_ptr<v41::CpuModel> model,
-                   v41::CpuModel::load(o.model_dir, {}, progress_of(o)));
+  ASSIGN_OR_RETURN(v41::Config config, v41::parse_config_json(text, path));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<v41::CpuModel> model,
+      v41::CpuModel::load(o.model_dir, std::move(config), v41::ModelOptions{}, progress_of(o)));
   ModelInfo info;
   info.vocab_size = model->config().vocab_size;
   info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
@@ -53,12 +61,14 @@ StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, int page_
 
 StatusOr<std::unique_ptr<PagedModel>> load_paged_model(const RunnerOptions& options,
                                                        int page_tokens) {
-  ASSIGN_OR_RETURN(ModelFamily family, detect_model_family(options.model_dir));
+  std::string path;
+  ASSIGN_OR_RETURN(std::string text, model_config::read_config_file(options.model_dir, &path));
+  ASSIGN_OR_RETURN(ModelFamily family, model_family_from_config_json(text, path));
   switch (family) {
     case ModelFamily::kDeepseekV4:
-      return load_v4(options, page_tokens);
+      return load_v4(options, text, path, page_tokens);
     case ModelFamily::kDeepseekV41:
-      return load_v41(options, page_tokens);
+      return load_v41(options, text, path, page_tokens);
   }
   return internal_error("unknown model family");
 }
