@@ -11,7 +11,9 @@
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
 #include "deepinfer/backend/cuda/sampling/argmax.h"
 #include "deepinfer/loader/checkpoint.h"
+#include "deepinfer/model/config_field_reader.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
+#include "deepinfer/model/model_family.h"
 #include "deepinfer/runtime/cuda/forward/decode_graphs.h"
 #include "deepinfer/runtime/cuda/forward/forward_context.h"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
@@ -486,7 +488,14 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
   if (options.max_sequences < 1)
     return invalid_argument("CudaModel: max_sequences must be positive");
   if (options.page_tokens < 1) return invalid_argument("CudaModel: page_tokens must be positive");
-  ASSIGN_OR_RETURN(v4::Config config, v4::load_config(dir));
+  // config.json is read once (it may be a pipe); the family decides before anything loads.
+  std::string config_path;
+  ASSIGN_OR_RETURN(std::string config_text, model_config::read_config_file(dir, &config_path));
+  ASSIGN_OR_RETURN(ModelFamily family, model_family_from_config_json(config_text, config_path));
+  if (family != ModelFamily::kDeepseekV4)
+    return unimplemented(std::string("model_type ") + model_family_name(family) + " (" + dir +
+                         "): the GPU forward serves deepseek_v4 only so far; use --device cpu");
+  ASSIGN_OR_RETURN(v4::Config config, v4::parse_config_json(config_text, config_path));
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
