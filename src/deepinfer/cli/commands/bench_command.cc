@@ -27,6 +27,9 @@
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/model/deepseek_v41/config.h"
+#include "deepinfer/model/deepseek_v41/weights.h"
+#include "deepinfer/model/model_family.h"
 #include "deepinfer/runtime/device.h"
 
 namespace {
@@ -74,6 +77,44 @@ double cpu_decode_weight_bytes(const deepinfer::v4::Config& c) {
     bytes += 4 * numel;
   }
   return bytes;
+}
+
+// The same for V4.1: an Engram layer reads only a token's (max_ngram - 1) x n_heads table rows.
+double cpu_decode_weight_bytes(const deepinfer::v41::Config& c) {
+  double bytes = 0;
+  for (const auto& s : deepinfer::v41::weight_manifest(c)) {
+    double numel = 1;
+    for (int64_t d : s.shape) numel *= static_cast<double>(d);
+    if (s.name == "embed.weight") numel = static_cast<double>(c.hidden_size);
+    if (s.kind == deepinfer::v41::WeightKind::kExpert)
+      numel *= static_cast<double>(c.experts_per_token) / c.n_routed_experts;
+    if (s.kind == deepinfer::v41::WeightKind::kEngramTable)
+      numel =
+          static_cast<double>(c.engram.max_ngram_size - 1) * c.engram.n_heads * c.engram.head_dim;
+    bytes += 4 * numel;
+  }
+  return bytes;
+}
+
+// The CPU reference's per-sequence decode weight bytes for either family, and the V4 config the
+// GPU floors need (the GPU forward serves V4 only).
+struct FloorModel {
+  double cpu_weight_bytes = 0;
+  std::optional<deepinfer::v4::Config> v4;
+};
+
+deepinfer::StatusOr<FloorModel> floor_model(const std::string& dir) {
+  ASSIGN_OR_RETURN(deepinfer::ModelFamily family, deepinfer::detect_model_family(dir));
+  FloorModel m;
+  if (family == deepinfer::ModelFamily::kDeepseekV41) {
+    ASSIGN_OR_RETURN(deepinfer::v41::Config c, deepinfer::v41::load_config(dir));
+    m.cpu_weight_bytes = cpu_decode_weight_bytes(c);
+    return m;
+  }
+  ASSIGN_OR_RETURN(deepinfer::v4::Config c, deepinfer::v4::load_config(dir));
+  m.cpu_weight_bytes = cpu_decode_weight_bytes(c);
+  m.v4 = std::move(c);
+  return m;
 }
 
 #if DEEPINFER_HAVE_CUDA
@@ -189,8 +230,8 @@ struct DecodeFloor {
 
 // cpu: the reference runs each sequence's forward separately (no batched GEMM), so a step with B
 // decoding sequences reads the fp32 weights B times, at this machine's measured copy bandwidth.
-DecodeFloor cpu_floor(const deepinfer::v4::Config& cfg, int batch) {
-  const double bw = measure_copy_bandwidth(), bytes = cpu_decode_weight_bytes(cfg);
+DecodeFloor cpu_floor(double bytes, int batch) {
+  const double bw = measure_copy_bandwidth();
   DecodeFloor f;
   f.seconds = batch * bytes / bw;
   char label[200];
@@ -274,8 +315,8 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
                      deepinfer::EngineArgs args) {
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) return fail(dir.status());
-  auto cfg = deepinfer::v4::load_config(*dir);
-  if (!cfg.ok()) return fail(cfg.status());
+  auto fm = floor_model(*dir);
+  if (!fm.ok()) return fail(fm.status());
   args.model = *dir;
   auto engine = Engine::create(args);
   if (!engine.ok()) return fail(engine.status());
@@ -292,8 +333,10 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
       std::min<int64_t>({n, args.max_num_seqs, std::max<int64_t>(1, cap.max_sequences)}));
   const int64_t context = input_len + output_len / 2;
   std::optional<double> roofline_s;
-  const DecodeFloor floor =
-      cuda ? cuda_floor(*dir, *cfg, cap, batch, context, &roofline_s) : cpu_floor(*cfg, batch);
+  // A V4.1 model never gets here on cuda: the engine refuses it (no GPU forward yet).
+  const DecodeFloor floor = cuda && fm->v4
+                                ? cuda_floor(*dir, *fm->v4, cap, batch, context, &roofline_s)
+                                : cpu_floor(fm->cpu_weight_bytes, batch);
   const double out_tok = static_cast<double>(n) * output_len;
   const double itl50 = percentile(run->itl, 50);
   std::printf(
