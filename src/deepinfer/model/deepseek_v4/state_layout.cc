@@ -48,19 +48,8 @@ StateLayout::StateLayout(const Config& c, int page_tokens) : page_tokens_(page_t
       largest = std::max<int64_t>(largest, int64_t{cl->ratio} * cl->width);
   page_floats_ = std::max(page_floats_, largest);
 
-  int64_t page = 0, used = 0;
-  auto add = [&](int rows, int width) {
-    RowBuffer b{static_cast<int64_t>(rows_.size()), rows, width};
-    if (used + int64_t{rows} * width > page_floats_) {
-      ++page;
-      used = 0;
-    }
-    for (int i = 0; i < rows; ++i) {
-      rows_.push_back({page, used});
-      used += width;
-    }
-    return b;
-  };
+  constant_ = ConstantRows(page_floats_);
+  auto add = [&](int rows, int width) { return constant_.add(rows, width); };
   auto add_compressor = [&](CompressorLayout& cl) {
     if (cl.ratio == 0) return;
     cl.pending_kv = add(cl.ratio, cl.width);
@@ -75,10 +64,23 @@ StateLayout::StateLayout(const Config& c, int page_tokens) : page_tokens_(page_t
     add_compressor(ll.comp);
     add_compressor(ll.index);
   }
-  constant_pages_ = rows_.empty() ? 0 : page + 1;
 }
 
-RowPlace StateLayout::buffer_place(const RowBuffer& b) const {
+RowBuffer ConstantRows::add(int rows, int width) {
+  DI_CHECK(int64_t{width} <= page_floats_);
+  RowBuffer b{static_cast<int64_t>(rows_.size()), rows, width};
+  if (used_ + int64_t{rows} * width > page_floats_) {
+    ++page_;
+    used_ = 0;
+  }
+  for (int i = 0; i < rows; ++i) {
+    rows_.push_back({page_, used_});
+    used_ += width;
+  }
+  return b;
+}
+
+RowPlace ConstantRows::buffer_place(const RowBuffer& b) const {
   DI_CHECK(b.rows > 0 && b.first >= 0 && b.first < static_cast<int64_t>(rows_.size()));
   return rows_[b.first];
 }

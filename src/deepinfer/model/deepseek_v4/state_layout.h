@@ -26,6 +26,24 @@ struct RowBuffer {
   int width = 0;
 };
 
+// Constant buffers packed into pages of page_floats floats in the order added, each buffer whole
+// within one page (a kernel addresses it from its first row); page_floats must hold the widest.
+// Both families' StateLayouts place their constant state with it.
+class ConstantRows {
+ public:
+  explicit ConstantRows(int64_t page_floats = 0) : page_floats_(page_floats) {}
+  RowBuffer add(int rows, int width);
+  const std::vector<RowPlace>& rows() const { return rows_; }
+  int64_t pages() const { return rows_.empty() ? 0 : page_ + 1; }
+  // Where a buffer's first row lies; row i follows at offset + i * width in the same page.
+  RowPlace buffer_place(const RowBuffer& b) const;
+
+ private:
+  int64_t page_floats_;
+  int64_t page_ = 0, used_ = 0;
+  std::vector<RowPlace> rows_;
+};
+
 struct CompressorLayout {
   int ratio = 0;  // 0: the layer has no such compressor
   int width = 0;  // channels per pushed token: 2*dim when overlapping (CSA), else dim
@@ -49,21 +67,20 @@ class StateLayout {
   int page_tokens() const { return page_tokens_; }
   int64_t page_floats() const { return page_floats_; }
   int64_t page_bytes() const { return page_floats_ * 4; }
-  int64_t constant_pages() const { return constant_pages_; }
-  const std::vector<RowPlace>& constant_rows() const { return rows_; }
+  int64_t constant_pages() const { return constant_.pages(); }
+  const std::vector<RowPlace>& constant_rows() const { return constant_.rows(); }
   // num_layers main layers, then the MTP layer (sliding window only).
   const std::vector<LayerLayout>& layers() const { return layers_; }
 
   // Where a buffer's first row lies; row i follows at offset + i * width in the same page.
-  RowPlace buffer_place(const RowBuffer& b) const;
+  RowPlace buffer_place(const RowBuffer& b) const { return constant_.buffer_place(b); }
   // Token page and float offset of entry e of a compressor laid out as `cl`.
   void entry_place(const CompressorLayout& cl, int64_t e, int64_t* page, int64_t* offset) const;
 
  private:
   int page_tokens_ = 0;
   int64_t page_floats_ = 0;
-  int64_t constant_pages_ = 0;
-  std::vector<RowPlace> rows_;
+  ConstantRows constant_;
   std::vector<LayerLayout> layers_;
 };
 

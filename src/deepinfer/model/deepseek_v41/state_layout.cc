@@ -31,19 +31,8 @@ StateLayout::StateLayout(const Config& c, int page_tokens) : page_tokens_(page_t
   const int history = c.engram.layer_ids.empty() ? 0 : c.engram.max_ngram_size - 1;
   page_floats_ = std::max({token_floats_, largest, int64_t{history}});
 
-  int64_t page = 0, used = 0;
-  auto add = [&](int rows, int width) {
-    RowBuffer b{static_cast<int64_t>(rows_.size()), rows, width};
-    if (used + int64_t{rows} * width > page_floats_) {
-      ++page;
-      used = 0;
-    }
-    for (int i = 0; i < rows; ++i) {
-      rows_.push_back({page, used});
-      used += width;
-    }
-    return b;
-  };
+  constant_ = v4::ConstantRows(page_floats_);
+  auto add = [&](int rows, int width) { return constant_.add(rows, width); };
   for (LayerLayout& ll : layers_) {
     ll.ring = add(c.sliding_window, c.head_dim);
     if (ll.source.ratio > 1) {
@@ -52,12 +41,6 @@ StateLayout::StateLayout(const Config& c, int page_tokens) : page_tokens_(page_t
     }
   }
   if (history > 0) engram_history_ = add(history, 1);
-  constant_pages_ = rows_.empty() ? 0 : page + 1;
-}
-
-RowPlace StateLayout::buffer_place(const RowBuffer& b) const {
-  DI_CHECK(b.rows > 0 && b.first >= 0 && b.first < static_cast<int64_t>(rows_.size()));
-  return rows_[b.first];
 }
 
 void StateLayout::entry_place(const SourceLayout& s, int64_t e, int64_t* page,
