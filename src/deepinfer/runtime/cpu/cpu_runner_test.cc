@@ -10,9 +10,14 @@
 #include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
+#include "deepinfer/runtime/cpu/runner_test_steps.h"
 
 namespace deepinfer::runtime {
 namespace {
+
+using runtime::testing::logits_of;
+using runtime::testing::random_ids;
+using runtime::testing::run_chunked;
 
 const std::string& model_dir() {
   static const std::string dir = [] {
@@ -33,13 +38,6 @@ std::unique_ptr<ModelRunner> make_runner(int64_t kv_bytes = 64ll << 20) {
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
-std::vector<int32_t> random_ids(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<int32_t>(2 + rng() % 1000);
-  return ids;
-}
-
 // The reference: the model's own forward over a standalone state, last-position logits.
 std::vector<float> reference_logits(const std::vector<int32_t>& ids) {
   auto m = v4::CpuModel::load(model_dir(), {v4::Numerics::kOfficial, std::nullopt});
@@ -48,26 +46,6 @@ std::vector<float> reference_logits(const std::vector<int32_t>& ids) {
   std::vector<float> logits;
   EXPECT_TRUE((*m)->forward(st, ids.data(), static_cast<int64_t>(ids.size()), false, &logits).ok());
   return logits;
-}
-
-std::vector<float> logits_of(const ModelRunner& r, const StepOutput& out) {
-  return std::vector<float>(out.logits, out.logits + out.num_logit_rows * r.info().vocab_size);
-}
-
-// Runs `ids` for seq in chunks of `chunk` on the runner, reserving its pages as the engine does.
-std::vector<float> run_chunked(ModelRunner& r, kv::KvManager& kv, uint64_t seq,
-                               const std::vector<int32_t>& ids, int64_t from, int64_t chunk) {
-  StepOutput out;
-  for (int64_t pos = from; pos < static_cast<int64_t>(ids.size()); pos += chunk) {
-    const int64_t n = std::min<int64_t>(chunk, ids.size() - pos);
-    EXPECT_TRUE(kv.reserve(seq, pos + n));
-    StepBatch b;
-    b.rows.push_back({seq, pos, &ids[pos], n, kv.state_pages(seq), kv.block_table(seq),
-                      pos + n == static_cast<int64_t>(ids.size())});
-    Status st = r.execute(b, &out);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-  }
-  return logits_of(r, out);
 }
 
 TEST(CpuRunner, ChunkedRowsMatchTheModelsOwnForward) {

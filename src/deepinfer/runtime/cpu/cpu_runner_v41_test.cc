@@ -9,9 +9,14 @@
 #include "deepinfer/model/deepseek_v41/cpu_model.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 #include "deepinfer/runtime/cpu/cpu_runner.h"
+#include "deepinfer/runtime/cpu/runner_test_steps.h"
 
 namespace deepinfer::runtime {
 namespace {
+
+using runtime::testing::logits_of;
+using runtime::testing::random_ids;
+using runtime::testing::run_chunked;
 
 const std::string& model_dir() { return v41::tiny_model_dir_for_test(/*quantized=*/true); }
 
@@ -22,13 +27,6 @@ std::unique_ptr<ModelRunner> make_runner(int64_t kv_bytes = 64ll << 20) {
   auto r = create_runner(o);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return r.ok() ? std::move(r).value() : nullptr;
-}
-
-std::vector<int32_t> random_ids(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<int32_t>(2 + rng() % 1000);
-  return ids;
 }
 
 // The reference: the model's own forward over a standalone (heap) state, last-position logits.
@@ -44,26 +42,6 @@ std::vector<float> reference_logits(const std::vector<int32_t>& ids) {
   EXPECT_TRUE(
       model->forward(st, ids.data(), static_cast<int64_t>(ids.size()), false, &logits).ok());
   return logits;
-}
-
-std::vector<float> logits_of(const ModelRunner& r, const StepOutput& out) {
-  return std::vector<float>(out.logits, out.logits + out.num_logit_rows * r.info().vocab_size);
-}
-
-// Runs `ids` for seq in chunks of `chunk` on the runner, reserving its pages as the engine does.
-std::vector<float> run_chunked(ModelRunner& r, kv::KvManager& kv, uint64_t seq,
-                               const std::vector<int32_t>& ids, int64_t from, int64_t chunk) {
-  StepOutput out;
-  for (int64_t pos = from; pos < static_cast<int64_t>(ids.size()); pos += chunk) {
-    const int64_t n = std::min<int64_t>(chunk, ids.size() - pos);
-    EXPECT_TRUE(kv.reserve(seq, pos + n));
-    StepBatch b;
-    b.rows.push_back({seq, pos, &ids[pos], n, kv.state_pages(seq), kv.block_table(seq),
-                      pos + n == static_cast<int64_t>(ids.size())});
-    Status st = r.execute(b, &out);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-  }
-  return logits_of(r, out);
 }
 
 // v41-default by hand: KV sources 2 (ratio 2: 64 groups per 128 tokens) and 4 (ratio 1: 128),
