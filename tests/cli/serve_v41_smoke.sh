@@ -16,18 +16,8 @@ unset DEEPINFER_HF_MODEL_DIR
 fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$tmp/server.log"; exit 1; }
 
 "$bin" make-tiny-model "$tmp/m" --preset v41-default --seed 5 2>/dev/null || fail "make-tiny-model"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin" serve "$tmp/m" --host 127.0.0.1 --port "$port" >"$tmp/server.log" 2>&1 &
-pid=$!
-base="http://127.0.0.1:$port"
-ready=0
-for _ in $(seq 1 240); do
-  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base/health" || true)
-  [ "$code" = 200 ] && { ready=1; break; }
-  kill -0 "$pid" 2>/dev/null || fail "server exited"
-  sleep 0.5
-done
-[ $ready = 1 ] || fail "/health never became 200"
+source "$(dirname "$0")/serve_helpers.sh"
+start_server "$bin" "$tmp/m"
 grep -q "numerics plain" "$tmp/server.log" || fail "V4.1 should serve plain numerics"
 c() { curl -sS --max-time 120 -H "Content-Type: application/json" "$@"; }
 

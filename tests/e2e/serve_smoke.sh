@@ -13,21 +13,10 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$tmp/server.log"; exit 1; }
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+source "$(dirname "$0")/../cli/serve_helpers.sh"
 key=test-key
-"$bin" serve --host 127.0.0.1 --port "$port" --api-key "$key" >"$tmp/server.log" 2>&1 &
-pid=$!
-base="http://127.0.0.1:$port"
+start_server "$bin" --api-key "$key"
 c() { curl -sS --max-time 60 "$@"; }
-
-ready=0
-for _ in $(seq 1 240); do
-  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base/health" || true)
-  [ "$code" = 200 ] && { ready=1; break; }
-  kill -0 "$pid" 2>/dev/null || fail "server exited"
-  sleep 0.5
-done
-[ $ready = 1 ] || fail "/health never became 200"
 
 auth=(-H "Authorization: Bearer $key" -H "Content-Type: application/json")
 
