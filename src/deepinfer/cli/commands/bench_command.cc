@@ -353,8 +353,11 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
               1e3 * percentile(run->ttft, 99));
   std::printf("| ITL p50 / p99 | %.2f / %.2f ms |\n", 1e3 * itl50, 1e3 * percentile(run->itl, 99));
   std::printf("| %s | %.3f ms |\n", floor.label.c_str(), 1e3 * floor.seconds);
-  std::printf("| decode step measured (ITL p50, B=%d) / floor | %.1fx |\n", batch,
-              floor.seconds > 0 ? itl50 / floor.seconds : 0.0);
+  std::printf("| decode step measured (ITL p50, B=%d) / floor | %.1fx%s |\n", batch,
+              floor.seconds > 0 ? itl50 / floor.seconds : 0.0,
+              floor.seconds > 0 && itl50 < floor.seconds && !cuda
+                  ? " (under this DRAM estimate: a model this small stays in the caches)"
+                  : "");
   if (roofline_s)
     std::printf(
         "| roofline floor, B=%d @ ctx %lld (cuda_bench/roofline.h) / measured over it | %.3f ms "
