@@ -22,7 +22,7 @@ CompressorLayout compressor(int ratio, int dim, int page_tokens) {
 
 }  // namespace
 
-StateLayout::StateLayout(const Config& c, int page_tokens) : page_tokens_(page_tokens) {
+StateLayout::StateLayout(const Config& c, int page_tokens) : PageGeometry(page_tokens) {
   DI_CHECK(page_tokens > 0);
   // Growing part first: it fixes the page size.
   for (int l = 0; l <= c.num_layers; ++l) {

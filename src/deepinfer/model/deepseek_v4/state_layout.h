@@ -44,6 +44,26 @@ class ConstantRows {
   std::vector<RowPlace> rows_;
 };
 
+// What every family's StateLayout has: pages of page_tokens tokens of growing state, page_floats
+// floats each, and the constant rows packed into them. The family's constructor sets page_floats_
+// from its growing state and largest buffer, then packs constant_.
+class PageGeometry {
+ public:
+  int page_tokens() const { return page_tokens_; }
+  int64_t page_floats() const { return page_floats_; }
+  int64_t page_bytes() const { return page_floats_ * 4; }
+  int64_t constant_pages() const { return constant_.pages(); }
+  const std::vector<RowPlace>& constant_rows() const { return constant_.rows(); }
+  // Where a buffer's first row lies; row i follows at offset + i * width in the same page.
+  RowPlace buffer_place(const RowBuffer& b) const { return constant_.buffer_place(b); }
+
+ protected:
+  explicit PageGeometry(int page_tokens) : page_tokens_(page_tokens) {}
+  int page_tokens_ = 0;
+  int64_t page_floats_ = 0;
+  ConstantRows constant_;
+};
+
 struct CompressorLayout {
   int ratio = 0;  // 0: the layer has no such compressor
   int width = 0;  // channels per pushed token: 2*dim when overlapping (CSA), else dim
@@ -59,28 +79,18 @@ struct LayerLayout {
   CompressorLayout comp, index;
 };
 
-class StateLayout {
+class StateLayout : public PageGeometry {
  public:
   // page_tokens must be positive.
   StateLayout(const Config& c, int page_tokens);
 
-  int page_tokens() const { return page_tokens_; }
-  int64_t page_floats() const { return page_floats_; }
-  int64_t page_bytes() const { return page_floats_ * 4; }
-  int64_t constant_pages() const { return constant_.pages(); }
-  const std::vector<RowPlace>& constant_rows() const { return constant_.rows(); }
   // num_layers main layers, then the MTP layer (sliding window only).
   const std::vector<LayerLayout>& layers() const { return layers_; }
 
-  // Where a buffer's first row lies; row i follows at offset + i * width in the same page.
-  RowPlace buffer_place(const RowBuffer& b) const { return constant_.buffer_place(b); }
   // Token page and float offset of entry e of a compressor laid out as `cl`.
   void entry_place(const CompressorLayout& cl, int64_t e, int64_t* page, int64_t* offset) const;
 
  private:
-  int page_tokens_ = 0;
-  int64_t page_floats_ = 0;
-  ConstantRows constant_;
   std::vector<LayerLayout> layers_;
 };
 

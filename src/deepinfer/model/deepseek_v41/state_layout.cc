@@ -6,7 +6,7 @@
 
 namespace deepinfer::v41 {
 
-StateLayout::StateLayout(const Config& c, int page_tokens) : page_tokens_(page_tokens) {
+StateLayout::StateLayout(const Config& c, int page_tokens) : v4::PageGeometry(page_tokens) {
   DI_CHECK(page_tokens > 0);
   // Growing part first: it fixes the page size. Only KV sources grow; consumers read theirs.
   layers_.resize(c.num_layers);

@@ -34,33 +34,24 @@ struct LayerLayout {
   SourceLayout source;
 };
 
-class StateLayout {
+class StateLayout : public v4::PageGeometry {
  public:
   // page_tokens must be positive.
   StateLayout(const Config& c, int page_tokens);
 
-  int page_tokens() const { return page_tokens_; }
-  int64_t page_floats() const { return page_floats_; }
-  int64_t page_bytes() const { return page_floats_ * 4; }
-  int64_t constant_pages() const { return constant_.pages(); }
   // Floats of growing state per page_tokens tokens (a page may be larger: it also holds the
   // largest constant buffer).
   int64_t token_floats_per_page() const { return token_floats_; }
-  const std::vector<RowPlace>& constant_rows() const { return constant_.rows(); }
   const std::vector<LayerLayout>& layers() const { return layers_; }  // num_layers
   // engram_max_ngram_size - 1 rows of one float (an int32 compressed id); 0 rows without Engram.
   const RowBuffer& engram_history() const { return engram_history_; }
 
-  RowPlace buffer_place(const RowBuffer& b) const { return constant_.buffer_place(b); }
   // Token page and float offsets of entry e (its compressed KV and its indexer key).
   void entry_place(const SourceLayout& s, int64_t e, int64_t* page, int64_t* entry_offset,
                    int64_t* key_offset) const;
 
  private:
-  int page_tokens_ = 0;
-  int64_t page_floats_ = 0;
   int64_t token_floats_ = 0;
-  v4::ConstantRows constant_;
   std::vector<LayerLayout> layers_;
   RowBuffer engram_history_;
 };
