@@ -438,7 +438,7 @@ struct CudaModel::Impl {
     };
     p(s.y), p(s.post), p(s.comb), p(s.f), p(s.hb), p(s.qrb), p(s.ob), p(s.zb);
     p(s.qr), p(s.q), p(s.kv), p(s.o), p(s.zg), p(s.z), p(s.ckv), p(s.cgate), p(s.ikv), p(s.igate);
-    p(s.win_kv);
+    p(s.win_kv), p(s.new_entries);
     p(s.win_gate), p(s.qi), p(s.wi), p(s.scores), p(s.selected), p(s.num_selected);
     p(s.positions), p(s.entry_positions), p(s.router), p(s.route_w), p(s.route_ids);
     p(s.token_ids), p(x), p(logits), p(token), p(decode_scores), p(decode_selected);
