@@ -8,6 +8,7 @@
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/base/thread_pool.h"
 #include "deepinfer/model/deepseek_v4/model_context.h"
+#include "deepinfer/model/deepseek_v4/sink_attention_rows.h"
 #include "deepinfer/tensor/fake_quant.h"
 
 namespace deepinfer::v4 {
@@ -97,22 +98,12 @@ void attention_forward(const ModelContext& m, const std::string& p, int ratio, c
   const float* sinks = m.f(p + "attn.attn_sink");
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> o(n * nh * hd);
-  ThreadPool::default_pool().parallel_for(n * nh, 1, [&](int64_t b, int64_t e) {
-    std::vector<const float*> keys;
-    for (int64_t job = b; job < e; ++job) {
-      const int64_t t = job / nh, s = pos0 + t;
-      const int hh = static_cast<int>(job % nh);
-      const float* qh = &q[job * hd];
-      keys.clear();
-      for (int64_t pos = std::max<int64_t>(0, s - (W - 1)); pos <= s; ++pos)
-        keys.push_back(window_row(pos));
-      for (int64_t ent : selected[t]) keys.push_back(st.comp.entries[ent]);
-      float* oh = &o[job * hd];
-      cpu::sink_attention(qh, keys.data(), static_cast<int64_t>(keys.size()), sinks[hh], hd, scale,
-                          oh);
-      rope.rotate(oh + hd - rd, s, /*inverse=*/true);
-    }
-  });
+  sink_attention_rows(
+      q.data(), n, nh, hd, rd, W, pos0, sinks, scale, rope, window_row,
+      [&](int64_t t, std::vector<const float*>* keys) {
+        for (int64_t ent : selected[t]) keys->push_back(st.comp.entries[ent]);
+      },
+      o.data());
   for (int64_t t = 0; t < n; ++t)
     std::copy(&kv[t * hd], &kv[(t + 1) * hd], st.ring[(pos0 + t) % W]);
 

@@ -6,6 +6,7 @@
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/base/thread_pool.h"
+#include "deepinfer/model/deepseek_v4/sink_attention_rows.h"
 #include "deepinfer/model/deepseek_v41/model_context.h"
 #include "deepinfer/model/deepseek_v41/qat.h"
 
@@ -52,22 +53,13 @@ void attention_forward(const ModelContext& m, int layer, const float* h, int64_t
   const float* sinks = m.f(p + "attn.attn_sink");
   const float scale = static_cast<float>(std::pow(double(hd), -0.5));
   std::vector<float> o(n * nh * hd);
-  ThreadPool::default_pool().parallel_for(n * nh, 1, [&](int64_t b, int64_t e) {
-    std::vector<const float*> keys;
-    for (int64_t job = b; job < e; ++job) {
-      const int64_t t = job / nh, s = pos0 + t;
-      const int hh = static_cast<int>(job % nh);
-      keys.clear();
-      for (int64_t pos = std::max<int64_t>(0, s - (W - 1)); pos <= s; ++pos)
-        keys.push_back(window_row(pos));
-      if (src)
-        for (int64_t ent : shared.picks[t]) keys.push_back(src->entries[ent]);
-      float* oh = &o[job * hd];
-      cpu::sink_attention(&q[job * hd], keys.data(), static_cast<int64_t>(keys.size()), sinks[hh],
-                          hd, scale, oh);
-      rope.rotate(oh + hd - rd, s, /*inverse=*/true);
-    }
-  });
+  v4::sink_attention_rows(
+      q.data(), n, nh, hd, rd, W, pos0, sinks, scale, rope, window_row,
+      [&](int64_t t, std::vector<const float*>* keys) {
+        if (src)
+          for (int64_t ent : shared.picks[t]) keys->push_back(src->entries[ent]);
+      },
+      o.data());
   for (int64_t t = std::max<int64_t>(0, n - W); t < n; ++t)
     std::copy(&kv[t * hd], &kv[(t + 1) * hd], ring[(pos0 + t) % W]);
 
