@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
-#include "deepinfer/base/thread_pool.h"
 #include "deepinfer/model/deepseek_v4/sink_attention_rows.h"
 #include "deepinfer/model/deepseek_v41/model_context.h"
 #include "deepinfer/model/deepseek_v41/qat.h"
