@@ -131,8 +131,12 @@ class CudaRunnerTest : public ::testing::TestWithParam<std::string> {
     }
   }
 
-  std::unique_ptr<ModelRunner> runner() {
-    auto r = runtime::cuda::create_cuda_runner(runner_options(dir_));
+  // kv_memory_bytes 0: the pool takes what --gpu-memory-utilization leaves, so only one such
+  // runner fits on the device at a time.
+  std::unique_ptr<ModelRunner> runner(int64_t kv_memory_bytes = 0) {
+    runtime::RunnerOptions o = runner_options(dir_);
+    o.kv_memory_bytes = kv_memory_bytes;
+    auto r = runtime::cuda::create_cuda_runner(o);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(*r) : nullptr;
   }
@@ -298,7 +302,8 @@ TEST_P(CudaRunnerTest, ArgmaxOnlyRowsReturnTheirLogitsArgmax) {
   const std::vector<int32_t>& ids = fixture_.ids;
   const int64_t P = fixture_.prefill_len;
   ASSERT_LT(P + 3, static_cast<int64_t>(ids.size()));
-  auto greedy = runner(), full = runner();
+  // Two runners alive at once: each gets a small fixed pool.
+  auto greedy = runner(int64_t{256} << 20), full = runner(int64_t{256} << 20);
   ASSERT_TRUE(greedy && full);
   const kv::PageSpec& spec = greedy->page_spec();
   const Seq a = seq_at(1, 0, spec), b = seq_at(2, 1, spec);
@@ -533,15 +538,20 @@ TEST(CudaRunnerOptionsTest, MaxModelLenBeyondTheOpsIsRefused) {
       << r.status().to_string();
 }
 
-// Opt-in (DEEPINFER_RUNNER_STRESS_CONFIG names a config.json, e.g. v4_flash_3layer_config.json
-// here: V4-Flash's per-layer dims, one layer of each kind, 8 experts): a random model of it, a pool
+// A random model of v4_flash_3layer_config.json here (V4-Flash's per-layer dims, one layer of each
+// kind, 8 experts; DEEPINFER_RUNNER_STRESS_CONFIG names another config.json), a pool
 // sized by DEEPINFER_RUNNER_STRESS_UTILIZATION (default 0.3, so memory and not --max-num-seqs
 // bounds it), then the steps that grow the forward's scratch most: prefill chunks up to the end of
 // the context, and decode steps of every slot at once (eager, captured, replayed). The device's
 // used memory must stay within the utilization.
 TEST(CudaRunnerMemoryTest, LargestStepsStayWithinTheUtilization) {
-  const char* config = std::getenv("DEEPINFER_RUNNER_STRESS_CONFIG");
-  if (!config || !*config) GTEST_SKIP() << "set DEEPINFER_RUNNER_STRESS_CONFIG to run";
+  const char* config_env = std::getenv("DEEPINFER_RUNNER_STRESS_CONFIG");
+  const char* source_env = std::getenv("DEEPINFER_SOURCE_DIR");
+  const std::string config =
+      config_env && *config_env
+          ? std::string(config_env)
+          : std::string(source_env && *source_env ? source_env : DEEPINFER_SOURCE_DIR) +
+                "/tests/conformance/cuda/v4_flash_3layer_config.json";
   const char* util_env = std::getenv("DEEPINFER_RUNNER_STRESS_UTILIZATION");
   const double util = util_env && *util_env ? std::atof(util_env) : 0.3;
   const std::string dir =
