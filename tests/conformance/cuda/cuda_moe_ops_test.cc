@@ -8,9 +8,11 @@
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/gemm/linear.h"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/backend/cuda/moe/routing.h"
 #include "deepinfer/model/deepseek_v4/model_context.h"
+#include "quant_matrix_fixture.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -56,18 +58,24 @@ TEST(CudaRouting, BiasedTopKAndHashMatchCpuAtV4FlashDims) {
 struct MoeCase {
   int64_t tokens, hidden, inter;
   int experts, top_k;
-  int favoured = -1;  // an expert whose router bias every token's top-k picks first
+  int favoured = -1;       // an expert whose router bias every token's top-k picks first
+  bool quantized = false;  // MXFP4 routed experts, FP8 shared expert (the checkpoint's formats)
 };
 
-// Both MoeRunner paths (host grouping + cuBLASLt, device grouping + grouped kernels) against
-// the CPU's moe_forward. bf16-rounded weights on both sides; the GPU also rounds activations to
-// bf16 before each GEMM, the CPU does not: hence the bf16 tolerance.
+// Both MoeRunner paths (host grouping + Linear, device grouping + grouped kernels) against the
+// CPU's moe_forward. bf16-rounded weights on both sides, or stored FP8 / MXFP4 on the GPU and
+// their host dequantization on the CPU; the GPU also rounds activations to bf16 before each
+// GEMM, the CPU does not: hence the bf16 tolerance.
 TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
   for (MoeCase k : {MoeCase{9, 256, 128, 8, 2}, MoeCase{16, 4096, 2048, 16, 6},
                     // many experts over the grouped kernels' 8-row chunk
                     MoeCase{128, 256, 128, 16, 6},
                     // skewed: one expert gets all 128 tokens (16 chunks), the other picks spread
-                    MoeCase{128, 256, 128, 16, 6, /*favoured=*/5}}) {
+                    MoeCase{128, 256, 128, 16, 6, /*favoured=*/5},
+                    // stored formats: few rows per expert (weight_gemv) and, skewed, many
+                    // (dequantize + cuBLASLt in run())
+                    MoeCase{16, 4096, 2048, 16, 6, -1, /*quantized=*/true},
+                    MoeCase{128, 256, 128, 16, 6, /*favoured=*/5, /*quantized=*/true}}) {
     v4::Config c;
     c.hidden_size = k.hidden;
     c.n_routed_experts = k.experts;
@@ -83,16 +91,30 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     w.f32()[p + "ffn.gate.bias"] = randn(k.experts, 0.1f);
     // Affinities are sqrt(softplus(logit)), a few units at most: +100 wins every token.
     if (k.favoured >= 0) w.f32()[p + "ffn.gate.bias"][k.favoured] += 100.0f;
-    auto add_expert = [&](const std::string& e, int64_t inter) {
+    // Every matrix in its device format; the CPU gets its host dequantization.
+    std::vector<QuantMatrix> held;
+    held.reserve(3 * (k.experts + 1));
+    auto add_expert = [&](const std::string& e, int64_t inter, MatrixFormat f) {
+      auto make = [&](const std::string& name, int64_t rows, int64_t cols, float sd) {
+        held.push_back(make_quant_matrix(f, rows, cols, sd));
+        w.f32()[e + name] = held.back().values;
+        return held.back().m;
+      };
       // Large enough activations that the SwiGLU clamp at 10 engages for some channels.
-      w.f32()[e + "w1.weight"] = round_bf16(randn(inter * k.hidden, 8 * ws));
-      w.f32()[e + "w3.weight"] = round_bf16(randn(inter * k.hidden, 8 * ws));
-      w.f32()[e + "w2.weight"] =
-          round_bf16(randn(k.hidden * inter, 1.0f / std::sqrt(float(inter))));
+      ExpertWeights x;
+      x.w1 = make("w1.weight", inter, k.hidden, 8 * ws);
+      x.w3 = make("w3.weight", inter, k.hidden, 8 * ws);
+      x.w2 = make("w2.weight", k.hidden, inter, 1.0f / std::sqrt(float(inter)));
+      return x;
     };
+    const MatrixFormat routed = k.quantized ? MatrixFormat::kMxfp4 : MatrixFormat::kBf16;
+    MoeArgs a;
     for (int e = 0; e < k.experts; ++e)
-      add_expert(p + "ffn.experts." + std::to_string(e) + ".", k.inter);
-    add_expert(p + "ffn.shared_experts.", k.inter);
+      a.experts.push_back(
+          add_expert(p + "ffn.experts." + std::to_string(e) + ".", k.inter, routed));
+    const ExpertWeights shared =
+        add_expert(p + "ffn.shared_experts.", k.inter,
+                   k.quantized ? MatrixFormat::kFp8Block : MatrixFormat::kBf16);
     const auto x = randn(k.tokens * k.hidden);
     std::vector<int32_t> ids(k.tokens, 0);
     v4::ModelContext m{c, w, v4::Numerics::kPlain, /*clamp_shared_expert=*/true, {}, {}};
@@ -100,20 +122,9 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     v4::moe_forward(m, p, /*hash=*/false, x.data(), ids.data(), k.tokens, want.data());
 
     Gemm gemm;
-    std::vector<DeviceBuffer<uint16_t>> held;
-    auto bf = [&](const std::string& name) {
-      held.emplace_back(bf16_bits(w.f32()[name]));
-      return reinterpret_cast<const __nv_bfloat16*>(held.back().get());
-    };
-    held.reserve(3 * (k.experts + 1));
-    MoeArgs a;
-    for (int e = 0; e < k.experts; ++e) {
-      const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
-      a.experts.push_back({bf(ep + "w1.weight"), bf(ep + "w3.weight"), bf(ep + "w2.weight")});
-    }
-    DeviceBuffer<ExpertWeightsBf16> dexperts(a.experts);
-    const std::string sp = p + "ffn.shared_experts.";
-    ExpertWeightsBf16 shared{bf(sp + "w1.weight"), bf(sp + "w3.weight"), bf(sp + "w2.weight")};
+    Linear linear(gemm);
+    linear.reserve(k.hidden * k.inter);
+    DeviceBuffer<ExpertWeights> dexperts(a.experts);
     DeviceBuffer<float> dx(x), dgw(w.f32()[p + "ffn.gate.weight"]),
         dbias(w.f32()[p + "ffn.gate.bias"]), dlogits(k.tokens * k.experts),
         dwts(k.tokens * k.top_k), dout(want.size());
@@ -139,15 +150,17 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     a.expert_ids = dsel.get();
     a.weights = dwts.get();
     a.device_experts = dexperts.get();
+    a.expert_format = routed;
     a.num_experts = k.experts;
     a.shared = &shared;
     a.shared_inter = k.inter;
     a.swiglu_limit = 10.0f;
     a.out = dout.get();
-    MoeRunner runner(gemm);
-    std::printf("  moe %lld tokens, hidden %lld, inter %lld, %d experts, top %d%s:\n",
+    MoeRunner runner(linear);
+    std::printf("  moe %lld tokens, hidden %lld, inter %lld, %d experts, top %d%s%s:\n",
                 (long long)k.tokens, (long long)k.hidden, (long long)k.inter, k.experts, k.top_k,
-                k.favoured >= 0 ? ", skewed" : "");
+                k.favoured >= 0 ? ", skewed" : "",
+                k.quantized ? ", MXFP4 experts + FP8 shared" : "");
     dout.poison();
     runner.run(a, nullptr);
     const auto got = dout.download();
@@ -156,17 +169,23 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
 
     // Reserved for more tokens than used: a caller reserves its largest batch once.
     runner.reserve_grouped(k.tokens + 3, k.top_k, k.hidden, k.inter, k.inter, k.experts);
-    dout.poison();
-    runner.run_grouped(a, nullptr);
-    const auto grouped = dout.download();
-    std::printf("   run_grouped():\n");
-    EXPECT_TRUE(close(grouped, want, kBf16Tol));
-    std::printf("   run_grouped() against run():\n");
-    EXPECT_TRUE(close(grouped, got, kBf16Tol));
-    // The device grouping is a stable sort and every sum has a fixed order: bit-identical reruns.
-    dout.poison();
-    runner.run_grouped(a, nullptr);
-    EXPECT_EQ(dout.download(), grouped) << "run_grouped is not deterministic";
+    // Both kernel forms: CUDA cores (never the tensor-core form) and tensor cores (always).
+    for (int64_t mma_from : {int64_t{1} << 40, int64_t{1}}) {
+      const char* form = mma_from == 1 ? "tensor cores" : "CUDA cores";
+      a.grouped_mma_min_tokens = mma_from;
+      dout.poison();
+      runner.run_grouped(a, nullptr);
+      const auto grouped = dout.download();
+      std::printf("   run_grouped() on %s:\n", form);
+      EXPECT_TRUE(close(grouped, want, kBf16Tol)) << form;
+      std::printf("   run_grouped() on %s against run():\n", form);
+      EXPECT_TRUE(close(grouped, got, kBf16Tol)) << form;
+      // The device grouping is a stable sort and every sum has a fixed order: bit-identical
+      // reruns.
+      dout.poison();
+      runner.run_grouped(a, nullptr);
+      EXPECT_EQ(dout.download(), grouped) << "run_grouped on " << form << " is not deterministic";
+    }
   }
 }
 

@@ -68,7 +68,7 @@ constexpr int kPhaseSteps = 3;
 
 // Our measurements. Returns false (after printing why) on an error.
 bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roof,
-             std::vector<Row>* rows, int64_t* weight_bytes, double* load_s) {
+             std::vector<Row>* rows, int64_t* weight_bytes, int64_t* stored_bytes, double* load_s) {
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   cuda::CudaModelOptions mo;
   mo.max_sequences = max_batch + 1;  // slot 0 keeps the context every batch starts from
@@ -93,8 +93,9 @@ bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roo
   *load_s = ms_since(t_load) / 1e3;
   std::unique_ptr<cuda::CudaModel> m = std::move(*loaded);
   *weight_bytes = m->weight_bytes();
-  std::fprintf(stderr, "loaded in %.1f s: %.1f GB of weights on the device\n", *load_s,
-               *weight_bytes / 1e9);
+  *stored_bytes = m->stored_weight_bytes();
+  std::fprintf(stderr, "loaded in %.1f s: %.1f GB of weights on the device (%.1f GB stored)\n",
+               *load_s, *weight_bytes / 1e9, *stored_bytes / 1e9);
 
   std::mt19937_64 rng(o.seed);
   auto random_ids = [&](int64_t n) {
@@ -278,17 +279,18 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     return 1;
   }
   std::vector<Row> rows;
-  int64_t weight_bytes = 0;
+  int64_t weight_bytes = 0, stored_bytes = 0;
   double load_s = 0;
-  if (!measure(o, *cfg, *roof, &rows, &weight_bytes, &load_s)) return 1;
+  if (!measure(o, *cfg, *roof, &rows, &weight_bytes, &stored_bytes, &load_s)) return 1;
   nlohmann::json ref;
   if (o.reference == "transformers") ref = run_reference(o, &rows);
 
   const Hardware hw;
   std::printf(
-      "deepinfer bench %s --device cuda  model=%s  layers=%d  weights on device %.1f GB (load "
-      "%.1f s)\n",
-      o.mode.c_str(), o.model_dir.c_str(), cfg->num_layers, weight_bytes / 1e9, load_s);
+      "deepinfer bench %s --device cuda  model=%s  layers=%d  weights on device %.1f GB, stored "
+      "%.1f GB (%.2fx; load %.1f s)\n",
+      o.mode.c_str(), o.model_dir.c_str(), cfg->num_layers, weight_bytes / 1e9, stored_bytes / 1e9,
+      double(weight_bytes) / double(std::max<int64_t>(stored_bytes, 1)), load_s);
   std::printf(
       "floor = max((weight + state bytes) / %.1f TB/s, FLOPs / %.0f TFLOP/s); weights as stored "
       "(FP8, MXFP4, BF16), state as bf16\n\n",
@@ -343,6 +345,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
       {"device", "cuda"},
       {"model", o.model_dir},
       {"weights_on_device_bytes", weight_bytes},
+      {"weights_stored_bytes", stored_bytes},
       {"load_s", load_s},
       {"warmup_steps", o.warmup},
       {"cuda_graphs", o.cuda_graphs},

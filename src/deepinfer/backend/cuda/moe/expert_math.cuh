@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "deepinfer/backend/cuda/moe/experts.h"
+
 namespace deepinfer::cuda::moe_detail {
 
 // The SwiGLU activation fed to w2, rounded to bf16 as w2's operand: silu(min(g, L)) *
@@ -27,5 +29,28 @@ inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + 255) /
 // order). Defined in experts.cu.
 void combine_slots(const float* slots, const float* shared, int64_t tokens, int k, int64_t d,
                    float* out, cudaStream_t stream);
+
+// What the grouped kernels (grouped_experts.cu, grouped_experts_mma.cu) read: the slots grouped
+// per expert, offsets[e] ..< offsets[e + 1] in `order`.
+struct GroupedArgs {
+  const ExpertWeights* experts;
+  const int32_t* offsets;
+  const int32_t* order;
+  const float* weights;     // [tokens * top_k], by slot
+  const __nv_bfloat16* xb;  // [tokens, hidden]
+  __nv_bfloat16* h;         // [tokens * top_k, inter], grouped order
+  float* slots;             // [tokens * top_k, hidden], by slot
+  int64_t hidden, inter;
+  int top_k;
+  float lim;
+  bool before;  // the routing weight scales h (else w2's output)
+};
+
+// The tensor-core form of the grouped expert kernels (grouped_experts_mma.cu), for batches with
+// several rows per expert: hidden and inter multiples of kMmaK. kGateUp: h = swiglu(w1 x, w3 x);
+// else slots = w2 h (scaled as GroupedArgs::before says).
+inline constexpr int64_t kMmaK = 64;
+void launch_grouped_mma(bool gate_up, MatrixFormat format, const GroupedArgs& a, int num_experts,
+                        cudaStream_t stream);
 
 }  // namespace deepinfer::cuda::moe_detail

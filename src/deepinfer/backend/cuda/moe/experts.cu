@@ -48,7 +48,7 @@ void moe_detail::combine_slots(const float* slots, const float* shared, int64_t 
   DI_CUDA_LAUNCH_CHECK();
 }
 
-void MoeRunner::expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t inter, bool clamp,
+void MoeRunner::expert(const MoeArgs& a, const ExpertWeights& w, int64_t inter, bool clamp,
                        const int32_t* src_rows, const int32_t* dst_rows, const float* row_weights,
                        int64_t rows, float* dst, cudaStream_t stream) {
   const int64_t H = a.hidden;
@@ -59,27 +59,27 @@ void MoeRunner::expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t int
   float* y = scratch(y_, rows * H);
   gather_bf16<<<blocks_for(rows * H), 256, 0, stream>>>(a.x, src_rows, rows, H, xg);
   DI_CUDA_LAUNCH_CHECK();
-  gemm_.bf16(w.w1, xg, g, rows, inter, H, stream);
-  gemm_.bf16(w.w3, xg, u, rows, inter, H, stream);
+  linear_.run(w.w1, xg, g, rows, stream);
+  linear_.run(w.w3, xg, u, rows, stream);
   swiglu_kernel<<<blocks_for(rows * inter), 256, 0, stream>>>(
       g, u, row_weights, rows, inter, clamp, a.swiglu_limit, a.weight_before_w2, hb);
   DI_CUDA_LAUNCH_CHECK();
-  gemm_.bf16(w.w2, hb, y, rows, H, inter, stream);
+  linear_.run(w.w2, hb, y, rows, stream);
   scatter_kernel<<<blocks_for(rows * H), 256, 0, stream>>>(y, dst_rows, row_weights, rows, H,
                                                            !a.weight_before_w2, dst);
   DI_CUDA_LAUNCH_CHECK();
 }
 
-void MoeRunner::dense_expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t inter,
-                             bool clamp, const __nv_bfloat16* xb, float* g, float* u,
-                             __nv_bfloat16* hb, float* dst, cudaStream_t stream) {
-  const int64_t T = a.tokens, H = a.hidden;
-  gemm_.bf16(w.w1, xb, g, T, inter, H, stream);
-  gemm_.bf16(w.w3, xb, u, T, inter, H, stream);
+void MoeRunner::dense_expert(const MoeArgs& a, const ExpertWeights& w, int64_t inter, bool clamp,
+                             const __nv_bfloat16* xb, float* g, float* u, __nv_bfloat16* hb,
+                             float* dst, cudaStream_t stream) {
+  const int64_t T = a.tokens;
+  linear_.run(w.w1, xb, g, T, stream);
+  linear_.run(w.w3, xb, u, T, stream);
   swiglu_kernel<<<blocks_for(T * inter), 256, 0, stream>>>(g, u, nullptr, T, inter, clamp,
                                                            a.swiglu_limit, false, hb);
   DI_CUDA_LAUNCH_CHECK();
-  gemm_.bf16(w.w2, hb, dst, T, H, inter, stream);
+  linear_.run(w.w2, hb, dst, T, stream);
 }
 
 void MoeRunner::run(const MoeArgs& a, cudaStream_t stream) {

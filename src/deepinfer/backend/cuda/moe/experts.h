@@ -1,15 +1,17 @@
-// Routed + shared SwiGLU experts over bf16 weights (spec §6.8): for each token, the sum over its
-// picked experts k (in routing order) of weight_k * w2(silu(min(w1 x, L)) * clamp(w3 x, -L, L)),
-// then the shared expert (clamped only when clamp_shared). weight_before_w2 scales the activation
-// before w2 (official numerics) instead of w2's output (plain).
+// Routed + shared SwiGLU experts over weights in their stored format (spec §6.8): for each token,
+// the sum over its picked experts k (in routing order) of weight_k * w2(silu(min(w1 x, L)) *
+// clamp(w3 x, -L, L)), then the shared expert (clamped only when clamp_shared). weight_before_w2
+// scales the activation before w2 (official numerics) instead of w2's output (plain).
 //
-// MXFP4 experts are dequantized to bf16 at load. Two paths, same math:
+// Weights stay as stored (MXFP4 routed experts, FP8 shared expert; bf16 in float checkpoints).
+// Two paths, same math:
 // - run(): tokens grouped per expert on the host (one device-to-host copy of the routing), three
-//   cuBLASLt GEMMs per touched expert; for large prefill chunks, where tensor cores pay off.
+//   Linear projections per touched expert (weight_gemv for few rows, else the expert dequantized
+//   into Linear's scratch and cuBLASLt); for large prefill chunks, where tensor cores pay off.
 // - run_grouped(): grouping and the expert GEMMs on the device (grouped_experts.cu), no host sync
-//   or allocation, so decode can be captured in a CUDA graph; its kernels are memory-bound
-//   warp-per-column dot products, meant for few rows per expert.
-// A grouped W4A16 / W4A8 kernel reading the packed FP4 weights is next.
+//   or allocation, so decode can be captured in a CUDA graph. Few tokens: warp-per-column dot
+//   products that expand the stored weights in registers (W4A16 for MXFP4), memory-bound; more
+//   tokens: the same expansion into shared memory, then tensor cores (grouped_experts_mma.cu).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,39 +21,44 @@
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
-#include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/gemm/linear.h"
+#include "deepinfer/backend/cuda/quant/device_matrix.h"
 
 namespace deepinfer::cuda {
 
-struct ExpertWeightsBf16 {
-  const __nv_bfloat16* w1 = nullptr;  // [inter, hidden] gate
-  const __nv_bfloat16* w3 = nullptr;  // [inter, hidden] up
-  const __nv_bfloat16* w2 = nullptr;  // [hidden, inter] down
+struct ExpertWeights {
+  DeviceMatrix w1;  // [inter, hidden] gate
+  DeviceMatrix w3;  // [inter, hidden] up
+  DeviceMatrix w2;  // [hidden, inter] down
 };
 
 struct MoeArgs {
   const float* x = nullptr;  // [tokens, hidden]
   int64_t tokens = 0, hidden = 0, inter = 0;
   int top_k = 0;
-  const int32_t* expert_ids = nullptr;     // device [tokens, top_k]
-  const float* weights = nullptr;          // device [tokens, top_k]
-  std::vector<ExpertWeightsBf16> experts;  // run() only
+  const int32_t* expert_ids = nullptr;  // device [tokens, top_k]
+  const float* weights = nullptr;       // device [tokens, top_k]
+  std::vector<ExpertWeights> experts;   // run() only
   // run_grouped only, which needs no `experts` (if given, its size must be num_experts): a
-  // device array of num_experts entries, the same pointers, built once at load; each weight
-  // 16-byte aligned.
-  const ExpertWeightsBf16* device_experts = nullptr;
+  // device array of num_experts entries, the same matrices, built once at load; each weight
+  // 16-byte aligned, all in expert_format.
+  const ExpertWeights* device_experts = nullptr;
+  MatrixFormat expert_format = MatrixFormat::kBf16;
   int num_experts = 0;
-  const ExpertWeightsBf16* shared = nullptr;  // null: no shared expert
+  const ExpertWeights* shared = nullptr;  // null: no shared expert
   int64_t shared_inter = 0;
   bool clamp_shared = true;
   float swiglu_limit = 10.0f;
   bool weight_before_w2 = false;
+  // run_grouped takes the tensor-core kernels (grouped_experts_mma.cu) from this many tokens on,
+  // when hidden and inter are multiples of 64; below, the CUDA-core ones. Tests set it to pick.
+  int64_t grouped_mma_min_tokens = 8;
   float* out = nullptr;  // [tokens, hidden]
 };
 
 class MoeRunner {
  public:
-  explicit MoeRunner(Gemm& gemm) : gemm_(gemm) {}
+  explicit MoeRunner(Linear& linear) : linear_(linear) {}
   void run(const MoeArgs& a, cudaStream_t stream);
 
   // Scratch for run_grouped over up to `tokens` tokens at these dims (it only grows; growing
@@ -60,17 +67,18 @@ class MoeRunner {
                        int64_t shared_inter, int num_experts);
   // run()'s result from device-side routing: only kernel launches and cuBLASLt calls (the shared
   // expert's dense GEMMs: capture-safe once their plan for `tokens` rows exists). hidden and
-  // inter multiples of 8. Aborts if reserve_grouped did not cover the call.
+  // inter multiples of DeviceMatrix::per_load(expert_format). Aborts if reserve_grouped did not
+  // cover the call.
   void run_grouped(const MoeArgs& a, cudaStream_t stream);
 
  private:
   // One expert over `rows` gathered tokens; writes rows of `dst` at dst_rows (scaled as asked).
-  void expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t inter, bool clamp,
+  void expert(const MoeArgs& a, const ExpertWeights& w, int64_t inter, bool clamp,
               const int32_t* src_rows, const int32_t* dst_rows, const float* row_weights,
               int64_t rows, float* dst, cudaStream_t stream);
   // One expert over all a.tokens rows of xb (a.x in bf16), written straight to dst unscaled:
   // the shared expert, on caller-given scratch.
-  void dense_expert(const MoeArgs& a, const ExpertWeightsBf16& w, int64_t inter, bool clamp,
+  void dense_expert(const MoeArgs& a, const ExpertWeights& w, int64_t inter, bool clamp,
                     const __nv_bfloat16* xb, float* g, float* u, __nv_bfloat16* hb, float* dst,
                     cudaStream_t stream);
   template <typename T>
@@ -78,7 +86,7 @@ class MoeRunner {
     if (b.size() < n) b = DeviceBuffer<T>(n);
     return b.get();
   }
-  Gemm& gemm_;
+  Linear& linear_;
   DeviceBuffer<__nv_bfloat16> xg_, hb_;
   DeviceBuffer<float> g_, u_, y_, slots_, shared_out_, row_w_;
   DeviceBuffer<int32_t> rows_;

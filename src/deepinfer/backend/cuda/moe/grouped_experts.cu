@@ -2,17 +2,21 @@
 // graph can capture it. Slots (s = t * top_k + k) are grouped per expert by a stable counting
 // sort, then two kernels over a (column tile, expert) grid do gate+up+SwiGLU and down. Decode
 // has few rows per expert and is bound by reading the weights, so each weight row is read once
-// per chunk of kRows rows by one warp (16-byte loads), with the chunk's inputs in shared memory.
+// per chunk of kRows rows by one warp (16-byte loads of the stored format, expanded in registers:
+// weight_rows.cuh), with the chunk's inputs in shared memory.
 #include <cub/block/block_scan.cuh>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/moe/experts.h"
+#include "deepinfer/backend/cuda/quant/weight_rows.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
 namespace deepinfer::cuda {
 namespace {
+
+using moe_detail::GroupedArgs;
 
 constexpr int kGroupThreads = 256;
 constexpr int kGroupWarps = kGroupThreads / 32;
@@ -89,33 +93,9 @@ constexpr int kWarps = 8;
 constexpr int kColsPerWarp = 4;
 constexpr int kCols = kWarps * kColsPerWarp;  // output columns per block
 
-struct GroupedArgs {
-  const ExpertWeightsBf16* experts;
-  const int32_t* offsets;
-  const int32_t* order;
-  const float* weights;     // [tokens * top_k], by slot
-  const __nv_bfloat16* xb;  // [tokens, hidden]
-  __nv_bfloat16* h;         // [tokens * top_k, inter], grouped order
-  float* slots;             // [tokens * top_k, hidden], by slot
-  int64_t hidden, inter;
-  int top_k;
-  float lim;
-  bool before;  // the routing weight scales h (else w2's output)
-};
-
-__device__ inline void unpack8(uint4 q, float (&f)[8]) {
-  const auto* p = reinterpret_cast<const __nv_bfloat162*>(&q);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 t = __bfloat1622float2(p[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
-
-__device__ inline void check_aligned(const void* p, int e, const char* name) {
-  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
-    printf("moe: expert %d's %s at %p is not 16-byte aligned\n", e, name, p);
+__device__ inline void check_aligned(const DeviceMatrix& m, int e, const char* name) {
+  if (reinterpret_cast<uintptr_t>(m.data) % 16 != 0) {
+    printf("moe: expert %d's %s at %p is not 16-byte aligned\n", e, name, m.data);
     __trap();
   }
 }
@@ -132,61 +112,29 @@ __device__ inline void stage_rows(const __nv_bfloat16* src, int64_t in, const in
   }
 }
 
-// acc[j][r] = W_j[n, :] . xs[r, :] for r < rn, summed over the warp (every lane gets it). Lanes
-// stride over k, 8 bf16 at a time; fp32 accumulation.
-template <int NW>
-__device__ inline void dot_rows(const __nv_bfloat16* const (&w)[NW], const __nv_bfloat16* xs,
-                                int64_t in, int rn, float (&acc)[NW][kRows]) {
-#pragma unroll
-  for (int j = 0; j < NW; ++j)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) acc[j][r] = 0.0f;
-#pragma unroll 2
-  for (int64_t k = (threadIdx.x & 31) * 8; k < in; k += 32 * 8) {
-    float wf[NW][8];
-#pragma unroll
-    for (int j = 0; j < NW; ++j) unpack8(__ldg(reinterpret_cast<const uint4*>(w[j] + k)), wf[j]);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (r >= rn) break;
-      float xf[8];
-      unpack8(*reinterpret_cast<const uint4*>(xs + r * in + k), xf);
-#pragma unroll
-      for (int j = 0; j < NW; ++j)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[j][r] = fmaf(wf[j][i], xf[i], acc[j][r]);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < NW; ++j)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      if (r < rn) acc[j][r] = warp_sum(acc[j][r]);
-}
-
 extern __shared__ uint4 gemm_sm[];  // 16-byte aligned staging rows
 
 // One (column tile, expert) block. kGateUp: h[i, n] = swiglu(w1 x_i, w3 x_i)[n] over the expert's
 // group rows i, inputs x of the slots' tokens. Else (down): slots[order[i], n] = (w2 h_i)[n],
 // times the routing weight unless it went into h.
-template <bool kGateUp>
+template <bool kGateUp, MatrixFormat F>
 __global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
   constexpr int NW = kGateUp ? 2 : 1;
   const int e = blockIdx.y;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
   if (rows == 0) return;
-  const ExpertWeightsBf16& w = a.experts[e];
-  const __nv_bfloat16* mats[NW];
+  const ExpertWeights& w = a.experts[e];
+  const DeviceMatrix* mats[NW];
   if constexpr (kGateUp) {
-    mats[0] = w.w1;
-    mats[1] = w.w3;
+    mats[0] = &w.w1;
+    mats[1] = &w.w3;
   } else {
-    mats[0] = w.w2;
+    mats[0] = &w.w2;
   }
   const int64_t in = kGateUp ? a.hidden : a.inter, out = kGateUp ? a.inter : a.hidden;
   if (threadIdx.x == 0) {
 #pragma unroll
-    for (int q = 0; q < NW; ++q) check_aligned(mats[q], e, kGateUp ? (q ? "w3" : "w1") : "w2");
+    for (int q = 0; q < NW; ++q) check_aligned(*mats[q], e, kGateUp ? (q ? "w3" : "w1") : "w2");
   }
   auto* xs = reinterpret_cast<__nv_bfloat16*>(gemm_sm);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -197,11 +145,11 @@ __global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
     for (int j = 0; j < kColsPerWarp; ++j) {
       const int64_t n = int64_t{blockIdx.x} * kCols + j * kWarps + warp;
       if (n >= out) break;
-      const __nv_bfloat16* ws[NW];
+      weight_rows::Row ws[NW];
 #pragma unroll
-      for (int q = 0; q < NW; ++q) ws[q] = mats[q] + n * in;
+      for (int q = 0; q < NW; ++q) ws[q] = weight_rows::row_of(*mats[q], n);
       float acc[NW][kRows];
-      dot_rows<NW>(ws, xs, in, rn, acc);
+      weight_rows::dot_rows<F, NW, kRows>(ws, xs, in, in, rn, acc);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         if (r < rn && lane == r) {
@@ -225,10 +173,33 @@ size_t gemm_smem(int64_t in) { return sizeof(__nv_bfloat16) * kRows * static_cas
 
 // Raised once per kernel and device; the opt-in past 48 KB happens in reserve_grouped, outside
 // any capture.
+template <bool kGateUp, MatrixFormat F>
+void ensure_smem_for(int64_t in) {
+  static SmemLimit limit(reinterpret_cast<const void*>(expert_kernel<kGateUp, F>));
+  limit.ensure(gemm_smem(in));
+}
 template <bool kGateUp>
 void ensure_smem(int64_t in) {
-  static SmemLimit limit(reinterpret_cast<const void*>(expert_kernel<kGateUp>));
-  limit.ensure(gemm_smem(in));
+  ensure_smem_for<kGateUp, MatrixFormat::kBf16>(in);
+  ensure_smem_for<kGateUp, MatrixFormat::kFp8Block>(in);
+  ensure_smem_for<kGateUp, MatrixFormat::kMxfp4>(in);
+}
+
+template <bool kGateUp>
+void launch_experts(MatrixFormat f, dim3 grid, size_t smem, const GroupedArgs& ga,
+                    cudaStream_t stream) {
+  switch (f) {
+    case MatrixFormat::kBf16:
+      expert_kernel<kGateUp, MatrixFormat::kBf16><<<grid, kWarps * 32, smem, stream>>>(ga);
+      break;
+    case MatrixFormat::kFp8Block:
+      expert_kernel<kGateUp, MatrixFormat::kFp8Block><<<grid, kWarps * 32, smem, stream>>>(ga);
+      break;
+    case MatrixFormat::kMxfp4:
+      expert_kernel<kGateUp, MatrixFormat::kMxfp4><<<grid, kWarps * 32, smem, stream>>>(ga);
+      break;
+  }
+  DI_CUDA_LAUNCH_CHECK();
 }
 
 [[noreturn]] void fail(const char* what) {
@@ -288,7 +259,9 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   if (!a.device_experts) fail("device_experts is null");
   if (!a.experts.empty() && static_cast<int>(a.experts.size()) != E)
     fail("experts.size() differs from num_experts");
-  if (H % 8 != 0 || I % 8 != 0) fail("hidden and inter must be multiples of 8");
+  const int per = DeviceMatrix::per_load(a.expert_format);
+  if (H % per != 0 || I % per != 0)
+    fail("hidden and inter must be multiples of the expert format's 16-byte load");
   const size_t n = static_cast<size_t>(T) * K;
   const Grouped& g = grouped_;
   int32_t* offsets = reserved(g.offsets, static_cast<size_t>(E) + 1, "offsets");
@@ -313,13 +286,16 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   ga.top_k = K;
   ga.lim = a.swiglu_limit;
   ga.before = a.weight_before_w2;
-  const auto tiles = [](int64_t cols) { return static_cast<unsigned>((cols + kCols - 1) / kCols); };
-  ensure_smem<true>(H);
-  expert_kernel<true><<<dim3(tiles(I), E), kWarps * 32, gemm_smem(H), stream>>>(ga);
-  DI_CUDA_LAUNCH_CHECK();
-  ensure_smem<false>(I);
-  expert_kernel<false><<<dim3(tiles(H), E), kWarps * 32, gemm_smem(I), stream>>>(ga);
-  DI_CUDA_LAUNCH_CHECK();
+  if (T >= a.grouped_mma_min_tokens && H % moe_detail::kMmaK == 0 && I % moe_detail::kMmaK == 0) {
+    moe_detail::launch_grouped_mma(true, a.expert_format, ga, E, stream);
+    moe_detail::launch_grouped_mma(false, a.expert_format, ga, E, stream);
+  } else {
+    const auto tiles = [](int64_t c) { return static_cast<unsigned>((c + kCols - 1) / kCols); };
+    ensure_smem<true>(H);
+    launch_experts<true>(a.expert_format, dim3(tiles(I), E), gemm_smem(H), ga, stream);
+    ensure_smem<false>(I);
+    launch_experts<false>(a.expert_format, dim3(tiles(H), E), gemm_smem(I), ga, stream);
+  }
 
   float* shared = nullptr;
   if (a.shared) {

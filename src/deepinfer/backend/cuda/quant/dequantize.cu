@@ -1,5 +1,6 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/quant/dequantize.h"
+#include "deepinfer/backend/cuda/quant/weight_rows.cuh"
 #include "deepinfer/tensor/dtype.h"
 
 namespace deepinfer::cuda {
@@ -27,13 +28,15 @@ void upload_tables_once() {
   (void)done;
 }
 
+// row0: the first row's index within the scale grid (a row slice of a larger matrix).
 __global__ void fp8_block_kernel(const uint8_t* w, const float* scale, int64_t rows, int64_t cols,
-                                 int br, int bc, int64_t scale_cols, __nv_bfloat16* out) {
+                                 int br, int bc, int64_t scale_cols, int64_t row0,
+                                 __nv_bfloat16* out) {
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
-    out[i] = __float2bfloat16_rn(kFp8[w[i]] * scale[(r / br) * scale_cols + c / bc]);
+    out[i] = __float2bfloat16_rn(kFp8[w[i]] * scale[((row0 + r) / br) * scale_cols + c / bc]);
   }
 }
 
@@ -51,6 +54,39 @@ __global__ void mxfp4_kernel(const uint8_t* w, const uint8_t* scale, int64_t row
   }
 }
 
+// The fast form: one 16-byte load of a row per thread and step, expanded in registers
+// (weight_rows.cuh: the same fp32 products as the tables above) and stored as bf16.
+template <MatrixFormat F>
+__global__ void vector_kernel(DeviceMatrix w, __nv_bfloat16* out) {
+  constexpr int P = DeviceMatrix::per_load(F);
+  const int64_t per_row = w.cols / P, n = w.rows * per_row;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c = (i % per_row) * P;
+    float f[P];
+    weight_rows::load<F>(weight_rows::row_of(w, r), c, f);
+    auto* o = reinterpret_cast<uint4*>(out + r * w.cols + c);
+#pragma unroll
+    for (int q = 0; q < P / 8; ++q) {
+      uint4 v;
+      auto* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        h[j] = __floats2bfloat162_rn(f[8 * q + 2 * j], f[8 * q + 2 * j + 1]);
+      o[q] = v;
+    }
+  }
+}
+
+// Whether vector_kernel takes w (and out): whole 16-byte loads per row, aligned, and for FP8 a
+// load inside one scale block.
+bool vector_form(const DeviceMatrix& w, const void* out) {
+  if (w.cols % DeviceMatrix::per_load(w.format) != 0) return false;
+  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
+    return false;
+  return w.format != MatrixFormat::kFp8Block || w.block_cols % 16 == 0;
+}
+
 int grid_for(int64_t n) {
   const int64_t blocks = (n + 255) / 256;
   return static_cast<int>(blocks < 65535 * 16 ? blocks : 65535 * 16);
@@ -60,21 +96,58 @@ int grid_for(int64_t n) {
 
 void fp8_block_to_bf16(const uint8_t* w, const float* scale, int64_t rows, int64_t cols,
                        int block_rows, int block_cols, __nv_bfloat16* out, cudaStream_t stream) {
-  upload_tables_once();
-  const int64_t n = rows * cols;
-  if (n == 0) return;
-  const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
-  fp8_block_kernel<<<grid_for(n), 256, 0, stream>>>(w, scale, rows, cols, block_rows, block_cols,
-                                                    scale_cols, out);
-  DI_CUDA_CHECK(cudaGetLastError());
+  DeviceMatrix m;
+  m.format = MatrixFormat::kFp8Block;
+  m.data = w;
+  m.block_scale = scale;
+  m.rows = rows;
+  m.cols = cols;
+  m.block_rows = block_rows;
+  m.block_cols = block_cols;
+  dequantize(m, out, stream);
 }
 
 void mxfp4_to_bf16(const uint8_t* w, const uint8_t* scale, int64_t rows, int64_t cols,
                    __nv_bfloat16* out, cudaStream_t stream) {
+  DeviceMatrix m;
+  m.format = MatrixFormat::kMxfp4;
+  m.data = w;
+  m.mx_scale = scale;
+  m.rows = rows;
+  m.cols = cols;
+  dequantize(m, out, stream);
+}
+
+void prepare_dequantize() { upload_tables_once(); }
+
+void dequantize(const DeviceMatrix& w, __nv_bfloat16* out, cudaStream_t stream) {
   upload_tables_once();
-  const int64_t n = rows * (cols / 2);
+  const int64_t n = w.rows * w.cols;
   if (n == 0) return;
-  mxfp4_kernel<<<grid_for(n), 256, 0, stream>>>(w, scale, rows, cols, (cols + 31) / 32, out);
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  if (w.format != MatrixFormat::kBf16 && vector_form(w, out)) {
+    const int64_t vectors = n / DeviceMatrix::per_load(w.format);
+    if (w.format == MatrixFormat::kFp8Block)
+      vector_kernel<MatrixFormat::kFp8Block><<<grid_for(vectors), 256, 0, stream>>>(w, out);
+    else
+      vector_kernel<MatrixFormat::kMxfp4><<<grid_for(vectors), 256, 0, stream>>>(w, out);
+    DI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  switch (w.format) {
+    case MatrixFormat::kBf16:
+      DI_CUDA_CHECK(cudaMemcpyAsync(out, data, n * 2, cudaMemcpyDeviceToDevice, stream));
+      return;
+    case MatrixFormat::kFp8Block:
+      fp8_block_kernel<<<grid_for(n), 256, 0, stream>>>(
+          data, w.block_scale, w.rows, w.cols, w.block_rows, w.block_cols,
+          (w.cols + w.block_cols - 1) / w.block_cols, w.row0, out);
+      break;
+    case MatrixFormat::kMxfp4:
+      mxfp4_kernel<<<grid_for(w.rows * (w.cols / 2)), 256, 0, stream>>>(
+          data, w.mx_scale, w.rows, w.cols, (w.cols + 31) / 32, out);
+      break;
+  }
   DI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -9,7 +9,16 @@
 
 #include <cstdint>
 
+#include "deepinfer/backend/cuda/quant/device_matrix.h"
+
 namespace deepinfer::cuda {
+
+// Uploads the decode tables the kernels below read (cudaMemcpyToSymbol): call once before
+// capturing a CUDA graph that dequantizes; the first dequantization does it otherwise.
+void prepare_dequantize();
+
+// Any DeviceMatrix -> bf16 [rows, cols] (a bf16 matrix is copied).
+void dequantize(const DeviceMatrix& w, __nv_bfloat16* out, cudaStream_t stream);
 
 // w F8_E4M3 [rows, cols]; scale fp32 [ceil(rows / block_rows), ceil(cols / block_cols)].
 void fp8_block_to_bf16(const uint8_t* w, const float* scale, int64_t rows, int64_t cols,

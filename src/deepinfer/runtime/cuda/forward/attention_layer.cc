@@ -239,8 +239,8 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
   split_groups_bf16(o, n, g, gin, ob, s);
   float* zg = grow(m.s.zg, n * g * ol);
   for (int gg = 0; gg < g; ++gg)
-    m.gemm.bf16(w.wo_a + int64_t(gg) * ol * gin, ob + gg * n * gin, zg + gg * n * ol, n, ol, gin,
-                s);
+    m.linear(w.wo_a.row_slice(int64_t(gg) * ol, ol), ob + gg * n * gin, n, ol, gin,
+             zg + gg * n * ol);
   float* z = grow(m.s.z, n * g * ol);
   merge_groups(zg, n, g, ol, z, s);
   __nv_bfloat16* zb = grow(m.s.zb, n * g * ol);

@@ -41,10 +41,12 @@ struct CudaModel::Impl {
         w(std::move(weights)),
         layers(resolve_layers(c, w)),
         head(resolve_head(w)),
-        moe(gemm),
+        linear(gemm),
+        moe(linear),
         main_inv_freq(v4::RopeTable(c.rope_theta, c.rope_dim, nullptr).inv_freq()),
         compress_inv_freq(v4::RopeTable(c.compress_rope_theta, c.rope_dim, &c.yarn).inv_freq()) {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    linear.reserve(w.largest_quantized());  // before any graph capture
   }
 
   // The decode step's fixed buffers, then the page pool and the slots (load's last step).
@@ -186,6 +188,7 @@ struct CudaModel::Impl {
   ForwardContext context() {
     return ForwardContext{c,
                           gemm,
+                          linear,
                           moe,
                           s,
                           main_inv_freq.get(),
@@ -452,6 +455,7 @@ struct CudaModel::Impl {
   std::vector<LayerWeights> layers;  // pointers into w, resolved once at load
   HeadWeights head;
   Gemm gemm;
+  Linear linear;  // projections in the weights' stored formats, over gemm
   MoeRunner moe;
   ForwardScratch s;
   std::unique_ptr<PagedState> state;             // the page pool and the decode tables
@@ -517,6 +521,7 @@ CudaModel::~CudaModel() = default;
 const v4::Config& CudaModel::config() const { return impl_->c; }
 int CudaModel::max_sequences() const { return static_cast<int>(impl_->slot_pages.size()); }
 int64_t CudaModel::weight_bytes() const { return impl_->w.bytes(); }
+int64_t CudaModel::stored_weight_bytes() const { return impl_->w.stored_bytes(); }
 int CudaModel::page_tokens() const { return impl_->state->layout().page_tokens(); }
 int64_t CudaModel::page_bytes() const { return impl_->state->page_bytes(); }
 int64_t CudaModel::constant_pages() const { return impl_->state->layout().constant_pages(); }

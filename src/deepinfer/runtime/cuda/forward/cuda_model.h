@@ -77,8 +77,9 @@ class CudaModel {
   static int64_t max_supported_tokens();
 
   const v4::Config& config() const;
-  int max_sequences() const;     // slots
-  int64_t weight_bytes() const;  // bytes of weights on the device
+  int max_sequences() const;            // slots
+  int64_t weight_bytes() const;         // bytes of weights on the device
+  int64_t stored_weight_bytes() const;  // the same tensors' bytes in the checkpoint
   // The page pool (v4::StateLayout(config, page_tokens)).
   int page_tokens() const;
   int64_t page_bytes() const;

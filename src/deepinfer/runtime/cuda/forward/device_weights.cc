@@ -1,10 +1,11 @@
 #include "deepinfer/runtime/cuda/forward/device_weights.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#include "deepinfer/backend/cuda/quant/dequantize.h"
+#include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/loader/dequantize.h"
 #include "deepinfer/tensor/dtype.h"
@@ -29,7 +30,7 @@ auto* find_or_die(const Map& m, const std::string& name, const char* kind) {
 
 }  // namespace
 
-bool is_bf16_projection(const std::string& name) {
+bool is_projection(const std::string& name) {
   // The router (ffn.gate.weight) stays fp32: MoE top-k is a discrete choice (see Gemm::f32).
   for (const char* s :
        {"wq_a.weight", "wq_b.weight", "wkv.weight", "wo_a.weight", "wo_b.weight", "wgate.weight",
@@ -46,9 +47,12 @@ StatusOr<DeviceWeights> DeviceWeights::load(
   v4::LoadProgress p;
   p.tensors_total = static_cast<int64_t>(sources.size());
   for (const auto& s : sources) p.bytes_total += s.stored_bytes();
-  DeviceBuffer<uint8_t> raw, raw_scale;  // staging for quantized bytes, reused
-  DeviceBuffer<float> fscale;
   std::vector<float> host;  // one float tensor at a time
+  auto upload = [](const TensorInfo& t) {
+    DeviceBuffer<uint8_t> b(t.nbytes);
+    DI_CUDA_CHECK(cudaMemcpy(b.get(), t.data, t.nbytes, cudaMemcpyHostToDevice));
+    return b;
+  };
   for (const v4::WeightSource& s : sources) {
     const std::string& name = s.spec.name;
     const int64_t numel = s.numel();
@@ -58,57 +62,65 @@ StatusOr<DeviceWeights> DeviceWeights::load(
       if (progress) progress(p);
       continue;
     }
+    dw.stored_bytes_ += s.stored_bytes();
     if (s.format == v4::WeightFormat::kIndex) {
       std::vector<int32_t> ids;
       RETURN_IF_ERROR(v4::load_index(s, c, &ids));
       dw.i32_.emplace(name, DeviceBuffer<int32_t>(ids));
       dw.bytes_ += numel * 4;
-    } else if (!is_bf16_projection(name)) {
+    } else if (!is_projection(name)) {
       host.resize(numel);
       RETURN_IF_ERROR(v4::load_float(s, c, host.data()));
       dw.f32_.emplace(name, DeviceBuffer<float>(host));
       dw.bytes_ += numel * 4;
     } else {
-      DeviceBuffer<uint16_t> out(numel);
-      auto* ob = reinterpret_cast<__nv_bfloat16*>(out.get());
+      Matrix m;
+      DeviceMatrix& v = m.view;
+      v.rows = s.spec.shape[0];
+      v.cols = s.spec.shape[1];
       const TensorInfo& t = *s.tensor;
-      const int64_t rows = s.spec.shape[0], cols = s.spec.shape[1];
-      auto stage = [](DeviceBuffer<uint8_t>& b, const TensorInfo& ti) {
-        if (b.size() < ti.nbytes) b = DeviceBuffer<uint8_t>(ti.nbytes);
-        DI_CUDA_CHECK(cudaMemcpy(b.get(), ti.data, ti.nbytes, cudaMemcpyHostToDevice));
-        return b.get();
-      };
       if (s.format == v4::WeightFormat::kFp8Block) {
         RETURN_IF_ERROR(check_fp8_block(t, *s.scale, c.weight_block_rows, c.weight_block_cols));
         std::vector<float> sc;
         RETURN_IF_ERROR(scales_to_float(*s.scale, &sc));
-        if (fscale.size() < sc.size()) fscale = DeviceBuffer<float>(sc.size());
-        DI_CUDA_CHECK(cudaMemcpy(fscale.get(), sc.data(), sc.size() * 4, cudaMemcpyHostToDevice));
-        fp8_block_to_bf16(stage(raw, t), fscale.get(), rows, cols, c.weight_block_rows,
-                          c.weight_block_cols, ob, nullptr);
+        m.data = upload(t);
+        m.block_scale = DeviceBuffer<float>(sc);
+        v.format = MatrixFormat::kFp8Block;
+        v.block_scale = m.block_scale.get();
+        v.block_rows = c.weight_block_rows;
+        v.block_cols = c.weight_block_cols;
       } else if (s.format == v4::WeightFormat::kMxfp4) {
         RETURN_IF_ERROR(check_mxfp4(t, *s.scale));
-        const uint8_t* w = stage(raw, t);
-        mxfp4_to_bf16(w, stage(raw_scale, *s.scale), rows, cols, ob, nullptr);
+        m.data = upload(t);
+        m.mx_scale = upload(*s.scale);
+        v.format = MatrixFormat::kMxfp4;
+        v.mx_scale = m.mx_scale.get();
       } else {
         host.resize(numel);
         RETURN_IF_ERROR(v4::load_float(s, c, host.data()));
         std::vector<uint16_t> bits(numel);
         for (int64_t k = 0; k < numel; ++k) bits[k] = float_to_bf16(host[k]);
-        out.upload(bits);
+        m.data = DeviceBuffer<uint8_t>(numel * 2);
+        DI_CUDA_CHECK(cudaMemcpy(m.data.get(), bits.data(), numel * 2, cudaMemcpyHostToDevice));
       }
-      // The staging buffers are reused by the next tensor.
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      dw.bf16_.emplace(name, std::move(out));
-      dw.bytes_ += numel * 2;
+      v.data = m.data.get();
+      if (v.format != MatrixFormat::kBf16)
+        dw.largest_quantized_ = std::max(dw.largest_quantized_, v.rows * v.cols);
+      dw.bytes_ += v.bytes();
+      dw.mats_.emplace(name, std::move(m));
     }
     if (progress) progress(p);
   }
   return dw;
 }
 
-const __nv_bfloat16* DeviceWeights::bf16(const std::string& name) const {
-  return reinterpret_cast<const __nv_bfloat16*>(find_or_die(bf16_, name, "bf16"));
+const DeviceMatrix& DeviceWeights::matrix(const std::string& name) const {
+  auto it = mats_.find(name);
+  if (it == mats_.end()) {
+    std::fprintf(stderr, "cuda forward: no projection device tensor '%s'\n", name.c_str());
+    std::abort();
+  }
+  return it->second.view;
 }
 const float* DeviceWeights::f(const std::string& name) const {
   return find_or_die(f32_, name, "fp32");

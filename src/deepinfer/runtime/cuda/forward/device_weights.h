@@ -1,10 +1,11 @@
-// The model's weights on the device: projections as bf16 [out, in] (the GEMM operand type),
-// everything the other ops read as fp32 (norms, mHC, sinks, ape, embedding, and the router,
-// whose top-k must not flip on rounding), tid2eid as int32. The MTP layer is not uploaded.
+// The model's weights on the device. Projections stay in their checkpoint format
+// (DeviceMatrix: FP8 block-scaled and MXFP4 as stored, their scales beside them; float
+// projections as bf16), so the device holds about the checkpoint's bytes. Everything the other
+// ops read is fp32 (norms, mHC, sinks, ape, embedding, and the router, whose top-k must not flip
+// on rounding), tid2eid int32. The MTP layer is not uploaded.
 //
-// Loaded straight from the checkpoint: FP8 and MXFP4 tensors travel to the device as stored and
-// are dequantized there (quant/dequantize.h), so host memory never holds more than one float
-// tensor and a 34 GB quantized checkpoint needs no 230 GB of host fp32.
+// Loaded straight from the checkpoint, one tensor at a time: host memory never holds more than
+// one float tensor.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,6 +16,7 @@
 #include <unordered_map>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/quant/device_matrix.h"
 #include "deepinfer/base/status.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
@@ -33,21 +35,30 @@ class DeviceWeights {
                                       const std::function<void(const v4::LoadProgress&)>& progress);
 
   // Abort naming the tensor when absent: the manifest was validated at load, so a miss is a bug.
-  const __nv_bfloat16* bf16(const std::string& name) const;
+  const DeviceMatrix& matrix(const std::string& name) const;
   const float* f(const std::string& name) const;
   const int32_t* i(const std::string& name) const;
-  int64_t bytes() const { return bytes_; }
+  int64_t bytes() const { return bytes_; }                // on the device
+  int64_t stored_bytes() const { return stored_bytes_; }  // the same tensors in the checkpoint
+  // Elements of the largest FP8 or MXFP4 matrix: Linear's dequantization scratch.
+  int64_t largest_quantized() const { return largest_quantized_; }
 
  private:
   DeviceWeights() = default;
 
-  std::unordered_map<std::string, DeviceBuffer<uint16_t>> bf16_;
+  // A projection's device bytes: the weight (bf16, E4M3 or packed FP4) and its scales.
+  struct Matrix {
+    DeviceBuffer<uint8_t> data, mx_scale;
+    DeviceBuffer<float> block_scale;
+    DeviceMatrix view;
+  };
+  std::unordered_map<std::string, Matrix> mats_;
   std::unordered_map<std::string, DeviceBuffer<float>> f32_;
   std::unordered_map<std::string, DeviceBuffer<int32_t>> i32_;
-  int64_t bytes_ = 0;
+  int64_t bytes_ = 0, stored_bytes_ = 0, largest_quantized_ = 0;
 };
 
-// Whether the forward uses `name` (a canonical weight name) as a bf16 GEMM operand.
-bool is_bf16_projection(const std::string& name);
+// Whether the forward uses `name` (a canonical weight name) as a projection (a DeviceMatrix).
+bool is_projection(const std::string& name);
 
 }  // namespace deepinfer::cuda

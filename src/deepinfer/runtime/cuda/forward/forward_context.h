@@ -9,10 +9,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/gemm/linear.h"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
@@ -54,7 +57,8 @@ struct DecodeBatch {
 
 struct ForwardContext {
   const v4::Config& c;
-  Gemm& gemm;
+  Gemm& gemm;  // the fp32 router
+  Linear& lin;
   MoeRunner& moe;
   ForwardScratch& s;
   const double* main_inv_freq;      // device, rope_dim / 2
@@ -80,10 +84,18 @@ struct ForwardContext {
   }
 
   float eps() const { return static_cast<float>(c.rms_norm_eps); }
-  // y[n, out] = W x over bf16 operands; xb is the bf16 copy of x the caller made.
-  void linear(const __nv_bfloat16* w, const __nv_bfloat16* xb, int64_t n, int64_t out, int64_t in,
+  // y[n, out] = W x, W in its stored format; xb is the bf16 copy of x the caller made. out and
+  // in are what the caller's dims say W is: a mismatch with the loaded matrix is a bug.
+  void linear(const DeviceMatrix& w, const __nv_bfloat16* xb, int64_t n, int64_t out, int64_t in,
               float* y) const {
-    gemm.bf16(w, xb, y, n, out, in, stream);
+    if (w.rows != out || w.cols != in) {
+      std::fprintf(stderr,
+                   "cuda forward: a projection is %lld x %lld, the caller expects %lld x %lld\n",
+                   static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                   static_cast<long long>(out), static_cast<long long>(in));
+      std::abort();
+    }
+    lin.run(w, xb, y, n, stream);
   }
 };
 

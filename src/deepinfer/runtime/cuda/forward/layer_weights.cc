@@ -1,5 +1,7 @@
 #include "deepinfer/runtime/cuda/forward/layer_weights.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace deepinfer::cuda {
@@ -10,13 +12,13 @@ HcWeights hc(const DeviceWeights& w, const std::string& p) {
 }
 
 CompressorWeights compressor(const DeviceWeights& w, const std::string& p) {
-  return CompressorWeights{w.bf16(p + "wkv.weight"), w.bf16(p + "wgate.weight"), w.f(p + "ape"),
+  return CompressorWeights{w.matrix(p + "wkv.weight"), w.matrix(p + "wgate.weight"), w.f(p + "ape"),
                            w.f(p + "norm.weight")};
 }
 
-ExpertWeightsBf16 expert(const DeviceWeights& w, const std::string& p) {
-  return ExpertWeightsBf16{w.bf16(p + "w1.weight"), w.bf16(p + "w3.weight"),
-                           w.bf16(p + "w2.weight")};
+ExpertWeights expert(const DeviceWeights& w, const std::string& p) {
+  return ExpertWeights{w.matrix(p + "w1.weight"), w.matrix(p + "w3.weight"),
+                       w.matrix(p + "w2.weight")};
 }
 
 }  // namespace
@@ -33,18 +35,18 @@ std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeight
     L.ffn_norm = w.f(p + "ffn_norm.weight");
 
     AttentionWeights& a = L.attn;
-    a.wq_a = w.bf16(p + "attn.wq_a.weight");
+    a.wq_a = w.matrix(p + "attn.wq_a.weight");
     a.q_norm = w.f(p + "attn.q_norm.weight");
-    a.wq_b = w.bf16(p + "attn.wq_b.weight");
-    a.wkv = w.bf16(p + "attn.wkv.weight");
+    a.wq_b = w.matrix(p + "attn.wq_b.weight");
+    a.wkv = w.matrix(p + "attn.wkv.weight");
     a.kv_norm = w.f(p + "attn.kv_norm.weight");
     a.sink = w.f(p + "attn.attn_sink");
-    a.wo_a = w.bf16(p + "attn.wo_a.weight");
-    a.wo_b = w.bf16(p + "attn.wo_b.weight");
+    a.wo_a = w.matrix(p + "attn.wo_a.weight");
+    a.wo_b = w.matrix(p + "attn.wo_b.weight");
     if (ratio > 0) a.compressor = compressor(w, p + "attn.compressor.");
     if (ratio == 4) {
-      a.index_wq_b = w.bf16(p + "attn.indexer.wq_b.weight");
-      a.index_proj = w.bf16(p + "attn.indexer.weights_proj.weight");
+      a.index_wq_b = w.matrix(p + "attn.indexer.wq_b.weight");
+      a.index_proj = w.matrix(p + "attn.indexer.weights_proj.weight");
       a.index_compressor = compressor(w, p + "attn.indexer.compressor.");
     }
 
@@ -57,7 +59,14 @@ std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeight
     f.experts.reserve(c.n_routed_experts);
     for (int e = 0; e < c.n_routed_experts; ++e)
       f.experts.push_back(expert(w, p + "ffn.experts." + std::to_string(e) + "."));
-    f.device_experts = DeviceBuffer<ExpertWeightsBf16>(f.experts);
+    if (!f.experts.empty()) f.expert_format = f.experts[0].w1.format;
+    for (const ExpertWeights& e : f.experts)
+      for (const DeviceMatrix* m : {&e.w1, &e.w3, &e.w2})
+        if (m->format != f.expert_format) {
+          std::fprintf(stderr, "cuda forward: layer %d's routed experts mix weight formats\n", l);
+          std::abort();
+        }
+    f.device_experts = DeviceBuffer<ExpertWeights>(f.experts);
     if (c.n_shared_experts > 0) f.shared = expert(w, p + "ffn.shared_experts.");
   }
   return layers;
@@ -65,7 +74,7 @@ std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeight
 
 HeadWeights resolve_head(const DeviceWeights& w) {
   return HeadWeights{w.f("embed.weight"), hc(w, "hc_head"), w.f("norm.weight"),
-                     w.bf16("head.weight")};
+                     w.matrix("head.weight")};
 }
 
 }  // namespace deepinfer::cuda

@@ -22,28 +22,27 @@ struct HcWeights {
 };
 
 struct CompressorWeights {
-  const __nv_bfloat16* wkv = nullptr;
-  const __nv_bfloat16* wgate = nullptr;
+  DeviceMatrix wkv, wgate;
   const float* ape = nullptr;
   const float* norm = nullptr;
 };
 
 struct AttentionWeights {
-  const __nv_bfloat16 *wq_a = nullptr, *wq_b = nullptr, *wkv = nullptr;
-  const __nv_bfloat16 *wo_a = nullptr, *wo_b = nullptr;
+  DeviceMatrix wq_a, wq_b, wkv, wo_a, wo_b;
   const float *q_norm = nullptr, *kv_norm = nullptr, *sink = nullptr;
-  CompressorWeights compressor;                                      // ratio > 0
-  const __nv_bfloat16 *index_wq_b = nullptr, *index_proj = nullptr;  // CSA
-  CompressorWeights index_compressor;                                // CSA
+  CompressorWeights compressor;         // ratio > 0
+  DeviceMatrix index_wq_b, index_proj;  // CSA
+  CompressorWeights index_compressor;   // CSA
 };
 
 struct MoeWeights {
   const float* gate = nullptr;       // fp32 router
   const float* bias = nullptr;       // biased top-k layers
   const int32_t* tid2eid = nullptr;  // hash layers
-  std::vector<ExpertWeightsBf16> experts;
-  DeviceBuffer<ExpertWeightsBf16> device_experts;  // the same pointers, for the grouped path
-  ExpertWeightsBf16 shared;                        // all null without a shared expert
+  std::vector<ExpertWeights> experts;
+  DeviceBuffer<ExpertWeights> device_experts;        // the same matrices, for the grouped path
+  MatrixFormat expert_format = MatrixFormat::kBf16;  // every routed expert's (checked at load)
+  ExpertWeights shared;                              // all null without a shared expert
 };
 
 struct LayerWeights {
@@ -58,9 +57,10 @@ struct HeadWeights {
   const float* embed = nullptr;
   HcWeights hc;
   const float* norm = nullptr;
-  const __nv_bfloat16* head = nullptr;
+  DeviceMatrix head;
 };
 
+// Aborts if a layer's routed experts are not all in one format (the grouped kernels take one).
 std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeights& w);
 HeadWeights resolve_head(const DeviceWeights& w);
 

@@ -38,6 +38,7 @@ void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const fl
   a.weights = wts;
   a.experts.assign(w.experts.begin(), w.experts.end());
   a.device_experts = w.device_experts.get();
+  a.expert_format = w.expert_format;
   a.num_experts = E;
   a.shared = c.n_shared_experts > 0 ? &w.shared : nullptr;
   a.shared_inter = int64_t(c.moe_intermediate_size) * c.n_shared_experts;

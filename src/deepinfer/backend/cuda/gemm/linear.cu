@@ -1,0 +1,40 @@
+#include <cstdio>
+#include <cstdlib>
+
+#include "deepinfer/backend/cuda/gemm/linear.h"
+#include "deepinfer/backend/cuda/gemm/weight_gemv.h"
+#include "deepinfer/backend/cuda/quant/dequantize.h"
+
+namespace deepinfer::cuda {
+
+Linear::Linear(Gemm& gemm) : gemm_(gemm) { prepare_dequantize(); }
+
+void Linear::reserve(int64_t elems) {
+  if (static_cast<int64_t>(scratch_.size()) < elems) scratch_ = DeviceBuffer<__nv_bfloat16>(elems);
+}
+
+void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_t n,
+                 cudaStream_t stream) {
+  if (n == 0 || w.rows == 0) return;
+  if (w.format == MatrixFormat::kBf16) {
+    gemm_.bf16(static_cast<const __nv_bfloat16*>(w.data), x, y, n, w.rows, w.cols, stream);
+    return;
+  }
+  if (n <= kGemvMaxRows && weight_gemv_supports(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    weight_gemv(w, x, n, y, stream);
+    return;
+  }
+  if (static_cast<int64_t>(scratch_.size()) < w.rows * w.cols) {
+    std::fprintf(stderr,
+                 "Linear: a %lld x %lld quantized matrix over %lld rows needs %lld scratch "
+                 "elements, reserve() made %zu\n",
+                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 static_cast<long long>(n), static_cast<long long>(w.rows * w.cols),
+                 scratch_.size());
+    std::abort();
+  }
+  dequantize(w, scratch_.get(), stream);
+  gemm_.bf16(scratch_.get(), x, y, n, w.rows, w.cols, stream);
+}
+
+}  // namespace deepinfer::cuda

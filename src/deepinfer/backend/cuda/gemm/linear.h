@@ -1,0 +1,41 @@
+// Projections over weights in their stored format: y[n, w.rows] = x[n, w.cols] . W^T, bf16
+// activations, fp32 accumulation and output.
+// - bf16 weights: cuBLASLt (Gemm::bf16).
+// - FP8 / MXFP4 weights, n <= kGemvMaxRows (decode): weight_gemv, which reads the stored bytes.
+// - FP8 / MXFP4 weights, more rows (prefill, large batches): the weight is dequantized into one
+//   bf16 scratch matrix, then cuBLASLt; the scratch is reused in stream order by every call, so
+//   the device keeps one bf16 copy of the largest matrix, not of the model.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/quant/device_matrix.h"
+
+namespace deepinfer::cuda {
+
+// Not thread-safe: one per stream, like Gemm.
+class Linear {
+ public:
+  static constexpr int64_t kGemvMaxRows = 16;
+
+  explicit Linear(Gemm& gemm);
+  Gemm& gemm() { return gemm_; }
+
+  // The dequantization scratch, for quantized matrices of up to `elems` elements. It only grows,
+  // and only here: call it (at load) before capturing a graph that runs a quantized matrix with
+  // more than kGemvMaxRows rows. run() aborts if the scratch is too small.
+  void reserve(int64_t elems);
+
+  void run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_t n, cudaStream_t stream);
+
+ private:
+  Gemm& gemm_;
+  DeviceBuffer<__nv_bfloat16> scratch_;
+};
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,24 @@
+// y[n, w.rows] = x[n, w.cols] . W^T for a few rows n, reading W in its stored format (bf16, FP8
+// block-scaled, MXFP4) and expanding it in registers: decode is bound by reading the weights, so
+// a quantized weight costs its stored bytes, not a bf16 copy's. One warp per output column, each
+// weight row read once per 8 rows of x (x is small and stays in L1). fp32 accumulation and output.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "deepinfer/backend/cuda/quant/device_matrix.h"
+
+namespace deepinfer::cuda {
+
+// Whether weight_gemv takes w: cols a multiple of DeviceMatrix::per_load(format), 16-byte
+// aligned data, and for FP8 block_cols a multiple of 16 (a load stays inside one scale block).
+bool weight_gemv_supports(const DeviceMatrix& w);
+
+// x: bf16 [n, w.cols], 16-byte aligned; y: fp32 [n, w.rows]. Aborts when !weight_gemv_supports(w).
+void weight_gemv(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y,
+                 cudaStream_t stream);
+
+}  // namespace deepinfer::cuda

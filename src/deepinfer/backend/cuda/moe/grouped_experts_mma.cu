@@ -1,0 +1,163 @@
+// The grouped expert kernels on tensor cores. With several rows per expert the CUDA-core form
+// runs out of FMA throughput before memory bandwidth (an MXFP4 byte feeds 2 weights x rows), so
+// here a block owns (a 64-column tile, an expert) and walks K in steps of kMmaK: the weight tile
+// is expanded from its stored format into shared memory as bf16 (weight_rows.cuh, the same
+// values as every other path), the expert's next 16 rows staged beside it, and four warps each
+// multiply their 16 columns with wmma 16x16x16 (bf16 in, fp32 accumulate). More than 16 rows
+// take more passes over the weights.
+#include <mma.h>
+
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/moe/expert_math.cuh"
+#include "deepinfer/backend/cuda/quant/weight_rows.cuh"
+
+namespace deepinfer::cuda::moe_detail {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kN = 16 * kWarps;  // columns per block
+constexpr int kM = 16;           // rows per pass
+constexpr int kK = static_cast<int>(kMmaK);
+constexpr int kLd = kK + 8;  // padded bf16 row of a tile (a multiple of 8, as wmma needs)
+
+template <int NW>
+struct __align__(32) Tiles {
+  __nv_bfloat16 w[NW][kN][kLd];  // [matrix][column][k]
+  __nv_bfloat16 x[kM][kLd];      // [row][k]
+  float out[NW][kM][kN];         // the accumulators, for the epilogue
+};
+
+// Columns [n0, n0 + kN) x k [k0, k0 + kK) of m into t (columns past m.rows as zeros).
+template <MatrixFormat F>
+__device__ inline void stage_weights(const DeviceMatrix& m, int64_t n0, int64_t k0,
+                                     __nv_bfloat16 (*t)[kLd]) {
+  constexpr int P = DeviceMatrix::per_load(F), kPerRow = kK / P;
+  for (int i = threadIdx.x; i < kN * kPerRow; i += kThreads) {
+    const int c = i / kPerRow, kk = (i % kPerRow) * P;
+    float f[P];
+    if (n0 + c < m.rows) {
+      weight_rows::load<F>(weight_rows::row_of(m, n0 + c), k0 + kk, f);
+    } else {
+#pragma unroll
+      for (int j = 0; j < P; ++j) f[j] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < P; j += 2)
+      *reinterpret_cast<__nv_bfloat162*>(&t[c][kk + j]) = __floats2bfloat162_rn(f[j], f[j + 1]);
+  }
+}
+
+// Rows [m0, m0 + rn) of the expert's group, k [k0, k0 + kK): gate-up reads the slot's token row
+// of xb, down the group row of h. Rows past rn as zeros.
+template <bool kGateUp>
+__device__ inline void stage_rows(const GroupedArgs& a, int64_t first, int64_t m0, int rn,
+                                  int64_t k0, __nv_bfloat16 (*x)[kLd]) {
+  constexpr int kVecs = kK / 8;
+  const int64_t in = kGateUp ? a.hidden : a.inter;
+  for (int i = threadIdx.x; i < kM * kVecs; i += kThreads) {
+    const int r = i / kVecs, v = i % kVecs;
+    uint4 q = make_uint4(0, 0, 0, 0);
+    if (r < rn) {
+      const int64_t g = first + m0 + r;
+      const __nv_bfloat16* src = kGateUp ? a.xb + int64_t{a.order[g] / a.top_k} * in : a.h + g * in;
+      q = *reinterpret_cast<const uint4*>(src + k0 + v * 8);
+    }
+    *reinterpret_cast<uint4*>(&x[r][v * 8]) = q;
+  }
+}
+
+template <bool kGateUp, MatrixFormat F>
+__global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
+  constexpr int NW = kGateUp ? 2 : 1;
+  __shared__ Tiles<NW> t;
+  const int e = blockIdx.y;
+  const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
+  if (rows == 0) return;
+  const ExpertWeights& w = a.experts[e];
+  const DeviceMatrix* mats[NW];
+  if constexpr (kGateUp) {
+    mats[0] = &w.w1;
+    mats[1] = &w.w3;
+  } else {
+    mats[0] = &w.w2;
+  }
+  const int64_t in = kGateUp ? a.hidden : a.inter, out = kGateUp ? a.inter : a.hidden;
+  const int64_t n0 = int64_t{blockIdx.x} * kN;
+  const int warp = threadIdx.x >> 5;
+  for (int64_t m0 = 0; m0 < rows; m0 += kM) {
+    const int rn = rows - m0 < kM ? static_cast<int>(rows - m0) : kM;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NW];
+#pragma unroll
+    for (int j = 0; j < NW; ++j) wmma::fill_fragment(acc[j], 0.0f);
+    for (int64_t k0 = 0; k0 < in; k0 += kK) {
+#pragma unroll
+      for (int j = 0; j < NW; ++j) stage_weights<F>(*mats[j], n0, k0, t.w[j]);
+      stage_rows<kGateUp>(a, first, m0, rn, k0, t.x);
+      __syncthreads();
+#pragma unroll
+      for (int kk = 0; kk < kK; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+        wmma::load_matrix_sync(fa, &t.x[0][kk], kLd);
+#pragma unroll
+        for (int j = 0; j < NW; ++j) {
+          // W's columns are rows of the tile: as a K x N operand it is column-major.
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+          wmma::load_matrix_sync(fb, &t.w[j][warp * 16][kk], kLd);
+          wmma::mma_sync(acc[j], fa, fb, acc[j]);
+        }
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < NW; ++j)
+      wmma::store_matrix_sync(&t.out[j][0][warp * 16], acc[j], kN, wmma::mem_row_major);
+    __syncthreads();
+    for (int i = threadIdx.x; i < rn * kN; i += kThreads) {
+      const int r = i / kN, c = i % kN;
+      const int64_t n = n0 + c;
+      if (n >= out) continue;
+      const int64_t g = first + m0 + r;
+      const int32_t s = a.order[g];
+      if constexpr (kGateUp) {
+        const float wt = a.before ? a.weights[s] : 1.0f;
+        a.h[g * a.inter + n] = swiglu_bf16(t.out[0][r][c], t.out[NW - 1][r][c], true, a.lim, wt);
+      } else {
+        a.slots[int64_t{s} * a.hidden + n] = t.out[0][r][c] * (a.before ? 1.0f : a.weights[s]);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <bool kGateUp>
+void launch(MatrixFormat f, dim3 grid, const GroupedArgs& a, cudaStream_t stream) {
+  switch (f) {
+    case MatrixFormat::kBf16:
+      mma_kernel<kGateUp, MatrixFormat::kBf16><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case MatrixFormat::kFp8Block:
+      mma_kernel<kGateUp, MatrixFormat::kFp8Block><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case MatrixFormat::kMxfp4:
+      mma_kernel<kGateUp, MatrixFormat::kMxfp4><<<grid, kThreads, 0, stream>>>(a);
+      break;
+  }
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void launch_grouped_mma(bool gate_up, MatrixFormat format, const GroupedArgs& a, int num_experts,
+                        cudaStream_t stream) {
+  const int64_t out = gate_up ? a.inter : a.hidden;
+  const dim3 grid(static_cast<unsigned>((out + kN - 1) / kN), static_cast<unsigned>(num_experts));
+  if (gate_up)
+    launch<true>(format, grid, a, stream);
+  else
+    launch<false>(format, grid, a, stream);
+}
+
+}  // namespace deepinfer::cuda::moe_detail

@@ -1,0 +1,162 @@
+// Device side of DeviceMatrix: a weight row read 16 bytes at a time and expanded in registers
+// (bf16: 8 values, FP8 E4M3: 16, MXFP4: 32), and warp dot products of weight rows against bf16
+// activation rows. Each expanded value is the fp32 product the host dequantizer forms (stored
+// value times its power-of-two or fp32 scale), so a product with a bf16 activation equals the one
+// over a bf16 copy of the weight: only the order of the fp32 sums differs.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "deepinfer/backend/cuda/quant/device_matrix.h"
+#include "deepinfer/backend/cuda/reduce.cuh"
+
+namespace deepinfer::cuda::weight_rows {
+
+// One weight row as the kernels address it.
+struct Row {
+  const uint8_t* w = nullptr;       // the row's first byte
+  const float* bscale = nullptr;    // kFp8Block: the row's block-row of scales, by k / block_cols
+  const uint8_t* mscale = nullptr;  // kMxfp4: the row's E8M0 scales, by k / 32
+  int block_cols = 0;
+};
+
+__device__ inline Row row_of(const DeviceMatrix& m, int64_t n) {
+  Row r;
+  const auto* base = static_cast<const uint8_t*>(m.data);
+  switch (m.format) {
+    case MatrixFormat::kBf16:
+      r.w = base + n * m.cols * 2;
+      break;
+    case MatrixFormat::kFp8Block:
+      r.w = base + n * m.cols;
+      r.bscale = m.block_scale +
+                 ((m.row0 + n) / m.block_rows) * ((m.cols + m.block_cols - 1) / m.block_cols);
+      r.block_cols = m.block_cols;
+      break;
+    case MatrixFormat::kMxfp4:
+      r.w = base + n * (m.cols / 2);
+      r.mscale = m.mx_scale + n * (m.cols / 32);
+      break;
+  }
+  return r;
+}
+
+__device__ inline void unpack8(uint4 q, float (&f)[8]) {
+  const auto* p = reinterpret_cast<const __nv_bfloat162*>(&q);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __bfloat1622float2(p[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+// E8M0: 2^(b - 127); 0 is 2^-127 (a subnormal), 255 NaN (tensor/dtype.h's table).
+__device__ inline float e8m0(uint8_t b) {
+  if (b == 0) return __uint_as_float(0x00400000u);
+  if (b == 255) return __uint_as_float(0x7fc00000u);
+  return __uint_as_float(static_cast<uint32_t>(b) << 23);
+}
+
+// Two E4M3 bytes (the first in the low byte) -> two floats, by the hardware conversion (every
+// E4M3 value is exact in half).
+__device__ inline float2 fp8x2(uint32_t two) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+
+// Four E2M1 nibbles (element i in bits 4i..4i+3) -> four E4M3 bytes: the magnitude code picks
+// its E4M3 encoding from an 8-byte table by byte permutation, the sign moves to bit 7.
+__device__ inline uint32_t fp4x4_to_fp8x4(uint32_t v) {
+  // 0, 0.5, 1, 1.5 | 2, 3, 4, 6 in E4M3.
+  constexpr uint32_t kLo = 0x3C383000u, kHi = 0x4C484440u;
+  const uint32_t mag = __byte_perm(kLo, kHi, v & 0x7777u);
+  const uint32_t s = v & 0x8888u;
+  const uint32_t sign =
+      ((s & 0x8u) << 4) | ((s & 0x80u) << 8) | ((s & 0x800u) << 12) | ((s & 0x8000u) << 16);
+  return mag | sign;
+}
+
+// The row's values [k, k + per_load(F)) as floats.
+template <MatrixFormat F>
+__device__ inline void load(const Row& r, int64_t k, float* f) {
+  if constexpr (F == MatrixFormat::kBf16) {
+    float t[8];
+    unpack8(__ldg(reinterpret_cast<const uint4*>(r.w + k * 2)), t);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = t[i];
+  } else if constexpr (F == MatrixFormat::kFp8Block) {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(r.w + k));
+    const float s = r.bscale[k / r.block_cols];
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 a = fp8x2(words[i]), b = fp8x2(words[i] >> 16);
+      f[4 * i] = a.x * s;
+      f[4 * i + 1] = a.y * s;
+      f[4 * i + 2] = b.x * s;
+      f[4 * i + 3] = b.y * s;
+    }
+  } else {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(r.w + k / 2));
+    const float s = e8m0(r.mscale[k / 32]);
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t b = fp4x4_to_fp8x4((words[i] >> (16 * h)) & 0xffffu);
+        const float2 a = fp8x2(b), c = fp8x2(b >> 16);
+        float* o = f + 8 * i + 4 * h;
+        o[0] = a.x * s;
+        o[1] = a.y * s;
+        o[2] = c.x * s;
+        o[3] = c.y * s;
+      }
+    }
+  }
+}
+
+// acc[j][r] = W_j[row] . x[r, :] for r < rn (rows of x `ldx` apart, bf16), summed over the warp
+// (every lane gets it). Lanes stride over k a 16-byte load at a time; fp32 accumulation.
+// Needs in % per_load(F) == 0 and 16-byte aligned rows of both operands.
+template <MatrixFormat F, int NW, int R>
+__device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int64_t ldx, int64_t in,
+                                int rn, float (&acc)[NW][R]) {
+  constexpr int P = DeviceMatrix::per_load(F);
+#pragma unroll
+  for (int j = 0; j < NW; ++j)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[j][r] = 0.0f;
+  for (int64_t k = (threadIdx.x & 31) * P; k < in; k += 32 * P) {
+    float wf[NW][P];
+#pragma unroll
+    for (int j = 0; j < NW; ++j) load<F>(w[j], k, wf[j]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r >= rn) break;
+      const auto* xp = reinterpret_cast<const uint4*>(x + r * ldx + k);
+#pragma unroll
+      for (int q = 0; q < P / 8; ++q) {
+        float xf[8];
+        unpack8(xp[q], xf);
+#pragma unroll
+        for (int j = 0; j < NW; ++j)
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[j][r] = fmaf(wf[j][q * 8 + i], xf[i], acc[j][r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NW; ++j)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (r < rn) acc[j][r] = warp_reduce(acc[j][r], SumOp{});
+}
+
+}  // namespace deepinfer::cuda::weight_rows

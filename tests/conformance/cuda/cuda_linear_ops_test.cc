@@ -1,0 +1,89 @@
+// Projections over weights in their stored formats (backend/cuda/gemm/linear.h) against the CPU
+// reference on the host-dequantized weight: weight_gemv for few rows (the decode path) and the
+// dequantize-then-cuBLASLt path for more, for FP8 block-scaled, MXFP4 and bf16 weights, at
+// V4-Flash shapes, ragged ones, and a row slice of FP8 that starts inside a scale block (wo_a's
+// groups in small models). The weights are exact in bf16 and both sides multiply the same bf16
+// activations, so only the fp32 summation order differs: the fp32 tolerance.
+#include <gtest/gtest.h>
+
+#include "cuda_test_util.h"
+#include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/gemm/linear.h"
+#include "deepinfer/backend/cuda/gemm/weight_gemv.h"
+#include "quant_matrix_fixture.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+using namespace deepinfer::cuda::testing;
+
+// y = x W^T on the host, over rows [r0, r0 + rows) of the weight.
+std::vector<float> host_linear(const std::vector<float>& w, int64_t cols, int64_t r0, int64_t rows,
+                               const std::vector<float>& x, int64_t n) {
+  std::vector<float> y(n * rows);
+  cpu::linear(w.data() + r0 * cols, rows, cols, x.data(), n, y.data());
+  return y;
+}
+
+struct LinearCase {
+  MatrixFormat format;
+  int64_t out, in;
+};
+
+TEST(CudaLinear, StoredFormatsMatchTheHostDequantizedWeight) {
+  Gemm gemm;
+  Linear linear(gemm);
+  const MatrixFormat kFp8 = MatrixFormat::kFp8Block, kMx = MatrixFormat::kMxfp4,
+                     kBf = MatrixFormat::kBf16;
+  // wq_a, wq_b, an expert's w1 and w2, the indexer's wq_b, a ragged FP8 one (rows and columns not
+  // multiples of the block; columns not of 16, so even few rows take the dequantize path).
+  for (LinearCase k : {LinearCase{kFp8, 1024, 4096},
+                       {kFp8, 32768, 1024},
+                       {kMx, 2048, 4096},
+                       {kMx, 4096, 2048},
+                       {kFp8, 8192, 1024},
+                       {kBf, 300, 256},
+                       {kFp8, 300, 200},
+                       {kFp8, 77, 48},
+                       {kMx, 96, 64}}) {
+    QuantMatrix q = make_quant_matrix(k.format, k.out, k.in, 1.0f / std::sqrt(float(k.in)));
+    linear.reserve(k.out * k.in);
+    for (int64_t n : {1, 3, 8, 16, 17, 40}) {
+      const auto x = round_bf16(randn(n * k.in));
+      const std::vector<float> want = host_linear(q.values, k.in, 0, k.out, x, n);
+      DeviceBuffer<uint16_t> dx(bf16_bits(x));
+      DeviceBuffer<float> dy(n * k.out);
+      dy.poison();
+      linear.run(q.m, reinterpret_cast<const __nv_bfloat16*>(dx.get()), dy.get(), n, nullptr);
+      const bool gemv = n <= Linear::kGemvMaxRows && weight_gemv_supports(q.m) && k.format != kBf;
+      EXPECT_TRUE(close(dy.download(), want, kF32Tol))
+          << format_name(k.format) << " " << k.out << "x" << k.in << ", " << n << " rows ("
+          << (gemv ? "weight_gemv" : "dequantize + cuBLASLt") << ")";
+    }
+  }
+}
+
+// A slice of rows that starts inside a 128-row scale block: its rows must use their own block's
+// scale, on both paths.
+TEST(CudaLinear, Fp8RowSliceKeepsItsScaleRows) {
+  Gemm gemm;
+  Linear linear(gemm);
+  const int64_t out = 384, in = 256, r0 = 96, rows = 160;
+  QuantMatrix q = make_quant_matrix(MatrixFormat::kFp8Block, out, in, 0.1f);
+  linear.reserve(out * in);
+  const DeviceMatrix slice = q.m.row_slice(r0, rows);
+  for (int64_t n : {2, 33}) {
+    const auto x = round_bf16(randn(n * in));
+    const std::vector<float> want = host_linear(q.values, in, r0, rows, x, n);
+    DeviceBuffer<uint16_t> dx(bf16_bits(x));
+    DeviceBuffer<float> dy(n * rows);
+    dy.poison();
+    linear.run(slice, reinterpret_cast<const __nv_bfloat16*>(dx.get()), dy.get(), n, nullptr);
+    EXPECT_TRUE(close(dy.download(), want, kF32Tol)) << n << " rows";
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda
