@@ -39,7 +39,7 @@ void check_quoted(std::string_view body, const ParsedRequest& req) {
 void run(Endpoint ep, std::string_view body, int64_t vocab) {
   ParsedRequest req;
   ApiError err;
-  if (!deepinfer::server::parse_request(ep, body, vocab, &req, &err)) {
+  if (!deepinfer::server::parse_request(ep, body, vocab, recipe::Variant::kV41, &req, &err)) {
     if (err.http_status != 400) std::abort();
     check_error(err);
     check_quoted(body, req);

@@ -144,6 +144,10 @@ class EngineImpl final : public Engine {
   }
   int64_t vocab_size() const override { return runner_->info().vocab_size; }
   int32_t eos_token_id() const override { return runner_->info().eos_token_id; }
+  recipe::Variant chat_variant() const override {
+    return runner_->info().model_type == "deepseek_v41" ? recipe::Variant::kV41
+                                                        : recipe::Variant::kV4;
+  }
   StatusOr<std::vector<int32_t>> prompt_token_ids(const GenerateRequest& r) const override {
     return prompt_ids(r);
   }
@@ -166,7 +170,7 @@ class EngineImpl final : public Engine {
     if (!tok_) return failed_precondition("model " + args_.model + " has no tokenizer.json");
     if (r.prompt) return tok_->encode(*r.prompt);
     ASSIGN_OR_RETURN(recipe::SegmentedPrompt pieces,
-                     recipe::encode_chat_request_segmented(*r.chat));
+                     recipe::encode_chat_request_segmented(*r.chat, chat_variant()));
     if (args_.special_tokens_in_content) return tok_->encode(recipe::join_prompt(pieces));
     // Only the recipe's markup may become control tokens; request text is plain text.
     std::vector<tokenizer::TextSpan> spans;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "deepinfer/base/status.h"
+#include "deepinfer/recipe/markers.h"
 #include "deepinfer/runtime/device.h"
 #include "deepinfer/sample/sampling_params.h"
 
@@ -127,6 +128,9 @@ class Engine {
   virtual int64_t kv_free_pages() const = 0;  // for tests: back to capacity().num_pages when idle
   virtual int64_t vocab_size() const = 0;
   virtual int32_t eos_token_id() const = 0;
+  // The chat format of the model's family (config.json's model_type): V4 for deepseek_v4, V4.1
+  // for deepseek_v41. Chat prompts are encoded in it, and model output is parsed in it.
+  virtual recipe::Variant chat_variant() const = 0;
   // Tokenize / detokenize with the model's tokenizer (error when the model has none).
   virtual StatusOr<std::vector<int32_t>> tokenize(const std::string& text) const = 0;
   // The prompt ids `request` would run on (its prompt_ids, prompt or chat, tokenized exactly as

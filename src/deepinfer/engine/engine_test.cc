@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
+#include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 
 namespace deepinfer {
 namespace {
@@ -411,6 +412,43 @@ TEST(EngineTest, ChatContentSpellingControlTokensStaysOrdinaryTextByDefault) {
   EXPECT_EQ(count(old, 128803), 2);
   EXPECT_EQ(count(old, 128804), 2);
   EXPECT_EQ(count(old, 1), 1);
+}
+
+}  // namespace
+}  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// The chat format follows config.json's model_type: a deepseek_v4 model gets V4's DSML tags in
+// its tool instructions, a deepseek_v41 model V4.1's spaced ones (and neither the other's).
+TEST(EngineTest, ChatFormatFollowsTheModelFamily) {
+  GenerateRequest r;
+  r.chat = nlohmann::json::parse(R"({"messages":[{"role":"user","content":"Weather?"}],
+      "tools":[{"type":"function","function":{"name":"get_weather",
+                "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]})");
+  struct Family {
+    std::string dir;
+    recipe::Variant variant;
+    const char *tag, *other_tag;
+  };
+  for (const Family& f :
+       {Family{model_dir(), recipe::Variant::kV4, "<｜DSML｜tool_calls>", "<｜DSML｜ calls>"},
+        Family{v41::tiny_model_dir_for_test(), recipe::Variant::kV41, "<｜DSML｜ calls>",
+               "<｜DSML｜tool_calls>"}}) {
+    EngineArgs a;
+    a.model = f.dir;
+    a.kv_memory_bytes = 64 << 20;
+    auto e = Engine::create(a);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    EXPECT_EQ((*e)->chat_variant(), f.variant) << f.dir;
+    auto ids = (*e)->prompt_token_ids(r);
+    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    auto text = (*e)->detokenize(*ids);
+    ASSERT_TRUE(text.ok()) << text.status().to_string();
+    EXPECT_NE(text->find(f.tag), std::string::npos) << *text;
+    EXPECT_EQ(text->find(f.other_tag), std::string::npos) << *text;
+  }
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ struct RunnerOptions {
 };
 
 struct ModelInfo {
+  std::string model_type;  // config.json's: "deepseek_v4" | "deepseek_v41" (picks the chat format)
   int64_t vocab_size = 0;
   int32_t eos_token_id = 0;
   std::string numerics;  // "official" | "plain": what the runner computes

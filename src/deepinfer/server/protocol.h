@@ -90,6 +90,9 @@ struct ParsedRequest {
   // Chat: parse DSML tool calls out of the output. True iff the request offers tools and
   // tool_choice is not "none"; otherwise markup stays in the content.
   bool parse_tool_calls = false;
+  // The served model's chat format (Engine::chat_variant): the prompt, a forced call's grammar
+  // and the output parsers all use it.
+  recipe::Variant variant = recipe::Variant::kV41;
 };
 
 // The text of one token, for logprobs (the engine's detokenizer).
@@ -97,11 +100,11 @@ using TokenText = std::function<std::string(int32_t)>;
 
 // Parses and type-checks a request body. Known fields of the wrong type and invalid sampling
 // params give a 400 naming the field in `param`; unknown fields are ignored (as OpenAI does).
-// Range checks need the vocab size: pass the engine's. Bodies nested deeper than kMaxJsonDepth
-// are refused (json_too_deep) before parsing; the parsed body is moved, never deep-copied, into
-// gen.chat. Never throws.
-bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size, ParsedRequest* out,
-                   ApiError* error);
+// Range checks need the vocab size and chat requests the chat format: pass the engine's. Bodies
+// nested deeper than kMaxJsonDepth are refused (json_too_deep) before parsing; the parsed body is
+// moved, never deep-copied, into gen.chat. Never throws.
+bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
+                   recipe::Variant variant, ParsedRequest* out, ApiError* error);
 
 // Engine submit errors in the request's terms: grammar errors ("so_args ...") name
 // response_format or tool_choice when the grammar came from one of them, and the rest go
@@ -123,7 +126,7 @@ nlohmann::json usage_json(const Usage& u, int64_t completion_tokens, int64_t rea
 // parser when the text is not well formed (the tiny model's output is random).
 // `parse_tool_calls` off: DSML markup stays in the content (ParsedRequest::parse_tool_calls).
 recipe::ParsedMessage parse_chat_output(const std::string& text, bool thinking,
-                                        bool parse_tool_calls = true);
+                                        recipe::Variant variant, bool parse_tool_calls = true);
 
 // Logprobs in each endpoint's shape: chat {"content": [{token, logprob, bytes, top_logprobs}]},
 // completions {tokens, token_logprobs, top_logprobs, text_offset}.
@@ -153,7 +156,8 @@ nlohmann::json completion_response(const std::string& id, int64_t created, const
                                    const RequestOutput& out, const TokenText& token_text = {});
 nlohmann::json chat_response(const std::string& id, int64_t created, const std::string& model,
                              const RequestOutput& out, bool thinking, int64_t reasoning_tokens,
-                             const TokenText& token_text = {}, bool parse_tool_calls = true);
+                             recipe::Variant variant, const TokenText& token_text = {},
+                             bool parse_tool_calls = true);
 
 // Streaming chunks. `index` is the choice's global index, prompt_index * n + sample index.
 nlohmann::json completion_chunk(const std::string& id, int64_t created, const std::string& model,

@@ -14,7 +14,7 @@ inline constexpr int64_t kVocab = 1000;
 inline ApiError parse_error(Endpoint ep, const std::string& body) {
   ParsedRequest req;
   ApiError err;
-  EXPECT_FALSE(parse_request(ep, body, kVocab, &req, &err)) << body;
+  EXPECT_FALSE(parse_request(ep, body, kVocab, recipe::Variant::kV41, &req, &err)) << body;
   return err;
 }
 

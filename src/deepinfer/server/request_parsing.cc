@@ -271,6 +271,7 @@ bool apply_tool_choice(json* j, recipe::Json* rj, ParsedRequest* out, ApiError* 
   auto it = j->find("tool_choice");
   if (it == j->end() || it->is_null()) return true;
   recipe::ToolCallGrammarOptions options;
+  options.variant = out->variant;
   std::string forced;
   if (it->is_string()) {
     const std::string c = it->get<std::string>();
@@ -496,8 +497,8 @@ int json_nesting_depth(std::string_view body, int limit) {
   return deepest;
 }
 
-bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size, ParsedRequest* out,
-                   ApiError* error) {
+bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
+                   recipe::Variant variant, ParsedRequest* out, ApiError* error) {
   if (size_t bad = invalid_utf8_at(body); bad != std::string_view::npos) {
     *error = invalid_utf8_error(bad);
     return false;
@@ -523,6 +524,7 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
   }
   *out = ParsedRequest{};
   out->endpoint = endpoint;
+  out->variant = variant;
   out->model = j.value("model", json("")).is_string() ? j.value("model", std::string()) : "";
   out->stream = j.contains("stream") && j["stream"].is_boolean() && j["stream"].get<bool>();
   if (j.contains("stream_options") && j["stream_options"].is_object()) {
@@ -611,7 +613,7 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
       if (!structured_chat_without_thinking(&j, error)) return false;
       rj["chat_template_kwargs"]["thinking"] = false;
     }
-    auto mapped = recipe::map_chat_request(rj);
+    auto mapped = recipe::map_chat_request(rj, out->variant);
     if (!mapped.ok()) {
       *error = error_from_status(mapped.status(), "messages");
       return false;

@@ -17,7 +17,7 @@ TEST(Protocol, CompletionRequestMapsFields) {
                             R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0,
                                 "stream":true,"stream_options":{"include_usage":true},
                                 "stop":"x","some_unknown_field":{"a":1}})",
-                            kVocab, &req, &err))
+                            kVocab, recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_EQ(req.model, "m");
   EXPECT_EQ(req.gen.prompt, "hi");
@@ -33,7 +33,7 @@ TEST(Protocol, PromptIdsAndMaxCompletionTokens) {
   ApiError err;
   ASSERT_TRUE(parse_request(Endpoint::kCompletions,
                             R"({"prompt":[1,2,3],"max_tokens":3,"max_completion_tokens":5})",
-                            kVocab, &req, &err));
+                            kVocab, recipe::Variant::kV41, &req, &err));
   EXPECT_EQ(req.gen.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(req.gen.params.max_tokens, 5);
 }
@@ -42,8 +42,8 @@ TEST(Protocol, ChatRequestKeepsBody) {
   ParsedRequest req;
   ApiError err;
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions,
-                            R"({"messages":[{"role":"user","content":"hello"}]})", kVocab, &req,
-                            &err))
+                            R"({"messages":[{"role":"user","content":"hello"}]})", kVocab,
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   ASSERT_TRUE(req.gen.chat.has_value());
   EXPECT_EQ((*req.gen.chat)["messages"][0]["content"], "hello");
@@ -94,7 +94,8 @@ TEST(Protocol, InvalidUtf8IsNamedAsSuch) {
             "invalid_utf8");
   ParsedRequest req;
   ApiError err;
-  EXPECT_TRUE(parse_request(Endpoint::kCompletions, "{\"prompt\":\"é日😀\"}", kVocab, &req, &err))
+  EXPECT_TRUE(parse_request(Endpoint::kCompletions, "{\"prompt\":\"é日😀\"}", kVocab,
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
 }
 
@@ -103,15 +104,15 @@ TEST(Protocol, LogprobsPerEndpoint) {
   ApiError err;
   const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions,
-                            "{" + msgs + R"(,"logprobs":true,"top_logprobs":3})", kVocab, &req,
-                            &err))
+                            "{" + msgs + R"(,"logprobs":true,"top_logprobs":3})", kVocab,
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_EQ(req.gen.params.logprobs, 3);
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, "{" + msgs + R"(,"logprobs":false})",
-                            kVocab, &req, &err));
+                            kVocab, recipe::Variant::kV41, &req, &err));
   EXPECT_FALSE(req.gen.params.logprobs.has_value());
-  ASSERT_TRUE(
-      parse_request(Endpoint::kCompletions, R"({"prompt":"x","logprobs":2})", kVocab, &req, &err));
+  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":"x","logprobs":2})", kVocab,
+                            recipe::Variant::kV41, &req, &err));
   EXPECT_EQ(req.gen.params.logprobs, 2);
   EXPECT_EQ(parse_error(Endpoint::kChatCompletions, "{" + msgs + R"(,"logprobs":2})").param,
             "logprobs");
@@ -129,13 +130,13 @@ TEST(Protocol, ResponseFormatAndN) {
   const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
   EXPECT_TRUE(parse_request(Endpoint::kChatCompletions,
                             "{" + msgs + R"(,"response_format":{"type":"text"},"n":3})", kVocab,
-                            &req, &err))
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_EQ(req.gen.params.n, 3);
   // json_object / json_schema become so_args, and chat thinking is switched off for them.
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions,
                             "{" + msgs + R"(,"response_format":{"type":"json_object"}})", kVocab,
-                            &req, &err))
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   ASSERT_TRUE(req.gen.params.so_args.has_value());
   EXPECT_EQ(req.gen.params.so_args->kind, sample::StructuredOutput::Kind::kJsonObject);
@@ -146,7 +147,7 @@ TEST(Protocol, ResponseFormatAndN) {
                                 R"(,"response_format":{"type":"json_schema","json_schema":
                                   {"name":"x","schema":{"type":"object","properties":
                                   {"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}}})",
-                            kVocab, &req, &err))
+                            kVocab, recipe::Variant::kV41, &req, &err))
       << err.message;
   ASSERT_TRUE(req.gen.params.so_args.has_value());
   EXPECT_EQ(req.gen.params.so_args->kind, sample::StructuredOutput::Kind::kJsonSchema);
@@ -177,11 +178,12 @@ TEST(Protocol, DeepSeekThinkingSwitch) {
   ParsedRequest req;
   ApiError err;
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions,
-                            head + R"(,"thinking":{"type":"disabled"}})", kVocab, &req, &err))
+                            head + R"(,"thinking":{"type":"disabled"}})", kVocab,
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_FALSE(req.thinking);
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, head + R"(,"thinking":{"type":"enabled"}})",
-                            kVocab, &req, &err))
+                            kVocab, recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_TRUE(req.thinking);
   EXPECT_EQ(
@@ -190,7 +192,7 @@ TEST(Protocol, DeepSeekThinkingSwitch) {
   // Thinking switched off explicitly goes with structured output; switched on it is a 400.
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, head + R"(,"thinking":{"type":"disabled"},
                                       "response_format":{"type":"json_object"}})",
-                            kVocab, &req, &err))
+                            kVocab, recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_FALSE(req.thinking);
   EXPECT_EQ(parse_error(Endpoint::kChatCompletions, head + R"(,"thinking":{"type":"enabled"},
@@ -210,7 +212,7 @@ TEST(Protocol, NestingAtTheLimitIsAcceptedAndOneDeeperIsRefused) {
   ParsedRequest req;
   ApiError err;
   EXPECT_TRUE(parse_request(Endpoint::kCompletions, nested_completion(kMaxJsonDepth - 1), kVocab,
-                            &req, &err))
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   ApiError e = parse_error(Endpoint::kCompletions, nested_completion(kMaxJsonDepth));
   EXPECT_EQ(e.http_status, 400);
@@ -230,7 +232,9 @@ TEST(Protocol, DepthScanIgnoresBracketsInStrings) {
   ApiError err;
   // Escaped quotes and backslashes do not end the string early.
   const std::string body = R"({"prompt":"\"\\)" + brackets + R"(\"","stop":"\\"})";
-  ASSERT_TRUE(parse_request(Endpoint::kCompletions, body, kVocab, &req, &err)) << err.message;
+  ASSERT_TRUE(
+      parse_request(Endpoint::kCompletions, body, kVocab, recipe::Variant::kV41, &req, &err))
+      << err.message;
   EXPECT_EQ(req.gen.prompt, "\"\\" + brackets + "\"");
   EXPECT_EQ(json_nesting_depth(body), 1);
   EXPECT_EQ(json_nesting_depth("[{\"a\":[1]},[]]"), 3);
@@ -354,7 +358,8 @@ TEST(Protocol, UserMessageWithoutContentNamesIt) {
   ParsedRequest req;
   ApiError err;
   EXPECT_TRUE(parse_request(Endpoint::kChatCompletions,
-                            R"({"messages":[{"role":"user","content":""}]})", kVocab, &req, &err))
+                            R"({"messages":[{"role":"user","content":""}]})", kVocab,
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
 }
 
@@ -362,7 +367,7 @@ TEST(Protocol, BatchedPrompts) {
   ParsedRequest req;
   ApiError err;
   ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":["a","bc","d"],"n":2})", kVocab,
-                            &req, &err))
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   ASSERT_EQ(req.prompts.size(), 3u);
   EXPECT_EQ(req.prompts[1].text, "bc");
@@ -372,8 +377,8 @@ TEST(Protocol, BatchedPrompts) {
   EXPECT_EQ(g.prompt, "d");
   EXPECT_EQ(g.params.n, 2);
 
-  ASSERT_TRUE(
-      parse_request(Endpoint::kCompletions, R"({"prompt":[[1,2],[3]]})", kVocab, &req, &err))
+  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":[[1,2],[3]]})", kVocab,
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   ASSERT_EQ(req.prompts.size(), 2u);
   EXPECT_TRUE(req.prompts[1].is_ids);
@@ -383,7 +388,8 @@ TEST(Protocol, BatchedPrompts) {
   EXPECT_EQ(g.prompt_ids, std::vector<int32_t>{3});
 
   // A flat list of ids stays one prompt.
-  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":[4,5,6]})", kVocab, &req, &err));
+  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":[4,5,6]})", kVocab,
+                            recipe::Variant::kV41, &req, &err));
   ASSERT_EQ(req.prompts.size(), 1u);
   EXPECT_EQ(req.prompts[0].ids, (std::vector<int32_t>{4, 5, 6}));
 
@@ -404,8 +410,10 @@ TEST(Protocol, BatchSizeIsBoundedInChoices) {
   };
   ParsedRequest req;
   ApiError err;
-  EXPECT_TRUE(parse_request(Endpoint::kCompletions, batch(kMaxChoices, 1), kVocab, &req, &err));
-  EXPECT_TRUE(parse_request(Endpoint::kCompletions, batch(kMaxChoices / 2, 2), kVocab, &req, &err));
+  EXPECT_TRUE(parse_request(Endpoint::kCompletions, batch(kMaxChoices, 1), kVocab,
+                            recipe::Variant::kV41, &req, &err));
+  EXPECT_TRUE(parse_request(Endpoint::kCompletions, batch(kMaxChoices / 2, 2), kVocab,
+                            recipe::Variant::kV41, &req, &err));
   EXPECT_EQ(parse_error(Endpoint::kCompletions, batch(kMaxChoices + 1, 1)).param, "prompt");
   EXPECT_EQ(parse_error(Endpoint::kCompletions, batch(kMaxChoices / 2 + 1, 2)).param, "prompt");
 }
@@ -413,10 +421,11 @@ TEST(Protocol, BatchSizeIsBoundedInChoices) {
 TEST(Protocol, EchoIsRecordedAndRefusedWithLogprobs) {
   ParsedRequest req;
   ApiError err;
-  ASSERT_TRUE(
-      parse_request(Endpoint::kCompletions, R"({"prompt":"a","echo":true})", kVocab, &req, &err));
+  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":"a","echo":true})", kVocab,
+                            recipe::Variant::kV41, &req, &err));
   EXPECT_TRUE(req.echo);
-  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":"a"})", kVocab, &req, &err));
+  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":"a"})", kVocab,
+                            recipe::Variant::kV41, &req, &err));
   EXPECT_FALSE(req.echo);
   ApiError e = parse_error(Endpoint::kCompletions, R"({"prompt":"a","echo":true,"logprobs":0})");
   EXPECT_EQ(e.param, "echo");

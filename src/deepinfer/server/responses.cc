@@ -47,15 +47,15 @@ json usage_json(const Usage& u, int64_t completion_tokens, int64_t reasoning_tok
 }
 
 recipe::ParsedMessage parse_chat_output(const std::string& text, bool thinking,
-                                        bool parse_tool_calls) {
+                                        recipe::Variant variant, bool parse_tool_calls) {
   // The engine stops on the EOS id without its text; the strict parser reads end of text as EOS.
   const std::string_view eos = recipe::kEos;
   const bool has_eos =
       text.size() >= eos.size() && text.compare(text.size() - eos.size(), eos.size(), eos) == 0;
-  auto strict = recipe::parse_completion(has_eos ? text : text + recipe::kEos, thinking,
-                                         recipe::Variant::kV41, parse_tool_calls);
+  auto strict = recipe::parse_completion(has_eos ? text : text + recipe::kEos, thinking, variant,
+                                         parse_tool_calls);
   if (strict.ok()) return *strict;
-  recipe::StreamingParser parser(thinking, recipe::Variant::kV41, parse_tool_calls);
+  recipe::StreamingParser parser(thinking, variant, parse_tool_calls);
   recipe::StreamDelta ignored;
   parser.feed(text, &ignored);
   parser.finish(&ignored);
@@ -149,10 +149,10 @@ json completion_response(const std::string& id, int64_t created, const std::stri
 
 json chat_response(const std::string& id, int64_t created, const std::string& model,
                    const RequestOutput& out, bool thinking, int64_t reasoning_tokens,
-                   const TokenText& token_text, bool parse_tool_calls) {
+                   recipe::Variant variant, const TokenText& token_text, bool parse_tool_calls) {
   json choices = json::array();
   for (const CompletionOutput& c : out.outputs) {
-    recipe::ParsedMessage m = parse_chat_output(c.text, thinking, parse_tool_calls);
+    recipe::ParsedMessage m = parse_chat_output(c.text, thinking, variant, parse_tool_calls);
     json msg = {{"role", "assistant"}, {"content", m.content}};
     if (thinking) msg["reasoning_content"] = m.reasoning_content;
     std::optional<std::string> finish = c.finish_reason;

@@ -48,7 +48,8 @@ TEST(Protocol, CompletionResponse) {
 }
 
 TEST(Protocol, ChatResponseSplitsReasoning) {
-  json r = chat_response("chatcmpl-1", 100, "m", make_output("think</think>answer", 4), true, 1);
+  json r = chat_response("chatcmpl-1", 100, "m", make_output("think</think>answer", 4), true, 1,
+                         recipe::Variant::kV41);
   const json& msg = r["choices"][0]["message"];
   EXPECT_EQ(msg["role"], "assistant");
   EXPECT_EQ(msg["reasoning_content"], "think");
@@ -57,7 +58,8 @@ TEST(Protocol, ChatResponseSplitsReasoning) {
 }
 
 TEST(Protocol, ChatResponseWithoutThinkingIsContent) {
-  json r = chat_response("chatcmpl-1", 100, "m", make_output("plain text", 2), false, 0);
+  json r = chat_response("chatcmpl-1", 100, "m", make_output("plain text", 2), false, 0,
+                         recipe::Variant::kV41);
   EXPECT_EQ(r["choices"][0]["message"]["content"], "plain text");
   EXPECT_FALSE(r["choices"][0]["message"].contains("reasoning_content"));
 }

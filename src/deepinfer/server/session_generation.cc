@@ -43,7 +43,8 @@ std::optional<ApiError> prepare(Endpoint endpoint, const std::string& body, cons
                                 const ServerOptions& options, ParsedRequest* req,
                                 std::vector<std::string>* prompt_texts) {
   ApiError err;
-  if (!parse_request(endpoint, body, engine.vocab_size(), req, &err)) return err;
+  if (!parse_request(endpoint, body, engine.vocab_size(), engine.chat_variant(), req, &err))
+    return err;
   const auto& names = options.model_names;
   if (!req->model.empty() && std::find(names.begin(), names.end(), req->model) == names.end())
     return model_not_found_error(req->model);
@@ -131,8 +132,8 @@ void Session::on_prepared(std::shared_ptr<ParsedRequest> req, std::optional<ApiE
   tokens_per_prompt_.assign(prompts, 0);
   prompts_done_ = 0;
   if (req_->stream && chat)
-    parsers_.assign(choices, recipe::StreamingParser(req_->thinking, recipe::Variant::kV41,
-                                                     req_->parse_tool_calls));
+    parsers_.assign(choices,
+                    recipe::StreamingParser(req_->thinking, req_->variant, req_->parse_tool_calls));
   first_chunk_.assign(choices, true);
   sample_done_.assign(choices, false);
   text_offset_.assign(choices, 0);
@@ -259,10 +260,12 @@ void Session::on_all_finished() {
     int64_t reasoning = 0;
     if (req_->thinking)
       for (const CompletionOutput& c : outputs_[0].outputs)
-        reasoning += reasoning_tokens(
-            parse_chat_output(c.text, true, req_->parse_tool_calls).reasoning_content);
-    return send_json(200, chat_response(id_, created_, model_name(), outputs_[0], req_->thinking,
-                                        reasoning, token_text(), req_->parse_tool_calls));
+        reasoning +=
+            reasoning_tokens(parse_chat_output(c.text, true, req_->variant, req_->parse_tool_calls)
+                                 .reasoning_content);
+    return send_json(
+        200, chat_response(id_, created_, model_name(), outputs_[0], req_->thinking, reasoning,
+                           req_->variant, token_text(), req_->parse_tool_calls));
   }
   if (write_failed_) {
     log_access(200);

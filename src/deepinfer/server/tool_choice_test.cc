@@ -2,6 +2,7 @@
 
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/server/protocol.h"
@@ -19,11 +20,11 @@ TEST(Protocol, ToolChoice) {
   ParsedRequest req;
   ApiError err;
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, head + R"(,"tool_choice":"auto"})", kVocab,
-                            &req, &err))
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_TRUE(req.gen.chat->contains("tools"));
   ASSERT_TRUE(parse_request(Endpoint::kChatCompletions, head + R"(,"tool_choice":"none"})", kVocab,
-                            &req, &err))
+                            recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_FALSE(req.gen.chat->contains("tools"));
   // "required" and named functions: ForcedToolChoice* below.
@@ -35,6 +36,41 @@ TEST(Protocol, ToolChoice) {
             "tool_choice");
 }
 
+// The output parser follows the served model's format: V4's tags are a call for a V4 model,
+// and stay text (no call) when read as V4.1 (and the other way round).
+TEST(Protocol, ToolCallsAreParsedInTheModelsFormat) {
+  const std::string v4 =
+      "Ok.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"k\" "
+      "string=\"true\">v</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  const std::string v41 =
+      "Ok.\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ parameter name=\"k\" "
+      "string=\"true\">v</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ calls>";
+  for (auto [text, variant, calls] :
+       {std::tuple{v4, recipe::Variant::kV4, 1u}, std::tuple{v41, recipe::Variant::kV41, 1u},
+        std::tuple{v41, recipe::Variant::kV4, 0u}, std::tuple{v4, recipe::Variant::kV41, 0u}}) {
+    json r = chat_response("c", 1, "m", make_output(text, 5), false, 0, variant);
+    const json& msg = r["choices"][0]["message"];
+    EXPECT_EQ(msg.contains("tool_calls") ? msg["tool_calls"].size() : 0u, calls) << r.dump();
+    if (calls) {
+      EXPECT_EQ(msg["content"], "Ok.");
+      EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "f");
+      EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+    }
+  }
+  // A forced call's grammar spells the model's tags.
+  const std::string body = R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":
+      "function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":
+      "required","chat_template_kwargs":{"thinking":false}})";
+  ParsedRequest req;
+  ApiError err;
+  ASSERT_TRUE(
+      parse_request(Endpoint::kChatCompletions, body, kVocab, recipe::Variant::kV4, &req, &err))
+      << err.message;
+  ASSERT_TRUE(req.gen.params.so_args.has_value());
+  EXPECT_NE(req.gen.params.so_args->spec.find("tool_calls"), std::string::npos);
+  EXPECT_EQ(req.variant, recipe::Variant::kV4);
+}
+
 TEST(Protocol, ToolCallIdsAreRandomAndDifferAcrossChoices) {
   const std::string call =
       "\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ parameter name=\"k\" "
@@ -43,7 +79,7 @@ TEST(Protocol, ToolCallIdsAreRandomAndDifferAcrossChoices) {
   CompletionOutput second = out.outputs[0];
   second.index = 1;
   out.outputs.push_back(second);
-  json r = chat_response("chatcmpl-x", 1, "m", out, false, 0);
+  json r = chat_response("chatcmpl-x", 1, "m", out, false, 0, recipe::Variant::kV41);
   ASSERT_EQ(r["choices"].size(), 2u);
   std::set<std::string> ids;
   for (const json& c : r["choices"]) {
@@ -81,7 +117,8 @@ const std::string kBoundedTools = R"("tools":[{"type":"function","function":{"na
 ParsedRequest parse_ok(const std::string& body) {
   ParsedRequest req;
   ApiError err;
-  EXPECT_TRUE(parse_request(Endpoint::kChatCompletions, body, kVocab, &req, &err))
+  EXPECT_TRUE(
+      parse_request(Endpoint::kChatCompletions, body, kVocab, recipe::Variant::kV41, &req, &err))
       << err.message << "\n"
       << body;
   return req;
@@ -97,7 +134,8 @@ TEST(Protocol, ToolCallsAreParsedOnlyWhenToolsAreOfferedAndNotRefused) {
   EXPECT_FALSE(parse_ok("{" + kToolMessages + R"(,"tools":[]})").parse_tool_calls);
   ParsedRequest cmpl;
   ApiError err;
-  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":"x"})", kVocab, &cmpl, &err));
+  ASSERT_TRUE(parse_request(Endpoint::kCompletions, R"({"prompt":"x"})", kVocab,
+                            recipe::Variant::kV41, &cmpl, &err));
   EXPECT_FALSE(cmpl.parse_tool_calls);
 }
 
@@ -105,13 +143,15 @@ TEST(Protocol, ToolChoiceNoneKeepsMarkupAsContent) {
   const std::string markup =
       "Hi\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"reset\">\n\n</｜DSML｜ invoke>\n</｜DSML｜ "
       "calls>";
-  json off = chat_response("c", 1, "m", make_output(markup, 5), false, 0, {}, false);
+  json off = chat_response("c", 1, "m", make_output(markup, 5), false, 0, recipe::Variant::kV41, {},
+                           false);
   EXPECT_EQ(off["choices"][0]["message"]["content"], markup);
   EXPECT_FALSE(off["choices"][0]["message"].contains("tool_calls"));
   EXPECT_EQ(off["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(parse_chat_output(markup, false, false).content, markup);
+  EXPECT_EQ(parse_chat_output(markup, false, recipe::Variant::kV41, false).content, markup);
   // With tools the same text is a call.
-  json on = chat_response("c", 1, "m", make_output(markup, 5), false, 0, {}, true);
+  json on =
+      chat_response("c", 1, "m", make_output(markup, 5), false, 0, recipe::Variant::kV41, {}, true);
   EXPECT_EQ(on["choices"][0]["message"]["content"], "Hi");
   ASSERT_EQ(on["choices"][0]["message"]["tool_calls"].size(), 1u);
   EXPECT_EQ(on["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "reset");
@@ -200,7 +240,8 @@ TEST(Protocol, ForcedToolChoiceOnTheTinyModelGivesAValidCall) {
                                    R"(,"tool_choice":)" + choice + "}");
       auto out = (*engine)->generate(req.gen);
       ASSERT_TRUE(out.ok()) << out.status().to_string();
-      json r = chat_response("c", 1, "m", *out, req.thinking, 0, {}, req.parse_tool_calls);
+      json r = chat_response("c", 1, "m", *out, req.thinking, 0, recipe::Variant::kV41, {},
+                             req.parse_tool_calls);
       const json& choice0 = r["choices"][0];
       const std::string text = out->outputs[0].text;
       EXPECT_EQ(choice0["finish_reason"], "tool_calls") << text;

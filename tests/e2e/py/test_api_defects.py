@@ -13,11 +13,12 @@ import pytest
 
 from serve_fixture import Server, sse_events
 
-# The scripted completion (serve --debug-scripted-output): reasoning, content, one DSML call.
-SCRIPT = ("Let me check.</think>Checking now.\n\n<\uff5cDSML\uff5c calls>\n"
-          "<\uff5cDSML\uff5c invoke name=\"get_weather\">\n"
-          "<\uff5cDSML\uff5c parameter name=\"city\" string=\"true\">Paris</\uff5cDSML\uff5c parameter>\n"
-          "</\uff5cDSML\uff5c invoke>\n</\uff5cDSML\uff5c calls>")
+# The scripted completion (serve --debug-scripted-output): reasoning, content, one DSML call, in
+# DeepSeek-V4's format (the embedded default model is deepseek_v4).
+SCRIPT = ("Let me check.</think>Checking now.\n\n<\uff5cDSML\uff5ctool_calls>\n"
+          "<\uff5cDSML\uff5cinvoke name=\"get_weather\">\n"
+          "<\uff5cDSML\uff5cparameter name=\"city\" string=\"true\">Paris</\uff5cDSML\uff5cparameter>\n"
+          "</\uff5cDSML\uff5cinvoke>\n</\uff5cDSML\uff5ctool_calls>")
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

@@ -33,13 +33,15 @@ if (bin === undefined) throw new Error("usage: openai_e2e.js path/to/deepinfer [
 const tmp = mkdtempSync(join(process.argv[3] ?? "/tmp", "deepinfer-e2e-"));
 const KEY = "e2e-key";
 
-// The scripted completion (serve --debug-scripted-output): reasoning, content, one DSML call.
+// The scripted completion (serve --debug-scripted-output): reasoning, content, one DSML call, in
+// DeepSeek-V4's format: the embedded default model is deepseek_v4, and the server parses output
+// in its model's format (Engine::chat_variant).
 const SCRIPT =
-  "Let me check the weather.</think>Checking now.\n\n<｜DSML｜ calls>\n" +
-  '<｜DSML｜ invoke name="get_weather">\n' +
-  '<｜DSML｜ parameter name="city" string="true">Paris</｜DSML｜ parameter>\n' +
-  '<｜DSML｜ parameter name="days" string="false">3</｜DSML｜ parameter>\n' +
-  "</｜DSML｜ invoke>\n</｜DSML｜ calls>";
+  "Let me check the weather.</think>Checking now.\n\n<｜DSML｜tool_calls>\n" +
+  '<｜DSML｜invoke name="get_weather">\n' +
+  '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n' +
+  '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n' +
+  "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
 
 const WEATHER_TOOL: ChatCompletionTool = {
   type: "function",

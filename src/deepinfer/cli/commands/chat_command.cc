@@ -71,7 +71,7 @@ int run_chat(int argc, char** argv) {
     req.chat =
         nlohmann::json{{"messages", messages}, {"chat_template_kwargs", {{"thinking", thinking}}}};
     req.params = params;
-    deepinfer::recipe::StreamingParser parser(thinking);
+    deepinfer::recipe::StreamingParser parser(thinking, (*engine)->chat_variant());
     bool in_reasoning = false;
     auto show = [&](const deepinfer::recipe::StreamDelta& d) {
       if (!d.reasoning.empty()) {

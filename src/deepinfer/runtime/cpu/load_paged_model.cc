@@ -29,6 +29,7 @@ StatusOr<std::unique_ptr<PagedModel>> load_v4(const RunnerOptions& o, const std:
       std::unique_ptr<v4::CpuModel> model,
       v4::CpuModel::load(o.model_dir, std::move(config), {numerics, std::nullopt}, progress_of(o)));
   ModelInfo info;
+  info.model_type = "deepseek_v4";
   info.vocab_size = model->config().vocab_size;
   info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
   info.numerics = numerics == v4::Numerics::kPlain ? "plain" : "official";
@@ -48,6 +49,7 @@ StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, const std
       std::unique_ptr<v41::CpuModel> model,
       v41::CpuModel::load(o.model_dir, std::move(config), v41::ModelOptions{}, progress_of(o)));
   ModelInfo info;
+  info.model_type = "deepseek_v41";
   info.vocab_size = model->config().vocab_size;
   info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
   info.numerics = "plain";

@@ -293,6 +293,7 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
 
   const v4::Config& c = model->config();
   ModelInfo info;
+  info.model_type = "deepseek_v4";  // CudaModel::load refuses every other family
   info.vocab_size = c.vocab_size;
   info.eos_token_id = static_cast<int32_t>(c.eos_token_id);
   info.numerics = "plain";
