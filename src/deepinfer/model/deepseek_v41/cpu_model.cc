@@ -84,15 +84,20 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
   ASSIGN_OR_RETURN(v4::Weights weights, load_weights(*ckpt, config, progress));
   std::optional<EngramTables> engram;
   if (!config.engram.layer_ids.empty()) {
-    ASSIGN_OR_RETURN(EngramTables tables, load_engram_tables(config, dir));
+    ASSIGN_OR_RETURN(EngramTables tables, load_engram_tables(config, dir, *ckpt));
     engram = std::move(tables);
+  } else {
+    ckpt.reset();  // nothing is read in place: unmap the shards
   }
-  return std::make_unique<CpuModel>(std::move(config), std::move(weights), std::move(engram));
+  return std::make_unique<CpuModel>(std::move(config), std::move(weights), std::move(ckpt),
+                                    std::move(engram));
 }
 
-CpuModel::CpuModel(Config config, v4::Weights weights, std::optional<EngramTables> engram)
+CpuModel::CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoint> ckpt,
+                   std::optional<EngramTables> engram)
     : config_(std::move(config)),
       weights_(std::move(weights)),
+      ckpt_(std::move(ckpt)),
       engram_(std::move(engram)),
       ctx_{config_, weights_, rope_table(config_, config_.rope_main),
            rope_table(config_, config_.rope_compress)} {}
@@ -104,7 +109,9 @@ void CpuModel::block_forward(int l, float* X, float* pre, const int64_t* engram_
   const int hc = c.hc_mult;
   const int64_t H = c.hidden_size;
   const std::string p = layer_prefix(l);
-  if (c.is_engram_layer(l)) engram_forward(ctx_, l, engram_->hasher, engram_rows, n, X);
+  if (c.is_engram_layer(l))
+    engram_forward(ctx_, l, engram_->hasher, engram_->tables[c.layers[l].engram_slot], engram_rows,
+                   n, X);
   std::vector<float> y(n * H), site_pre(n * hc), post(n * hc), comb(n * hc * hc), f(n * H);
   for (const char* site : {"attn", "ffn"}) {
     const std::string s(site);

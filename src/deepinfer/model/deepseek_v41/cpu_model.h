@@ -36,7 +36,9 @@ class CpuModel {
   static StatusOr<std::unique_ptr<CpuModel>> load(
       const std::string& dir, Config config, const ModelOptions& options = {},
       const std::function<void(const v4::LoadProgress&)>& progress = {});
-  CpuModel(Config config, v4::Weights weights, std::optional<EngramTables> engram);
+  // ckpt stays mapped while the Engram tables read from it (may be null without Engram layers).
+  CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoint> ckpt,
+           std::optional<EngramTables> engram);
 
   const Config& config() const { return config_; }
   int64_t weight_bytes() const { return weights_.bytes(); }
@@ -55,6 +57,7 @@ class CpuModel {
 
   Config config_;
   v4::Weights weights_;
+  std::unique_ptr<Checkpoint> ckpt_;  // mapped for the Engram tables (declared before them)
   std::optional<EngramTables> engram_;
   ModelContext ctx_;
 };

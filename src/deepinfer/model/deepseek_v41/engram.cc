@@ -9,7 +9,8 @@
 
 namespace deepinfer::v41 {
 
-StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& model_dir) {
+StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& model_dir,
+                                          const Checkpoint& ckpt) {
   const std::string path = model_dir + "/tokenizer.json";
   if (!std::filesystem::exists(path))
     return not_found(path + ": the Engram layers need the model's tokenizer (text_config." +
@@ -33,23 +34,29 @@ StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& mo
   params.pad_id = map.compressed[c.engram.pad_id];
   params.num_embeddings = c.engram.num_embeddings;
   ASSIGN_OR_RETURN(EngramHasher hasher, EngramHasher::create(params));
-  return EngramTables{std::move(map.compressed), std::move(hasher)};
+  std::vector<EngramRows> tables;
+  for (int l : c.engram.layer_ids) {
+    ASSIGN_OR_RETURN(EngramRows t, EngramRows::open(ckpt, layer_prefix(l) + "engram.embed.weight"));
+    if (t.dim() != c.engram.head_dim)
+      return invalid_argument("Engram table of layer " + std::to_string(l) + " has rows of " +
+                              std::to_string(t.dim()) + " values, text_config.engram_head_dim is " +
+                              std::to_string(c.engram.head_dim));
+    tables.push_back(std::move(t));
+  }
+  return EngramTables{std::move(map.compressed), std::move(hasher), std::move(tables)};
 }
 
 void engram_forward(const ModelContext& m, int layer, const EngramHasher& hasher,
-                    const int64_t* rows, int64_t n, float* X) {
+                    const EngramRows& table, const int64_t* rows, int64_t n, float* X) {
   const Config& c = m.c;
   const std::string p = layer_prefix(layer) + "engram.";
   const int slot = c.layers[layer].engram_slot, cols = hasher.n_cols(), hc = c.hc_mult;
   const int64_t H = c.hidden_size, hdim = c.engram.head_dim, in = cols * hdim;
   const int64_t out = (hc + 1) * H;
-  const float* table = m.f(p + "embed.weight");
   std::vector<float> emb(n * in), kv(n * out);
+  // A token's `cols` rows of this layer sit together in `rows`, and land together in emb.
   for (int64_t t = 0; t < n; ++t)
-    for (int col = 0; col < cols; ++col) {
-      const int64_t row = rows[(t * hasher.n_layers() + slot) * cols + col];
-      std::copy(table + row * hdim, table + (row + 1) * hdim, &emb[t * in + col * hdim]);
-    }
+    table.gather(&rows[(t * hasher.n_layers() + slot) * cols], cols, &emb[t * in]);
   cpu::linear(m.f(p + "wkv.weight"), out, in, emb.data(), n, kv.data());
   const float* qw = m.f(p + "q_weight");
   const float* kw = m.f(p + "k_weight");

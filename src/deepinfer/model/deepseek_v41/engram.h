@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "deepinfer/base/status.h"
+#include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/deepseek_v41/engram_hash.h"
+#include "deepinfer/model/deepseek_v41/engram_rows.h"
 #include "deepinfer/model/deepseek_v41/model_context.h"
 
 namespace deepinfer::v41 {
@@ -16,16 +18,21 @@ namespace deepinfer::v41 {
 struct EngramTables {
   std::vector<int64_t> token_map;  // token id -> compressed id
   EngramHasher hasher;
+  // Per Engram slot (layer_ids order): its table read in place from the mapped checkpoint, which
+  // must outlive these (the tables are ~100 GB each in the real model: never expanded).
+  std::vector<EngramRows> tables;
 };
 
-// From `<model_dir>/tokenizer.json`: the compressed vocabulary must have
-// engram_compressed_vocab_size entries. Errors name the file or the config field.
-StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& model_dir);
+// From `<model_dir>/tokenizer.json` (the compressed vocabulary must have
+// engram_compressed_vocab_size entries) and ckpt's `layers.{l}.engram.embed` tables. Errors
+// name the file, the tensor or the config field.
+StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& model_dir,
+                                          const Checkpoint& ckpt);
 
 // X holds n tokens x hc_mult streams x hidden; rows holds, per token, the hasher's rows of every
 // Engram layer ([n][n_layers][n_cols]). Adds gate_j * value to stream j of the Engram layer
-// `layer`.
+// `layer`, whose table is `table`.
 void engram_forward(const ModelContext& m, int layer, const EngramHasher& hasher,
-                    const int64_t* rows, int64_t n, float* X);
+                    const EngramRows& table, const int64_t* rows, int64_t n, float* X);
 
 }  // namespace deepinfer::v41

@@ -229,9 +229,12 @@ StatusOr<v4::Weights> load_weights(const Checkpoint& ckpt, const Config& c,
   for (const auto& s : sources) p.bytes_total += s.stored_bytes();
   v4::Weights w;
   for (const auto& s : sources) {
-    std::vector<float> out(s.numel());
-    RETURN_IF_ERROR(load_float(s, out.data()));
-    w.f32()[s.spec.name] = std::move(out);
+    // Engram tables stay in the mapped checkpoint (EngramRows), validated above, never expanded.
+    if (s.spec.kind != WeightKind::kEngramTable) {
+      std::vector<float> out(s.numel());
+      RETURN_IF_ERROR(load_float(s, out.data()));
+      w.f32()[s.spec.name] = std::move(out);
+    }
     ++p.tensors_done;
     p.bytes_done += s.stored_bytes();
     if (progress) progress(p);

@@ -73,8 +73,9 @@ StatusOr<std::vector<WeightSource>> resolve_weights(const Checkpoint& ckpt, cons
 // (transformers does not apply it in fp32; the fixtures' are all ones).
 Status load_float(const WeightSource& src, float* out);
 
-// resolve_weights, then every tensor dequantized to fp32, keyed by canonical name (the Engram
-// scales are consumed, not stored). With tie_word_embeddings, head.weight is a copy of
+// resolve_weights, then every tensor but the Engram tables dequantized to fp32, keyed by
+// canonical name. The Engram tables and scales are validated but stay in the checkpoint
+// (EngramRows reads them in place). With tie_word_embeddings, head.weight is a copy of
 // embed.weight.
 StatusOr<v4::Weights> load_weights(
     const Checkpoint& ckpt, const Config& c,
