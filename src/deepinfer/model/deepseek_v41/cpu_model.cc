@@ -102,7 +102,7 @@ CpuModel::CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoin
       ctx_{config_, weights_, rope_table(config_, config_.rope_main),
            rope_table(config_, config_.rope_compress)} {}
 
-void CpuModel::block_forward(int l, float* X, float* pre, const int64_t* engram_rows, int64_t n,
+void CpuModel::block_forward(int l, float* X, float* pre, EngramPrefetch* engram, int64_t n,
                              int64_t pos0, SequenceState& st, ForwardShared& shared) const {
   const Config& c = config_;
   const v4::HcDims d = hc_dims(c);
@@ -110,8 +110,7 @@ void CpuModel::block_forward(int l, float* X, float* pre, const int64_t* engram_
   const int64_t H = c.hidden_size;
   const std::string p = layer_prefix(l);
   if (c.is_engram_layer(l))
-    engram_forward(ctx_, l, engram_->hasher, engram_->tables[c.layers[l].engram_slot], engram_rows,
-                   n, X);
+    engram_forward(ctx_, l, engram_->hasher, engram->rows_of(c.layers[l].engram_slot), n, X);
   std::vector<float> y(n * H), site_pre(n * hc), post(n * hc), comb(n * hc * hc), f(n * H);
   for (const char* site : {"attn", "ffn"}) {
     const std::string s(site);
@@ -159,7 +158,7 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
       std::copy(embed + int64_t(ids[t]) * H, embed + int64_t(ids[t] + 1) * H, &X[(t * hc + j) * H]);
     pre[t * hc] = 1.0f;  // layer 0's attention collapses stream 0 alone
   }
-  std::vector<int64_t> engram_rows;
+  std::optional<EngramPrefetch> prefetch;
   if (engram_) {
     const EngramHasher& hasher = engram_->hasher;
     // The ids of positions [first, pos0 + n): the kept look-back, then this call's tokens.
@@ -169,14 +168,15 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
     std::vector<int64_t> history(pos0 + n - first);
     for (int64_t p = first; p < pos0; ++p) history[p - first] = load_id(kept[p % back]);
     for (int64_t t = 0; t < n; ++t) history[pos0 + t - first] = engram_->token_map[ids[t]];
-    engram_rows.resize(n * hasher.n_layers() * hasher.n_cols());
+    std::vector<int64_t> engram_rows(n * hasher.n_layers() * hasher.n_cols());
     hasher.hash(history, first, pos0, pos0 + n, engram_rows);
     for (int64_t p = std::max(first, pos0 + n - back); p < pos0 + n; ++p)
       store_id(history[p - first], kept[p % back]);
+    prefetch.emplace(*engram_, std::move(engram_rows), n);  // gathers while layer 0 runs
   }
   ForwardShared shared;
   for (int l = 0; l < c.num_layers; ++l)
-    block_forward(l, X.data(), pre.data(), engram_rows.data(), n, pos0, state, shared);
+    block_forward(l, X.data(), pre.data(), prefetch ? &*prefetch : nullptr, n, pos0, state, shared);
 
   const int64_t rows = all_logits ? n : 1;
   logits->resize(rows * c.vocab_size);

@@ -52,7 +52,7 @@ class CpuModel {
  private:
   // Deferred mHC (spec §11.2.1): a site collapses its input with the previous site's `pre` and
   // hands its own on. `pre` holds n x hc_mult coefficients.
-  void block_forward(int layer, float* X, float* pre, const int64_t* engram_rows, int64_t n,
+  void block_forward(int layer, float* X, float* pre, EngramPrefetch* engram, int64_t n,
                      int64_t pos0, SequenceState& st, ForwardShared& shared) const;
 
   Config config_;

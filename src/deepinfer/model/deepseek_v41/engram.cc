@@ -46,18 +46,40 @@ StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& mo
   return EngramTables{std::move(map.compressed), std::move(hasher), std::move(tables)};
 }
 
-void engram_forward(const ModelContext& m, int layer, const EngramHasher& hasher,
-                    const EngramRows& table, const int64_t* rows, int64_t n, float* X) {
+EngramPrefetch::EngramPrefetch(const EngramTables& tables, std::vector<int64_t> rows, int64_t n)
+    : rows_(std::move(rows)), emb_(tables.tables.size()) {
+  const int slots = static_cast<int>(tables.tables.size()), cols = tables.hasher.n_cols();
+  const int layers = tables.hasher.n_layers();
+  gathered_ = std::async(std::launch::async, [this, &tables, n, slots, cols, layers] {
+    for (int s = 0; s < slots; ++s) {
+      const EngramRows& table = tables.tables[s];
+      const int64_t in = cols * table.dim();
+      emb_[s].resize(n * in);
+      // A token's `cols` rows of this slot sit together in rows_, and land together in emb.
+      for (int64_t t = 0; t < n; ++t)
+        table.gather(&rows_[(t * layers + s) * cols], cols, &emb_[s][t * in]);
+    }
+  });
+}
+
+EngramPrefetch::~EngramPrefetch() {
+  if (gathered_.valid()) gathered_.wait();
+}
+
+const float* EngramPrefetch::rows_of(int slot) {
+  if (gathered_.valid()) gathered_.get();
+  return emb_[slot].data();
+}
+
+void engram_forward(const ModelContext& m, int layer, const EngramHasher& hasher, const float* emb,
+                    int64_t n, float* X) {
   const Config& c = m.c;
   const std::string p = layer_prefix(layer) + "engram.";
-  const int slot = c.layers[layer].engram_slot, cols = hasher.n_cols(), hc = c.hc_mult;
+  const int cols = hasher.n_cols(), hc = c.hc_mult;
   const int64_t H = c.hidden_size, hdim = c.engram.head_dim, in = cols * hdim;
   const int64_t out = (hc + 1) * H;
-  std::vector<float> emb(n * in), kv(n * out);
-  // A token's `cols` rows of this layer sit together in `rows`, and land together in emb.
-  for (int64_t t = 0; t < n; ++t)
-    table.gather(&rows[(t * hasher.n_layers() + slot) * cols], cols, &emb[t * in]);
-  cpu::linear(m.f(p + "wkv.weight"), out, in, emb.data(), n, kv.data());
+  std::vector<float> kv(n * out);
+  cpu::linear(m.f(p + "wkv.weight"), out, in, emb, n, kv.data());
   const float* qw = m.f(p + "q_weight");
   const float* kw = m.f(p + "k_weight");
   const float eps = m.eps(), inv_sqrt_h = static_cast<float>(std::pow(double(H), -0.5));

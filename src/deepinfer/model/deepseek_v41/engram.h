@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,28 @@ struct EngramTables {
 StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& model_dir,
                                           const Checkpoint& ckpt);
 
-// X holds n tokens x hc_mult streams x hidden; rows holds, per token, the hasher's rows of every
-// Engram layer ([n][n_layers][n_cols]). Adds gate_j * value to stream j of the Engram layer
-// `layer`, whose table is `table`.
-void engram_forward(const ModelContext& m, int layer, const EngramHasher& hasher,
-                    const EngramRows& table, const int64_t* rows, int64_t n, float* X);
+// The table rows every Engram layer of one forward call reads, gathered on a helper thread as
+// soon as the call's ids are hashed (spec §11.2.7: the tables live in host memory), so the
+// gather overlaps the layers before the first Engram layer. rows: the hasher's rows of every
+// Engram layer per token ([n][n_layers][n_cols]). Joins the helper when destroyed.
+class EngramPrefetch {
+ public:
+  EngramPrefetch(const EngramTables& tables, std::vector<int64_t> rows, int64_t n);
+  EngramPrefetch(const EngramPrefetch&) = delete;
+  EngramPrefetch& operator=(const EngramPrefetch&) = delete;
+  ~EngramPrefetch();
+  // Engram slot `slot`'s rows, [n][n_cols * head_dim] floats; waits for the gather.
+  const float* rows_of(int slot);
+
+ private:
+  std::vector<int64_t> rows_;
+  std::vector<std::vector<float>> emb_;  // per slot
+  std::future<void> gathered_;
+};
+
+// X holds n tokens x hc_mult streams x hidden; emb the layer's gathered table rows
+// (EngramPrefetch::rows_of). Adds gate_j * value to stream j of the Engram layer `layer`.
+void engram_forward(const ModelContext& m, int layer, const EngramHasher& hasher, const float* emb,
+                    int64_t n, float* X);
 
 }  // namespace deepinfer::v41
