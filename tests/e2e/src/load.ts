@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import OpenAI, { APIError } from "openai";
 import { check, eq, metric, metrics, rssKb, startServer, stopServer, waitFor } from "./harness.js";
+import type { Server } from "./harness.js";
 
 const bin = process.argv[2];
 const total = Number(process.argv[3] ?? "1000");
@@ -77,9 +78,13 @@ function pct(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 }
 
+// The server under load, killed in the `finally` below if a check fails before it is stopped.
+let server: Server | undefined;
+
 async function main(): Promise<void> {
   const s = await startServer(bin!, tmp, "load",
     ["--access-log", join(tmp, "access.jsonl"), ...process.argv.slice(6)]);
+  server = s;
   const client = new OpenAI({ baseURL: `${s.base}/v1`, apiKey: "unused", maxRetries: 0,
     timeout: 600_000 });
   // Warm-up, so the baseline includes one-time allocations (tokenizer caches, buffers).
@@ -171,6 +176,7 @@ try {
 } catch (e) {
   console.log(`FAIL: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
 } finally {
+  if (code !== 0 && server && server.proc.exitCode === null) server.proc.kill("SIGKILL");
   if (code === 0) rmSync(tmp, { recursive: true, force: true });
   else console.log(`logs kept in ${tmp}`);
 }
