@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package the build and the tests need (Debian 12).
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy
+# lld: the CPU trees link with it when present (CMakeLists.txt), 2-3x faster than GNU ld.
+pkgs=(build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy lld
       libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
       libpcre2-dev libcli11-dev pybind11-dev python3 python3-dev python3-jsonschema python3-pytest
       libboost-dev libicu-dev curl)
