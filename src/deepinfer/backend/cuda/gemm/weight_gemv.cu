@@ -27,11 +27,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
-bool weight_gemv_supports(const DeviceMatrix& w) {
-  if (!w || w.cols % DeviceMatrix::per_load(w.format) != 0) return false;
-  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
-  return w.format != MatrixFormat::kFp8Block || w.block_cols % 16 == 0;
-}
+bool weight_gemv_supports(const DeviceMatrix& w) { return w.reads_in_vectors(); }
 
 void weight_gemv(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y,
                  cudaStream_t stream) {

@@ -13,8 +13,7 @@
 
 namespace deepinfer::cuda {
 
-// Whether weight_gemv takes w: cols a multiple of DeviceMatrix::per_load(format), 16-byte
-// aligned data, and for FP8 block_cols a multiple of 16 (a load stays inside one scale block).
+// Whether weight_gemv takes w: DeviceMatrix::reads_in_vectors().
 bool weight_gemv_supports(const DeviceMatrix& w);
 
 // x: bf16 [n, w.cols], 16-byte aligned; y: fp32 [n, w.rows]. Aborts when !weight_gemv_supports(w).

@@ -78,13 +78,9 @@ __global__ void vector_kernel(DeviceMatrix w, __nv_bfloat16* out) {
   }
 }
 
-// Whether vector_kernel takes w (and out): whole 16-byte loads per row, aligned, and for FP8 a
-// load inside one scale block.
+// Whether vector_kernel takes w and out: w read in whole 16-byte loads, out 16-byte aligned.
 bool vector_form(const DeviceMatrix& w, const void* out) {
-  if (w.cols % DeviceMatrix::per_load(w.format) != 0) return false;
-  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
-    return false;
-  return w.format != MatrixFormat::kFp8Block || w.block_cols % 16 == 0;
+  return w.reads_in_vectors() && reinterpret_cast<uintptr_t>(out) % 16 == 0;
 }
 
 int grid_for(int64_t n) {

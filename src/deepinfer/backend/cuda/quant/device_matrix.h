@@ -32,6 +32,14 @@ struct DeviceMatrix {
     return f == MatrixFormat::kBf16 ? 8 : f == MatrixFormat::kFp8Block ? 16 : 32;
   }
 
+  // Whether weight_rows.cuh can read every row in whole 16-byte loads: cols a multiple of
+  // per_load(format), 16-byte aligned data, and for FP8 each load inside one scale block.
+  bool reads_in_vectors() const {
+    if (!data || cols % per_load(format) != 0) return false;
+    if (reinterpret_cast<uintptr_t>(data) % 16 != 0) return false;
+    return format != MatrixFormat::kFp8Block || block_cols % 16 == 0;
+  }
+
   // Rows [r0, r0 + n) as a matrix of its own.
   DeviceMatrix row_slice(int64_t r0, int64_t n) const {
     if (r0 < 0 || n < 0 || r0 + n > rows) {
