@@ -105,10 +105,13 @@ export function metric(m: Map<string, number>, name: string, labelPart = ""): nu
   throw new CheckError(`metric ${name}{${labelPart}} missing`);
 }
 
+// Anonymous resident memory (heap, stacks, device-side host buffers): what a leak grows. VmRSS
+// also counts the pages of the mapped checkpoint that the page cache happens to have mapped in,
+// which move with the machine's cache, not with the server's allocations.
 export function rssKb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const m = /VmRSS:\s+(\d+) kB/.exec(status);
-  check(m !== null && m[1] !== undefined, "VmRSS missing");
+  const m = /RssAnon:\s+(\d+) kB/.exec(status);
+  check(m !== null && m[1] !== undefined, "RssAnon missing");
   return Number(m[1]);
 }
 

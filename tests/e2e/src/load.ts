@@ -1,6 +1,6 @@
 // Bounded load: N concurrent streaming chat requests through the official client on loopback.
 // Every request must complete or fail with a well-formed API error, each exactly once; the
-// server must be idle again afterwards with its RSS near the pre-load baseline, and a second
+// server must be idle again afterwards with its anonymous RSS near the baseline taken after a warm-up burst, and a second
 // identical burst must not grow it again (no memory kept per request). Prints p50/p99 TTFT and
 // ITL, and throughput (reported, never asserted).
 // Usage: node dist/load.js path/to/deepinfer N [max_tokens] [tmpdir] [extra serve flags...]
@@ -87,8 +87,11 @@ async function main(): Promise<void> {
   server = s;
   const client = new OpenAI({ baseURL: `${s.base}/v1`, apiKey: "unused", maxRetries: 0,
     timeout: 600_000 });
-  // Warm-up, so the baseline includes one-time allocations (tokenizer caches, buffers).
-  await Promise.all(Array.from({ length: 32 }, (_, i) => one(client, -1 - i)));
+  // Warm-up with one full burst, so the baseline includes one-time allocations (tokenizer
+  // caches, buffers, state pages first touched) and the allocator's arenas at this concurrency.
+  // A warm-up smaller than the burst left the arenas of the first real burst counted as growth.
+  const warm = await burst(client);
+  eq(warm.ok.length + warm.failed.length, total, "warm-up burst settled every request");
   await waitFor("idle after warm-up", async () =>
     metric(await metrics(s.base), "deepinfer:http_requests_in_flight") === 0);
   const rssBefore = rssKb(s.pid);
@@ -103,7 +106,8 @@ async function main(): Promise<void> {
   const m = await metrics(s.base);
   const served = metric(m, "deepinfer:request_success_total", 'finished_reason="stop"') +
     metric(m, "deepinfer:request_success_total", 'finished_reason="length"');
-  eq(served, ok.length + 32, "server-side finished count = client successes (+ warm-up)");
+  eq(served, ok.length + warm.ok.length,
+    "server-side finished count = client successes (+ warm-up)");
   await sleep(500);
   const rssAfter = rssKb(s.pid);
   // A second identical burst: memory kept per request would grow RSS again; the allocator's
