@@ -2,8 +2,7 @@
 // Every request must complete or fail with a well-formed API error, each exactly once; the
 // server must be idle again afterwards with its anonymous RSS near the baseline taken after a
 // warm-up burst, and a second identical burst must not grow it again (no memory kept per
-// request). Prints p50/p99 TTFT and
-// ITL, and throughput (reported, never asserted).
+// request). Prints p50/p99 TTFT and ITL, and throughput (reported, never asserted).
 // Usage: node dist/load.js path/to/deepinfer N [max_tokens] [tmpdir] [extra serve flags...]
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
