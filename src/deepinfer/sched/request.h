@@ -2,7 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "deepinfer/kv/page_spec.h"
+#include "deepinfer/kv/unit_key.h"
 
 namespace deepinfer::sched {
 
@@ -17,6 +21,15 @@ struct SchedRequest {
   int64_t max_new_tokens = 0;  // >= 1; the scheduler finishes the seq when it is reached
   int priority = 0;
   uint64_t arrival = 0;  // ordering key; equal arrivals keep the order of add()
+  // Prefix cache: the chain keys of the prompt's whole blocks (kv/unit_key.h). When the sequence
+  // starts (again, after a preemption too) it attaches the longest cached prefix of at most
+  // known - 1 tokens (KvManager::attach_prefix), evaluating expiry at cache_now_s and extending
+  // the units it uses to cache_extend_to_s. Null: no lookup.
+  std::shared_ptr<const std::vector<kv::UnitKey>> prefix_keys;
+  int64_t cache_now_s = 0, cache_extend_to_s = 0;
+  // Sorted positions a chunk of chunked prefill must end at (never crossed): the persistence
+  // points where the engine snapshots the sequence's state.
+  std::vector<int64_t> chunk_ends;
 };
 
 struct PlanItem {
@@ -26,6 +39,9 @@ struct PlanItem {
   // This chunk ends the known tokens (last prompt chunk, last re-prefill chunk, or a decode):
   // sample at its last position and report it with on_token_appended (or finish).
   bool needs_sample = false;
+  // Tokens this sequence took from the prefix cache when it started in this plan (start_pos then
+  // equals it); 0 otherwise.
+  int64_t cached_tokens = 0;
   bool operator==(const PlanItem&) const = default;
 };
 
@@ -34,6 +50,9 @@ struct StepPlan {
   // Lost all KV this step (pages freed): the engine resets their model state. They come back as
   // prefills from position 0 over prompt + generated tokens, and are not in `items`.
   std::vector<uint64_t> preempted;
+  // Snapshot pages into the constant pages of sequences that started from the prefix cache in
+  // this plan: done before any row runs.
+  std::vector<kv::PageCopy> page_copies;
   int64_t num_tokens() const {
     int64_t n = 0;
     for (const PlanItem& it : items) n += it.num_tokens;

@@ -211,14 +211,15 @@ StepPlan Scheduler::schedule() {
     Seq& s = seqs_.at(id);
     if (s.preempted_step == step_) continue;  // preempted earlier in this loop
     const int64_t remaining = s.known() - s.num_computed;
-    const int64_t want = cfg_.enable_chunked_prefill ? std::min(remaining, budget) : remaining;
+    const int64_t want = cap_at_chunk_end(
+        s, cfg_.enable_chunked_prefill ? std::min(remaining, budget) : remaining, s.num_computed);
     if (s.running) {
       if (want > budget) continue;
       // Take what the pool has left rather than preempting; preempt only when nothing fits.
       int64_t got = 0;
       while (true) {
         const int64_t room =
-            kv_->reserved_tokens(id) + kv_->num_free_pages() * page_tokens - s.num_computed;
+            kv_->reserved_tokens(id) + kv_->num_available_pages() * page_tokens - s.num_computed;
         const int64_t fit = std::min(want, room);
         if (fit == want || (fit > 0 && cfg_.enable_chunked_prefill)) {
           const bool ok = kv_->reserve(id, s.num_computed + fit);
@@ -232,16 +233,47 @@ StepPlan Scheduler::schedule() {
       continue;
     }
     if (!admit) continue;
-    if (num_running() >= cfg_.max_num_seqs || want > budget || !kv_->reserve(id, want)) {
+    if (num_running() >= cfg_.max_num_seqs) {
+      admit = false;
+      continue;
+    }
+    int64_t cached = 0;
+    std::vector<kv::PageCopy> copies;
+    if (s.req.prefix_keys)
+      cached = kv_->attach_prefix(id, *s.req.prefix_keys, s.known() - 1, s.req.cache_now_s,
+                                  s.req.cache_extend_to_s, &copies);
+    const int64_t rest = s.known() - cached;
+    const int64_t take =
+        cap_at_chunk_end(s, cfg_.enable_chunked_prefill ? std::min(rest, budget) : rest, cached);
+    if (take > budget || !kv_->reserve(id, cached + take)) {
+      if (cached > 0) kv_->free(id);  // back to the cache, unchanged
       admit = false;
       continue;
     }
     waiting_.erase(s.key);
     s.running = true;
+    s.num_computed = cached;
     running_.push_back(id);
-    emit(s, want, plan, budget);
+    emit(s, take, plan, budget);
+    if (cached > 0) {
+      plan.items.back().cached_tokens = cached;
+      attach_copies_.emplace_back(id, std::move(copies));
+    }
   }
+  // Copies of sequences preempted later in this plan would land in pages they no longer hold.
+  for (auto& [id, copies] : attach_copies_) {
+    const Seq& s = seqs_.at(id);
+    if (s.running && s.scheduled_step == step_)
+      plan.page_copies.insert(plan.page_copies.end(), copies.begin(), copies.end());
+  }
+  attach_copies_.clear();
   return plan;
+}
+
+int64_t Scheduler::cap_at_chunk_end(const Seq& s, int64_t want, int64_t from) const {
+  if (!cfg_.enable_chunked_prefill) return want;
+  auto end = std::upper_bound(s.req.chunk_ends.begin(), s.req.chunk_ends.end(), from);
+  return end == s.req.chunk_ends.end() ? want : std::min(want, *end - from);
 }
 
 }  // namespace deepinfer::sched

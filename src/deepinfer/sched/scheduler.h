@@ -102,6 +102,8 @@ class Scheduler {
   void remove(uint64_t seq_id);
   // Preempts the lowest-key running seq; returns its id. Drops its item from `plan` if it has one.
   uint64_t preempt_lowest(StepPlan& plan, int64_t& budget);
+  // At most `want` tokens from position `from`, not crossing s's next chunk end.
+  int64_t cap_at_chunk_end(const Seq& s, int64_t want, int64_t from) const;
   void emit(Seq& s, int64_t num_tokens, StepPlan& plan, int64_t& budget);
 
   SchedulerConfig cfg_;
@@ -114,6 +116,9 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   std::vector<uint64_t> scratch_;  // reused across steps
   std::vector<Key> keys_;
+  // Attach copies of sequences started from the cache in the plan being built; those still in
+  // the plan at its end go into StepPlan::page_copies.
+  std::vector<std::pair<uint64_t, std::vector<kv::PageCopy>>> attach_copies_;
 };
 
 }  // namespace deepinfer::sched
