@@ -17,7 +17,9 @@
 
 #include "deepinfer/base/check.h"
 #include "deepinfer/base/thread_pool.h"
+#include "deepinfer/engine/cache_fingerprint.h"
 #include "deepinfer/engine/output_processor.h"
+#include "deepinfer/engine/prefix_caching.h"
 #include "deepinfer/engine/request_state.h"
 #include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/recipe/chat_encoder.h"
@@ -47,14 +49,19 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineArgs& args, std::unique_ptr<runtime::ModelRunner> runner,
              std::unique_ptr<tokenizer::Tokenizer> tok, kv::KvManager kv,
-             std::vector<int32_t> scripted)
+             std::vector<int32_t> scripted, std::optional<PrefixCachingOptions> cache,
+             kv::UnitKey cache_root, std::unique_ptr<kv::UnitTiers> tiers)
       : args_(args),
         runner_(std::move(runner)),
         tok_(std::move(tok)),
         kv_(std::move(kv)),
         sched_(sched_config(args), &kv_),
         outputs_(runner_->info().vocab_size, runner_->info().eos_token_id, std::move(scripted)) {
-    free_pages_snapshot_ = kv_.num_free_pages();
+    if (cache)
+      prefix_ = std::make_unique<PrefixCaching>(std::move(*cache), cache_root, runner_.get(), &kv_,
+                                                std::move(tiers));
+    free_pages_snapshot_ = kv_.num_available_pages();
+    publish_cache_stats();
     thread_ = std::thread([this] { loop(); });
   }
 
@@ -92,6 +99,7 @@ class EngineImpl final : public Engine {
     if (live_ids_.count(r.request_id))
       return invalid_argument("request_id '" + r.request_id + "' is already in use");
     live_ids_.insert(r.request_id);
+    rs->retention = retention_of(r);
     rs->req = std::move(r);
     rs->cb = std::move(cb);
     inbox_.push_back(std::move(rs));
@@ -123,6 +131,10 @@ class EngineImpl final : public Engine {
   EngineStats stats() const override {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return stats_;
+  }
+  PrefixCacheStats prefix_cache_stats() const override {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return cache_stats_;
   }
   EngineCapacity capacity() const override {
     const kv::KvCapacity c = kv_.capacity();
@@ -162,6 +174,62 @@ class EngineImpl final : public Engine {
 
  private:
   int64_t max_model_len() const { return args_.max_model_len > 0 ? args_.max_model_len : 65536; }
+
+  static kv::Retention retention_of(const GenerateRequest& r) {
+    switch (r.cache_retention) {
+      case CacheRetention::kAgent:
+        return kv::Retention::kAgent;
+      case CacheRetention::kChat:
+        return kv::Retention::kChat;
+      case CacheRetention::kNone:
+        return kv::Retention::kNone;
+      case CacheRetention::kDefault:
+        break;
+    }
+    const bool tools = r.chat && r.chat->contains("tools") && (*r.chat)["tools"].is_array() &&
+                       !(*r.chat)["tools"].empty();
+    return tools ? kv::Retention::kAgent : kv::Retention::kChat;
+  }
+
+  // The prefix cache's figures for /metrics, copied under stats_mu_ (engine thread).
+  void publish_cache_stats() {
+    PrefixCacheStats c;
+    if (prefix_) {
+      const PrefixCacheMetrics m = prefix_->metrics();
+      c.enabled = true;
+      c.queried_tokens = m.queried_tokens;
+      for (int t = 0; t < kv::kNumTiers; ++t) c.hit_tokens[t] = m.hit_tokens[t];
+      c.loads = m.loads;
+      c.load_seconds = m.load_seconds;
+      c.promoted_bytes = m.promoted_bytes;
+      const int64_t page_bytes = kv_.spec().page_bytes;
+      c.units[0] = m.device.units;
+      c.bytes[0] = m.device.pages * page_bytes;
+      c.evicted_capacity[0] = m.device.evicted_capacity;
+      c.evicted_expired[0] = m.device.evicted_expired;
+      c.units[1] = m.tiers.host.units;
+      c.bytes[1] = m.tiers.host.bytes;
+      c.bytes_written[1] = m.tiers.host.bytes_written;
+      c.bytes_read[1] = m.tiers.host.bytes_read;
+      c.evicted_capacity[1] = m.tiers.host.evicted_capacity;
+      c.evicted_expired[1] = m.tiers.host.evicted_expired;
+      const kv::DiskTierStats* lower[2] = {&m.tiers.disk, &m.tiers.cluster};
+      for (int i = 0; i < 2; ++i) {
+        c.units[2 + i] = lower[i]->units;
+        c.bytes[2 + i] = lower[i]->bytes;
+        c.bytes_written[2 + i] = lower[i]->bytes_written;
+        c.bytes_read[2 + i] = lower[i]->bytes_read;
+        c.evicted_capacity[2 + i] = lower[i]->evicted_capacity;
+        c.evicted_expired[2 + i] = lower[i]->evicted_expired;
+        c.corrupt_dropped += lower[i]->corrupt_dropped;
+      }
+      c.write_errors = m.tiers.write_errors;
+      c.writes_dropped = m.tiers.writes_dropped;
+      c.redis_healthy = m.tiers.redis_healthy;
+    }
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    cache_stats_ = c;
+  }
 
   StatusOr<std::vector<int32_t>> prompt_ids(const GenerateRequest& r) const {
     int given = !r.prompt_ids.empty() + r.prompt.has_value() + r.chat.has_value();
@@ -218,10 +286,16 @@ class EngineImpl final : public Engine {
     s.req->touched = true;
   }
 
-  // Hands a sequence to the scheduler: it computes its prompt from position 0.
+  // Hands a sequence to the scheduler: it computes its prompt from position 0, or from the
+  // longest prefix the prefix cache holds.
   void start_seq(SeqState& s) {
     s.parked = false;
-    Status st = sched_.add(sched_request(s));
+    sched::SchedRequest r = sched_request(s);
+    if (prefix_) {
+      s.cache.retention = s.req->retention;
+      prefix_->prepare(s.cache, s.tokens, static_cast<int64_t>(s.req->prompt.size()), &r);
+    }
+    Status st = sched_.add(r);
     if (!st.ok()) {
       reject(s, st.message());
       return;
@@ -239,6 +313,7 @@ class EngineImpl final : public Engine {
     s.finished = true;
     if (!s.out.finish_reason) s.out.finish_reason = reason;
     if (free_sched) sched_.finish(s.seq_id);
+    if (prefix_) prefix_->on_finish(s.cache);
     seqs_.erase(s.seq_id);
     runner_->release(s.seq_id);
     ++s.req->num_finished;
@@ -275,6 +350,9 @@ class EngineImpl final : public Engine {
     for (const auto& [child, copy] : pending_copies_)
       if (kv_.contains(child)) batch_.page_copies.push_back(copy);  // not preempted since
     pending_copies_.clear();
+    // Sequences started from the prefix cache: their snapshot into their constant pages.
+    batch_.page_copies.insert(batch_.page_copies.end(), plan.page_copies.begin(),
+                              plan.page_copies.end());
     for (const sched::PlanItem& item : plan.items) {
       SeqState& s = *seqs_.at(item.seq_id);
       DI_CHECK(item.start_pos + item.num_tokens <= static_cast<int64_t>(s.tokens.size()));
@@ -286,6 +364,7 @@ class EngineImpl final : public Engine {
       row.state_pages = kv_.state_pages(item.seq_id);
       row.block_table = kv_.block_table(item.seq_id);
       row.wants_logits = item.needs_sample;
+      if (item.cached_tokens > 0) on_cache_hit(s, item.cached_tokens);
       row.argmax_only = item.needs_sample && outputs_.argmax_suffices(s);
       batch_.rows.push_back(row);
       (item.start_pos >= static_cast<int64_t>(s.req->prompt.size()) ? local_.decode_tokens
@@ -305,6 +384,15 @@ class EngineImpl final : public Engine {
         if (auto it = seqs_.find(row.seq_id); it != seqs_.end()) fail_request(*it->second->req, st);
       return;
     }
+    // 0. Rows that reached a persistence point cache their state (snapshots copied after
+    // sampling, before anything can change it).
+    if (prefix_)
+      for (const runtime::StepRow& row : batch_.rows) {
+        SeqState& s = *seqs_.at(row.seq_id);
+        prefix_->after_row(s.cache, row.seq_id, s.tokens,
+                           static_cast<int64_t>(s.req->prompt.size()),
+                           row.start_pos + row.num_tokens);
+      }
     // 1. Who samples from which logits row (forks of first prompt completions included).
     const int64_t vocab = vocab_size();
     samples_.clear();
@@ -347,6 +435,12 @@ class EngineImpl final : public Engine {
       if (!reason.empty()) finish_seq(s, reason);
     }
     local_.output_s += seconds_since(t2);
+  }
+
+  // The scheduler started `s` from `cached` tokens of the prefix cache.
+  void on_cache_hit(SeqState& s, int64_t cached) {
+    prefix_->on_attached(s.cache, cached);
+    if (s.index == 0 && s.req->cached_tokens < 0) s.req->cached_tokens = cached;
   }
 
   struct PendingSample {
@@ -407,6 +501,7 @@ class EngineImpl final : public Engine {
       o.finished = r.num_finished == static_cast<int>(r.seqs.size());
       o.status = r.status;
       o.usage.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+      o.usage.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
       for (auto& s : r.seqs) {
         o.outputs.push_back(s->out);
         o.usage.completion_tokens += static_cast<int64_t>(s->out.token_ids.size());
@@ -453,7 +548,15 @@ class EngineImpl final : public Engine {
           runner_->release(id);  // recomputed from position 0 when it runs again
           ++local_.preemptions;
         }
-        if (!plan.items.empty()) run_step(plan);
+        if (!plan.items.empty()) {
+          // Sample 0 of a request starts now without a cache hit: it took 0 cached tokens.
+          for (const sched::PlanItem& it : plan.items)
+            if (it.start_pos == 0)
+              if (auto s = seqs_.find(it.seq_id);
+                  s != seqs_.end() && s->second->index == 0 && s->second->req->cached_tokens < 0)
+                s->second->req->cached_tokens = 0;
+          run_step(plan);
+        }
         local_.total_s = seconds_since(t0);
         std::lock_guard<std::mutex> lock(stats_mu_);
         stats_.steps += 1;
@@ -466,9 +569,15 @@ class EngineImpl final : public Engine {
         stats_.decode_tokens += local_.decode_tokens;
         stats_.preemptions += local_.preemptions;
       }
+      if (prefix_) {
+        // Snapshots of this step (and of sequences cancelled above) copied, then written down.
+        (void)prefix_->end_step();
+        prefix_->maybe_sweep();
+        publish_cache_stats();
+      }
       emit_outputs();
       std::lock_guard<std::mutex> lock(stats_mu_);
-      free_pages_snapshot_ = kv_.num_free_pages();
+      free_pages_snapshot_ = kv_.num_available_pages();
       stats_.num_running = sched_.num_running();
       stats_.num_waiting = sched_.num_waiting();
     }
@@ -495,6 +604,7 @@ class EngineImpl final : public Engine {
       std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, kMaxSampleThreads))};
   // Forks' page copies, for the next batch (child seq id, copy).
   std::vector<std::pair<uint64_t, kv::PageCopy>> pending_copies_;
+  std::unique_ptr<PrefixCaching> prefix_;  // null: --no-prefix-cache
 
   // Built on the first so_args request (about 30 ms for a 128k vocabulary).
   StatusOr<std::shared_ptr<const grammar::TokenizerInfo>> grammar_info() {
@@ -520,6 +630,7 @@ class EngineImpl final : public Engine {
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;
+  PrefixCacheStats cache_stats_;
   int64_t free_pages_snapshot_ = 0;
   std::thread thread_;
 };
@@ -532,6 +643,13 @@ StatusOr<runtime::Numerics> parse_numerics(const std::string& s) {
 }
 
 }  // namespace
+
+std::optional<CacheRetention> parse_cache_retention(std::string_view s) {
+  if (s == "agent") return CacheRetention::kAgent;
+  if (s == "chat") return CacheRetention::kChat;
+  if (s == "none") return CacheRetention::kNone;
+  return std::nullopt;
+}
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   EngineArgs args = given;
@@ -572,8 +690,42 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
     args.max_num_seqs =
         static_cast<int>(std::min<int64_t>(args.max_num_seqs, runner->info().max_sequences));
   ASSIGN_OR_RETURN(kv::KvManager kv, kv::KvManager::create(runner->page_spec()));
+  std::optional<PrefixCachingOptions> cache;
+  kv::UnitKey cache_root;
+  std::unique_ptr<kv::UnitTiers> tiers;
+  if (args.enable_prefix_cache) {
+    PrefixCachingOptions o;
+    o.interval_tokens = args.kv_cache_interval;
+    o.agent_retention_s = args.kv_retention_agent_s;
+    o.chat_retention_s = args.kv_retention_chat_s;
+    o.clock = args.clock.get();
+    RETURN_IF_ERROR(PrefixCaching::validate(o, runner->page_spec().page_tokens));
+    ASSIGN_OR_RETURN(std::string fp, cache_fingerprint(args.model, runner->info(),
+                                                       runner->page_spec(), args.kv_cache_salt));
+    cache_root = kv::root_key(fp);
+    if (args.kv_host_memory_bytes < 0 || args.kv_disk_bytes < 0 || args.kv_cluster_bytes < 0)
+      return invalid_argument(
+          "--kv-host-memory, --kv-disk-bytes and --kv-cluster-bytes must not "
+          "be negative");
+    kv::UnitTiersOptions& t = o.tiers;
+    t.fingerprint = fp;
+    t.host_bytes = args.kv_host_memory_bytes;
+    t.disk_dir = args.kv_disk_dir;
+    t.disk_bytes = args.kv_disk_bytes;
+    t.cluster_dir = args.kv_cluster_dir;
+    t.cluster_bytes = args.kv_cluster_bytes;
+    t.cluster_redis = args.kv_cluster_redis;
+    t.clock = o.clock;
+    if (t.host_bytes > 0 || !t.disk_dir.empty() || !t.cluster_dir.empty()) {
+      ASSIGN_OR_RETURN(tiers, kv::UnitTiers::open(t));
+    } else if (!t.cluster_redis.empty()) {
+      return invalid_argument("--kv-cluster-redis needs --kv-cluster-dir (where the units live)");
+    }
+    cache = std::move(o);
+  }
   auto e = std::make_unique<EngineImpl>(args, std::move(runner), std::move(tok), std::move(kv),
-                                        std::move(scripted));
+                                        std::move(scripted), std::move(cache), cache_root,
+                                        std::move(tiers));
   return std::unique_ptr<Engine>(std::move(e));
 }
 

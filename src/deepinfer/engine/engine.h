@@ -3,14 +3,17 @@
 // engine's step loop runs on its own thread and streams RequestOutputs to each request's callback.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "deepinfer/base/clock.h"
 #include "deepinfer/base/status.h"
 #include "deepinfer/recipe/markers.h"
 #include "deepinfer/runtime/device.h"
@@ -42,6 +45,21 @@ struct EngineArgs {
   bool special_tokens_in_content = false;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
+  // Prefix caching (DeepSeek's context caching; engine/prefix_caching.h): on by default, the
+  // device and host tiers always, disk and cluster when their directories are given.
+  bool enable_prefix_cache = true;                  // --no-prefix-cache: off
+  int64_t kv_host_memory_bytes = int64_t{4} << 30;  // --kv-host-memory (0: no host tier)
+  std::string kv_disk_dir;                          // --kv-disk-dir
+  int64_t kv_disk_bytes = int64_t{64} << 30;        // --kv-disk-bytes
+  std::string kv_cluster_dir;                       // --kv-cluster-dir (shared filesystem)
+  int64_t kv_cluster_bytes = int64_t{256} << 30;    // --kv-cluster-bytes
+  std::string kv_cluster_redis;                     // --kv-cluster-redis redis://host:port
+  int64_t kv_cache_interval = 2048;                 // --kv-cache-interval (tokens)
+  int64_t kv_retention_agent_s = 3 * 86400;         // --kv-retention-agent (seconds)
+  int64_t kv_retention_chat_s = 7 * 86400;          // --kv-retention-chat (seconds)
+  std::string kv_cache_salt;                        // --kv-cache-salt: separates checkpoints
+  // Tests: the clock retention is measured on (null: the system clock).
+  std::shared_ptr<const Clock> clock;
   // Test hook (`serve --debug-scripted-output FILE`): when set, every sample's tokens are this
   // text's encoding and then EOS instead of sampled ones; detokenizing, stop rules and streaming
   // stay the real ones. Only for tests of output parsing (tool calls, reasoning) on a tiny model.
@@ -68,8 +86,15 @@ struct CompletionOutput {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  int64_t cached_tokens = 0;  // prefix-cache hits (no prefix cache yet: 0)
+  int64_t cached_tokens = 0;  // prompt tokens taken from the prefix cache
 };
+
+// How long the state a request leaves in the prefix cache is kept: DeepSeek's service keeps
+// agent traffic 3 days and chat 7 days. kDefault: agent for a chat request with tools, chat
+// otherwise. kNone: the request may hit the cache but stores nothing.
+enum class CacheRetention { kDefault, kAgent, kChat, kNone };
+// "agent" | "chat" | "none" (the API's cache_retention); nullopt for anything else.
+std::optional<CacheRetention> parse_cache_retention(std::string_view s);
 
 struct RequestOutput {
   std::string request_id;
@@ -87,6 +112,7 @@ struct GenerateRequest {
   std::optional<nlohmann::json> chat;  // OpenAI-style request: messages, tools, thinking, ...
   sample::SamplingParams params;
   int priority = 0;  // lower runs first under the priority policy
+  CacheRetention cache_retention = CacheRetention::kDefault;
 };
 
 // Per-step time split, accumulated since start (for `deepinfer bench`).
@@ -96,6 +122,24 @@ struct EngineStats {
   int64_t prefill_tokens = 0, decode_tokens = 0, preemptions = 0;
   // Scheduler sequences after the latest step (gauges for /metrics).
   int64_t num_running = 0, num_waiting = 0;
+};
+
+// The prefix cache, for /metrics (running totals unless said otherwise).
+struct PrefixCacheStats {
+  bool enabled = false;
+  int64_t queried_tokens = 0;  // prompt tokens of requests started
+  // Hit tokens by the tier the units were found in: device, host, disk, cluster.
+  std::array<int64_t, 4> hit_tokens{};
+  int64_t loads = 0;           // promotions from a lower tier
+  double load_seconds = 0;     // their total time
+  int64_t promoted_bytes = 0;  // written into device pages by those loads
+  // Per tier (device, host, disk, cluster): units and bytes held now, bytes written and read,
+  // evictions by cause.
+  std::array<int64_t, 4> units{}, bytes{}, bytes_written{}, bytes_read{};
+  std::array<int64_t, 4> evicted_capacity{}, evicted_expired{};
+  int64_t corrupt_dropped = 0;  // units that failed verification (disk, cluster)
+  int64_t write_errors = 0, writes_dropped = 0;
+  bool redis_healthy = false;
 };
 
 struct EngineCapacity {
@@ -124,8 +168,11 @@ class Engine {
   virtual StatusOr<RequestOutput> generate(GenerateRequest request) = 0;
 
   virtual EngineStats stats() const = 0;
+  virtual PrefixCacheStats prefix_cache_stats() const = 0;
   virtual EngineCapacity capacity() const = 0;
-  virtual int64_t kv_free_pages() const = 0;  // for tests: back to capacity().num_pages when idle
+  // For tests: pages a new sequence could take (free, or held only by the prefix cache); back to
+  // capacity().num_pages when idle.
+  virtual int64_t kv_free_pages() const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int32_t eos_token_id() const = 0;
   // The chat format of the model's family (config.json's model_type): V4 for deepseek_v4, V4.1

@@ -7,6 +7,7 @@
 
 #include "deepinfer/engine/constrained_decoding.h"
 #include "deepinfer/engine/engine.h"
+#include "deepinfer/engine/prefix_caching.h"
 #include "deepinfer/sample/sampler.h"
 #include "deepinfer/sample/stop_checker.h"
 #include "deepinfer/tokenizer/incremental_detokenizer.h"
@@ -31,6 +32,7 @@ struct SeqState {
   // n > 1: samples 1..n-1 wait until sample 0 has computed the prompt, then fork from it (its
   // pages shared or copied, its last-position logits) instead of recomputing the prompt.
   bool parked = false;
+  SeqCacheState cache;  // its key chain and snapshots in the prefix cache
 };
 
 struct RequestState {
@@ -45,6 +47,8 @@ struct RequestState {
   std::shared_ptr<const grammar::TokenizerInfo> grammar_info;
   std::shared_ptr<grammar::MaskCache> mask_cache;
   Status status;  // not ok: ended on this error while running (RequestOutput::status)
+  kv::Retention retention = kv::Retention::kChat;
+  int64_t cached_tokens = -1;  // set when sample 0 first starts (-1: not yet)
 };
 
 }  // namespace deepinfer

@@ -37,6 +37,7 @@ bool PrefixCache::insert(const UnitKey& key, const UnitKey& parent, int64_t end_
   u.expires_at_s = expires_at_s;
   u.retention = r;
   auto [it, ok] = units_.emplace(key, std::move(u));
+  ++pages_;
   page_unit_.emplace(page, key);
   // Inserted by its only other holder's request: refcount 2 unless that holder is gone.
   if (pool_->refcount(page) == 1) make_evictable(it->second);
@@ -47,6 +48,7 @@ void PrefixCache::set_snapshot(const UnitKey& key, std::vector<int32_t> pages) {
   Unit& u = units_.at(key);
   DI_CHECK(u.snapshot.empty());
   if (u.evictable) evictable_pages_ += static_cast<int64_t>(pages.size());
+  pages_ += static_cast<int64_t>(pages.size());
   u.snapshot = std::move(pages);
   ++snapshots_;
 }
@@ -85,6 +87,7 @@ void PrefixCache::erase(std::unordered_map<UnitKey, Unit, UnitKeyHash>::iterator
   Unit& u = it->second;
   if (u.evictable) make_referenced(u);  // out of the LRU list and the evictable count
   if (!u.snapshot.empty()) --snapshots_;
+  pages_ -= unit_pages(u);
   for (int32_t p : u.snapshot) pool_->release(p);
   page_unit_.erase(u.page);
   pool_->release(u.page);
@@ -128,6 +131,7 @@ void PrefixCache::drop_snapshot(const UnitKey& key) {
   if (it == units_.end() || it->second.snapshot.empty()) return;
   Unit& u = it->second;
   if (u.evictable) evictable_pages_ -= static_cast<int64_t>(u.snapshot.size());
+  pages_ -= static_cast<int64_t>(u.snapshot.size());
   for (int32_t p : u.snapshot) pool_->release(p);
   u.snapshot.clear();
   --snapshots_;
@@ -137,7 +141,7 @@ PrefixCacheStats PrefixCache::stats() const {
   PrefixCacheStats s;
   s.units = static_cast<int64_t>(units_.size());
   s.snapshots = snapshots_;
-  for (const auto& [k, u] : units_) s.pages += unit_pages(u);
+  s.pages = pages_;
   s.evictable_pages = evictable_pages_;
   s.evicted_capacity = evicted_capacity_;
   s.evicted_expired = evicted_expired_;

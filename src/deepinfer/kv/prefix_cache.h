@@ -90,6 +90,7 @@ class PrefixCache {
   std::unordered_map<int32_t, UnitKey> page_unit_;
   std::list<UnitKey> lru_;  // evictable units, least recently used first
   int64_t evictable_pages_ = 0;
+  int64_t pages_ = 0;  // held by the cache: units' pages and snapshots
   int64_t snapshots_ = 0;
   int64_t evicted_capacity_ = 0, evicted_expired_ = 0;
 };

@@ -75,12 +75,15 @@ function checkUsage(u: CompletionUsage | undefined | null, maxCompletion: number
   check(isInt(u.completion_tokens) && u.completion_tokens >= 1, "usage.completion_tokens");
   check(u.completion_tokens <= maxCompletion, `completion_tokens ${u.completion_tokens} > max`);
   eq(u.total_tokens, u.prompt_tokens + u.completion_tokens, "usage.total_tokens");
-  eq(u.prompt_tokens_details?.cached_tokens, 0, "usage.prompt_tokens_details.cached_tokens");
+  // The prefix cache works in whole 128-token blocks and always leaves a token to compute.
+  const cached = u.prompt_tokens_details?.cached_tokens;
+  check(isInt(cached) && cached >= 0 && cached % 128 === 0 && cached < u.prompt_tokens,
+    `usage.prompt_tokens_details.cached_tokens ${cached} (prompt ${u.prompt_tokens})`);
   const r = u.completion_tokens_details?.reasoning_tokens;
   check(isInt(r) && r >= 0 && r <= u.completion_tokens, "completion_tokens_details.reasoning_tokens");
   check(hasCacheUsage(u), "prompt_cache_hit_tokens / prompt_cache_miss_tokens missing");
-  eq(u.prompt_cache_hit_tokens, 0, "prompt_cache_hit_tokens");
-  eq(u.prompt_cache_miss_tokens, u.prompt_tokens, "prompt_cache_miss_tokens");
+  eq(u.prompt_cache_hit_tokens, cached, "prompt_cache_hit_tokens = cached_tokens");
+  eq(u.prompt_cache_miss_tokens, u.prompt_tokens - cached!, "prompt_cache_miss_tokens");
   return u;
 }
 
