@@ -63,3 +63,22 @@ def test_example_runs():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "chat:" in r.stdout
+
+
+def test_prefix_cache_hit_is_reported_and_changes_nothing(llm):
+    # 300 prompt tokens: the second run starts from the cached 256 (two 128-token blocks; a
+    # start point always leaves a token to compute), and its tokens equal a cache-off engine's.
+    prompt = [1000 + (i * 7919) % 50000 for i in range(300)]
+    p = SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)
+    first = llm.generate([prompt], p)[0]
+    second = llm.generate([prompt], p)[0]
+    assert first.usage["prompt_tokens"] == 300
+    assert second.usage["prompt_tokens_details"]["cached_tokens"] == 256
+    assert second.usage["prompt_cache_hit_tokens"] == 256
+    assert second.usage["prompt_cache_miss_tokens"] == 44
+    off = LLM(enable_prefix_cache=False)
+    ref = off.generate([prompt], p)[0]
+    assert ref.usage["prompt_tokens_details"]["cached_tokens"] == 0
+    assert second.outputs[0].token_ids == ref.outputs[0].token_ids == first.outputs[0].token_ids
+    with pytest.raises(ValueError, match="cache_retention"):
+        llm.generate([prompt], p, cache_retention="forever")

@@ -37,6 +37,45 @@ std::string device_default_text() {
                      : std::string("DEEPINFER_ACCELERATOR is unset");
 }
 
+// The prefix cache's flags (engine/prefix_caching.h, kv/unit_tiers.h).
+void add_prefix_cache_flags(CLI::App& app, EngineArgs* a) {
+  app.add_flag_callback(
+      "--no-prefix-cache", [a] { a->enable_prefix_cache = false; },
+      "turn the prefix cache off (on by default, as DeepSeek's context caching: a request "
+      "reuses the state of the longest cached prefix of its prompt, in 128-token blocks)");
+  app.add_option("--kv-host-memory", a->kv_host_memory_bytes,
+                 "bytes of host memory for the prefix cache's host tier (0: no host tier)")
+      ->capture_default_str();
+  app.add_option("--kv-disk-dir", a->kv_disk_dir,
+                 "directory for the prefix cache's disk tier (checksummed unit files; the cache "
+                 "survives a restart); default: no disk tier");
+  app.add_option("--kv-disk-bytes", a->kv_disk_bytes, "capacity of --kv-disk-dir in bytes")
+      ->capture_default_str();
+  app.add_option("--kv-cluster-dir", a->kv_cluster_dir,
+                 "shared-filesystem directory (3FS, CephFS, NFS) for the cluster tier, seen by "
+                 "every replica; default: no cluster tier");
+  app.add_option("--kv-cluster-bytes", a->kv_cluster_bytes,
+                 "this replica's capacity in --kv-cluster-dir, in bytes")
+      ->capture_default_str();
+  app.add_option("--kv-cluster-redis", a->kv_cluster_redis,
+                 "redis://host:port of the cluster-wide index of --kv-cluster-dir (its key "
+                 "expiry carries the retention); default: the directory is the index");
+  app.add_option("--kv-cache-interval", a->kv_cache_interval,
+                 "tokens between the prefix cache's persistence points inside long prompts (a "
+                 "multiple of 128)")
+      ->capture_default_str();
+  app.add_option("--kv-retention-agent", a->kv_retention_agent_s,
+                 "seconds the cache keeps agent requests' state (requests with tools, or "
+                 "cache_retention \"agent\"), extended by each hit")
+      ->capture_default_str();
+  app.add_option("--kv-retention-chat", a->kv_retention_chat_s,
+                 "seconds the cache keeps chat requests' state, extended by each hit")
+      ->capture_default_str();
+  app.add_option("--kv-cache-salt", a->kv_cache_salt,
+                 "a string mixed into every cache key: separates checkpoints the fingerprint "
+                 "(config, weight sizes and samples) can't tell apart");
+}
+
 }  // namespace
 
 void add_engine_flags(CLI::App& app, EngineArgs* a) {
@@ -73,6 +112,7 @@ void add_engine_flags(CLI::App& app, EngineArgs* a) {
       ->capture_default_str();
   app.add_option("--policy", a->policy, "scheduling policy: fcfs or priority")
       ->capture_default_str();
+  add_prefix_cache_flags(app, a);
   app.add_flag("--special-tokens-in-content", a->special_tokens_in_content,
                "chat requests: let message text that spells a special token (<｜Assistant｜>, "
                "</think>, DSML tags) become that control token (unsafe with untrusted users; "

@@ -98,7 +98,9 @@ int64_t KvManager::attach_prefix(uint64_t seq_id, std::span<const UnitKey> keys,
   const PrefixMatch m = cache_.match(keys, max_tokens, now_s);
   if (m.num_units == 0) return 0;
   SeqPages pages;
-  // Hold the chain first, so finding room for the constant pages can't evict it.
+  // Hold the chain and its snapshot first, so finding room for the constant pages can't evict
+  // them; the snapshot stays protected until the plan's copies ran (clear_protected).
+  cache_.protect(keys[m.num_units - 1]);
   for (int64_t i = 0; i < m.num_units; ++i) {
     const int32_t p = cache_.find(keys[i])->page;
     retain_page(p);
@@ -138,12 +140,17 @@ std::vector<KvManager::CachedPages> KvManager::publish(uint64_t seq_id,
     }
   }
   if (snapshot_at_end && !keys.empty() && cache_.find(keys.back())->snapshot.empty()) {
-    // The sequence holds every unit of its chain, so evicting for room can't take them.
-    if (std::optional<std::vector<int32_t>> snap = allocate_pages(spec_.constant_pages_per_seq)) {
+    // The cached unit may be another sequence's page (both computed the block), held by the
+    // cache alone: hold it while making room, so the room isn't made by evicting it.
+    const int32_t unit_page = cache_.find(keys.back())->page;
+    retain_page(unit_page);
+    std::optional<std::vector<int32_t>> snap = allocate_pages(spec_.constant_pages_per_seq);
+    release_page(unit_page);
+    if (snap) {
       const std::vector<int32_t>& state = it->second.state;
       for (size_t i = 0; i < state.size(); ++i) copies->push_back(PageCopy{state[i], (*snap)[i]});
       if (out.empty() || out.back().key != keys.back())
-        out.push_back({keys.back(), cache_.find(keys.back())->page, {}, false});
+        out.push_back({keys.back(), unit_page, {}, false});
       out.back().snapshot = *snap;
       cache_.set_snapshot(keys.back(), std::move(*snap));
     }

@@ -106,6 +106,9 @@ class KvManager {
   // Holds a cached unit's page so it can't be evicted (e.g. while the rest of its chain is
   // promoted); false if not cached. Each pin needs one unpin.
   bool pin(const UnitKey& key);
+  // attach_prefix protects the snapshots it copies from until this is called, once the plan
+  // holding those copies is built (the scheduler calls it as each new plan starts).
+  void clear_protected() { cache_.clear_protected(); }
   void unpin(const UnitKey& key);
   int64_t expire_cache(int64_t now_s) { return cache_.expire(now_s); }
   bool drop_unit(const UnitKey& key) { return cache_.drop(key); }

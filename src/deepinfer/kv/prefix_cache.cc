@@ -47,7 +47,7 @@ bool PrefixCache::insert(const UnitKey& key, const UnitKey& parent, int64_t end_
 void PrefixCache::set_snapshot(const UnitKey& key, std::vector<int32_t> pages) {
   Unit& u = units_.at(key);
   DI_CHECK(u.snapshot.empty());
-  if (u.evictable) evictable_pages_ += static_cast<int64_t>(pages.size());
+  evictable_pages_ += static_cast<int64_t>(pages.size());
   pages_ += static_cast<int64_t>(pages.size());
   u.snapshot = std::move(pages);
   ++snapshots_;
@@ -65,14 +65,14 @@ void PrefixCache::make_evictable(Unit& u) {
   DI_CHECK(!u.evictable);
   u.evictable = true;
   u.lru_pos = lru_.insert(lru_.end(), u.key);
-  evictable_pages_ += unit_pages(u);
+  ++evictable_pages_;
 }
 
 void PrefixCache::make_referenced(Unit& u) {
   DI_CHECK(u.evictable);
   u.evictable = false;
   lru_.erase(u.lru_pos);
-  evictable_pages_ -= unit_pages(u);
+  --evictable_pages_;
 }
 
 void PrefixCache::on_page_referenced(int32_t page) {
@@ -87,11 +87,21 @@ void PrefixCache::erase(std::unordered_map<UnitKey, Unit, UnitKeyHash>::iterator
   Unit& u = it->second;
   if (u.evictable) make_referenced(u);  // out of the LRU list and the evictable count
   if (!u.snapshot.empty()) --snapshots_;
+  evictable_pages_ -= static_cast<int64_t>(u.snapshot.size());
   pages_ -= unit_pages(u);
   for (int32_t p : u.snapshot) pool_->release(p);
   page_unit_.erase(u.page);
   pool_->release(u.page);
   units_.erase(it);
+}
+
+void PrefixCache::protect(const UnitKey& key) {
+  const Unit* u = find(key);
+  if (u == nullptr || u->snapshot.empty() ||
+      std::find(protected_.begin(), protected_.end(), key) != protected_.end())
+    return;
+  protected_.push_back(key);
+  protected_pages_ += static_cast<int64_t>(u->snapshot.size());
 }
 
 int64_t PrefixCache::evict(int64_t pages) {
@@ -100,6 +110,17 @@ int64_t PrefixCache::evict(int64_t pages) {
     auto it = units_.find(lru_.front());
     freed += unit_pages(it->second);
     erase(it);
+    ++evicted_capacity_;
+  }
+  // Then snapshots of units running sequences hold: without this a long prompt's own
+  // snapshots would leave it no room to grow.
+  for (auto it = units_.begin(); freed < pages && it != units_.end(); ++it) {
+    Unit& u = it->second;
+    if (u.snapshot.empty() ||
+        std::find(protected_.begin(), protected_.end(), u.key) != protected_.end())
+      continue;
+    freed += static_cast<int64_t>(u.snapshot.size());
+    drop_snapshot(u.key);
     ++evicted_capacity_;
   }
   return freed;
@@ -130,7 +151,7 @@ void PrefixCache::drop_snapshot(const UnitKey& key) {
   auto it = units_.find(key);
   if (it == units_.end() || it->second.snapshot.empty()) return;
   Unit& u = it->second;
-  if (u.evictable) evictable_pages_ -= static_cast<int64_t>(u.snapshot.size());
+  evictable_pages_ -= static_cast<int64_t>(u.snapshot.size());
   pages_ -= static_cast<int64_t>(u.snapshot.size());
   for (int32_t p : u.snapshot) pool_->release(p);
   u.snapshot.clear();

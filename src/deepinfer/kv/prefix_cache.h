@@ -1,7 +1,8 @@
 // The device tier of the prefix cache: units (one block's growing-state page, plus at persistence
 // points a snapshot of the constant pages at the block's end) held in pool pages by reference
 // count, beside the sequences that use them. A unit whose page only the cache holds is
-// evictable, least recently used first; one a running sequence holds is not. Pure bookkeeping
+// evictable, least recently used first; one a running sequence holds is not, but its snapshot
+// (held by the cache alone) is, after every evictable unit. Pure bookkeeping
 // over the KvManager's BlockPool; KvManager is its only user and tells it when a cached page
 // gains or loses its last sequence holder.
 #pragma once
@@ -66,9 +67,16 @@ class PrefixCache {
   void on_page_referenced(int32_t page);
   void on_page_unreferenced(int32_t page);
 
-  // Evicts least recently used evictable units until `pages` pages were freed or none is left;
-  // returns the pages freed.
+  // Evicts least recently used evictable units, then snapshots of units sequences hold (except
+  // protected ones), until `pages` pages were freed or nothing is left; returns the pages freed.
   int64_t evict(int64_t pages);
+  // A snapshot whose copies into a starting sequence are pending (in the plan being built) is
+  // not evicted until clear_protected().
+  void protect(const UnitKey& key);
+  void clear_protected() {
+    protected_.clear();
+    protected_pages_ = 0;
+  }
   // Drops every unit expired at now_s (a unit still in use loses only the cache's references).
   int64_t expire(int64_t now_s);
   // Drops one unit (e.g. a promotion whose page write failed); false if not cached.
@@ -76,7 +84,8 @@ class PrefixCache {
   // Drops a unit's snapshot only.
   void drop_snapshot(const UnitKey& key);
 
-  int64_t evictable_pages() const { return evictable_pages_; }
+  // Pages evict() can free: evictable units' pages and unprotected snapshot pages.
+  int64_t evictable_pages() const { return evictable_pages_ - protected_pages_; }
   PrefixCacheStats stats() const;
 
  private:
@@ -89,6 +98,8 @@ class PrefixCache {
   std::unordered_map<UnitKey, Unit, UnitKeyHash> units_;
   std::unordered_map<int32_t, UnitKey> page_unit_;
   std::list<UnitKey> lru_;  // evictable units, least recently used first
+  std::vector<UnitKey> protected_;
+  int64_t protected_pages_ = 0;
   int64_t evictable_pages_ = 0;
   int64_t pages_ = 0;  // held by the cache: units' pages and snapshots
   int64_t snapshots_ = 0;

@@ -49,9 +49,9 @@ TEST(PrefixCache, PublishedPrefixIsAttachedWithSharedPagesAndSnapshotCopies) {
                                            {state1[1], pub[2].snapshot[1]}}));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(pub[i].page, (*m.block_table(1))[i]);
   EXPECT_EQ(m.cache().stats().units, 3);
-  // Nothing is evictable while seq 1 holds the block pages (a unit goes with its snapshot).
-  EXPECT_EQ(m.cache().evictable_pages(), 0);
-  EXPECT_EQ(m.num_available_pages(), m.num_free_pages());
+  // While seq 1 holds the block pages only the snapshot (the cache's alone) is evictable.
+  EXPECT_EQ(m.cache().evictable_pages(), 2);
+  EXPECT_EQ(m.num_available_pages(), m.num_free_pages() + 2);
 
   // A second sequence with the same 12-token prefix and more: attached at 12.
   auto t2 = tokens;
@@ -148,7 +148,7 @@ TEST(PrefixCache, AdoptedUnitsArePinnableAndEvictableAfterUnpin) {
   EXPECT_EQ(b->snapshot.size(), 2u);
   EXPECT_FALSE(m.adopt(keys[1], keys[0], 8, true, kLater, Retention::kChat).has_value());
   ASSERT_TRUE(m.pin(keys[1]));
-  EXPECT_EQ(m.num_available_pages(), 10 - 4);  // pinned units are not evictable
+  EXPECT_EQ(m.num_available_pages(), 10 - 4 + 2);  // pinned units are not, their snapshots are
   m.unpin(keys[1]);
   m.unpin(keys[0]);
   EXPECT_EQ(m.num_available_pages(), 10);
@@ -163,6 +163,68 @@ TEST(PrefixCache, AdoptedUnitsArePinnableAndEvictableAfterUnpin) {
   EXPECT_EQ(m.match_prefix(keys, 7, kNow).end_tokens, 4);
   EXPECT_TRUE(m.drop_unit(keys[0]));
   EXPECT_EQ(m.match_prefix(keys, 8, kNow).end_tokens, 0);  // the chain starts at the dropped unit
+}
+
+TEST(PrefixCache, ASequenceGrowsIntoItsOwnSnapshotsPages) {
+  // A long prompt snapshots at every persistence point; the snapshots of units it holds itself
+  // must give way when it needs the pages, or it could never finish.
+  KvManager m = make(12);
+  const auto keys = keys_of(iota_tokens(40));
+  ASSERT_TRUE(m.reserve(1, 8));  // 2 constant + 2 blocks
+  std::vector<PageCopy> copies;
+  m.publish(1, {keys.data(), 2}, root_key("m"), true, kLater, Retention::kChat, &copies);
+  ASSERT_TRUE(m.reserve(1, 16));
+  m.publish(1, {keys.data(), 4}, root_key("m"), true, kLater, Retention::kChat, &copies);
+  EXPECT_EQ(m.num_free_pages(), 12 - 6 - 4);
+  EXPECT_EQ(m.num_available_pages(), 12 - 6);
+  ASSERT_TRUE(m.reserve(1, 40));  // 2 + 10 pages: both snapshots evicted
+  EXPECT_EQ(m.cache().stats().snapshots, 0);
+  EXPECT_EQ(m.cache().stats().units, 4);  // the units themselves are the sequence's pages
+}
+
+TEST(PrefixCache, EvictionTakesWholeUnitsBeforeSnapshotsAndSparesProtectedOnes) {
+  KvManager m = make(15);
+  const auto a = keys_of(iota_tokens(4)), b = keys_of(iota_tokens(4, 100));
+  ASSERT_TRUE(m.reserve(1, 4));
+  std::vector<PageCopy> copies;
+  m.publish(1, {a.data(), 1}, root_key("m"), true, kLater, Retention::kChat, &copies);
+  m.free(1);  // unit a: evictable with its snapshot (3 pages)
+  ASSERT_TRUE(m.reserve(2, 4));
+  m.publish(2, {b.data(), 1}, root_key("m"), true, kLater, Retention::kChat, &copies);
+  // Seq 2 holds unit b; b's snapshot (2 pages) is evictable. Seq 3 is started from b.
+  std::vector<PageCopy> c3;
+  ASSERT_EQ(m.attach_prefix(3, b, 8, kNow, kLater, &c3), 4);
+  EXPECT_EQ(m.num_free_pages(), 15 - 3 - 3 - 2 - 2);
+  EXPECT_EQ(m.num_available_pages(), 5 + 3);  // b's snapshot is protected
+  ASSERT_TRUE(m.reserve(4, 20));              // 2 + 5: takes unit a whole, then stops
+  EXPECT_EQ(m.cache().find(a[0]), nullptr);
+  EXPECT_EQ(m.cache().find(b[0])->snapshot.size(), 2u);
+  EXPECT_FALSE(m.reserve(5, 4));  // nothing else may go while b's snapshot is protected
+  m.clear_protected();            // the plan with seq 3's copies has run
+  EXPECT_TRUE(m.reserve(5, 4));
+  EXPECT_TRUE(m.cache().find(b[0])->snapshot.empty());
+}
+
+TEST(PrefixCache, MakingRoomForASnapshotNeverEvictsItsOwnUnit) {
+  // Seqs 1 and 2 computed the same block; 1 published it and finished, so the cached unit is
+  // 1's page, held by the cache alone: the only evictable page when 2 snapshots it.
+  KvManager m = make(8);
+  const auto keys = keys_of(iota_tokens(4));
+  ASSERT_TRUE(m.reserve(1, 4));
+  ASSERT_TRUE(m.reserve(2, 4));
+  std::vector<PageCopy> copies;
+  m.publish(1, {keys.data(), 1}, root_key("m"), false, kLater, Retention::kChat, &copies);
+  const int32_t unit_page = (*m.block_table(1))[0];
+  m.free(1);
+  ASSERT_TRUE(m.reserve(3, 4));
+  EXPECT_EQ(m.num_free_pages(), 1);
+  EXPECT_EQ(m.num_available_pages(), 2);
+  auto pub = m.publish(2, {keys.data(), 1}, root_key("m"), true, kLater, Retention::kChat, &copies);
+  EXPECT_TRUE(pub.empty());  // no room for the snapshot but the unit itself
+  ASSERT_NE(m.cache().find(keys[0]), nullptr);
+  EXPECT_EQ(m.cache().find(keys[0])->page, unit_page);
+  EXPECT_TRUE(m.cache().find(keys[0])->snapshot.empty());
+  EXPECT_EQ(m.num_free_pages(), 1);
 }
 
 TEST(PrefixCache, MovedManagerKeepsItsCacheWorking) {

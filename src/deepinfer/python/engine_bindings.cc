@@ -40,7 +40,10 @@ json output_to_json(const RequestOutput& o) {
           {"outputs", outs},
           {"usage",
            {{"prompt_tokens", o.usage.prompt_tokens},
-            {"completion_tokens", o.usage.completion_tokens}}}};
+            {"completion_tokens", o.usage.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", o.usage.cached_tokens}}},
+            {"prompt_cache_hit_tokens", o.usage.cached_tokens},
+            {"prompt_cache_miss_tokens", o.usage.prompt_tokens - o.usage.cached_tokens}}}};
 }
 
 class PyEngine {
@@ -78,6 +81,17 @@ class PyEngine {
     args.seed = a.value("seed", args.seed);
     args.special_tokens_in_content =
         a.value("special_tokens_in_content", args.special_tokens_in_content);
+    args.enable_prefix_cache = a.value("enable_prefix_cache", args.enable_prefix_cache);
+    args.kv_host_memory_bytes = a.value("kv_host_memory_bytes", args.kv_host_memory_bytes);
+    args.kv_disk_dir = a.value("kv_disk_dir", args.kv_disk_dir);
+    args.kv_disk_bytes = a.value("kv_disk_bytes", args.kv_disk_bytes);
+    args.kv_cluster_dir = a.value("kv_cluster_dir", args.kv_cluster_dir);
+    args.kv_cluster_bytes = a.value("kv_cluster_bytes", args.kv_cluster_bytes);
+    args.kv_cluster_redis = a.value("kv_cluster_redis", args.kv_cluster_redis);
+    args.kv_cache_interval = a.value("kv_cache_interval", args.kv_cache_interval);
+    args.kv_retention_agent_s = a.value("kv_retention_agent_s", args.kv_retention_agent_s);
+    args.kv_retention_chat_s = a.value("kv_retention_chat_s", args.kv_retention_chat_s);
+    args.kv_cache_salt = a.value("kv_cache_salt", args.kv_cache_salt);
     py::gil_scoped_release release;
     auto e = Engine::create(args);
     if (!e.ok()) {
@@ -98,6 +112,16 @@ class PyEngine {
       if (r.contains("prompt_token_ids"))
         g.prompt_ids = r["prompt_token_ids"].get<std::vector<int32_t>>();
       if (r.contains("chat")) g.chat = r["chat"];
+      if (r.contains("cache_retention")) {
+        const std::string v = r["cache_retention"].is_string()
+                                  ? r["cache_retention"].get<std::string>()
+                                  : r["cache_retention"].dump();
+        const auto c = parse_cache_retention(v);
+        if (!c)
+          raise(invalid_argument("cache_retention must be \"agent\", \"chat\" or \"none\", got " +
+                                 v));
+        g.cache_retention = *c;
+      }
       auto p = sample::sampling_params_from_json(r.value("params", json::object()));
       if (!p.ok()) raise(p.status());
       g.params = *p;

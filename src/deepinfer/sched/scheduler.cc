@@ -172,6 +172,7 @@ uint64_t Scheduler::preempt_lowest(StepPlan& plan, int64_t& budget) {
 
 StepPlan Scheduler::schedule() {
   ++step_;
+  kv_->clear_protected();  // the previous plan's attach copies have run
   StepPlan plan;
   int64_t budget = cfg_.max_num_batched_tokens;
   const int64_t page_tokens = kv_->spec().page_tokens;

@@ -76,6 +76,57 @@ std::string escape_label_value(std::string_view v) {
   return out;
 }
 
+// vLLM's two prefix cache counters, then per-tier figures of deepinfer's cache tiers.
+void render_prefix_cache(const std::string& l, const PrefixCacheStats& c, std::string* out) {
+  static const char* kTiers[] = {"device", "host", "disk", "cluster"};
+  int64_t hits = 0;
+  for (int64_t h : c.hit_tokens) hits += h;
+  std::string n = "deepinfer:prefix_cache_queries_total";
+  header(out, n, "counter", "Prefix cache queries, in terms of number of queried tokens.");
+  sample(out, n, l, static_cast<double>(c.queried_tokens));
+  n = "deepinfer:prefix_cache_hits_total";
+  header(out, n, "counter", "Prefix cache hits, in terms of number of cached tokens.");
+  sample(out, n, l, static_cast<double>(hits));
+  struct PerTier {
+    const char* name;
+    const char* type;
+    const char* help;
+    const std::array<int64_t, 4>* v;
+  };
+  const PerTier per_tier[] = {
+      {"deepinfer:prefix_cache_tier_hit_tokens_total", "counter",
+       "Prefix cache hit tokens by the tier the units were found in.", &c.hit_tokens},
+      {"deepinfer:prefix_cache_tier_units", "gauge", "Prefix cache units held per tier.", &c.units},
+      {"deepinfer:prefix_cache_tier_bytes", "gauge", "Prefix cache bytes held per tier.", &c.bytes},
+      {"deepinfer:prefix_cache_tier_bytes_written_total", "counter",
+       "Bytes stored into each tier below the device.", &c.bytes_written},
+      {"deepinfer:prefix_cache_tier_bytes_read_total", "counter",
+       "Bytes read back from each tier below the device.", &c.bytes_read},
+  };
+  for (const PerTier& t : per_tier) {
+    header(out, t.name, t.type, t.help);
+    for (int i = 0; i < 4; ++i)
+      sample(out, t.name, l + ",tier=\"" + kTiers[i] + "\"", static_cast<double>((*t.v)[i]));
+  }
+  n = "deepinfer:prefix_cache_evictions_total";
+  header(out, n, "counter", "Prefix cache units evicted, by tier and cause (capacity, expired).");
+  for (int i = 0; i < 4; ++i) {
+    const std::string tl = l + ",tier=\"" + kTiers[i] + "\"";
+    sample(out, n, tl + ",cause=\"capacity\"", static_cast<double>(c.evicted_capacity[i]));
+    sample(out, n, tl + ",cause=\"expired\"", static_cast<double>(c.evicted_expired[i]));
+  }
+  n = "deepinfer:prefix_cache_corrupt_units_total";
+  header(out, n, "counter", "Stored units that failed verification and were recomputed.");
+  sample(out, n, l, static_cast<double>(c.corrupt_dropped));
+  n = "deepinfer:prefix_cache_write_errors_total";
+  header(out, n, "counter", "Failed or dropped writes to the disk and cluster tiers.");
+  sample(out, n, l, static_cast<double>(c.write_errors + c.writes_dropped));
+  n = "deepinfer:prefix_cache_load_seconds";
+  header(out, n, "summary", "Time to bring a prefix up from a lower tier into device pages.");
+  sample(out, n + "_sum", l, c.load_seconds);
+  sample(out, n + "_count", l, static_cast<double>(c.loads));
+}
+
 std::string Metrics::render(const std::string& model_name, const Engine* engine) const {
   const std::string l = "model_name=\"" + escape_label_value(model_name) + "\"";
   std::string out;
@@ -95,13 +146,7 @@ std::string Metrics::render(const std::string& model_name, const Engine* engine)
   n = "deepinfer:kv_cache_usage_perc";
   header(&out, n, "gauge", "KV-cache usage. 1 means 100 percent usage.");
   sample(&out, n, l, kv_usage);
-  // No prefix cache yet: the counters exist so dashboards and alerts can be set up now.
-  n = "deepinfer:prefix_cache_queries_total";
-  header(&out, n, "counter", "Prefix cache queries, in terms of number of queried tokens.");
-  sample(&out, n, l, 0);
-  n = "deepinfer:prefix_cache_hits_total";
-  header(&out, n, "counter", "Prefix cache hits, in terms of number of cached tokens.");
-  sample(&out, n, l, 0);
+  render_prefix_cache(l, engine ? engine->prefix_cache_stats() : PrefixCacheStats(), &out);
   n = "deepinfer:num_preemptions_total";
   header(&out, n, "counter", "Cumulative number of preemptions from the engine.");
   sample(&out, n, l, static_cast<double>(st.preemptions));

@@ -49,6 +49,7 @@ constexpr Field kFields[] = {
     {"include_stop_str_in_output", Kind::kBool},
     {"user", Kind::kString},
     {"priority", Kind::kInt},
+    {"cache_retention", Kind::kString},
     {"tools", Kind::kArray},
     {"response_format", Kind::kObject},
     {"echo", Kind::kBool},
@@ -574,6 +575,19 @@ bool parse_request(Endpoint endpoint, std::string_view body, int64_t vocab_size,
     if (priority < std::numeric_limits<int>::min() || priority > std::numeric_limits<int>::max())
       return fail(error, "priority must be a 32-bit integer", "priority");
     out->gen.priority = static_cast<int>(priority);
+  }
+  // Prefix cache retention (an extension): "agent" 3 days, "chat" 7 days, "none" stores nothing.
+  if (j.contains("cache_retention") && j["cache_retention"].is_string()) {
+    const std::string v = j["cache_retention"].get<std::string>();
+    const std::optional<CacheRetention> r = parse_cache_retention(v);
+    if (!r)
+      return fail(error,
+                  "cache_retention must be \"agent\", \"chat\" or \"none\", got \"" + v + "\"",
+                  "cache_retention");
+    out->gen.cache_retention = *r;
+  } else if (j.contains("tools") && j["tools"].is_array() && !j["tools"].empty()) {
+    // Decided here: the engine gets the chat's ids, without the tools it would look at.
+    out->gen.cache_retention = CacheRetention::kAgent;
   }
 
   if (endpoint == Endpoint::kCompletions) {

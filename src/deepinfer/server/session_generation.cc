@@ -69,23 +69,35 @@ void Session::start_generation(Endpoint endpoint) {
   generating_ = true;
   watch_peer();  // a client that leaves while its request is prepared or runs cancels it
   auto body = std::make_shared<std::string>(std::move(parser_->get().body()));
-  asio::post(*state_->prep, [self = shared_from_this(), endpoint, body, engine = engine_] {
-    auto req = std::make_shared<ParsedRequest>();
-    auto texts = std::make_shared<std::vector<std::string>>();
-    std::optional<ApiError> error;
-    try {
-      error = prepare(endpoint, *body, *engine, self->state_->options, req.get(), texts.get());
-    } catch (const std::exception& e) {
-      error = ApiError{500, std::string("internal error: ") + e.what(), "internal_error", "",
-                       "internal_error"};
-    }
-    asio::post(*self->state_->ioc, [self, req, texts, error] {
-      self->guarded([&] {
-        self->prompt_texts_ = std::move(*texts);
-        self->on_prepared(req, error);
+  // The prefix cache's retention may come as a header instead of the body field.
+  std::string retention(parser_->get()["X-Cache-Retention"]);
+  asio::post(
+      *state_->prep, [self = shared_from_this(), endpoint, body, retention, engine = engine_] {
+        auto req = std::make_shared<ParsedRequest>();
+        auto texts = std::make_shared<std::vector<std::string>>();
+        std::optional<ApiError> error;
+        try {
+          error = prepare(endpoint, *body, *engine, self->state_->options, req.get(), texts.get());
+          if (!error && !retention.empty()) {
+            if (const std::optional<CacheRetention> r = parse_cache_retention(retention)) {
+              req->gen.cache_retention = *r;
+            } else {
+              error = ApiError{
+                  400, "X-Cache-Retention must be agent, chat or none, got \"" + retention + "\"",
+                  "invalid_request_error", "X-Cache-Retention", "invalid_value"};
+            }
+          }
+        } catch (const std::exception& e) {
+          error = ApiError{500, std::string("internal error: ") + e.what(), "internal_error", "",
+                           "internal_error"};
+        }
+        asio::post(*self->state_->ioc, [self, req, texts, error] {
+          self->guarded([&] {
+            self->prompt_texts_ = std::move(*texts);
+            self->on_prepared(req, error);
+          });
+        });
       });
-    });
-  });
 }
 
 // Waiting = admitted but not yet running. The running slots are the engine's --max-num-seqs

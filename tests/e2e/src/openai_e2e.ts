@@ -69,7 +69,8 @@ function hasCacheUsage(u: unknown): u is DeepSeekUsage {
 }
 
 // Every usage field, with its arithmetic.
-function checkUsage(u: CompletionUsage | undefined | null, maxCompletion: number): CompletionUsage {
+function checkUsage(u: CompletionUsage | undefined | null,
+  maxCompletion: number): CompletionUsage & DeepSeekUsage {
   check(u !== undefined && u !== null, "usage missing");
   check(isInt(u.prompt_tokens) && u.prompt_tokens > 0, "usage.prompt_tokens");
   check(isInt(u.completion_tokens) && u.completion_tokens >= 1, "usage.completion_tokens");
@@ -84,7 +85,7 @@ function checkUsage(u: CompletionUsage | undefined | null, maxCompletion: number
   check(hasCacheUsage(u), "prompt_cache_hit_tokens / prompt_cache_miss_tokens missing");
   eq(u.prompt_cache_hit_tokens, cached, "prompt_cache_hit_tokens = cached_tokens");
   eq(u.prompt_cache_miss_tokens, u.prompt_tokens - cached!, "prompt_cache_miss_tokens");
-  return u;
+  return u as CompletionUsage & DeepSeekUsage;
 }
 
 const FINISH = new Set(["stop", "length", "tool_calls"]);
@@ -208,6 +209,40 @@ async function mainServerTests(s: Server): Promise<Test[]> {
       checkChat(r2, 1, 4);
       check(!hasReasoning(r2.choices[0]?.message), "thinking disabled: no reasoning_content");
       eq(r2.usage?.completion_tokens_details?.reasoning_tokens, 0, "no reasoning tokens");
+    }],
+    ["prefix cache: a repeated request and the next turn report cached tokens", async () => {
+      // About 400 prompt tokens of plain text; thinking off, so the next turn's prompt carries
+      // the reply as it was generated.
+      const long = Array.from({ length: 80 }, (_, i) => `word${i} and more`).join(" ");
+      const conv = [{ role: "user" as const, content: long }];
+      const base = { model: "x", max_tokens: 4, temperature: 0,
+        thinking: { type: "disabled" } };
+      const hitsBefore = metric(await metrics(s.base), "deepinfer:prefix_cache_hits_total");
+      const first = await client.chat.completions.create({ ...base, messages: conv });
+      const u1 = checkUsage(first.usage, 4);
+      check(u1.prompt_tokens > 256, `prompt of ${u1.prompt_tokens} tokens is long enough`);
+      const second = await client.chat.completions.create({ ...base, messages: conv });
+      const u2 = checkUsage(second.usage, 4);
+      eq(u2.prompt_tokens, u1.prompt_tokens, "same prompt");
+      // Every whole 128-token block but one that leaves a token to compute.
+      const want = Math.floor((u1.prompt_tokens - 1) / 128) * 128;
+      eq(u2.prompt_tokens_details?.cached_tokens, want, "repeat: cached_tokens");
+      eq(u2.prompt_cache_hit_tokens, want, "repeat: prompt_cache_hit_tokens");
+      eq(u2.prompt_cache_miss_tokens, u1.prompt_tokens - want, "repeat: miss tokens");
+      eq(second.choices[0]?.message.content, first.choices[0]?.message.content,
+        "a cache hit changes no token");
+      const next = await client.chat.completions.create({ ...base, messages: [...conv,
+        { role: "assistant" as const, content: first.choices[0]?.message.content ?? "" },
+        { role: "user" as const, content: "Go on." }] });
+      const u3 = checkUsage(next.usage, 4);
+      check((u3.prompt_tokens_details?.cached_tokens ?? 0) >= Math.floor(u1.prompt_tokens / 128) * 128,
+        `next turn: cached ${u3.prompt_tokens_details?.cached_tokens} of ${u3.prompt_tokens}`);
+      const hitsAfter = metric(await metrics(s.base), "deepinfer:prefix_cache_hits_total");
+      check(hitsAfter - hitsBefore >= want, "metrics count the hits");
+      // The retention class is checked: a bad one names the field.
+      const bad = { ...base, messages: conv, cache_retention: "forever" };
+      const e = await expectApiError(client.chat.completions.create(bad), 400);
+      eq(e.param, "cache_retention", "bad cache_retention names the field");
     }],
     ["chat, streaming, include_usage", async () => {
       const stream = await client.chat.completions.create({ model: "x", messages, max_tokens: 5,

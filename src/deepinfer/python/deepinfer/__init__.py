@@ -73,6 +73,9 @@ class RequestOutput:
     prompt_token_ids: list
     outputs: list = field(default_factory=list)
     finished: bool = True
+    # prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens (prefix-cache hits),
+    # prompt_cache_hit_tokens and prompt_cache_miss_tokens, as the server reports them.
+    usage: dict = field(default_factory=dict)
 
 
 class LLM:
@@ -84,7 +87,11 @@ class LLM:
     pool, in (0, 1]. kv_memory_bytes sizes the pool (0, the default: 1 GiB on cpu, on cuda
     what gpu_memory_utilization leaves after the weights). Other engine_args: max_num_seqs,
     max_num_batched_tokens, max_model_len, policy, seed, cuda_graphs,
-    special_tokens_in_content. Bad values raise ValueError naming the argument.
+    special_tokens_in_content, and the prefix cache's enable_prefix_cache (default True),
+    kv_host_memory_bytes, kv_disk_dir, kv_disk_bytes, kv_cluster_dir, kv_cluster_bytes,
+    kv_cluster_redis, kv_cache_interval, kv_retention_agent_s, kv_retention_chat_s and
+    kv_cache_salt (the serve flags of the same names). Bad values raise ValueError naming the
+    argument.
     """
 
     def __init__(self, model: Optional[str] = None, device: Optional[str] = None,
@@ -109,24 +116,34 @@ class LLM:
         return json.loads(self._engine.capacity())
 
     def generate(self, prompts: Union[str, Sequence[Union[str, Sequence[int]]]],
-                 sampling_params: Optional[SamplingParams] = None) -> list:
+                 sampling_params: Optional[SamplingParams] = None,
+                 cache_retention: Optional[str] = None) -> list:
+        """cache_retention: "agent" (3 days), "chat" (7 days) or "none" (store nothing); None:
+        chat."""
         if isinstance(prompts, str):
             prompts = [prompts]
         params = (sampling_params or SamplingParams())._to_json()
         reqs = []
         for p in prompts:
             key = "prompt" if isinstance(p, str) else "prompt_token_ids"
-            reqs.append(json.dumps({key: p if isinstance(p, str) else list(p), "params": params}))
+            r = {key: p if isinstance(p, str) else list(p), "params": params}
+            if cache_retention is not None:
+                r["cache_retention"] = cache_retention
+            reqs.append(json.dumps(r))
         return [self._wrap(o, p if isinstance(p, str) else None)
                 for o, p in zip(self._engine.generate(reqs), prompts)]
 
     def chat(self, messages: Union[list, Sequence[list]],
-             sampling_params: Optional[SamplingParams] = None, **chat_kwargs: Any) -> list:
+             sampling_params: Optional[SamplingParams] = None,
+             cache_retention: Optional[str] = None, **chat_kwargs: Any) -> list:
         """messages: one OpenAI-style conversation or a list of them; chat_kwargs go into the
-        request (tools, thinking, reasoning_effort, chat_template_kwargs, ...)."""
+        request (tools, thinking, reasoning_effort, chat_template_kwargs, ...).
+        cache_retention: as generate's; None: "agent" with tools, else "chat"."""
         convs = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         params = (sampling_params or SamplingParams())._to_json()
-        reqs = [json.dumps({"chat": dict(chat_kwargs, messages=m), "params": params}) for m in convs]
+        extra = {} if cache_retention is None else {"cache_retention": cache_retention}
+        reqs = [json.dumps(dict(extra, chat=dict(chat_kwargs, messages=m), params=params))
+                for m in convs]
         return [self._wrap(o, None) for o in self._engine.generate(reqs)]
 
     @staticmethod
@@ -134,7 +151,8 @@ class LLM:
         o = json.loads(text)
         outs = [CompletionOutput(c["index"], c["text"], c["token_ids"], c["finish_reason"],
                                  c.get("stop_reason"), c.get("logprobs")) for c in o["outputs"]]
-        return RequestOutput(o["request_id"], prompt, o["prompt_token_ids"], outs)
+        return RequestOutput(o["request_id"], prompt, o["prompt_token_ids"], outs,
+                             usage=o.get("usage", {}))
 
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]

@@ -1,0 +1,383 @@
+// Issue 18's first acceptance point: with the prefix cache on, every output is bitwise equal to
+// the same request run with the cache off, whatever the sharing, branching, n > 1, preemption,
+// eviction under a tiny pool, tier moves and restarts over the same disk directory. The CPU
+// reference computes the same logits for any chunking (DESIGN.md), so any difference is a cache
+// bug. The seed is printed; DEEPINFER_TORTURE_SEED replays one.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "deepinfer/engine/engine.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
+
+namespace deepinfer {
+namespace {
+
+const std::string& model_dir() {
+  static const std::string dir = [] {
+    v4::TinyModelOptions o;
+    o.quantized = true;
+    o.seed = 23;
+    return v4::write_tiny_model_for_test("prefix_cache_model", o);
+  }();
+  return dir;
+}
+
+uint64_t torture_seed() {
+  static const uint64_t seed = [] {
+    const char* s = std::getenv("DEEPINFER_TORTURE_SEED");
+    const uint64_t v = s ? std::strtoull(s, nullptr, 10) : std::random_device{}();
+    std::printf("prefix cache torture seed: %llu (replay: DEEPINFER_TORTURE_SEED=%llu)\n",
+                static_cast<unsigned long long>(v), static_cast<unsigned long long>(v));
+    return v;
+  }();
+  return seed;
+}
+
+struct Config {
+  bool cache = true;
+  int64_t kv_bytes = int64_t{1} << 30;
+  int64_t host_bytes = int64_t{1} << 30;
+  std::string disk_dir;
+  int64_t budget = 256;
+  int max_seqs = 16;
+  std::shared_ptr<const Clock> clock;
+};
+
+std::unique_ptr<Engine> make_engine(const Config& c) {
+  EngineArgs a;
+  a.model = model_dir();
+  a.kv_memory_bytes = c.kv_bytes;
+  a.max_num_batched_tokens = c.budget;
+  a.max_num_seqs = c.max_seqs;
+  a.enable_prefix_cache = c.cache;
+  a.kv_host_memory_bytes = c.host_bytes;
+  a.kv_disk_dir = c.disk_dir;
+  a.kv_cache_interval = 256;
+  a.clock = c.clock;
+  auto e = Engine::create(a);
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& id : t) id = static_cast<int32_t>(2 + rng() % 120000);
+  return t;
+}
+
+GenerateRequest request(std::vector<int32_t> prompt, int max_tokens, int n, uint64_t seed) {
+  GenerateRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  r.params.n = n;
+  if (n > 1) {
+    r.params.temperature = 0.8f;
+    r.params.seed = seed;
+  } else {
+    r.params.temperature = 0;
+  }
+  return r;
+}
+
+// A workload with shared and unshared prefixes: a few long bases, branches off each (some
+// repeated verbatim), n > 1 samples, and follow-up turns built on a first turn's output.
+struct Workload {
+  std::vector<GenerateRequest> first;  // run first
+  std::vector<int> followup_of;        // per second-wave request: index into `first`, or -1
+  std::vector<std::vector<int32_t>> followup_suffix;
+  std::vector<GenerateRequest> second;  // independent second wave
+};
+
+Workload make_workload(uint64_t seed, int bases, int per_base) {
+  std::mt19937_64 rng(seed);
+  Workload w;
+  for (int b = 0; b < bases; ++b) {
+    const auto base = random_tokens(rng, 130 + static_cast<int>(rng() % 500));
+    for (int i = 0; i < per_base; ++i) {
+      auto p = base;
+      const auto tail = random_tokens(rng, 1 + static_cast<int>(rng() % 200));
+      p.insert(p.end(), tail.begin(), tail.end());
+      const int n = rng() % 4 == 0 ? 2 : 1;
+      w.first.push_back(request(p, 2 + static_cast<int>(rng() % 10), n, rng()));
+      if (rng() % 3 == 0) w.second.push_back(w.first.back());  // a verbatim repeat
+      w.followup_of.push_back(static_cast<int>(w.first.size()) - 1);
+      w.followup_suffix.push_back(random_tokens(rng, 1 + static_cast<int>(rng() % 60)));
+    }
+  }
+  for (int i = 0; i < 4; ++i)  // unshared
+    w.second.push_back(request(random_tokens(rng, 1 + static_cast<int>(rng() % 300)), 4, 1, 0));
+  return w;
+}
+
+struct Outputs {
+  std::vector<std::vector<std::vector<int32_t>>> tokens;  // per request, per sample
+  int64_t cached_tokens = 0;
+};
+
+Outputs run_all(Engine& e, std::vector<GenerateRequest> reqs) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<RequestOutput> outs(reqs.size());
+  size_t done = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Status st = e.submit(reqs[i], [&, i](const RequestOutput& o) {
+      if (!o.finished) return;
+      std::lock_guard<std::mutex> lock(m);
+      outs[i] = o;
+      ++done;
+      cv.notify_all();
+    });
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return done == reqs.size(); });
+  Outputs r;
+  for (const RequestOutput& o : outs) {
+    EXPECT_TRUE(o.status.ok()) << o.status.to_string();
+    std::vector<std::vector<int32_t>> samples;
+    for (const CompletionOutput& c : o.outputs) samples.push_back(c.token_ids);
+    r.tokens.push_back(samples);
+    EXPECT_EQ(o.usage.cached_tokens % 128, 0);
+    EXPECT_LT(o.usage.cached_tokens, o.usage.prompt_tokens);
+    r.cached_tokens += o.usage.cached_tokens;
+  }
+  return r;
+}
+
+// The three waves of a workload on one engine: first turns, then follow-ups on their outputs and
+// the second wave together.
+struct WaveOutputs {
+  Outputs first, later;
+};
+
+WaveOutputs run_workload(Engine& e, const Workload& w) {
+  WaveOutputs out;
+  out.first = run_all(e, w.first);
+  std::vector<GenerateRequest> later = w.second;
+  for (size_t i = 0; i < w.followup_of.size(); ++i) {
+    const GenerateRequest& f = w.first[static_cast<size_t>(w.followup_of[i])];
+    auto p = f.prompt_ids;
+    const auto& said = out.first.tokens[static_cast<size_t>(w.followup_of[i])][0];
+    p.insert(p.end(), said.begin(), said.end());
+    p.insert(p.end(), w.followup_suffix[i].begin(), w.followup_suffix[i].end());
+    later.push_back(request(p, 3, 1, 0));
+  }
+  out.later = run_all(e, later);
+  return out;
+}
+
+void expect_same(const WaveOutputs& got, const WaveOutputs& want, const std::string& what) {
+  ASSERT_EQ(got.first.tokens.size(), want.first.tokens.size());
+  for (size_t i = 0; i < want.first.tokens.size(); ++i)
+    EXPECT_EQ(got.first.tokens[i], want.first.tokens[i]) << what << ": first wave request " << i;
+  ASSERT_EQ(got.later.tokens.size(), want.later.tokens.size());
+  for (size_t i = 0; i < want.later.tokens.size(); ++i)
+    EXPECT_EQ(got.later.tokens[i], want.later.tokens[i]) << what << ": later wave request " << i;
+}
+
+const WaveOutputs& reference(const Workload& w) {
+  static std::unique_ptr<WaveOutputs> ref;
+  if (!ref) {
+    Config off;
+    off.cache = false;
+    auto e = make_engine(off);
+    ref = std::make_unique<WaveOutputs>(run_workload(*e, w));
+    EXPECT_EQ(ref->first.cached_tokens + ref->later.cached_tokens, 0);
+  }
+  return *ref;
+}
+
+const Workload& workload() {
+  static const Workload w = make_workload(torture_seed(), 3, 4);
+  return w;
+}
+
+std::string temp_dir(const std::string& name) {
+  const std::string d = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid());
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+TEST(PrefixCacheTorture, LargePoolHitsAndMatchesCacheOff) {
+  auto e = make_engine(Config{});
+  const WaveOutputs got = run_workload(*e, workload());
+  expect_same(got, reference(workload()), "large pool");
+  // Follow-ups and repeats share at least one whole block with a finished request.
+  EXPECT_GT(got.later.cached_tokens, 0);
+  const PrefixCacheStats s = e->prefix_cache_stats();
+  EXPECT_TRUE(s.enabled);
+  EXPECT_GT(s.hit_tokens[0], 0);
+}
+
+TEST(PrefixCacheTorture, TinyPoolEvictsAndPreemptsAndMatchesCacheOff) {
+  // Room for a few sequences: cached units are evicted for running ones, and running ones are
+  // preempted (then restart from the cache).
+  auto probe = make_engine(Config{});
+  const int64_t page_bytes = probe->capacity().page_bytes;
+  probe.reset();
+  Config c;
+  c.kv_bytes = page_bytes * 40;
+  c.host_bytes = 0;  // the device tier alone
+  c.budget = 128;
+  c.max_seqs = 8;
+  auto e = make_engine(c);
+  const WaveOutputs got = run_workload(*e, workload());
+  expect_same(got, reference(workload()), "tiny pool");
+  EXPECT_GT(e->prefix_cache_stats().evicted_capacity[0], 0);
+}
+
+TEST(PrefixCacheTorture, PreemptedSequencesRestartFromTheCacheAndMatch) {
+  // A cached 256-token base and 12 tails of 115-127 tokens that cross a page boundary while
+  // decoding, in a pool with room for about four: sequences are preempted and restart from the
+  // cached base.
+  std::mt19937_64 rng(torture_seed() + 2);
+  const auto base = random_tokens(rng, 256);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 12; ++i) {
+    auto p = base;
+    const auto tail = random_tokens(rng, 115 + static_cast<int>(rng() % 13));
+    p.insert(p.end(), tail.begin(), tail.end());
+    reqs.push_back(request(p, 16, 1, 0));
+  }
+  auto seed = base;
+  seed.push_back(7);
+  Config off;
+  off.cache = false;
+  auto ref_engine = make_engine(off);
+  const Outputs want = run_all(*ref_engine, reqs);
+  const EngineCapacity cap = ref_engine->capacity();
+  ref_engine.reset();
+  const int64_t per_seq_pages = cap.num_pages / cap.max_sequences;  // constant pages + 1
+  Config c;
+  c.kv_bytes = cap.page_bytes * (4 * per_seq_pages + 2);
+  c.host_bytes = 0;
+  c.budget = 64;
+  c.max_seqs = 12;
+  auto e = make_engine(c);
+  ASSERT_TRUE(e->generate(request(seed, 1, 1, 0)).ok());  // caches the base
+  const Outputs got = run_all(*e, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i], want.tokens[i]) << i;
+  EXPECT_GT(got.cached_tokens, 0);
+  EXPECT_GT(e->stats().preemptions, 0) << "pool of " << e->capacity().num_pages << " pages";
+}
+
+TEST(PrefixCacheTorture, HostTierServesWhatTheDevicePoolEvicted) {
+  auto probe = make_engine(Config{});
+  const int64_t page_bytes = probe->capacity().page_bytes;
+  probe.reset();
+  Config c;
+  c.kv_bytes = page_bytes * 40;
+  c.budget = 128;
+  c.max_seqs = 8;
+  auto e = make_engine(c);
+  const WaveOutputs got = run_workload(*e, workload());
+  expect_same(got, reference(workload()), "tiny pool + host tier");
+  // A prompt as long as the pool holds evicts every cached unit from the device; a repeat of a
+  // first-wave request then finds its prefix only in host memory.
+  std::mt19937_64 rng(torture_seed() + 1);
+  const int64_t fill = e->capacity().max_tokens - 1;
+  ASSERT_TRUE(e->generate(request(random_tokens(rng, static_cast<int>(fill)), 1, 1, 0)).ok());
+  const PrefixCacheStats before = e->prefix_cache_stats();
+  const size_t k = 0;  // the first request's prompt is at least 131 tokens: one block or more
+  const Outputs again = run_all(*e, {workload().first[k]});
+  EXPECT_EQ(again.tokens[0], reference(workload()).first.tokens[k]);
+  EXPECT_GT(again.cached_tokens, 0);
+  const PrefixCacheStats after = e->prefix_cache_stats();
+  EXPECT_EQ(after.hit_tokens[1] - before.hit_tokens[1], again.cached_tokens)
+      << "the repeat's hit did not come from the host tier";
+  EXPECT_GT(after.loads, before.loads);
+}
+
+TEST(PrefixCacheTorture, RestartOverTheSameDiskDirectoryHitsAndMatches) {
+  const std::string dir = temp_dir("torture_disk");
+  Config c;
+  c.disk_dir = dir;
+  {
+    auto e = make_engine(c);
+    expect_same(run_workload(*e, workload()), reference(workload()), "before restart");
+  }                  // the writer drains into the directory as the engine closes
+  c.host_bytes = 0;  // every hit after the restart comes from disk
+  auto e = make_engine(c);
+  const WaveOutputs got = run_workload(*e, workload());
+  expect_same(got, reference(workload()), "after restart");
+  EXPECT_GT(got.first.cached_tokens, 0) << "the first wave found nothing on disk";
+  EXPECT_GT(e->prefix_cache_stats().hit_tokens[2], 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Acceptance point 2: damaged unit files are answered by recompute, never loaded.
+TEST(PrefixCacheTorture, CorruptDiskUnitsAreRecomputedNeverLoaded) {
+  const std::string dir = temp_dir("torture_corrupt");
+  Config c;
+  c.disk_dir = dir;
+  {
+    auto e = make_engine(c);
+    run_workload(*e, workload());
+  }
+  // Flip a payload bit in half the files and truncate the rest.
+  int damaged = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!f.is_regular_file()) continue;
+    const auto size = f.file_size();
+    if (damaged++ % 2 == 0) {
+      std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+      io.seekg(static_cast<std::streamoff>(size / 2));
+      char b = 0;
+      io.read(&b, 1);
+      b ^= 0x10;
+      io.seekp(static_cast<std::streamoff>(size / 2));
+      io.write(&b, 1);
+    } else {
+      std::filesystem::resize_file(f.path(), size - 7);
+    }
+  }
+  ASSERT_GT(damaged, 0);
+  c.host_bytes = 0;
+  auto e = make_engine(c);
+  const WaveOutputs got = run_workload(*e, workload());
+  expect_same(got, reference(workload()), "corrupt disk");
+  EXPECT_EQ(e->prefix_cache_stats().hit_tokens[2], 0) << "a damaged unit was loaded";
+  std::filesystem::remove_all(dir);
+}
+
+// Acceptance point 3 through the engine: an agent unit is gone after 3 days, a chat unit after
+// 7, and a hit extends a unit's life.
+TEST(PrefixCacheRetention, AgentThreeDaysChatSevenDaysAndHitsExtend) {
+  auto clock = std::make_shared<ManualClock>();
+  Config c;
+  c.clock = clock;
+  auto e = make_engine(c);
+  std::mt19937_64 rng(torture_seed());
+  const auto agent_prompt = random_tokens(rng, 300), chat_prompt = random_tokens(rng, 300);
+  auto run = [&](const std::vector<int32_t>& p, CacheRetention r) {
+    GenerateRequest q = request(p, 2, 1, 0);
+    q.cache_retention = r;
+    auto o = e->generate(q);
+    EXPECT_TRUE(o.ok());
+    return o.ok() ? o->usage.cached_tokens : -1;
+  };
+  EXPECT_EQ(run(agent_prompt, CacheRetention::kAgent), 0);
+  EXPECT_EQ(run(chat_prompt, CacheRetention::kChat), 0);
+  clock->advance(3 * 86400 - 60);
+  EXPECT_EQ(run(agent_prompt, CacheRetention::kAgent), 256);  // a hit: 3 more days from now
+  clock->advance(3 * 86400 - 60);
+  EXPECT_EQ(run(agent_prompt, CacheRetention::kAgent), 256);  // alive only thanks to the hit
+  clock->advance(3 * 86400 + 1);
+  EXPECT_EQ(run(agent_prompt, CacheRetention::kNone), 0);  // expired; kNone stores nothing
+  EXPECT_EQ(run(agent_prompt, CacheRetention::kNone), 0);
+  // The chat unit was last used 9 days - 59 s ago... so it is gone too; a fresh one lives 7 days.
+  EXPECT_EQ(run(chat_prompt, CacheRetention::kChat), 0);
+  clock->advance(7 * 86400 - 60);
+  EXPECT_EQ(run(chat_prompt, CacheRetention::kChat), 256);
+  clock->advance(7 * 86400 + 1);
+  EXPECT_EQ(run(chat_prompt, CacheRetention::kChat), 0);
+}
+
+}  // namespace
+}  // namespace deepinfer
