@@ -12,6 +12,7 @@
 #include <random>
 
 #include "deepinfer/engine/engine.h"
+#include "deepinfer/kv/redis_test_server.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 
 namespace deepinfer {
@@ -43,6 +44,7 @@ struct Config {
   int64_t kv_bytes = int64_t{1} << 30;
   int64_t host_bytes = int64_t{1} << 30;
   std::string disk_dir;
+  std::string cluster_dir, cluster_redis;
   int64_t budget = 256;
   int max_seqs = 16;
   std::shared_ptr<const Clock> clock;
@@ -57,6 +59,8 @@ std::unique_ptr<Engine> make_engine(const Config& c) {
   a.enable_prefix_cache = c.cache;
   a.kv_host_memory_bytes = c.host_bytes;
   a.kv_disk_dir = c.disk_dir;
+  a.kv_cluster_dir = c.cluster_dir;
+  a.kv_cluster_redis = c.cluster_redis;
   a.kv_cache_interval = 256;
   a.clock = c.clock;
   auto e = Engine::create(a);
@@ -343,6 +347,44 @@ TEST(PrefixCacheTorture, CorruptDiskUnitsAreRecomputedNeverLoaded) {
   const WaveOutputs got = run_workload(*e, workload());
   expect_same(got, reference(workload()), "corrupt disk");
   EXPECT_EQ(e->prefix_cache_stats().hit_tokens[2], 0) << "a damaged unit was loaded";
+  std::filesystem::remove_all(dir);
+}
+
+// The cluster tier: a replica finds what another stored (shared directory + a real Redis as the
+// index), and Redis going down or coming back empty costs hits, never a wrong token.
+TEST(PrefixCacheTorture, ReplicasShareTheClusterTierAndSurviveRedisFaults) {
+  kv::RedisTestServer redis;
+  ASSERT_TRUE(redis.start().ok());
+  const std::string dir = temp_dir("torture_cluster");
+  Config c;
+  c.host_bytes = 0;
+  c.cluster_dir = dir;
+  c.cluster_redis = redis.url();
+  {
+    auto a = make_engine(c);
+    expect_same(run_workload(*a, workload()), reference(workload()), "replica a");
+  }
+  auto b = make_engine(c);
+  const WaveOutputs got = run_workload(*b, workload());
+  expect_same(got, reference(workload()), "replica b");
+  EXPECT_GT(got.first.cached_tokens, 0) << "replica b found nothing replica a stored";
+  EXPECT_GT(b->prefix_cache_stats().hit_tokens[3], 0);
+  EXPECT_TRUE(b->prefix_cache_stats().redis_healthy);
+
+  redis.stop();  // down: lookups miss, stores fail, answers stay exact
+  auto c2 = make_engine([&] {
+    Config d = c;
+    d.cluster_redis.clear();  // a replica that starts while Redis is down runs without it
+    return d;
+  }());
+  expect_same(run_workload(*b, workload()), reference(workload()), "redis down");
+  EXPECT_FALSE(b->prefix_cache_stats().redis_healthy);
+  ASSERT_TRUE(redis.start().ok());  // back, empty (persistence off)
+  expect_same(run_workload(*b, workload()), reference(workload()), "redis back empty");
+  // Without Redis the shared directory is the index: replica c2 still finds a's units.
+  const WaveOutputs via_dir = run_workload(*c2, workload());
+  expect_same(via_dir, reference(workload()), "directory as the index");
+  EXPECT_GT(c2->prefix_cache_stats().hit_tokens[3], 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -70,9 +70,11 @@ void PrefixCaching::prepare(SeqCacheState& c, const std::vector<int32_t>& tokens
   c.points.clear();
   for (int64_t p = options_.interval_tokens; p < prompt_len; p += options_.interval_tokens)
     c.points.push_back(p);
-  const int64_t last_block = prompt_len / page_tokens_ * page_tokens_;
-  if (last_block > 0 && (c.points.empty() || c.points.back() != last_block))
-    c.points.push_back(last_block);
+  // The end of the user input: the last block a repeat of this prompt can start from (it must
+  // compute a token), and the prompt's last whole block, where the next turn can start.
+  for (int64_t p : {(prompt_len - 1) / page_tokens_ * page_tokens_,
+                    prompt_len / page_tokens_ * page_tokens_})
+    if (p > 0 && (c.points.empty() || c.points.back() < p)) c.points.push_back(p);
   if (c.unit_tier.empty()) metrics_.queried_tokens += prompt_len;
   c.unit_tier.assign(static_cast<size_t>(m), kv::Tier::kDevice);
 

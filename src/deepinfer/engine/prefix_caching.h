@@ -6,9 +6,10 @@
 // A unit is one block of page_tokens (128) tokens; cuts are at block ends, where HCA has no
 // partial window (docs/decisions/0006). A sequence can start at a cut only where a snapshot of
 // its constant state (sliding-window rings, compressor windows) was taken: at its prompt's
-// persistence points (every interval_tokens, and the prompt's last whole block: the end of the
-// user input) and, while decoding, at the latest block end (the end of the model output, so the
-// next turn of a conversation hits).
+// persistence points (every interval_tokens; at the end of the user input, the last block a
+// repeat of the prompt can start from and the prompt's last whole block) and, while decoding,
+// at the latest block end (the end of the model output, so the next turn of a conversation
+// hits).
 #pragma once
 
 #include <array>

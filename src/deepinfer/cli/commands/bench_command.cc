@@ -20,6 +20,7 @@
 #include <random>
 
 #include "deepinfer/cli/command_registry.h"
+#include "deepinfer/cli/commands/bench_prefix_cache.h"
 #include "deepinfer/cli/cuda_bench/cuda_bench.h"
 #include "deepinfer/cli/cuda_bench/roofline.h"
 #include "deepinfer/cli/engine_flags.h"
@@ -440,15 +441,17 @@ int run_bench(int argc, char** argv) {
       "its roofline floor, optionally transformers alongside.",
       "deepinfer bench"};
   app.add_option("MODE", mode,
-                 "latency (one batch), throughput (many requests) or forward (the GPU forward "
-                 "alone)")
+                 "latency (one batch), throughput (many requests), forward (the GPU forward "
+                 "alone) or prefix-cache (TTFT of one --input-len prompt on a miss and on hits "
+                 "from each cache tier, unit bytes per token, tier load bandwidth)")
       ->required()
-      ->check(CLI::IsMember({"latency", "throughput", "forward"}));
+      ->check(CLI::IsMember({"latency", "throughput", "forward", "prefix-cache"}));
   app.add_option("--model", model_arg, "model directory (default: embedded tiny model)");
   app.add_option("--batch-size", batch, "latency: sequences in the batch")->capture_default_str();
   app.add_option("--num-prompts", num_requests, "throughput: requests (default 64)");
   app.add_option("--input-len", input_len,
-                 "prompt tokens per request (forward: the prefill prompt, default 4096)")
+                 "prompt tokens per request (forward: the prefill prompt, default 4096; "
+                 "prefix-cache: default 16384)")
       ->capture_default_str();
   app.add_option("--output-len", output_len, "generated tokens per request")->capture_default_str();
   deepinfer::cli::add_engine_flags(app, &args);
@@ -500,6 +503,10 @@ int run_bench(int argc, char** argv) {
                   mode +
                   " runs the engine, whose batch is --batch-size / --num-prompts and "
                   "--max-num-seqs");
+  if (mode == "prefix-cache") {
+    const int len = app.get_option("--input-len")->count() > 0 ? input_len : 16384;
+    return deepinfer::cli::run_prefix_cache_bench(model_arg, len, json_path, args);
+  }
   if (input_len < 1 || output_len < 1 || batch < 1 || num_requests < 0)
     return fail("--input-len, --output-len and --batch-size must be positive");
   if (mode == "latency") args.max_num_seqs = std::max(args.max_num_seqs, batch);
