@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 
@@ -59,27 +60,7 @@ GenerateRequest req_of(const std::vector<int32_t>& ids, int max_tokens) {
   return r;
 }
 
-// Submits all requests at once and waits for every final output, in submission order.
-std::vector<RequestOutput> run_batch(Engine& e, std::vector<GenerateRequest> reqs) {
-  std::mutex m;
-  std::condition_variable cv;
-  std::vector<RequestOutput> outs(reqs.size());
-  int done = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    reqs[i].request_id = "r" + std::to_string(i);
-    Status st = e.submit(reqs[i], [&, i](const RequestOutput& o) {
-      if (!o.finished) return;
-      std::lock_guard<std::mutex> lock(m);
-      outs[i] = o;
-      ++done;
-      cv.notify_all();
-    });
-    EXPECT_TRUE(st.ok()) << st.to_string();
-  }
-  std::unique_lock<std::mutex> lock(m);
-  cv.wait(lock, [&] { return done == static_cast<int>(reqs.size()); });
-  return outs;
-}
+using testing::run_batch;
 
 std::vector<std::vector<int32_t>> alone_outputs(const std::vector<std::vector<int32_t>>& prompts,
                                                 int max_tokens) {

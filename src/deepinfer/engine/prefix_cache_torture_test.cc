@@ -4,7 +4,9 @@
 // reference computes the same logits for any chunking (DESIGN.md), so any difference is a cache
 // bug. The seed is printed; DEEPINFER_TORTURE_SEED replays one.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <random>
 
 #include "deepinfer/engine/engine.h"
+#include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/kv/redis_test_server.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
@@ -144,22 +147,7 @@ struct Outputs {
 };
 
 Outputs run_all(Engine& e, std::vector<GenerateRequest> reqs) {
-  std::mutex m;
-  std::condition_variable cv;
-  std::vector<RequestOutput> outs(reqs.size());
-  size_t done = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    Status st = e.submit(reqs[i], [&, i](const RequestOutput& o) {
-      if (!o.finished) return;
-      std::lock_guard<std::mutex> lock(m);
-      outs[i] = o;
-      ++done;
-      cv.notify_all();
-    });
-    EXPECT_TRUE(st.ok()) << st.to_string();
-  }
-  std::unique_lock<std::mutex> lock(m);
-  cv.wait(lock, [&] { return done == reqs.size(); });
+  const std::vector<RequestOutput> outs = testing::run_batch(e, std::move(reqs));
   Outputs r;
   for (const RequestOutput& o : outs) {
     EXPECT_TRUE(o.status.ok()) << o.status.to_string();
@@ -366,6 +354,41 @@ TEST(PrefixCacheTorture, CorruptDiskUnitsAreRecomputedNeverLoaded) {
   const WaveOutputs got = run_workload(*e, workload());
   expect_same(got, reference(workload()), "corrupt disk");
   EXPECT_EQ(e->prefix_cache_stats().hit_tokens[2], 0) << "a damaged unit was loaded";
+  std::filesystem::remove_all(dir);
+}
+
+// A disk that takes small writes but no large one (RLIMIT_FSIZE below a snapshot unit's size,
+// writes past it fail with EFBIG): stores fail and are counted, answers stay exact, and a
+// restart over the directory loads only whole units.
+TEST(PrefixCacheTorture, AFullDiskCostsStoresNotAnswers) {
+  const std::string dir = temp_dir("torture_full_disk");
+  Config c;
+  c.disk_dir = dir;
+  c.host_bytes = 0;
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  {
+    auto e = make_engine(c);
+    rlimit small = old;
+    small.rlim_cur = 48 << 10;  // a block's page fits, a unit with a snapshot does not
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    expect_same(run_workload(*e, workload()), reference(workload()), "full disk");
+    e.reset();  // drains the writer while the limit holds
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  }
+  std::signal(SIGXFSZ, old_handler);
+  // What is on disk: whole small units only, no temp file of a failed write.
+  int units = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!f.is_regular_file()) continue;
+    EXPECT_EQ(f.path().extension(), ".unit") << f.path();
+    EXPECT_LE(f.file_size(), 48u << 10) << f.path();
+    ++units;
+  }
+  EXPECT_GT(units, 0);
+  auto e = make_engine(c);
+  expect_same(run_workload(*e, workload()), reference(workload()), "restart after a full disk");
   std::filesystem::remove_all(dir);
 }
 
