@@ -35,7 +35,7 @@ constexpr bool kSanitized = false;
 #else
 constexpr bool kSanitized = false;
 #endif
-constexpr int kBases = kSanitized ? 1 : 3, kPerBase = kSanitized ? 3 : 4;
+constexpr int kBases = kSanitized ? 1 : 2, kPerBase = kSanitized ? 3 : 4;
 constexpr int kBaseSpread = kSanitized ? 150 : 500;  // base prompts of 130 + [0, spread) tokens
 constexpr int64_t kTinyPoolPages = kSanitized ? 24 : 40;
 constexpr int kPreemptRequests = kSanitized ? 8 : 12;
