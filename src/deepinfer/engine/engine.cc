@@ -133,8 +133,14 @@ class EngineImpl final : public Engine {
     return stats_;
   }
   PrefixCacheStats prefix_cache_stats() const override {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    return cache_stats_;
+    PrefixCacheStats c;
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      c = cache_stats_;
+    }
+    // Read here, not copied each step: the tiers' locks are shared with their disk writer.
+    if (prefix_) add_tier_stats(prefix_->tier_stats(), &c);
+    return c;
   }
   EngineCapacity capacity() const override {
     const kv::KvCapacity c = kv_.capacity();
@@ -191,7 +197,7 @@ class EngineImpl final : public Engine {
     return tools ? kv::Retention::kAgent : kv::Retention::kChat;
   }
 
-  // The prefix cache's figures for /metrics, copied under stats_mu_ (engine thread).
+  // The engine thread's prefix cache figures for /metrics, copied under stats_mu_.
   void publish_cache_stats() {
     PrefixCacheStats c;
     if (prefix_) {
@@ -202,33 +208,36 @@ class EngineImpl final : public Engine {
       c.loads = m.loads;
       c.load_seconds = m.load_seconds;
       c.promoted_bytes = m.promoted_bytes;
-      const int64_t page_bytes = kv_.spec().page_bytes;
       c.units[0] = m.device.units;
-      c.bytes[0] = m.device.pages * page_bytes;
+      c.bytes[0] = m.device.pages * kv_.spec().page_bytes;
       c.evicted_capacity[0] = m.device.evicted_capacity;
       c.evicted_expired[0] = m.device.evicted_expired;
-      c.units[1] = m.tiers.host.units;
-      c.bytes[1] = m.tiers.host.bytes;
-      c.bytes_written[1] = m.tiers.host.bytes_written;
-      c.bytes_read[1] = m.tiers.host.bytes_read;
-      c.evicted_capacity[1] = m.tiers.host.evicted_capacity;
-      c.evicted_expired[1] = m.tiers.host.evicted_expired;
-      const kv::DiskTierStats* lower[2] = {&m.tiers.disk, &m.tiers.cluster};
-      for (int i = 0; i < 2; ++i) {
-        c.units[2 + i] = lower[i]->units;
-        c.bytes[2 + i] = lower[i]->bytes;
-        c.bytes_written[2 + i] = lower[i]->bytes_written;
-        c.bytes_read[2 + i] = lower[i]->bytes_read;
-        c.evicted_capacity[2 + i] = lower[i]->evicted_capacity;
-        c.evicted_expired[2 + i] = lower[i]->evicted_expired;
-        c.corrupt_dropped += lower[i]->corrupt_dropped;
-      }
-      c.write_errors = m.tiers.write_errors;
-      c.writes_dropped = m.tiers.writes_dropped;
-      c.redis_healthy = m.tiers.redis_healthy;
     }
     std::lock_guard<std::mutex> lock(stats_mu_);
     cache_stats_ = c;
+  }
+
+  // The host, disk and cluster tiers' figures (indices 1..3).
+  static void add_tier_stats(const kv::UnitTiersStats& t, PrefixCacheStats* c) {
+    c->units[1] = t.host.units;
+    c->bytes[1] = t.host.bytes;
+    c->bytes_written[1] = t.host.bytes_written;
+    c->bytes_read[1] = t.host.bytes_read;
+    c->evicted_capacity[1] = t.host.evicted_capacity;
+    c->evicted_expired[1] = t.host.evicted_expired;
+    const kv::DiskTierStats* lower[2] = {&t.disk, &t.cluster};
+    for (int i = 0; i < 2; ++i) {
+      c->units[2 + i] = lower[i]->units;
+      c->bytes[2 + i] = lower[i]->bytes;
+      c->bytes_written[2 + i] = lower[i]->bytes_written;
+      c->bytes_read[2 + i] = lower[i]->bytes_read;
+      c->evicted_capacity[2 + i] = lower[i]->evicted_capacity;
+      c->evicted_expired[2 + i] = lower[i]->evicted_expired;
+      c->corrupt_dropped += lower[i]->corrupt_dropped;
+    }
+    c->write_errors = t.write_errors;
+    c->writes_dropped = t.writes_dropped;
+    c->redis_healthy = t.redis_healthy;
   }
 
   StatusOr<std::vector<int32_t>> prompt_ids(const GenerateRequest& r) const {
@@ -364,7 +373,9 @@ class EngineImpl final : public Engine {
       row.state_pages = kv_.state_pages(item.seq_id);
       row.block_table = kv_.block_table(item.seq_id);
       row.wants_logits = item.needs_sample;
-      if (item.cached_tokens > 0) on_cache_hit(s, item.cached_tokens);
+      // Sample 0's first item is its start: what it took from the prefix cache is the request's.
+      if (s.index == 0 && s.req->cached_tokens < 0) s.req->cached_tokens = item.cached_tokens;
+      if (item.cached_tokens > 0) prefix_->on_attached(s.cache, item.cached_tokens);
       row.argmax_only = item.needs_sample && outputs_.argmax_suffices(s);
       batch_.rows.push_back(row);
       (item.start_pos >= static_cast<int64_t>(s.req->prompt.size()) ? local_.decode_tokens
@@ -435,12 +446,6 @@ class EngineImpl final : public Engine {
       if (!reason.empty()) finish_seq(s, reason);
     }
     local_.output_s += seconds_since(t2);
-  }
-
-  // The scheduler started `s` from `cached` tokens of the prefix cache.
-  void on_cache_hit(SeqState& s, int64_t cached) {
-    prefix_->on_attached(s.cache, cached);
-    if (s.index == 0 && s.req->cached_tokens < 0) s.req->cached_tokens = cached;
   }
 
   struct PendingSample {
@@ -548,15 +553,7 @@ class EngineImpl final : public Engine {
           runner_->release(id);  // recomputed from position 0 when it runs again
           ++local_.preemptions;
         }
-        if (!plan.items.empty()) {
-          // Sample 0 of a request starts now without a cache hit: it took 0 cached tokens.
-          for (const sched::PlanItem& it : plan.items)
-            if (it.start_pos == 0)
-              if (auto s = seqs_.find(it.seq_id);
-                  s != seqs_.end() && s->second->index == 0 && s->second->req->cached_tokens < 0)
-                s->second->req->cached_tokens = 0;
-          run_step(plan);
-        }
+        if (!plan.items.empty()) run_step(plan);
         local_.total_s = seconds_since(t0);
         std::lock_guard<std::mutex> lock(stats_mu_);
         stats_.steps += 1;
@@ -716,10 +713,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
     t.cluster_bytes = args.kv_cluster_bytes;
     t.cluster_redis = args.kv_cluster_redis;
     t.clock = o.clock;
-    if (t.host_bytes > 0 || !t.disk_dir.empty() || !t.cluster_dir.empty()) {
+    if (t.host_bytes > 0 || !t.disk_dir.empty() || !t.cluster_dir.empty() ||
+        !t.cluster_redis.empty()) {
       ASSIGN_OR_RETURN(tiers, kv::UnitTiers::open(t));
-    } else if (!t.cluster_redis.empty()) {
-      return invalid_argument("--kv-cluster-redis needs --kv-cluster-dir (where the units live)");
     }
     cache = std::move(o);
   }

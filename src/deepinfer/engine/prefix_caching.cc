@@ -72,8 +72,8 @@ void PrefixCaching::prepare(SeqCacheState& c, const std::vector<int32_t>& tokens
     c.points.push_back(p);
   // The end of the user input: the last block a repeat of this prompt can start from (it must
   // compute a token), and the prompt's last whole block, where the next turn can start.
-  for (int64_t p : {(prompt_len - 1) / page_tokens_ * page_tokens_,
-                    prompt_len / page_tokens_ * page_tokens_})
+  for (int64_t p :
+       {(prompt_len - 1) / page_tokens_ * page_tokens_, prompt_len / page_tokens_ * page_tokens_})
     if (p > 0 && (c.points.empty() || c.points.back() < p)) c.points.push_back(p);
   if (c.unit_tier.empty()) metrics_.queried_tokens += prompt_len;
   c.unit_tier.assign(static_cast<size_t>(m), kv::Tier::kDevice);
@@ -88,14 +88,13 @@ void PrefixCaching::prepare(SeqCacheState& c, const std::vector<int32_t>& tokens
   // attach finds it. Chain ends are tried longest first (one may turn out to lack a snapshot).
   const auto& keys = *c.prompt_keys;
   const kv::PrefixMatch on_device = kv_->match_prefix(keys, known - 1, t);
-  const auto anywhere = tiers_->locate(keys, false);
-  const auto with_snapshot = tiers_->locate(keys, true);
+  const std::vector<kv::UnitTiers::Presence> below = tiers_->locate(keys);
   std::vector<int64_t> ends;
   for (int64_t i = 0; i < m; ++i) {
     const kv::PrefixCache::Unit* u = kv_->cache().find(keys[i]);
     const bool on_dev = u != nullptr && u->expires_at_s > t;
-    if (!on_dev && !anywhere[i]) break;
-    if ((on_dev && !u->snapshot.empty()) || with_snapshot[i]) ends.push_back(i + 1);
+    if (!on_dev && !below[i].present) break;
+    if ((on_dev && !u->snapshot.empty()) || below[i].snapshot) ends.push_back(i + 1);
   }
   std::vector<kv::UnitKey> pinned;
   const auto t0 = std::chrono::steady_clock::now();
@@ -280,7 +279,6 @@ void PrefixCaching::maybe_sweep() {
 PrefixCacheMetrics PrefixCaching::metrics() const {
   PrefixCacheMetrics m = metrics_;
   m.device = kv_->cache().stats();
-  if (tiers_) m.tiers = tiers_->stats();
   return m;
 }
 

@@ -56,7 +56,6 @@ struct PrefixCacheMetrics {
   int64_t promoted_bytes = 0;
   int64_t stored_units = 0, snapshots = 0;
   kv::PrefixCacheStats device;
-  kv::UnitTiersStats tiers;
 };
 
 class PrefixCaching {
@@ -90,8 +89,10 @@ class PrefixCaching {
 
   int64_t retention_s(kv::Retention r) const;
   int64_t now() const { return clock_->now_unix_s(); }
+  // Engine thread.
   PrefixCacheMetrics metrics() const;
-  kv::UnitTiers* tiers() { return tiers_.get(); }
+  // Any thread (the tiers lock for themselves); empty without tiers below the device.
+  kv::UnitTiersStats tier_stats() const { return tiers_ ? tiers_->stats() : kv::UnitTiersStats(); }
 
  private:
   void extend_keys(SeqCacheState& c, const std::vector<int32_t>& tokens, int64_t blocks) const;

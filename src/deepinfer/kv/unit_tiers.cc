@@ -7,20 +7,6 @@
 
 namespace deepinfer::kv {
 
-const char* tier_name(Tier t) {
-  switch (t) {
-    case Tier::kDevice:
-      return "device";
-    case Tier::kHost:
-      return "host";
-    case Tier::kDisk:
-      return "disk";
-    case Tier::kCluster:
-      return "cluster";
-  }
-  return "?";
-}
-
 UnitTiers::UnitTiers(UnitTiersOptions options)
     : options_(std::move(options)),
       clock_(options_.clock ? options_.clock : &SystemClock::instance()) {}
@@ -28,6 +14,8 @@ UnitTiers::UnitTiers(UnitTiersOptions options)
 StatusOr<std::unique_ptr<UnitTiers>> UnitTiers::open(UnitTiersOptions options) {
   std::unique_ptr<UnitTiers> t(new UnitTiers(std::move(options)));
   const UnitTiersOptions& o = t->options_;
+  if (!o.cluster_redis.empty() && o.cluster_dir.empty())
+    return invalid_argument("--kv-cluster-redis needs --kv-cluster-dir (where the units live)");
   t->layout_ = layout_tag(o.fingerprint);
   if (o.host_bytes > 0) t->host_ = std::make_unique<HostTier>(o.host_bytes, t->clock_);
   // One subdirectory per fingerprint: a tier opened for another model must not delete (or even
@@ -44,8 +32,6 @@ StatusOr<std::unique_ptr<UnitTiers>> UnitTiers::open(UnitTiersOptions options) {
     t->cluster_ = std::move(*c);
   }
   if (!o.cluster_redis.empty()) {
-    if (o.cluster_dir.empty())
-      return invalid_argument("--kv-cluster-redis needs --kv-cluster-dir (where the units live)");
     RedisIndexOptions ro;
     ro.url = o.cluster_redis;
     ro.key_prefix = "deepinfer:kv:" + UnitKey{t->layout_}.hex().substr(0, 16) + ":";
@@ -68,9 +54,8 @@ int64_t UnitTiers::ttl_of(int64_t expires_at_s) const {
   return std::max<int64_t>(1, expires_at_s - clock_->now_unix_s());
 }
 
-std::vector<std::optional<Tier>> UnitTiers::locate(std::span<const UnitKey> keys,
-                                                   bool with_snapshot) {
-  std::vector<std::optional<Tier>> found(keys.size());
+std::vector<UnitTiers::Presence> UnitTiers::locate(std::span<const UnitKey> keys) {
+  std::vector<Presence> found(keys.size());
   std::vector<bool> in_redis;
   if (redis_ && !keys.empty()) {
     std::vector<std::string> hex;
@@ -80,18 +65,23 @@ std::vector<std::optional<Tier>> UnitTiers::locate(std::span<const UnitKey> keys
   }
   for (size_t i = 0; i < keys.size(); ++i) {
     const UnitKey& k = keys[i];
-    if (host_ && host_->contains(k, with_snapshot)) {
-      found[i] = Tier::kHost;
-    } else if (auto d = disk_ ? disk_->info(k) : std::nullopt;
-               d && (!with_snapshot || d->has_snapshot)) {
-      found[i] = Tier::kDisk;
-    } else if (cluster_) {
+    Presence& f = found[i];
+    if (host_ && host_->contains(k)) {
+      f.present = true;
+      f.snapshot = host_->contains(k, /*with_snapshot=*/true);
+    }
+    if (!f.snapshot && disk_) {
+      if (std::optional<UnitInfo> d = disk_->info(k)) {
+        f.present = true;
+        f.snapshot = d->has_snapshot;
+      }
+    }
+    if (!f.snapshot && cluster_) {
       // Without Redis the shared directory is the index: another replica's file counts too.
-      // Whether it has a snapshot shows only when read, so a chain end is tried, not promised.
       struct stat st;
-      const bool present = redis_ ? (i < in_redis.size() && in_redis[i])
-                                  : ::stat(cluster_->path_of(k).c_str(), &st) == 0;
-      if (present) found[i] = Tier::kCluster;
+      if (redis_ ? (i < in_redis.size() && in_redis[i])
+                 : ::stat(cluster_->path_of(k).c_str(), &st) == 0)
+        f.present = f.snapshot = true;
     }
   }
   return found;

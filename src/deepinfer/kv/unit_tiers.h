@@ -28,7 +28,6 @@ namespace deepinfer::kv {
 
 enum class Tier { kDevice = 0, kHost = 1, kDisk = 2, kCluster = 3 };
 inline constexpr int kNumTiers = 4;
-const char* tier_name(Tier t);  // "device", "host", "disk", "cluster"
 
 struct UnitTiersOptions {
   std::string fingerprint;    // the model/layout fingerprint (root of the key chain)
@@ -58,9 +57,14 @@ class UnitTiers {
   static StatusOr<std::unique_ptr<UnitTiers>> open(UnitTiersOptions options);
   ~UnitTiers();
 
-  // Which tiers hold unit k (with a snapshot, if asked), highest first; one batched Redis query
-  // for a whole chain. found[i] is the highest tier holding keys[i], or nullopt.
-  std::vector<std::optional<Tier>> locate(std::span<const UnitKey> keys, bool with_snapshot);
+  // Whether some tier holds each unit of a chain, and whether one may hold it with a snapshot
+  // (the cluster's snapshot shows only when the file is read, so there it is a maybe). One
+  // batched Redis query for the whole chain.
+  struct Presence {
+    bool present = false;
+    bool snapshot = false;
+  };
+  std::vector<Presence> locate(std::span<const UnitKey> keys);
   // The verified unit from the highest tier holding it (its tier in *from), or null.
   std::shared_ptr<const UnitRecord> get(const UnitKey& key, Tier* from);
   // Host now; disk and cluster on the writer thread. A record without a snapshot never replaces
