@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "deepinfer/kv/scratch_dir_for_tests.h"
+
 namespace deepinfer::kv {
 namespace {
 
@@ -24,18 +26,9 @@ constexpr int64_t kDay = 86400;
 constexpr int64_t kOverhead = kUnitHeaderBytes + kUnitTrailerBytes;
 constexpr char kFingerprint[] = "v4-flash/page64/official";
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "disk_tier_XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~ScratchDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// Each test its own directory.
+struct ScratchDir : testing::ScratchDir {
+  ScratchDir() : testing::ScratchDir("disk_tier") {}
 };
 
 UnitKey key_of(int i) {

@@ -8,23 +8,16 @@
 #include <fstream>
 #include <vector>
 
+#include "deepinfer/kv/scratch_dir_for_tests.h"
+
 namespace deepinfer::kv {
 namespace {
 
 namespace fs = std::filesystem;
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "unit_file_XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~ScratchDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// Each test its own directory.
+struct ScratchDir : testing::ScratchDir {
+  ScratchDir() : testing::ScratchDir("unit_file") {}
 };
 
 std::string pattern(size_t n, uint8_t seed) {

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "deepinfer/engine/engine.h"
+#include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/state_layout.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
@@ -55,26 +56,6 @@ GenerateRequest greedy(const std::vector<int32_t>& ids, int max_tokens) {
   r.params.max_tokens = max_tokens;
   r.params.ignore_eos = true;
   return r;
-}
-
-std::vector<RequestOutput> run_together(Engine& e, const std::vector<GenerateRequest>& reqs) {
-  std::mutex m;
-  std::condition_variable cv;
-  std::vector<RequestOutput> outs(reqs.size());
-  size_t done = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    Status st = e.submit(reqs[i], [&, i](const RequestOutput& o) {
-      if (!o.finished) return;
-      std::lock_guard<std::mutex> lock(m);
-      outs[i] = o;
-      ++done;
-      cv.notify_all();
-    });
-    EXPECT_TRUE(st.ok()) << st.to_string();
-  }
-  std::unique_lock<std::mutex> lock(m);
-  cv.wait(lock, [&] { return done == reqs.size(); });
-  return outs;
 }
 
 // The CPU reference's verdict on a greedy split: how far (relative to the logit scale) its
@@ -194,7 +175,7 @@ TEST(GpuEngine, SixtyFourTogetherEqualEachAloneUnderChunkBudgetsAndPreemption) {
     ASSERT_TRUE(e);
     std::vector<GenerateRequest> reqs;
     for (const auto& p : prompts) reqs.push_back(greedy(p, max_tokens));
-    auto outs = run_together(*e, reqs);
+    auto outs = testing::run_batch(*e, reqs);
     int same = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       same += outs[i].outputs[0].token_ids == alone[i];
