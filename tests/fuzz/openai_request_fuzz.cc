@@ -36,10 +36,10 @@ void check_quoted(std::string_view body, const ParsedRequest& req) {
   check_error(deepinfer::server::error_from_status(deepinfer::internal_error(quoted), req));
 }
 
-void run(Endpoint ep, std::string_view body, int64_t vocab) {
+void run(Endpoint ep, std::string_view body, int64_t vocab, deepinfer::recipe::Variant variant) {
   ParsedRequest req;
   ApiError err;
-  if (!deepinfer::server::parse_request(ep, body, vocab, recipe::Variant::kV41, &req, &err)) {
+  if (!deepinfer::server::parse_request(ep, body, vocab, variant, &req, &err)) {
     if (err.http_status != 400) std::abort();
     check_error(err);
     check_quoted(body, req);
@@ -72,7 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   // A small vocabulary makes id range checks reachable; DeepSeek's is the real one.
   const int64_t vocab = size % 2 ? 129280 : 50;
-  run(Endpoint::kCompletions, body, vocab);
-  run(Endpoint::kChatCompletions, body, vocab);
+  // The chat format (tool-call tags) depends on the model family: both are reachable.
+  for (const auto variant : {deepinfer::recipe::Variant::kV4, deepinfer::recipe::Variant::kV41}) {
+    run(Endpoint::kCompletions, body, vocab, variant);
+    run(Endpoint::kChatCompletions, body, vocab, variant);
+  }
   return 0;
 }

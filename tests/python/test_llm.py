@@ -82,3 +82,21 @@ def test_prefix_cache_hit_is_reported_and_changes_nothing(llm):
     assert second.outputs[0].token_ids == ref.outputs[0].token_ids == first.outputs[0].token_ids
     with pytest.raises(ValueError, match="cache_retention"):
         llm.generate([prompt], p, cache_retention="forever")
+
+
+def test_switches_are_arguments_and_keep_outputs(llm):
+    # seq_seed: the same tokens alone and beside other prompts; YOCO compact truncation leaves
+    # them unchanged; bad switch values name the argument.
+    p = SamplingParams(temperature=1.0, seq_seed=11, max_tokens=6, ignore_eos=True)
+    alone = llm.generate("Once upon", p)[0].outputs[0].token_ids
+    beside = llm.generate(["x y z", "Once upon", "a"], p)[1].outputs[0].token_ids
+    assert alone == beside
+    other = SamplingParams(temperature=1.0, seq_seed=12, max_tokens=6, ignore_eos=True)
+    assert llm.generate("Once upon", other)[0].outputs[0].token_ids != alone
+    cut = LLM(yoco_prefill_truncation_mode="compact", yoco_prefill_keep_tokens=2,
+              batch_invariant=True)
+    assert cut.generate("Once upon", p)[0].outputs[0].token_ids == alone
+    with pytest.raises(ValueError, match="yoco_prefill_truncation_mode"):
+        LLM(yoco_prefill_truncation_mode="everything")
+    with pytest.raises(ValueError, match="batch_invariant"):
+        LLM(batch_invariant="yes")

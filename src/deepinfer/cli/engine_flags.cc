@@ -76,6 +76,30 @@ void add_prefix_cache_flags(CLI::App& app, EngineArgs* a) {
                  "(config, weight sizes and samples) can't tell apart");
 }
 
+// DeepSeek's switches (engine/switches.h): a flag given wins over its DEEPINFER_* variable.
+void add_switch_flags(CLI::App& app, EngineArgs* a) {
+  app.add_flag_callback(
+      "--batch-invariant", [a] { a->switches.batch_invariant = true; },
+      "batch-invariant inference: a request's logits do not depend on what else is batched "
+      "or how its prompt is chunked (default: $DEEPINFER_BATCH_INVARIANT, else off). The CPU "
+      "runner always is; the CUDA runner refuses it until it has such kernels");
+  app.add_flag_callback(
+      "--no-batch-invariant", [a] { a->switches.batch_invariant = false; },
+      "turn batch invariance off whatever DEEPINFER_BATCH_INVARIANT says");
+  app.add_option_function<std::string>(
+         "--yoco-prefill-truncation-mode",
+         [a](const std::string& s) { a->switches.yoco_mode = *parse_yoco_mode(s); },
+         "off or compact: prefill positions before the last --yoco-prefill-keep-tokens skip "
+         "the work that feeds nothing cached (the final layer's MoE and the head); default: "
+         "$DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE, else off")
+      ->check(CLI::IsMember({"off", "compact"}));
+  app.add_option_function<int64_t>(
+         "--yoco-prefill-keep-tokens", [a](const int64_t& n) { a->switches.yoco_keep_tokens = n; },
+         "prompt positions kept whole under compact truncation (default: "
+         "$DEEPINFER_YOCO_PREFILL_KEEP_TOKENS, else 140)")
+      ->check(CLI::PositiveNumber);
+}
+
 }  // namespace
 
 void add_engine_flags(CLI::App& app, EngineArgs* a) {
@@ -113,6 +137,7 @@ void add_engine_flags(CLI::App& app, EngineArgs* a) {
   app.add_option("--policy", a->policy, "scheduling policy: fcfs or priority")
       ->capture_default_str();
   add_prefix_cache_flags(app, a);
+  add_switch_flags(app, a);
   app.add_flag("--special-tokens-in-content", a->special_tokens_in_content,
                "chat requests: let message text that spells a special token (<｜Assistant｜>, "
                "</think>, DSML tags) become that control token (unsafe with untrusted users; "

@@ -9,8 +9,9 @@
 
 namespace deepinfer::cli {
 
-// --device, --numerics, --gpu-memory-utilization, --no-cuda-graphs, --kv-memory and the
-// scheduler flags. A bad value is a parse error that names its flag.
+// --device, --numerics, --gpu-memory-utilization, --no-cuda-graphs, --kv-memory, the scheduler
+// and prefix-cache flags, and DeepSeek's switches (--batch-invariant, --yoco-prefill-*). A bad
+// value is a parse error that names its flag.
 void add_engine_flags(CLI::App& app, EngineArgs* a);
 
 // After parsing: without --device, the device comes from DEEPINFER_ACCELERATOR (nvidia | cpu),

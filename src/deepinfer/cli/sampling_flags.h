@@ -27,6 +27,9 @@ inline void add_sampling_flags(CLI::App& app, sample::SamplingParams* p,
   app.add_flag("--ignore-eos", p->ignore_eos, "keep going past the end-of-sequence token");
   auto* s = app.add_option("--seed", *seed, "per-request seed for reproducible sampling");
   s->each([has_seed](const std::string&) { *has_seed = true; });
+  app.add_option_function<uint64_t>(
+      "--seq-seed", [p](const uint64_t& v) { p->seq_seed = v; },
+      "deterministic sampling: token i's draw depends only on (seq-seed, i); wins over --seed");
 }
 
 // --regex R | --json-schema FILE | --ebnf FILE | --json-object (at most one): so_args.

@@ -373,6 +373,10 @@ class EngineImpl final : public Engine {
       row.state_pages = kv_.state_pages(item.seq_id);
       row.block_table = kv_.block_table(item.seq_id);
       row.wants_logits = item.needs_sample;
+      // YOCO compact: only the last keep tokens of what is known need the final hidden state.
+      if (args_.switches.yoco_mode == YocoMode::kCompact)
+        row.keep_from_pos = std::max<int64_t>(
+            0, static_cast<int64_t>(s.tokens.size()) - *args_.switches.yoco_keep_tokens);
       // Sample 0's first item is its start: what it took from the prefix cache is the request's.
       if (s.index == 0 && s.req->cached_tokens < 0) s.req->cached_tokens = item.cached_tokens;
       if (item.cached_tokens > 0) prefix_->on_attached(s.cache, item.cached_tokens);
@@ -641,13 +645,6 @@ StatusOr<runtime::Numerics> parse_numerics(const std::string& s) {
 
 }  // namespace
 
-std::optional<CacheRetention> parse_cache_retention(std::string_view s) {
-  if (s == "agent") return CacheRetention::kAgent;
-  if (s == "chat") return CacheRetention::kChat;
-  if (s == "none") return CacheRetention::kNone;
-  return std::nullopt;
-}
-
 StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   EngineArgs args = given;
   runtime::RunnerOptions ro;
@@ -672,6 +669,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   ro.max_num_batched_tokens = args.max_num_batched_tokens;
   ro.cuda_graphs = args.cuda_graphs;
   ro.on_load_progress = args.on_load_progress;
+  ASSIGN_OR_RETURN(const Switches switches, resolve_switches(args.switches));
+  ro.batch_invariant = switches.batch_invariant;
+  // Resolved once: the engine reads the switches from args_ from here on.
+  args.switches.batch_invariant = switches.batch_invariant;
+  args.switches.yoco_mode = switches.yoco_keep_tokens > 0 ? YocoMode::kCompact : YocoMode::kOff;
+  args.switches.yoco_keep_tokens =
+      switches.yoco_keep_tokens > 0 ? switches.yoco_keep_tokens : kDefaultYocoKeepTokens;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (std::filesystem::exists(args.model + "/tokenizer.json")) {
     ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::from_file(args.model));

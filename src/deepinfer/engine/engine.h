@@ -15,6 +15,8 @@
 
 #include "deepinfer/base/clock.h"
 #include "deepinfer/base/status.h"
+#include "deepinfer/engine/cache_retention.h"
+#include "deepinfer/engine/switches.h"
 #include "deepinfer/recipe/markers.h"
 #include "deepinfer/runtime/device.h"
 #include "deepinfer/sample/sampling_params.h"
@@ -45,6 +47,9 @@ struct EngineArgs {
   bool special_tokens_in_content = false;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
+  // DeepSeek's switches (engine/switches.h): unset fields come from DEEPINFER_BATCH_INVARIANT,
+  // DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE and DEEPINFER_YOCO_PREFILL_KEEP_TOKENS.
+  SwitchArgs switches;
   // Prefix caching (DeepSeek's context caching; engine/prefix_caching.h): on by default, the
   // device and host tiers always, disk and cluster when their directories are given.
   bool enable_prefix_cache = true;                  // --no-prefix-cache: off
@@ -88,13 +93,6 @@ struct Usage {
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens taken from the prefix cache
 };
-
-// How long the state a request leaves in the prefix cache is kept: DeepSeek's service keeps
-// agent traffic 3 days and chat 7 days. kDefault: agent for a chat request with tools, chat
-// otherwise. kNone: the request may hit the cache but stores nothing.
-enum class CacheRetention { kDefault, kAgent, kChat, kNone };
-// "agent" | "chat" | "none" (the API's cache_retention); nullopt for anything else.
-std::optional<CacheRetention> parse_cache_retention(std::string_view s);
 
 struct RequestOutput {
   std::string request_id;

@@ -97,6 +97,40 @@ TEST(EngineTest, BatchMatchesAloneForEveryChunkBudget) {
   }
 }
 
+// YOCO compact truncation (DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE): prompts longer and shorter
+// than the kept tokens, cut in chunks, give the same greedy tokens and logprobs as without it.
+TEST(EngineTest, YocoCompactTruncationLeavesOutputsUnchanged) {
+  auto prompts = mixed_prompts(8, 12, 1, 300);
+  std::vector<GenerateRequest> reqs;
+  for (const auto& p : prompts) {
+    GenerateRequest r = req_of(p, 4);
+    r.params.logprobs = 2;
+    reqs.push_back(r);
+  }
+  std::vector<std::vector<RequestOutput>> outs;
+  for (bool yoco : {false, true}) {
+    EngineArgs a;
+    a.model = model_dir();
+    a.max_num_batched_tokens = 48;
+    a.max_num_seqs = 8;
+    a.kv_memory_bytes = int64_t{256} << 20;
+    a.switches.yoco_mode = yoco ? YocoMode::kCompact : YocoMode::kOff;
+    a.switches.yoco_keep_tokens = 5;
+    auto e = Engine::create(a);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    outs.push_back(run_batch(**e, reqs));
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const CompletionOutput& off = outs[0][i].outputs[0];
+    const CompletionOutput& on = outs[1][i].outputs[0];
+    EXPECT_EQ(on.token_ids, off.token_ids) << "request " << i;
+    ASSERT_EQ(on.logprobs.size(), off.logprobs.size());
+    for (size_t t = 0; t < on.logprobs.size(); ++t)
+      EXPECT_EQ(on.logprobs[t].logprob, off.logprobs[t].logprob)
+          << "request " << i << " token " << t;
+  }
+}
+
 TEST(EngineTest, BatchMatchesAloneUnderForcedPreemption) {
   // Prompts just below a 128-token page boundary that grow past it while decoding, in a pool
   // with room for about three sequences: running sequences cannot all grow, so some are

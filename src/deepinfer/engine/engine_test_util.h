@@ -4,13 +4,26 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "deepinfer/engine/engine.h"
 
 namespace deepinfer::testing {
+
+// A randomized test's seed: $env when set (to replay a failure), else a fresh one; printed
+// either way so a failure can be replayed.
+inline uint64_t printed_test_seed(const char* env, const char* what) {
+  const char* s = std::getenv(env);
+  const uint64_t v = s ? std::strtoull(s, nullptr, 10) : std::random_device{}();
+  std::printf("%s seed: %llu (replay: %s=%llu)\n", what, static_cast<unsigned long long>(v), env,
+              static_cast<unsigned long long>(v));
+  return v;
+}
 
 // Submits all requests at once (ids r0, r1, ...) and waits for every final output, in
 // submission order.

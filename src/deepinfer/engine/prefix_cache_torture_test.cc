@@ -51,13 +51,8 @@ const std::string& model_dir() {
 }
 
 uint64_t torture_seed() {
-  static const uint64_t seed = [] {
-    const char* s = std::getenv("DEEPINFER_TORTURE_SEED");
-    const uint64_t v = s ? std::strtoull(s, nullptr, 10) : std::random_device{}();
-    std::printf("prefix cache torture seed: %llu (replay: DEEPINFER_TORTURE_SEED=%llu)\n",
-                static_cast<unsigned long long>(v), static_cast<unsigned long long>(v));
-    return v;
-  }();
+  static const uint64_t seed =
+      testing::printed_test_seed("DEEPINFER_TORTURE_SEED", "prefix cache torture");
   return seed;
 }
 
@@ -246,24 +241,17 @@ TEST(PrefixCacheTorture, TinyPoolEvictsAndPreemptsAndMatchesCacheOff) {
 TEST(PrefixCacheTorture, PreemptedSequencesRestartFromTheCacheAndMatch) {
   // A cached 256-token base and 12 (sanitized: 8) tails of 115-127 tokens that cross a page
   // boundary while decoding, in a pool with room for about four: sequences are preempted and
-  // restart from the cached base.
+  // restart from the cached base. Whether one is preempted depends on the tails (finished
+  // sequences' cached pages are evicted first), so up to three workloads run until one is;
+  // every one must match.
   std::mt19937_64 rng(torture_seed() + 2);
   const auto base = random_tokens(rng, 256);
-  std::vector<GenerateRequest> reqs;
-  for (int i = 0; i < kPreemptRequests; ++i) {
-    auto p = base;
-    const auto tail = random_tokens(rng, 115 + static_cast<int>(rng() % 13));
-    p.insert(p.end(), tail.begin(), tail.end());
-    reqs.push_back(request(p, 16, 1, 0));
-  }
   auto seed = base;
   seed.push_back(7);
   Config off;
   off.cache = false;
   auto ref_engine = make_engine(off);
-  const Outputs want = run_all(*ref_engine, reqs);
   const EngineCapacity cap = ref_engine->capacity();
-  ref_engine.reset();
   const int64_t per_seq_pages = cap.num_pages / cap.max_sequences;  // constant pages + 1
   Config c;
   c.kv_bytes = cap.page_bytes * (4 * per_seq_pages + 2);
@@ -272,9 +260,20 @@ TEST(PrefixCacheTorture, PreemptedSequencesRestartFromTheCacheAndMatch) {
   c.max_seqs = 12;
   auto e = make_engine(c);
   ASSERT_TRUE(e->generate(request(seed, 1, 1, 0)).ok());  // caches the base
-  const Outputs got = run_all(*e, reqs);
-  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.tokens[i], want.tokens[i]) << i;
-  EXPECT_GT(got.cached_tokens, 0);
+  for (int workload = 0; workload < 3 && e->stats().preemptions == 0; ++workload) {
+    std::vector<GenerateRequest> reqs;
+    for (int i = 0; i < kPreemptRequests; ++i) {
+      auto p = base;
+      const auto tail = random_tokens(rng, 115 + static_cast<int>(rng() % 13));
+      p.insert(p.end(), tail.begin(), tail.end());
+      reqs.push_back(request(p, 16, 1, 0));
+    }
+    const Outputs want = run_all(*ref_engine, reqs);
+    const Outputs got = run_all(*e, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(got.tokens[i], want.tokens[i]) << "workload " << workload << ", request " << i;
+    EXPECT_GT(got.cached_tokens, 0);
+  }
   EXPECT_GT(e->stats().preemptions, 0) << "pool of " << e->capacity().num_pages << " pages";
 }
 

@@ -92,6 +92,26 @@ class PyEngine {
     args.kv_retention_agent_s = a.value("kv_retention_agent_s", args.kv_retention_agent_s);
     args.kv_retention_chat_s = a.value("kv_retention_chat_s", args.kv_retention_chat_s);
     args.kv_cache_salt = a.value("kv_cache_salt", args.kv_cache_salt);
+    // DeepSeek's switches: absent or None leaves them to their DEEPINFER_* variables.
+    if (a.contains("batch_invariant") && !a["batch_invariant"].is_null()) {
+      if (!a["batch_invariant"].is_boolean())
+        raise(invalid_argument("batch_invariant must be True or False, got " +
+                               a["batch_invariant"].dump()));
+      args.switches.batch_invariant = a["batch_invariant"].get<bool>();
+    }
+    if (a.contains("yoco_prefill_truncation_mode") &&
+        !a["yoco_prefill_truncation_mode"].is_null()) {
+      const json& v = a["yoco_prefill_truncation_mode"];
+      auto m = parse_yoco_mode(v.is_string() ? v.get<std::string>() : v.dump());
+      if (!m.ok()) raise(invalid_argument("yoco_prefill_truncation_mode " + m.status().message()));
+      args.switches.yoco_mode = *m;
+    }
+    if (a.contains("yoco_prefill_keep_tokens") && !a["yoco_prefill_keep_tokens"].is_null()) {
+      if (!a["yoco_prefill_keep_tokens"].is_number_integer())
+        raise(invalid_argument("yoco_prefill_keep_tokens must be an integer, got " +
+                               a["yoco_prefill_keep_tokens"].dump()));
+      args.switches.yoco_keep_tokens = a["yoco_prefill_keep_tokens"].get<int64_t>();
+    }
     py::gil_scoped_release release;
     auto e = Engine::create(args);
     if (!e.ok()) {

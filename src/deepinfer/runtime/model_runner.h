@@ -34,6 +34,10 @@ struct RunnerOptions {
   int max_num_seqs = 64;                  // sequences running at once
   int64_t max_num_batched_tokens = 2048;  // tokens per step
   bool cuda_graphs = true;                // cuda: replay decode steps from CUDA graphs
+  // Every reduction's order independent of the batch (DEEPINFER_BATCH_INVARIANT). The CPU
+  // runner is so by construction (each row runs alone, DESIGN.md); the CUDA runner has no such
+  // kernels yet and refuses it.
+  bool batch_invariant = false;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
 };

@@ -28,6 +28,12 @@ struct StepRow {
   // the logits), so the runner may return just StepOutput::argmax and leave the logits row
   // unwritten (the CUDA runner then copies no logits back).
   bool argmax_only = false;
+  // YOCO prefill truncation: positions before this one feed nothing the engine will use (no
+  // cached state, no logits), so they may skip that work (the final layer's MoE, the head).
+  // It may lie past the row (a prefill chunk before the last); with wants_logits it is at most
+  // the row's last position. 0: every position in full. Runners that do not truncate (cuda so
+  // far) ignore it.
+  int64_t keep_from_pos = 0;
 };
 
 struct StepBatch {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "deepinfer/base/check.h"
+#include "deepinfer/sample/keyed_random.h"
 #include "deepinfer/sample/truncation.h"
 
 namespace deepinfer::sample {
@@ -90,8 +91,10 @@ int32_t SequenceSampler::draw(const float* logits, int64_t n) {
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i)
     total += std::exp(static_cast<double>(logits[cand_[i]]) - max_logit);
-  // Top 53 bits -> [0, 1): independent of the standard library's distributions.
-  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  // Top 53 bits -> [0, 1): independent of the standard library's distributions. With seq_seed,
+  // keyed by the output position (this token's index) instead of the stream.
+  const double u = p_.seq_seed.has_value() ? keyed_uniform(*p_.seq_seed, output_ids_.size())
+                                           : static_cast<double>(rng_() >> 11) * 0x1.0p-53;
   const double target = u * total;
   double cum = 0.0;
   for (int64_t i = 0; i < n; ++i) {

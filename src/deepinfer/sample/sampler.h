@@ -37,7 +37,8 @@ struct SampleResult {
 //
 // The draw consumes exactly one 64-bit output of std::mt19937_64 per non-greedy call (none for
 // greedy), turned into a double in [0, 1) by its top 53 bits, and walks the surviving
-// candidates in ascending id order (in top-p order when top_p < 1).
+// candidates in ascending id order (in top-p order when top_p < 1). With seq_seed the uniform
+// is keyed_uniform(seq_seed, number of accepted output tokens) and the stream is not used.
 class SequenceSampler {
  public:
   SequenceSampler(const SamplingParams& p, uint64_t fallback_seed, std::vector<int32_t> prompt_ids);

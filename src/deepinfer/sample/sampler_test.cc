@@ -186,6 +186,60 @@ TEST(Sampler, SameSeedSameTokensWhateverElseIsSampled) {
   EXPECT_NE(ta, tc);
 }
 
+// seq_seed keys the draw by the output index: a sampler that reached index i by accepting
+// tokens without drawing (a replay, accepted drafts) draws what one that sampled every index
+// draws there, and the stream seed no longer matters.
+TEST(Sampler, SeqSeedDrawDependsOnlyOnTheOutputIndex) {
+  SamplingParams p;
+  p.seq_seed = 2026;
+  p.seed = 1;
+  const std::vector<float> flat(1000, 0.0f);
+  SequenceSampler every(p, 0, {});
+  std::vector<int32_t> drawn;
+  for (int i = 0; i < 48; ++i) {
+    auto l = flat;
+    drawn.push_back(every.sample(l.data(), 1000, kNoEos).token);
+    every.accept(drawn.back());
+  }
+  for (int skip : {1, 7, 30}) {
+    SamplingParams q = p;
+    q.seed = 99 + skip;  // ignored under seq_seed
+    SequenceSampler late(q, 5, {});
+    for (int i = 0; i < skip; ++i) late.accept(static_cast<int32_t>(i));
+    for (int i = skip; i < 48; ++i) {
+      auto l = flat;
+      const int32_t t = late.sample(l.data(), 1000, kNoEos).token;
+      EXPECT_EQ(t, drawn[i]) << "index " << i << " after " << skip << " accepted without a draw";
+      late.accept(t);
+    }
+  }
+  SamplingParams other = p;
+  other.seq_seed = 2027;
+  SequenceSampler o(other, 0, {});
+  std::vector<int32_t> to;
+  for (int i = 0; i < 48; ++i) {
+    auto l = flat;
+    to.push_back(o.sample(l.data(), 1000, kNoEos).token);
+    o.accept(to.back());
+  }
+  EXPECT_NE(to, drawn);
+}
+
+TEST(Sampler, SeqSeedFrequenciesMatchSoftmax) {
+  const std::vector<double> probs = {0.1, 0.2, 0.3, 0.4};
+  const std::vector<float> logits = log_probs(probs, -1.0f);
+  std::vector<int> c(probs.size(), 0);
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {  // one draw per seq_seed: the keys, not the stream, vary
+    SamplingParams p;
+    p.seq_seed = static_cast<uint64_t>(i);
+    SequenceSampler s(p, 0, {});
+    auto l = logits;
+    ++c[s.sample(l.data(), static_cast<int64_t>(l.size()), kNoEos).token];
+  }
+  EXPECT_LT(chi_square(c, probs, n), 16.27);  // chi-square, 3 dof, 0.1% critical value
+}
+
 TEST(Sampler, FallbackSeedWhenUnseeded) {
   SamplingParams seeded;
   seeded.seed = 77;
@@ -216,6 +270,9 @@ TEST(Sampler, ChildParamsOffsetTheSeed) {
   EXPECT_EQ(child_params(p, 2).n, 1);
   SamplingParams u;
   EXPECT_FALSE(child_params(u, 1).seed.has_value());
+  p.seq_seed = 5;
+  EXPECT_EQ(child_params(p, 2).seq_seed, 7u);
+  EXPECT_FALSE(child_params(u, 1).seq_seed.has_value());
 }
 
 TEST(Sampler, PenaltiesMatchHandComputedLogits) {

@@ -66,6 +66,15 @@ Status read_int64(const std::string& field, const nlohmann::json& v, int64_t lo,
   return type_error(field, "an integer", v);
 }
 
+// Negative seeds (Python ints) keep their two's-complement bits.
+StatusOr<uint64_t> read_seed(const std::string& field, const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  int64_t s = 0;
+  RETURN_IF_ERROR(read_int64(field, v, std::numeric_limits<int64_t>::min(),
+                             std::numeric_limits<int64_t>::max(), &s));
+  return static_cast<uint64_t>(s);
+}
+
 Status read_int(const std::string& field, const nlohmann::json& v, int* out) {
   int64_t i = 0;
   RETURN_IF_ERROR(
@@ -212,15 +221,9 @@ StatusOr<SamplingParams> sampling_params_from_json(const nlohmann::json& j) {
     } else if (key == "logit_bias") {
       RETURN_IF_ERROR(read_logit_bias(v, &p.logit_bias));
     } else if (key == "seed") {
-      // Negative seeds (Python ints) keep their two's-complement bits.
-      int64_t s = 0;
-      if (v.is_number_unsigned()) {
-        p.seed = v.get<uint64_t>();
-      } else {
-        RETURN_IF_ERROR(read_int64(key, v, std::numeric_limits<int64_t>::min(),
-                                   std::numeric_limits<int64_t>::max(), &s));
-        p.seed = static_cast<uint64_t>(s);
-      }
+      ASSIGN_OR_RETURN(p.seed, read_seed(key, v));
+    } else if (key == "seq_seed") {
+      ASSIGN_OR_RETURN(p.seq_seed, read_seed(key, v));
     } else if (key == "max_tokens") {
       RETURN_IF_ERROR(read_int(key, v, &p.max_tokens));
     } else if (key == "min_tokens") {
@@ -250,6 +253,7 @@ SamplingParams child_params(const SamplingParams& p, int index) {
   SamplingParams c = p;
   c.n = 1;
   if (c.seed.has_value()) *c.seed += static_cast<uint64_t>(index);
+  if (c.seq_seed.has_value()) *c.seq_seed += static_cast<uint64_t>(index);
   return c;
 }
 

@@ -32,6 +32,10 @@ struct SamplingParams {
   float presence_penalty = 0.0f;   // [-2,2]
   std::map<int32_t, float> logit_bias;
   std::optional<uint64_t> seed;
+  // DeepSeek's deterministic sampling: the draw for output token i is a function of (seq_seed,
+  // i) alone, not of a stream, so the tokens do not depend on how many draws came before
+  // (preemption, speculative decoding, replays). Takes precedence over `seed`.
+  std::optional<uint64_t> seq_seed;
   int max_tokens = 16;
   int min_tokens = 0;
   std::vector<int32_t> stop_token_ids;
@@ -53,7 +57,8 @@ Status validate(const SamplingParams& p, int64_t vocab_size);
 // are errors naming the field. Does not range-check: call validate() with the model's vocab size.
 StatusOr<SamplingParams> sampling_params_from_json(const nlohmann::json& j);
 
-// The params of the index-th of n parallel samples: n = 1 and, when seeded, seed + index, so
+// The params of the index-th of n parallel samples: n = 1 and, when seeded, seed + index (and
+// seq_seed + index), so
 // seeded n > 1 requests give n different but reproducible completions (as vLLM does).
 SamplingParams child_params(const SamplingParams& p, int index);
 

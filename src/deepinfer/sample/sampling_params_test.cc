@@ -138,10 +138,12 @@ TEST(FromJson, StopMayBeOneString) {
 }
 
 TEST(FromJson, IntegralFloatsAndNegativeSeeds) {
-  auto p = sampling_params_from_json(nlohmann::json::parse(R"({"max_tokens": 32.0, "seed": -1})"));
+  auto p = sampling_params_from_json(nlohmann::json::parse(
+      R"({"max_tokens": 32.0, "seed": -1, "seq_seed": 18446744073709551615})"));
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   EXPECT_EQ(p->max_tokens, 32);
   EXPECT_EQ(p->seed, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(p->seq_seed, std::numeric_limits<uint64_t>::max());
   EXPECT_EQ(p->temperature, 1.0f);
 }
 
@@ -168,6 +170,7 @@ TEST(FromJson, WrongTypesNameTheField) {
   expect_error(R"({"logit_bias": {"abc": 1}})", "logit_bias key \"abc\"");
   expect_error(R"({"logit_bias": {"12": "x"}})", "logit_bias[12] must be a number");
   expect_error(R"({"seed": "x"})", "seed must be an integer");
+  expect_error(R"({"seq_seed": 1.5})", "seq_seed must be an integer");
   expect_error(R"({"logprobs": true})", "logprobs must be an integer, got boolean");
   expect_error(R"([1, 2])", "sampling params must be a JSON object");
   expect_error(R"({"so_args": "x"})", "so_args must be an object");

@@ -41,6 +41,7 @@ constexpr Field kFields[] = {
     {"frequency_penalty", Kind::kNumber},
     {"repetition_penalty", Kind::kNumber},
     {"seed", Kind::kInt},
+    {"seq_seed", Kind::kInt},
     {"stop", Kind::kStringOrArray},
     {"stop_token_ids", Kind::kArray},
     {"logit_bias", Kind::kObject},
@@ -60,8 +61,9 @@ constexpr Field kFields[] = {
 // clang-format off
 constexpr const char* kSamplingKeys[] = {
     "n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty",
-    "presence_penalty", "logit_bias", "seed", "max_tokens", "min_tokens", "stop_token_ids", "stop",
-    "include_stop_str_in_output", "ignore_eos", "skip_special_tokens", "so_args"};
+    "presence_penalty", "logit_bias", "seed", "seq_seed", "max_tokens", "min_tokens",
+    "stop_token_ids", "stop", "include_stop_str_in_output", "ignore_eos", "skip_special_tokens",
+    "so_args"};
 // clang-format on
 
 bool has_kind(const json& v, Kind k) {

@@ -16,7 +16,8 @@ TEST(Protocol, CompletionRequestMapsFields) {
   ASSERT_TRUE(parse_request(Endpoint::kCompletions,
                             R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0,
                                 "stream":true,"stream_options":{"include_usage":true},
-                                "stop":"x","some_unknown_field":{"a":1}})",
+                                "stop":"x","seed":3,"seq_seed":42,
+                                "some_unknown_field":{"a":1}})",
                             kVocab, recipe::Variant::kV41, &req, &err))
       << err.message;
   EXPECT_EQ(req.model, "m");
@@ -26,6 +27,8 @@ TEST(Protocol, CompletionRequestMapsFields) {
   EXPECT_TRUE(req.stream);
   EXPECT_TRUE(req.include_usage);
   ASSERT_EQ(req.gen.params.stop.size(), 1u);
+  EXPECT_EQ(req.gen.params.seed, 3u);
+  EXPECT_EQ(req.gen.params.seq_seed, 42u);  // DeepSeek's deterministic-sampling seed
 }
 
 TEST(Protocol, PromptIdsAndMaxCompletionTokens) {
@@ -273,6 +276,7 @@ TEST(Protocol, EveryKnownFieldOfTheWrongTypeIsInvalidTypeNamingIt) {
       {"frequency_penalty", "\"x\""},
       {"repetition_penalty", "\"x\""},
       {"seed", "\"x\""},
+      {"seq_seed", "\"x\""},
       {"stop", "1"},
       {"stop_token_ids", "1"},
       {"logit_bias", "1"},

@@ -1,6 +1,7 @@
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/loader/checkpoint.h"
@@ -25,6 +26,7 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
     const std::string& dir, Config config, const ModelOptions& options,
     const std::function<void(const LoadProgress&)>& progress) {
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
+  drop_absent_mtp(*ckpt, &config);
   ASSIGN_OR_RETURN(Weights weights, load_weights(*ckpt, config, progress));
   return std::make_unique<CpuModel>(std::move(config), std::move(weights), options);
 }
@@ -41,7 +43,8 @@ CpuModel::CpuModel(Config config, Weights weights, const ModelOptions& options)
       layout_(std::make_shared<const StateLayout>(config_, kDefaultPageTokens)) {}
 
 void CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* X,
-                             const int32_t* ids, int64_t n, int64_t pos0, LayerState& st) const {
+                             const int32_t* ids, int64_t n, int64_t pos0, LayerState& st,
+                             int64_t ffn_from) const {
   const Config& c = config_;
   const int hc = c.hc_mult;
   const int64_t H = c.hidden_size;
@@ -49,19 +52,21 @@ void CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* 
   std::vector<float> y(n * H), post(n * hc), comb(n * hc * hc), f(n * H);
   for (const char* site : {"attn", "ffn"}) {
     const std::string s(site);
+    const int64_t t0 = s == "attn" ? 0 : ffn_from;  // every row is independent here
+    if (t0 >= n) continue;
     HcWeights hw{weights_.f(p + "hc_" + s + "_fn"), weights_.f(p + "hc_" + s + "_base"),
                  weights_.f(p + "hc_" + s + "_scale")};
     const float* norm = weights_.f(p + s + "_norm.weight");
-    for (int64_t t = 0; t < n; ++t) {
+    for (int64_t t = t0; t < n; ++t) {
       hc_pre(c, hw, X + t * hc * H, &y[t * H], &post[t * hc], &comb[t * hc * hc]);
       cpu::rms_norm(&y[t * H], norm, H, eps, &y[t * H]);
     }
     if (s == "attn") {
       attention_forward(ctx_, p, ratio, y.data(), n, pos0, st, f.data());
     } else {
-      moe_forward(ctx_, p, hash, y.data(), ids, n, f.data());
+      moe_forward(ctx_, p, hash, &y[t0 * H], ids + t0, n - t0, &f[t0 * H]);
     }
-    for (int64_t t = 0; t < n; ++t)
+    for (int64_t t = t0; t < n; ++t)
       hc_post(c, &f[t * H], &post[t * hc], &comb[t * hc * hc], X + t * hc * H);
   }
 }
@@ -80,7 +85,7 @@ void CpuModel::head_forward(const std::string& hp, const std::string& norm, cons
 }
 
 Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
-                         std::vector<float>* logits) const {
+                         std::vector<float>* logits, int64_t keep_from_pos) const {
   const Config& c = config_;
   if (n <= 0) return invalid_argument("forward: no tokens");
   for (int64_t t = 0; t < n; ++t)
@@ -97,17 +102,23 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   for (int64_t t = 0; t < n; ++t)
     for (int j = 0; j < hc; ++j)
       std::copy(embed + int64_t(ids[t]) * H, embed + int64_t(ids[t] + 1) * H, &X[(t * hc + j) * H]);
+  // Rows [full_from, n) are computed in full; the rest skip the last layer's MoE and the head.
+  const int64_t full_from = std::clamp<int64_t>(keep_from_pos - pos0, 0, n);
   for (int l = 0; l < c.num_layers; ++l)
     block_forward("layers." + std::to_string(l) + ".", c.compress_ratio(l), c.is_hash_layer(l),
-                  X.data(), ids, n, pos0, state.layers[l]);
+                  X.data(), ids, n, pos0, state.layers[l], l + 1 == c.num_layers ? full_from : 0);
   const int64_t rows = all_logits ? n : 1;
   logits->resize(rows * c.vocab_size);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = all_logits ? r : n - 1;
-    head_forward("", "norm.weight", &X[t * hc * H], logits->data() + r * c.vocab_size);
+    float* row = logits->data() + r * c.vocab_size;
+    if (t < full_from)
+      std::fill(row, row + c.vocab_size, std::numeric_limits<float>::quiet_NaN());
+    else
+      head_forward("", "norm.weight", &X[t * hc * H], row);
   }
   state.num_tokens += n;
-  std::copy(&X[(n - 1) * hc * H], &X[n * hc * H], state.last_hidden.begin());
+  if (full_from < n) std::copy(&X[(n - 1) * hc * H], &X[n * hc * H], state.last_hidden.begin());
   state.last_token = ids[n - 1];
   return ok_status();
 }

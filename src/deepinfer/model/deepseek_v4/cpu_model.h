@@ -43,9 +43,12 @@ class CpuModel {
   SequenceState new_sequence() const { return make_sequence_state(config_, layout_); }
 
   // Appends ids[0..n) at positions state.num_tokens... . logits gets n x vocab rows
-  // (all_logits) or the last position's row only.
+  // (all_logits) or the last position's row only. YOCO truncation: positions before
+  // keep_from_pos skip the final layer's MoE and the head (they feed no cached state); their
+  // logits rows are NaN, and last_hidden (the MTP input) is kept only when the last position
+  // was computed in full. The other positions' logits are bitwise those of a full forward.
   Status forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
-                 std::vector<float>* logits) const;
+                 std::vector<float>* logits, int64_t keep_from_pos = 0) const;
 
   // MTP draft (spec §6.10): `token` is the one just sampled for position state.num_tokens; the
   // draft layer combines it with the final streams of the last processed token and returns
@@ -54,8 +57,9 @@ class CpuModel {
   Status mtp_forward(SequenceState& state, int32_t token, std::vector<float>* logits) const;
 
  private:
+  // The FFN sublayer runs for rows [ffn_from, n) only (YOCO); the attention for all n.
   void block_forward(const std::string& prefix, int ratio, bool hash, float* X, const int32_t* ids,
-                     int64_t n, int64_t pos0, LayerState& st) const;
+                     int64_t n, int64_t pos0, LayerState& st, int64_t ffn_from = 0) const;
   void head_forward(const std::string& hc_prefix, const std::string& norm, const float* X,
                     float* logits) const;
 

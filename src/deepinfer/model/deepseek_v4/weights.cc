@@ -247,6 +247,19 @@ const int32_t* Weights::i(const std::string& name) const {
   return it->second.data();
 }
 
+bool drop_absent_mtp(const Checkpoint& ckpt, Config* c) {
+  if (c->num_mtp_layers == 0) return false;
+  for (const std::string& name : ckpt.canonical_names())
+    if (name.rfind("mtp.", 0) == 0) return false;
+  std::fprintf(stderr,
+               "deepinfer: %s has no MTP weights (mtp.*) although config.json counts %d MTP "
+               "layer(s): loading with MTP off\n",
+               ckpt.dir().c_str(), c->num_mtp_layers);
+  c->compress_ratios.resize(static_cast<size_t>(c->num_layers));
+  c->num_mtp_layers = 0;
+  return true;
+}
+
 StatusOr<Weights> load_weights(const Checkpoint& ckpt, const Config& c,
                                const std::function<void(const LoadProgress&)>& progress) {
   ASSIGN_OR_RETURN(std::vector<WeightSource> sources, resolve_weights(ckpt, c));

@@ -85,6 +85,13 @@ struct WeightSource {
   int64_t stored_bytes() const;  // the tensor and its scale as stored
 };
 
+// A config that counts MTP layers over a checkpoint holding no "mtp." tensor at all (a
+// transformers save_pretrained directory: transformers drops them) loads without them: MTP is
+// switched off (num_mtp_layers 0, its compress_ratios entries dropped) and one line says so on
+// stderr. Returns whether it did. A checkpoint with some MTP tensors is left to the manifest
+// check, which names the missing one.
+bool drop_absent_mtp(const Checkpoint& ckpt, Config* c);
+
 // Validates the checkpoint against the manifest (missing, unexpected, shape, dtype, scale
 // present) without reading tensor data; one source per manifest entry, in manifest order. Errors
 // name the tensor and its file. For loaders that convert on their own (the GPU's).

@@ -16,6 +16,7 @@
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/loader/safetensors_writer.h"
 #include "deepinfer/loader/test_util.h"
+#include "deepinfer/model/deepseek_v4/cpu_model.h"
 
 namespace deepinfer::v4 {
 namespace {
@@ -299,6 +300,42 @@ TEST(LoadWeights, MissingTensorIsNamed) {
     EXPECT_NE(msg.find(std::string("'") + name + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
   }
+}
+
+// transformers' save_pretrained keeps num_nextn_predict_layers in config.json but drops the
+// mtp.* tensors: such a checkpoint loads with MTP off (and a forward runs); one that holds some
+// MTP tensors keeps its MTP layer, so a missing one is still named (MissingTensorIsNamed).
+TEST(LoadWeights, CheckpointWithoutMtpTensorsLoadsWithMtpOff) {
+  const Config c = tiny_config(/*mtp=*/true);
+  auto recs = make_records(c);
+  std::erase_if(recs, [](const auto& kv) { return kv.first.starts_with("mtp."); });
+  TempDir dir;
+  ASSERT_TRUE(write_checkpoint(dir.path(), recs).ok());
+  auto ckpt = Checkpoint::open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+  Config loaded = c;
+  EXPECT_TRUE(drop_absent_mtp(**ckpt, &loaded));
+  EXPECT_EQ(loaded.num_mtp_layers, 0);
+  EXPECT_EQ(loaded.compress_ratios, (std::vector<int>{0, 4}));
+  EXPECT_TRUE(load_weights(**ckpt, loaded).ok());
+  EXPECT_FALSE(load_weights(**ckpt, c).ok());  // the config as given still counts them
+
+  auto model = CpuModel::load(dir.path(), c, ModelOptions{});
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->config().num_mtp_layers, 0);
+  SequenceState st = (*model)->new_sequence();
+  std::vector<float> logits;
+  const int32_t ids[] = {3, 5, 7};
+  EXPECT_TRUE((*model)->forward(st, ids, 3, false, &logits).ok());
+  EXPECT_FALSE((*model)->mtp_forward(st, 9, &logits).ok());
+
+  TempDir full_dir;
+  ASSERT_TRUE(write_checkpoint(full_dir.path(), make_records(c)).ok());
+  auto full = Checkpoint::open(full_dir.path());
+  ASSERT_TRUE(full.ok());
+  Config kept = c;
+  EXPECT_FALSE(drop_absent_mtp(**full, &kept));
+  EXPECT_EQ(kept.num_mtp_layers, 1);
 }
 
 TEST(LoadWeights, UnexpectedTensorIsNamedWithItsFile) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/loader/checkpoint.h"
@@ -103,7 +104,8 @@ CpuModel::CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoin
            rope_table(config_, config_.rope_compress)} {}
 
 void CpuModel::block_forward(int l, float* X, float* pre, EngramPrefetch* engram, int64_t n,
-                             int64_t pos0, SequenceState& st, ForwardShared& shared) const {
+                             int64_t pos0, SequenceState& st, ForwardShared& shared,
+                             int64_t ffn_from) const {
   const Config& c = config_;
   const v4::HcDims d = hc_dims(c);
   const int hc = c.hc_mult;
@@ -114,28 +116,30 @@ void CpuModel::block_forward(int l, float* X, float* pre, EngramPrefetch* engram
   std::vector<float> y(n * H), site_pre(n * hc), post(n * hc), comb(n * hc * hc), f(n * H);
   for (const char* site : {"attn", "ffn"}) {
     const std::string s(site);
+    const int64_t t0 = s == "attn" ? 0 : ffn_from;  // every row is independent here
+    if (t0 >= n) continue;
     const v4::HcWeights hw{weights_.f(p + "hc_" + s + "_fn"), weights_.f(p + "hc_" + s + "_base"),
                            weights_.f(p + "hc_" + s + "_scale")};
     const float* norm = weights_.f(p + s + "_norm.weight");
-    for (int64_t t = 0; t < n; ++t) {
+    for (int64_t t = t0; t < n; ++t) {
       const float* Xt = X + t * hc * H;
       v4::hc_mixes(d, hw, Xt, &site_pre[t * hc], &post[t * hc], &comb[t * hc * hc]);
       v4::hc_collapse(d, &pre[t * hc], Xt, &y[t * H]);
       cpu::rms_norm(&y[t * H], norm, H, ctx_.eps(), &y[t * H]);
     }
-    std::copy(site_pre.begin(), site_pre.end(), pre);
+    std::copy(site_pre.begin() + t0 * hc, site_pre.end(), pre + t0 * hc);
     if (s == "attn") {
       attention_forward(ctx_, l, y.data(), n, pos0, st, shared, f.data());
     } else {
-      moe_forward(ctx_, l, y.data(), n, f.data());
+      moe_forward(ctx_, l, &y[t0 * H], n - t0, &f[t0 * H]);
     }
-    for (int64_t t = 0; t < n; ++t)
+    for (int64_t t = t0; t < n; ++t)
       v4::hc_expand(d, &f[t * H], &post[t * hc], &comb[t * hc * hc], X + t * hc * H);
   }
 }
 
 Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
-                         std::vector<float>* logits) const {
+                         std::vector<float>* logits, int64_t keep_from_pos) const {
   const Config& c = config_;
   if (n <= 0) return invalid_argument("forward: no tokens");
   if (!state_matches(c, state))
@@ -175,8 +179,11 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
     prefetch.emplace(*engram_, std::move(engram_rows), n);  // gathers while layer 0 runs
   }
   ForwardShared shared;
+  // Rows [full_from, n) are computed in full; the rest skip the last layer's MoE and the head.
+  const int64_t full_from = std::clamp<int64_t>(keep_from_pos - pos0, 0, n);
   for (int l = 0; l < c.num_layers; ++l)
-    block_forward(l, X.data(), pre.data(), prefetch ? &*prefetch : nullptr, n, pos0, state, shared);
+    block_forward(l, X.data(), pre.data(), prefetch ? &*prefetch : nullptr, n, pos0, state, shared,
+                  l + 1 == c.num_layers ? full_from : 0);
 
   const int64_t rows = all_logits ? n : 1;
   logits->resize(rows * c.vocab_size);
@@ -184,10 +191,14 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   std::vector<float> y(H);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = all_logits ? r : n - 1;
+    float* row = logits->data() + r * c.vocab_size;
+    if (t < full_from) {
+      std::fill(row, row + c.vocab_size, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
     v4::hc_collapse(d, &pre[t * hc], &X[t * hc * H], y.data());
     cpu::rms_norm(y.data(), weights_.f("norm.weight"), H, ctx_.eps(), y.data());
-    cpu::linear(weights_.f("head.weight"), c.vocab_size, H, y.data(), 1,
-                logits->data() + r * c.vocab_size);
+    cpu::linear(weights_.f("head.weight"), c.vocab_size, H, y.data(), 1, row);
   }
   state.num_tokens += n;
   return ok_status();

@@ -45,15 +45,19 @@ class CpuModel {
   SequenceState new_sequence() const { return make_sequence_state(config_); }
 
   // Appends ids[0..n) at positions state.num_tokens... . logits gets n x vocab rows
-  // (all_logits) or the last position's row only.
+  // (all_logits) or the last position's row only. Positions before keep_from_pos skip the final
+  // layer's MoE and the head (YOCO, as deepseek_v4's forward; the V4.1 form that also skips the
+  // layers after the last KV source is not built yet): their logits rows are NaN.
   Status forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
-                 std::vector<float>* logits) const;
+                 std::vector<float>* logits, int64_t keep_from_pos = 0) const;
 
  private:
   // Deferred mHC (spec §11.2.1): a site collapses its input with the previous site's `pre` and
   // hands its own on. `pre` holds n x hc_mult coefficients.
+  // The FFN sublayer runs for rows [ffn_from, n) only (YOCO).
   void block_forward(int layer, float* X, float* pre, EngramPrefetch* engram, int64_t n,
-                     int64_t pos0, SequenceState& st, ForwardShared& shared) const;
+                     int64_t pos0, SequenceState& st, ForwardShared& shared,
+                     int64_t ffn_from = 0) const;
 
   Config config_;
   v4::Weights weights_;

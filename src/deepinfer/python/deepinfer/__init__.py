@@ -31,6 +31,9 @@ class SamplingParams:
     presence_penalty: float = 0.0
     logit_bias: Optional[dict] = None
     seed: Optional[int] = None
+    # Deterministic sampling (DeepSeek's seq_seed): the draw for output token i depends only on
+    # (seq_seed, i); it takes precedence over seed.
+    seq_seed: Optional[int] = None
     max_tokens: Optional[int] = 16
     min_tokens: int = 0
     stop: Optional[Union[str, list]] = None
@@ -90,8 +93,11 @@ class LLM:
     special_tokens_in_content, and the prefix cache's enable_prefix_cache (default True),
     kv_host_memory_bytes, kv_disk_dir, kv_disk_bytes, kv_cluster_dir, kv_cluster_bytes,
     kv_cluster_redis, kv_cache_interval, kv_retention_agent_s, kv_retention_chat_s and
-    kv_cache_salt (the serve flags of the same names). Bad values raise ValueError naming the
-    argument.
+    kv_cache_salt (the serve flags of the same names), and DeepSeek's switches
+    batch_invariant (bool), yoco_prefill_truncation_mode ("off" | "compact") and
+    yoco_prefill_keep_tokens (int), which default to DEEPINFER_BATCH_INVARIANT,
+    DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE and DEEPINFER_YOCO_PREFILL_KEEP_TOKENS. Bad values
+    raise ValueError naming the argument.
     """
 
     def __init__(self, model: Optional[str] = None, device: Optional[str] = None,

@@ -56,7 +56,8 @@ class CpuRunner final : public ModelRunner {
     const int64_t vocab = info_.vocab_size;
     for (const StepRow& row : batch.rows) {
       ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(row));
-      RETURN_IF_ERROR(model_->forward(*seq, row.tokens, row.num_tokens, &logits_));
+      RETURN_IF_ERROR(
+          model_->forward(*seq, row.tokens, row.num_tokens, row.keep_from_pos, &logits_));
       if (!row.wants_logits) continue;
       // The logits are on the host anyway: argmax_only rows get both.
       out_logits_.insert(out_logits_.end(), logits_.begin(), logits_.begin() + vocab);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "deepinfer/kv/kv_manager.h"
@@ -99,6 +100,84 @@ TEST(CpuRunner, ArgmaxOnlyRowsReturnTheirGreedyToken) {
   const auto lb = reference_logits(b);
   const std::vector<float> got = logits_of(*r, out);
   EXPECT_EQ(std::vector<float>(got.begin() + lb.size(), got.end()), lb);
+}
+
+// One sequence's tokens: a prompt (logits wanted at its end) and then decode tokens.
+struct Traced {
+  std::vector<int32_t> ids;
+  int64_t prompt_len = 0;
+  int64_t done = 0;  // positions run so far
+};
+
+// Batch invariance on the CPU (DEEPINFER_BATCH_INVARIANT, issue 19): the target sequence's
+// logits at the end of its prompt and at each decode token are bitwise those it has alone,
+// inside 100 random batch compositions (0-3 neighbours per step, at any row) and chunkings.
+TEST(CpuRunner, OneSequencesLogitsAreTheSameBitsInAnyBatchAndChunking) {
+  auto r = make_runner(int64_t{256} << 20);
+  const int64_t vocab = r->info().vocab_size;
+  Traced target{random_ids(43, 31), 40, 0};
+  // Alone: the prompt in one row, then one row per decode token.
+  std::vector<float> alone;
+  {
+    auto kv = kv::KvManager::create(r->page_spec());
+    ASSERT_TRUE(kv.ok());
+    const std::vector<int32_t> prompt(target.ids.begin(), target.ids.begin() + 40);
+    alone = run_chunked(*r, *kv, 1, prompt, 0, 40);
+    for (int64_t pos = 40; pos < 43; ++pos) {
+      const std::vector<int32_t> upto(target.ids.begin(), target.ids.begin() + pos + 1);
+      const auto row = run_chunked(*r, *kv, 1, upto, pos, 1);
+      alone.insert(alone.end(), row.begin(), row.end());
+    }
+    r->release(1);
+  }
+  std::mt19937_64 rng(0xB1);
+  uint64_t next_id = 10;
+  for (int trial = 0; trial < 100; ++trial) {
+    auto kv = kv::KvManager::create(r->page_spec());
+    ASSERT_TRUE(kv.ok());
+    const uint64_t target_id = next_id++;
+    Traced t = target;
+    std::vector<std::pair<uint64_t, Traced>> others;
+    for (int i = 0; i < 3; ++i) {
+      const int64_t len = 1 + static_cast<int64_t>(rng() % 60);
+      others.push_back({next_id++, {random_ids(static_cast<int>(len), rng()), len, 0}});
+    }
+    std::vector<float> got;
+    while (t.done < static_cast<int64_t>(t.ids.size())) {
+      StepBatch b;
+      std::vector<std::pair<Traced*, uint64_t>> rows;
+      for (auto& [id, o] : others)
+        if (o.done < o.prompt_len && rng() % 2) rows.push_back({&o, id});
+      rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(rng() % (rows.size() + 1)),
+                  {&t, target_id});
+      int64_t target_logit_row = -1, logit_rows = 0;
+      for (auto& [seq, id] : rows) {
+        // A prompt chunk ends at the prompt's end at the latest; decode goes a token a step.
+        const int64_t left = seq->prompt_len - seq->done;
+        const int64_t n = seq->done < seq->prompt_len
+                              ? std::min<int64_t>(left, 1 + static_cast<int64_t>(rng() % 24))
+                              : 1;
+        const int64_t end = seq->done + n;
+        ASSERT_TRUE(kv->reserve(id, end));
+        const bool wants = seq == &t ? end >= t.prompt_len : rng() % 2 == 0;
+        if (seq == &t && wants) target_logit_row = logit_rows;
+        logit_rows += wants ? 1 : 0;
+        b.rows.push_back({id, seq->done, &seq->ids[seq->done], n, kv->state_pages(id),
+                          kv->block_table(id), wants});
+        seq->done = end;
+      }
+      StepOutput out;
+      ASSERT_TRUE(r->execute(b, &out).ok());
+      if (target_logit_row >= 0)
+        got.insert(got.end(), out.logits + target_logit_row * vocab,
+                   out.logits + (target_logit_row + 1) * vocab);
+    }
+    ASSERT_EQ(got.size(), alone.size());
+    EXPECT_TRUE(std::memcmp(got.data(), alone.data(), got.size() * sizeof(float)) == 0)
+        << "trial " << trial;
+    r->release(target_id);
+    for (auto& [id, o] : others) r->release(id);
+  }
 }
 
 TEST(CpuRunner, ForkedPagesContinueLikeTheParent) {

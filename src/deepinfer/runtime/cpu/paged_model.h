@@ -34,8 +34,9 @@ class PagedModel {
   // the pages hold start_pos tokens of state (a fork's copies, page I/O) and are adopted.
   virtual std::unique_ptr<PagedSequence> start(std::unique_ptr<v4::StatePages> pages,
                                                int64_t start_pos) const = 0;
-  // Appends ids[0..n) to the sequence; `logits` gets the last position's row.
-  virtual Status forward(PagedSequence& seq, const int32_t* ids, int64_t n,
+  // Appends ids[0..n) to the sequence; `logits` gets the last position's row (NaN when
+  // keep_from_pos, StepRow's YOCO bound, lies past it).
+  virtual Status forward(PagedSequence& seq, const int32_t* ids, int64_t n, int64_t keep_from_pos,
                          std::vector<float>* logits) const = 0;
 };
 
@@ -68,9 +69,10 @@ class PagedModelOf final : public PagedModel {
             : adopt_sequence_state(model_->config(), layout_, std::move(pages), start_pos));
   }
 
-  Status forward(PagedSequence& seq, const int32_t* ids, int64_t n,
+  Status forward(PagedSequence& seq, const int32_t* ids, int64_t n, int64_t keep_from_pos,
                  std::vector<float>* logits) const override {
-    return model_->forward(static_cast<Sequence&>(seq).state, ids, n, /*all_logits=*/false, logits);
+    return model_->forward(static_cast<Sequence&>(seq).state, ids, n, /*all_logits=*/false, logits,
+                           keep_from_pos);
   }
 
  private:

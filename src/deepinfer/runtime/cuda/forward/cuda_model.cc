@@ -13,6 +13,7 @@
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/config_field_reader.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
+#include "deepinfer/model/deepseek_v4/weights.h"
 #include "deepinfer/model/model_family.h"
 #include "deepinfer/runtime/cuda/forward/decode_graphs.h"
 #include "deepinfer/runtime/cuda/forward/forward_context.h"
@@ -501,6 +502,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
                          "): the GPU forward serves deepseek_v4 only so far; use --device cpu");
   ASSIGN_OR_RETURN(v4::Config config, v4::parse_config_json(config_text, config_path));
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
+  v4::drop_absent_mtp(*ckpt, &config);
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
     return failed_precondition("CudaModel: no CUDA device");
