@@ -2,16 +2,26 @@
 # Builds and runs every test suite; this is the command README.md shows and CI runs.
 #   1. release build: all ctest suites (unit, golden/integration, CLI smoke);
 #   2. ASan+UBSan build: the unit-labelled suites;
-#   3. the safetensors header fuzzer for a bounded time (FUZZ_SECONDS, default 60).
+#   3. the libFuzzer targets (safetensors header, OpenAI request mapping, HTTP request reader)
+#      for bounded times (scripts/run_fuzz.sh: FUZZ_SECONDS 45, OPENAI_FUZZ_SECONDS 30,
+#      HTTP_FUZZ_SECONDS 20 here).
 # DEEPINFER_SKIP_ASAN=1 / DEEPINFER_SKIP_FUZZ=1 skip steps 2 / 3 for quick local runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's elapsed time, so a CI log shows where its time goes (the budget is 40 minutes).
+phase() { echo "== test.sh: $1 done at ${SECONDS} s"; }
 ./build.sh release
+phase "release build"
 ctest --preset release
+phase "release tests"
 if [ "${DEEPINFER_SKIP_ASAN:-0}" != 1 ]; then
   ./build.sh asan
+  phase "asan build"
   ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -L unit
+  phase "asan tests"
 fi
 if [ "${DEEPINFER_SKIP_FUZZ:-0}" != 1 ]; then
-  FUZZ_SECONDS=${FUZZ_SECONDS:-60} scripts/run_fuzz.sh
+  FUZZ_SECONDS=${FUZZ_SECONDS:-45} OPENAI_FUZZ_SECONDS=${OPENAI_FUZZ_SECONDS:-30} \
+    HTTP_FUZZ_SECONDS=${HTTP_FUZZ_SECONDS:-20} scripts/run_fuzz.sh
+  phase "fuzzing"
 fi

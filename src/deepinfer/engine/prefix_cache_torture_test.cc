@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 
+#include "deepinfer/base/sanitized_build.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/kv/redis_test_server.h"
@@ -22,19 +23,7 @@
 namespace deepinfer {
 namespace {
 
-// Under a sanitizer the model runs ~20x slower: the same checks on a smaller workload keep the
-// sanitizer tree's run bounded (CI).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = kSanitizedBuild;
 constexpr int kBases = kSanitized ? 1 : 2, kPerBase = kSanitized ? 3 : 4;
 constexpr int kBaseSpread = kSanitized ? 150 : 500;  // base prompts of 130 + [0, spread) tokens
 constexpr int64_t kTinyPoolPages = kSanitized ? 24 : 40;
