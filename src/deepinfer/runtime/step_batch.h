@@ -1,5 +1,6 @@
 // What the engine hands the model runner for one step, as plain data (the scheduler's StepPlan
-// made concrete): page copies for forked sequences, then one row per scheduled sequence.
+// made concrete): rollbacks of speculative rows, page copies for forked sequences, then one row
+// per scheduled sequence.
 #pragma once
 
 #include <cstdint>
@@ -34,9 +35,25 @@ struct StepRow {
   // the row's last position. 0: every position in full. Runners that do not truncate (cuda so
   // far) ignore it.
   int64_t keep_from_pos = 0;
+  // Speculative verification (a sampled token and its drafts): logits for every position of the
+  // row, num_tokens rows in order (wants_logits is implied, argmax_only ignored), and the runner
+  // keeps what it needs to cut the sequence back to any length in [start_pos, start_pos +
+  // num_tokens] through StepBatch::rollbacks before the sequence's next row.
+  bool speculative = false;
+};
+
+// Cuts a sequence whose latest row was speculative back to num_tokens (its accepted prefix).
+// Afterwards its state, in its pages and in the runner, is exactly that of num_tokens tokens
+// computed without speculation. The tables are the sequence's, as for a row.
+struct Rollback {
+  uint64_t seq_id = 0;
+  int64_t num_tokens = 0;
+  const std::vector<int32_t>* state_pages = nullptr;
+  const std::vector<int32_t>* block_table = nullptr;
 };
 
 struct StepBatch {
+  std::vector<Rollback> rollbacks;        // done first
   std::vector<kv::PageCopy> page_copies;  // done before any row runs
   std::vector<StepRow> rows;              // at most one per sequence
   int64_t num_tokens() const {
@@ -47,7 +64,8 @@ struct StepBatch {
 };
 
 struct StepOutput {
-  // One vocab-sized row per StepRow with wants_logits, in row order, in the runner's own memory
+  // One vocab-sized row per StepRow with wants_logits (num_tokens rows for a speculative row),
+  // in row order, in the runner's own memory
   // (page-locked on cuda, so the device writes it at full copy speed): valid, and writable (the
   // engine masks in place), until the runner's next execute.
   float* logits = nullptr;

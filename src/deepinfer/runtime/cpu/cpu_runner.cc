@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <unordered_map>
 
 #include "deepinfer/runtime/cpu/paged_model.h"
@@ -36,6 +38,7 @@ class CpuRunner final : public ModelRunner {
   const kv::PageSpec& page_spec() const override { return spec_; }
 
   Status execute(const StepBatch& batch, StepOutput* out) override {
+    for (const Rollback& r : batch.rollbacks) RETURN_IF_ERROR(roll_back(r));
     for (const kv::PageCopy& c : batch.page_copies) {
       RETURN_IF_ERROR(check_page(c.from));
       RETURN_IF_ERROR(check_page(c.to));
@@ -44,7 +47,8 @@ class CpuRunner final : public ModelRunner {
     // A burst's buffer (rows x vocab floats) goes back once steps are much smaller again, so an
     // idle server returns to its baseline; steady steps reuse it.
     int64_t wanted = 0;
-    for (const StepRow& row : batch.rows) wanted += row.wants_logits ? 1 : 0;
+    for (const StepRow& row : batch.rows)
+      wanted += row.speculative ? row.num_tokens : row.wants_logits ? 1 : 0;
     const size_t need = static_cast<size_t>(wanted * info_.vocab_size);
     if (out_logits_.capacity() > 2 * need + kKeptLogitRows * info_.vocab_size)
       std::vector<float>().swap(out_logits_);
@@ -56,8 +60,17 @@ class CpuRunner final : public ModelRunner {
     const int64_t vocab = info_.vocab_size;
     for (const StepRow& row : batch.rows) {
       ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(row));
-      RETURN_IF_ERROR(
-          model_->forward(*seq, row.tokens, row.num_tokens, row.keep_from_pos, &logits_));
+      Sequence& s = seqs_.at(row.seq_id);
+      s.speculated.reset();
+      if (row.speculative) s.speculated = snapshot(row);
+      RETURN_IF_ERROR(model_->forward(*seq, row.tokens, row.num_tokens, row.keep_from_pos,
+                                      row.speculative, &logits_));
+      if (row.speculative) {
+        out_logits_.insert(out_logits_.end(), logits_.begin(), logits_.end());
+        out_argmax_.insert(out_argmax_.end(), static_cast<size_t>(row.num_tokens), -1);
+        out->num_logit_rows += row.num_tokens;
+        continue;
+      }
       if (!row.wants_logits) continue;
       // The logits are on the host anyway: argmax_only rows get both.
       out_logits_.insert(out_logits_.end(), logits_.begin(), logits_.begin() + vocab);
@@ -95,10 +108,67 @@ class CpuRunner final : public ModelRunner {
   }
 
  private:
+  // What a speculative row needs to be rolled back: the sequence's constant pages as they were
+  // before it (rings and compressor partial windows change in place; growing state is
+  // positional and rewritten) and its tokens, to replay the accepted ones.
+  struct Speculated {
+    int64_t start_pos = 0;
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> constant_pages;
+    std::string constant_bytes;
+  };
   struct Sequence {
     std::unique_ptr<PagedSequence> state;
-    StepPages* pages = nullptr;  // owned by state
+    StepPages* pages = nullptr;              // owned by state
+    std::unique_ptr<Speculated> speculated;  // its latest row was speculative
   };
+
+  std::unique_ptr<Speculated> snapshot(const StepRow& row) const {
+    auto s = std::make_unique<Speculated>();
+    s->start_pos = row.start_pos;
+    s->tokens.assign(row.tokens, row.tokens + row.num_tokens);
+    s->constant_pages.assign(row.state_pages->begin(),
+                             row.state_pages->begin() + model_->constant_pages());
+    s->constant_bytes.reserve(s->constant_pages.size() * static_cast<size_t>(spec_.page_bytes));
+    for (int32_t p : s->constant_pages)
+      s->constant_bytes.append(reinterpret_cast<const char*>(page(p)),
+                               static_cast<size_t>(spec_.page_bytes));
+    return s;
+  }
+
+  // Restores the constant pages, adopts the sequence at the speculative row's start and replays
+  // the accepted tokens: the CPU forward is chunking-invariant, so this is the state a run
+  // without speculation has, bit for bit.
+  Status roll_back(const Rollback& r) {
+    auto it = seqs_.find(r.seq_id);
+    if (it == seqs_.end() || it->second.speculated == nullptr)
+      return invalid_argument("rollback of sequence " + std::to_string(r.seq_id) +
+                              ": its latest row was not speculative");
+    const Speculated& held = *it->second.speculated;
+    const int64_t end = held.start_pos + static_cast<int64_t>(held.tokens.size());
+    if (r.num_tokens < held.start_pos || r.num_tokens > end)
+      return out_of_range("rollback of sequence " + std::to_string(r.seq_id) + " to " +
+                          std::to_string(r.num_tokens) + " tokens: its speculative row allows [" +
+                          std::to_string(held.start_pos) + ", " + std::to_string(end) + "]");
+    if (r.state_pages == nullptr || r.block_table == nullptr)
+      return invalid_argument("rollback of sequence " + std::to_string(r.seq_id) +
+                              " has no page tables");
+    std::unique_ptr<Speculated> spec = std::move(it->second.speculated);
+    if (r.num_tokens == end) return ok_status();  // every draft accepted: nothing to undo
+    for (size_t i = 0; i < spec->constant_pages.size(); ++i)
+      std::memcpy(page(spec->constant_pages[i]), spec->constant_bytes.data() + i * spec_.page_bytes,
+                  static_cast<size_t>(spec_.page_bytes));
+    StepRow replay;
+    replay.seq_id = r.seq_id;
+    replay.start_pos = spec->start_pos;
+    replay.state_pages = r.state_pages;
+    replay.block_table = r.block_table;
+    seqs_.erase(it);  // adopted afresh from the restored pages
+    ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(replay));
+    if (r.num_tokens == spec->start_pos) return ok_status();
+    return model_->forward(*seq, spec->tokens.data(), r.num_tokens - spec->start_pos, 0, false,
+                           &logits_);
+  }
 
   float* page(int32_t p) const { return arena_.get() + int64_t{p} * model_->page_floats(); }
   Status check_page(int32_t p) const {

@@ -34,10 +34,10 @@ class PagedModel {
   // the pages hold start_pos tokens of state (a fork's copies, page I/O) and are adopted.
   virtual std::unique_ptr<PagedSequence> start(std::unique_ptr<v4::StatePages> pages,
                                                int64_t start_pos) const = 0;
-  // Appends ids[0..n) to the sequence; `logits` gets the last position's row (NaN when
-  // keep_from_pos, StepRow's YOCO bound, lies past it).
+  // Appends ids[0..n) to the sequence; `logits` gets the last position's row, or every
+  // position's with all_logits (NaN rows before keep_from_pos, StepRow's YOCO bound).
   virtual Status forward(PagedSequence& seq, const int32_t* ids, int64_t n, int64_t keep_from_pos,
-                         std::vector<float>* logits) const = 0;
+                         bool all_logits, std::vector<float>* logits) const = 0;
 };
 
 // Reads config.json's model_type and loads that family's CPU model over layouts of page_tokens
@@ -70,8 +70,8 @@ class PagedModelOf final : public PagedModel {
   }
 
   Status forward(PagedSequence& seq, const int32_t* ids, int64_t n, int64_t keep_from_pos,
-                 std::vector<float>* logits) const override {
-    return model_->forward(static_cast<Sequence&>(seq).state, ids, n, /*all_logits=*/false, logits,
+                 bool all_logits, std::vector<float>* logits) const override {
+    return model_->forward(static_cast<Sequence&>(seq).state, ids, n, all_logits, logits,
                            keep_from_pos);
   }
 

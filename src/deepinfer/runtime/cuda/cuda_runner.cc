@@ -93,6 +93,10 @@ class CudaRunner final : public ModelRunner {
 };
 
 Status CudaRunner::plan(const StepBatch& batch) {
+  // Speculative decoding is CPU-only so far: refuse it before anything changes.
+  if (!batch.rollbacks.empty() || std::any_of(batch.rows.begin(), batch.rows.end(),
+                                              [](const StepRow& r) { return r.speculative; }))
+    return unimplemented("speculative rows and rollbacks: the CUDA runner has none yet");
   for (int32_t p : written_) page_row_[p] = -1;
   written_.clear();
   copy_from_.clear();
