@@ -141,7 +141,7 @@ TEST(RecipeProperty, ParsersSurviveRandomBytesAndMarkupSoup) {
         s.push_back(static_cast<char>(rng() % 256));
     }
     bool thinking = rng() % 2;
-    (void)parse_completion(s, thinking);
+    const auto strict = parse_completion(s, thinking);
     StreamingParser p(thinking);
     StreamDelta d;
     for (size_t i = 0; i < s.size();) {
@@ -151,6 +151,9 @@ TEST(RecipeProperty, ParsersSurviveRandomBytesAndMarkupSoup) {
     }
     p.finish(&d);
     EXPECT_TRUE(p.done());
+    // The end-of-stream verdict is the strict parser's, error for error.
+    EXPECT_EQ(p.malformed().message(), strict.ok() ? "" : strict.status().message())
+        << Json(s).dump();
     for (const std::string* t : {&p.message().content, &p.message().reasoning_content})
       EXPECT_EQ(t->find("｜DSML｜"), std::string::npos) << Json(s).dump();
   }

@@ -101,6 +101,53 @@ TEST(StreamingParser, HoldsBackPartialTagsAndEndsOpenReasoning) {
   EXPECT_EQ(open.message().content, "");
 }
 
+// The audit's three completions the streaming parser used to accept: at the end of the stream
+// it now flags exactly what the strict parser rejects, whatever the chunking, while its message
+// stays the lenient reading. Text that ends before EOS (the engine drops EOS text) is checked as
+// if EOS followed.
+TEST(StreamingParser, FlagsWhatTheStrictParserRejectsAtTheEndOfTheStream) {
+  const std::string eos = kEos;
+  const DsmlTags& t = DsmlTags::of(Variant::kV41);
+  const std::string calls = "\n\n" + t.calls_open + "\n" + t.invoke_open + " name=\"f\">\n" +
+                            t.param_open + " name=\"a\" string=\"true\">x" + t.param_close + "\n" +
+                            t.invoke_close + "\n" + t.calls_close;
+  struct Case {
+    std::string text;
+    bool thinking;
+  };
+  const std::vector<Case> bad = {
+      {"reasoning that never ends" + eos, true},
+      {"ok" + calls + "text after the calls" + eos, false},
+      {"text before<think>r</think>c" + eos, false},
+      {"r</think>text before<think>again" + eos, true},
+  };
+  const std::vector<Case> good = {{"r</think>answer" + eos, true}, {"ok" + calls + eos, false}};
+  for (bool eos_in_text : {true, false}) {
+    for (const Case& c : bad) {
+      const std::string text = eos_in_text ? c.text : c.text.substr(0, c.text.size() - eos.size());
+      auto strict = parse_completion(c.text, c.thinking);
+      ASSERT_FALSE(strict.ok()) << c.text;
+      for (size_t chunk : {size_t{1}, size_t{3}, text.size()}) {
+        StreamingParser p(c.thinking);
+        StreamDelta d;
+        for (size_t i = 0; i < text.size(); i += chunk) p.feed(text.substr(i, chunk), &d);
+        p.finish(&d, eos_in_text);
+        EXPECT_EQ(p.malformed().message(), strict.status().message())
+            << text << " in chunks of " << chunk;
+      }
+    }
+    for (const Case& c : good) {
+      const std::string text = eos_in_text ? c.text : c.text.substr(0, c.text.size() - eos.size());
+      StreamingParser p(c.thinking);
+      StreamDelta d;
+      p.feed(text, &d);
+      p.finish(&d, eos_in_text);
+      EXPECT_TRUE(p.malformed().ok()) << text << ": " << p.malformed().to_string();
+      EXPECT_EQ(p.message(), *parse_completion(c.text, c.thinking));
+    }
+  }
+}
+
 TEST(StreamingParser, ToolCallNameComesFirstThenArgumentFragments) {
   StreamingParser p(false);
   std::string text =

@@ -1,5 +1,7 @@
 #include "deepinfer/recipe/streaming_parser.h"
 
+#include "deepinfer/recipe/completion_parser.h"
+
 namespace deepinfer::recipe {
 namespace {
 
@@ -32,7 +34,10 @@ void json_escape_body(std::string_view s, std::string* out) {
 }  // namespace
 
 StreamingParser::StreamingParser(bool thinking, Variant variant, bool parse_tool_calls)
-    : state_(thinking ? State::kReasoning : State::kContent) {
+    : state_(thinking ? State::kReasoning : State::kContent),
+      thinking_(thinking),
+      variant_(variant),
+      parse_tool_calls_(parse_tool_calls) {
   const DsmlTags& t = DsmlTags::of(variant);
   std::string invoke_name = t.invoke_open + " name=\"";
   std::string param_name = t.param_open + " name=\"";
@@ -260,12 +265,22 @@ void StreamingParser::process(bool final, StreamDelta* out) {
 }
 
 void StreamingParser::feed(std::string_view chunk, StreamDelta* out) {
+  raw_.append(chunk);  // text after EOS too: the strict check rejects it
   if (state_ == State::kDone) return;
   buf_.append(chunk);
   process(false, out);
 }
 
-void StreamingParser::finish(StreamDelta* out) {
+void StreamingParser::finish(StreamDelta* out, bool eos_in_text) {
+  // The same verdict as the strict parser by construction: it reads the whole text once.
+  if (!checked_) {
+    const std::string_view eos = kEos;
+    if (!eos_in_text && !std::string_view(raw_).ends_with(eos)) raw_ += eos;
+    StatusOr<ParsedMessage> strict = parse_completion(raw_, thinking_, variant_, parse_tool_calls_);
+    malformed_ = strict.ok() ? Status() : strict.status();
+    raw_ = std::string();
+    checked_ = true;
+  }
   if (state_ != State::kDone) {
     process(true, out);
     if (state_ == State::kToolName && !name_.empty()) apply(Action::kNameEnd, out);

@@ -1,12 +1,14 @@
 // Incremental parser of model output (§6): reasoning, content and tool-call deltas as text
 // arrives, never leaking partial tags or DSML markup. For well-formed output its final message
-// equals parse_completion's; malformed output is parsed leniently instead of rejected.
+// equals parse_completion's; malformed output is parsed leniently, and finish() then reports
+// what parse_completion rejects it for (malformed()).
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "deepinfer/base/status.h"
 #include "deepinfer/recipe/markers.h"
 #include "deepinfer/recipe/parsed_message.h"
 
@@ -35,8 +37,15 @@ class StreamingParser {
   // Consumes a chunk of completion text (any split, even inside a UTF-8 character) and
   // appends what became certain to *out.
   void feed(std::string_view chunk, StreamDelta* out);
-  // End of stream: flushes held-back text, closes an open reasoning or tool call.
-  void finish(StreamDelta* out);
+  // End of stream: flushes held-back text, closes an open reasoning or tool call, and checks the
+  // whole completion as parse_completion does. eos_in_text: the text carries its final EOS (as
+  // `recipe parse` input does); false for callers whose text stops before it (the engine stops
+  // on the EOS id without its text), whose EOS is then taken as read.
+  void finish(StreamDelta* out, bool eos_in_text = true);
+  // After finish(): ok, or parse_completion's error for the whole completion (reasoning that
+  // never ends, text after the tool calls, text before <think>, bad DSML...). message() stays
+  // the lenient reading either way.
+  const Status& malformed() const { return malformed_; }
   // Everything emitted so far, assembled.
   const ParsedMessage& message() const { return msg_; }
   bool done() const { return state_ == State::kDone; }
@@ -80,6 +89,12 @@ class StreamingParser {
   void close_call(StreamDelta* out);
 
   State state_;
+  bool thinking_;
+  Variant variant_;
+  bool parse_tool_calls_;
+  std::string raw_;  // everything fed, for the end-of-stream check
+  Status malformed_;
+  bool checked_ = false;
   std::vector<Terminal> by_state_[8];
   std::string buf_;  // unconsumed input (a possible partial terminal, or a partial character)
   std::string name_, key_, flag_;

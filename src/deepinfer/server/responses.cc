@@ -58,7 +58,7 @@ recipe::ParsedMessage parse_chat_output(const std::string& text, bool thinking,
   recipe::StreamingParser parser(thinking, variant, parse_tool_calls);
   recipe::StreamDelta ignored;
   parser.feed(text, &ignored);
-  parser.finish(&ignored);
+  parser.finish(&ignored, /*eos_in_text=*/false);
   return parser.message();
 }
 

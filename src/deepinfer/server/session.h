@@ -115,6 +115,9 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t prompts_done_ = 0;
   Status failure_;                                // the first error a running request ended on
   std::vector<recipe::StreamingParser> parsers_;  // chat streams: one per choice
+  // Chat streams: the first choice that ended on EOS with output the chat format rejects (the
+  // stream then ends with an error event, after what was streamed).
+  std::optional<std::string> malformed_output_;
   std::vector<bool> first_chunk_, sample_done_;
   std::vector<int64_t> text_offset_;  // completion streams: logprobs text_offset per choice
   std::vector<int64_t> tokens_per_prompt_;

@@ -283,7 +283,15 @@ void Session::on_all_finished() {
     log_access(200);
     return close();
   }
-  if (error) enqueue(sse_event(error_body(*error)));
+  if (error) {
+    enqueue(sse_event(error_body(*error)));
+  } else if (malformed_output_) {
+    enqueue(sse_event(error_body(ApiError{500,
+                                          "the model's output does not follow the chat format (" +
+                                              *malformed_output_ +
+                                              "); what was streamed is a lenient reading of it",
+                                          "server_error", "", "malformed_model_output"})));
+  }
   if (req_->include_usage) {
     int64_t reasoning = 0;
     for (const recipe::StreamingParser& parser : parsers_)
@@ -337,7 +345,11 @@ void Session::stream_outputs(size_t p, const RequestOutput& out) {
     parser.feed(c.delta_text, &delta);
     std::optional<std::string> finish = c.finish_reason;
     if (finish) {
-      parser.finish(&delta);
+      parser.finish(&delta, /*eos_in_text=*/false);  // the engine stops on EOS without its text
+      // Output cut by max_tokens or a stop string may be incomplete; one the model ended itself
+      // must follow the chat format, or the client is told (the lenient reading was streamed).
+      if (*finish == "stop" && !c.stop_reason && !parser.malformed().ok() && !malformed_output_)
+        malformed_output_ = "choice " + std::to_string(i) + ": " + parser.malformed().message();
       if (!parser.message().tool_calls.empty() && *finish == "stop") finish = "tool_calls";
     }
     if (!delta.empty() || first_chunk_[i] || finish || !lps.empty()) {
@@ -387,6 +399,7 @@ void Session::reset_generation() {
   prompts_done_ = 0;
   failure_ = Status();
   parsers_.clear();
+  malformed_output_.reset();
   tokens_per_prompt_.clear();
   tokens_seen_ = prompt_tokens_ = 0;
   finish_reason_.clear();

@@ -228,6 +228,42 @@ def test_tool_call_ids_are_unique_across_choices(scripted):
     assert len(set(ids)) == 3
 
 
+def test_streamed_output_that_breaks_the_chat_format_ends_with_an_error_event(scripted, tmp_path):
+    # The well-formed script streams without an error event.
+    status, _, raw = scripted.request("POST", "/v1/chat/completions", chat(
+        USER, tools=[WEATHER], max_tokens=200, stream=True,
+        chat_template_kwargs={"thinking": True}))
+    assert status == 200
+    assert not [e for e in sse_events(raw) if "error" in e]
+    # Text after the tool calls (an audit case): what was streamed stays, then an error event
+    # tells the client, then [DONE].
+    script = tmp_path / "trailing.txt"
+    script.write_text(SCRIPT + "trailing words", encoding="utf-8")
+    s = Server("--debug-scripted-output", str(script))
+    try:
+        status, _, raw = s.request("POST", "/v1/chat/completions", chat(
+            USER, tools=[WEATHER], max_tokens=200, stream=True,
+            chat_template_kwargs={"thinking": True}))
+        assert status == 200
+        events = sse_events(raw)
+        errors = [e for e in events if "error" in e]
+        assert len(errors) == 1, events
+        assert errors[0]["error"]["code"] == "malformed_model_output"
+        assert "unexpected content after tool calls" in errors[0]["error"]["message"]
+        assert raw.decode().rstrip().endswith("data: [DONE]")
+        streamed = "".join(c["delta"].get("content") or "" for e in events
+                           for c in e.get("choices", []))
+        assert "trailing words" in streamed  # the lenient reading was streamed
+        # Cut by max_tokens, the same output is incomplete, not malformed: no error event.
+        status, _, raw = s.request("POST", "/v1/chat/completions", chat(
+            USER, tools=[WEATHER], max_tokens=5, stream=True,
+            chat_template_kwargs={"thinking": True}))
+        assert status == 200
+        assert not [e for e in sse_events(raw) if "error" in e]
+    finally:
+        s.stop()
+
+
 @pytest.mark.parametrize("choice", ["required",
                                     {"type": "function", "function": {"name": "pick_city"}}])
 def test_forced_tool_choice_yields_a_parsable_call(srv, choice):

@@ -90,7 +90,7 @@ int run_chat(int argc, char** argv) {
     auto st = (*engine)->submit(req, [&](const deepinfer::RequestOutput& o) {
       deepinfer::recipe::StreamDelta d;
       parser.feed(o.outputs[0].delta_text, &d);
-      if (o.finished) parser.finish(&d);
+      if (o.finished) parser.finish(&d, /*eos_in_text=*/false);  // the engine drops EOS text
       show(d);
       if (o.finished) done.set_value();
     });

@@ -91,7 +91,13 @@ int run_recipe(int argc, char** argv) {
       for (size_t i = 0; i < text.size(); i += chunk)
         p.feed(std::string_view(text).substr(i, chunk), &d);
       p.finish(&d);
-      std::cout << message_json(p.message()).dump() << "\n";
+      // The same verdict as the strict parser: a malformed completion is an error either way.
+      if (!p.malformed().ok()) {
+        std::cout << error_line(p.malformed().message()) << "\n";
+        ++failures;
+      } else {
+        std::cout << message_json(p.message()).dump() << "\n";
+      }
     } else {
       auto msg = deepinfer::recipe::parse_completion(text, mode == "thinking", variant);
       if (!msg.ok()) {
