@@ -138,6 +138,13 @@ void add_engine_flags(CLI::App& app, EngineArgs* a) {
       ->capture_default_str();
   add_prefix_cache_flags(app, a);
   add_switch_flags(app, a);
+  app.add_option_function<std::string>(
+         "--json-whitespace",
+         [a](const std::string& s) { a->json_flexible_whitespace = s == "flexible"; },
+         "json_schema / json_object output: bounded (default: each gap between JSON tokens is "
+         "nothing, one space, or one newline and an indent of up to 16, so a weak model cannot "
+         "spend max_tokens on blank lines) or flexible (up to 16 bytes of any JSON whitespace)")
+      ->check(CLI::IsMember({"bounded", "flexible"}));
   app.add_flag("--special-tokens-in-content", a->special_tokens_in_content,
                "chat requests: let message text that spells a special token (<｜Assistant｜>, "
                "</think>, DSML tags) become that control token (unsafe with untrusted users; "

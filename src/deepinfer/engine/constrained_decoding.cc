@@ -9,7 +9,7 @@
 namespace deepinfer {
 
 StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_output(
-    const sample::StructuredOutput& so) {
+    const sample::StructuredOutput& so, const grammar::JsonSchemaOptions& json) {
   using Kind = sample::StructuredOutput::Kind;
   StatusOr<grammar::Grammar> g = unimplemented("unreachable");
   switch (so.kind) {
@@ -20,10 +20,10 @@ StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_out
       g = grammar::parse_ebnf(so.spec);
       break;
     case Kind::kJsonSchema:
-      g = grammar::compile_json_schema_text(so.spec);
+      g = grammar::compile_json_schema_text(so.spec, json);
       break;
     case Kind::kJsonObject:
-      g = grammar::json_object_grammar();
+      g = grammar::json_object_grammar(json);
       break;
   }
   if (!g.ok()) {
@@ -46,7 +46,7 @@ StatusOr<GrammarCache::Entry> GrammarCache::get(const sample::StructuredOutput& 
     }
   }
   // Compiled outside the lock: a slow schema does not hold up other submitters.
-  ASSIGN_OR_RETURN(auto g, compile_structured_output(so));
+  ASSIGN_OR_RETURN(auto g, compile_structured_output(so, json_));
   Entry e{std::move(g), std::make_shared<grammar::MaskCache>(
                             mask_words, grammar::GrammarMatcher::kDefaultCacheBytes)};
   std::lock_guard<std::mutex> lock(mu_);

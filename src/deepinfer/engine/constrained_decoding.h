@@ -10,13 +10,15 @@
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/grammar/grammar_matcher.h"
+#include "deepinfer/grammar/json_schema.h"
 #include "deepinfer/sample/structured_output.h"
 
 namespace deepinfer {
 
 // Errors keep the front end's code and name the field: "so_args.regex: regex offset 3: ...".
+// `json` shapes json_schema and json_object output (whitespace).
 StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_output(
-    const sample::StructuredOutput& so);
+    const sample::StructuredOutput& so, const grammar::JsonSchemaOptions& json = {});
 
 // Compiled so_args shared by the requests that repeat them: the grammar is compiled once and
 // its mask cache stays warm (states recur across requests of one schema). get() is thread-safe;
@@ -27,12 +29,14 @@ class GrammarCache {
     std::shared_ptr<const grammar::CompiledGrammar> grammar;
     std::shared_ptr<grammar::MaskCache> masks;
   };
-  explicit GrammarCache(size_t max_entries) : max_entries_(max_entries) {}
+  explicit GrammarCache(size_t max_entries, grammar::JsonSchemaOptions json = {})
+      : max_entries_(max_entries), json_(json) {}
   StatusOr<Entry> get(const sample::StructuredOutput& so, int32_t mask_words);
 
  private:
   std::mutex mu_;
   size_t max_entries_;
+  grammar::JsonSchemaOptions json_;
   std::list<std::pair<sample::StructuredOutput, Entry>> lru_;  // most recent first
 };
 

@@ -618,7 +618,10 @@ class EngineImpl final : public Engine {
   }
   std::mutex grammar_mu_;
   std::shared_ptr<const grammar::TokenizerInfo> grammar_info_;
-  GrammarCache grammars_{16};
+  GrammarCache grammars_{
+      16, grammar::JsonSchemaOptions{.whitespace = args_.json_flexible_whitespace
+                                                       ? grammar::JsonWhitespace::kFlexible
+                                                       : grammar::JsonWhitespace::kBounded}};
 
   // Shared with submitters.
   std::mutex mu_;

@@ -45,6 +45,10 @@ struct EngineArgs {
   // calls and results) as plain text, so only the recipe's own markers become control tokens;
   // true matches added tokens in that text too (the old behaviour: content can forge turns).
   bool special_tokens_in_content = false;
+  // json_schema / json_object output: false (default) allows in each gap between JSON tokens
+  // nothing, one space, or one newline and an indent of up to 16 spaces or tabs, so a weak model
+  // cannot spend max_tokens on blank lines; true allows up to 16 bytes of any JSON whitespace.
+  bool json_flexible_whitespace = false;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
   // DeepSeek's switches (engine/switches.h): unset fields come from DEEPINFER_BATCH_INVARIANT,

@@ -28,7 +28,9 @@ const std::set<std::string>& type_names() {
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const JsonSchemaOptions& options)
-      : root_(root), options_(options), jb_(options.max_whitespace) {}
+      : root_(root),
+        options_(options),
+        jb_(options.max_whitespace, options.whitespace == JsonWhitespace::kFlexible) {}
 
   StatusOr<Grammar> compile() {
     if (root_.is_object() && root_.contains("$id") && !root_["$id"].is_string()) {
@@ -630,13 +632,13 @@ StatusOr<Grammar> compile_json_schema_text(std::string_view schema_text,
 }
 
 Grammar json_object_grammar(const JsonSchemaOptions& options) {
-  JsonBuilder jb(options.max_whitespace);
+  JsonBuilder jb(options.max_whitespace, options.whitespace == JsonWhitespace::kFlexible);
   Element o = jb.any_object();
   return std::move(jb).finish(o);
 }
 
 Grammar json_value_grammar(const JsonSchemaOptions& options) {
-  JsonBuilder jb(options.max_whitespace);
+  JsonBuilder jb(options.max_whitespace, options.whitespace == JsonWhitespace::kFlexible);
   Element v = jb.any_value();
   return std::move(jb).finish(v);
 }

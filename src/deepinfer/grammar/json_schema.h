@@ -10,10 +10,15 @@
 
 namespace deepinfer::grammar {
 
+// Each gap between tokens inside objects and arrays. kBounded: nothing, one space, or one newline
+// and an indent of up to max_whitespace spaces or tabs, so a weak model cannot spend its
+// max_tokens on blank lines. kFlexible: up to max_whitespace bytes of [ \t\n\r].
+enum class JsonWhitespace { kBounded, kFlexible };
+
 struct JsonSchemaOptions {
-  // Whitespace bytes ([ \t\n\r]) allowed in each gap between tokens inside objects and arrays;
-  // 0 means compact output. Bounded so that a model cannot loop on whitespace.
+  // 0 means compact output (no whitespace at all).
   int max_whitespace = 16;
+  JsonWhitespace whitespace = JsonWhitespace::kBounded;
   // Absent `additionalProperties` means false, and `prefixItems` without `items` means no
   // further items (OpenAI strict mode). With false, both mean "anything", as the spec says.
   bool strict = true;

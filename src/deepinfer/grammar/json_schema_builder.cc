@@ -25,15 +25,17 @@ Ranges raw_string_ranges() {
 
 }  // namespace
 
-JsonBuilder::JsonBuilder(int max_whitespace) {
-  ByteSet ws_set = set_of(" \t\n\r");
-  Element one = b_.bytes(ws_set);
+JsonBuilder::JsonBuilder(int max_whitespace, bool flexible_whitespace) {
   if (max_whitespace <= 0) {
     uint32_t r = b_.add_rule("ws");
     b_.rule(r).alternatives = {Sequence{}};
     ws_ = {Element::Kind::kRule, r};
+  } else if (flexible_whitespace) {
+    ws_ = repeat(b_.bytes(set_of(" \t\n\r")), 0, max_whitespace, "ws");
   } else {
-    ws_ = repeat(one, 0, max_whitespace, "ws");
+    // A model that loops on whitespace gets one newline per gap, not a page of them.
+    const Element indent = repeat(b_.bytes(set_of(" \t")), 0, max_whitespace, "indent");
+    ws_ = rule_of({Sequence{}, Sequence{lit(" ", "sp")}, Sequence{lit("\n", "nl"), indent}}, "ws");
   }
 }
 

@@ -17,7 +17,10 @@ class JsonBuilder {
  public:
   using Fragment = GrammarBuilder::Fragment;
 
-  explicit JsonBuilder(int max_whitespace);
+  // Each whitespace gap: empty when max_whitespace is 0; else, flexible, up to max_whitespace
+  // bytes of [ \t\n\r]; else nothing, one space, or one newline and an indent of up to
+  // max_whitespace spaces or tabs (JsonSchemaOptions::whitespace).
+  JsonBuilder(int max_whitespace, bool flexible_whitespace);
 
   GrammarBuilder& b() { return b_; }
   Element ws() const { return ws_; }

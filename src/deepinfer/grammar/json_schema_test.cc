@@ -93,9 +93,29 @@ TEST(JsonSchema, PropertyOrderFollowsTheSchemaText) {
 }
 
 TEST(JsonSchema, WhitespaceIsBounded) {
+  // Bounded (the default): a gap is nothing, one space, or a newline and an indent of <= 16.
   auto g = compile(R"({"type":"array"})");
-  EXPECT_TRUE(accepts(g, "[" + std::string(16, ' ') + "]"));
-  EXPECT_FALSE(accepts(g, "[" + std::string(17, ' ') + "]"));
+  EXPECT_TRUE(accepts(g, "[1, 2]"));
+  EXPECT_TRUE(accepts(g, "[\n  1,\n  2\n]"));
+  EXPECT_TRUE(accepts(g, "[\n" + std::string(16, ' ') + "1\n\t]"));
+  EXPECT_FALSE(accepts(g, "[\n" + std::string(17, ' ') + "1]"));
+  EXPECT_FALSE(accepts(g, "[  1]"));
+  EXPECT_FALSE(accepts(g, "[\n\n1]"));
+  EXPECT_FALSE(accepts(g, "[ \n1]"));
+  auto obj = compile(R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+  EXPECT_TRUE(accepts(obj, "{\n  \"a\": 1\n}"));
+  EXPECT_FALSE(accepts(obj, "{\n  \"a\":\n\n 1\n}"));
+  // Flexible: up to 16 bytes of any JSON whitespace per gap.
+  const JsonSchemaOptions flexible{.whitespace = JsonWhitespace::kFlexible};
+  auto f = compile(R"({"type":"array"})", flexible);
+  EXPECT_TRUE(accepts(f, "[" + std::string(16, ' ') + "]"));
+  EXPECT_TRUE(accepts(f, "[\n\n\r\n 1 ]"));
+  EXPECT_FALSE(accepts(f, "[" + std::string(17, ' ') + "]"));
+  auto object_grammar = [](const JsonSchemaOptions& o) {
+    return std::make_shared<const CompiledGrammar>(json_object_grammar(o));
+  };
+  EXPECT_TRUE(accepts(object_grammar(flexible), "{\n\n}"));
+  EXPECT_FALSE(accepts(object_grammar({}), "{\n\n}"));
   auto compact = compile(R"({"type":"array"})", JsonSchemaOptions{.max_whitespace = 0});
   EXPECT_TRUE(accepts(compact, "[1,2]"));
   EXPECT_FALSE(accepts(compact, "[1, 2]"));

@@ -92,6 +92,12 @@ class PyEngine {
     args.kv_retention_agent_s = a.value("kv_retention_agent_s", args.kv_retention_agent_s);
     args.kv_retention_chat_s = a.value("kv_retention_chat_s", args.kv_retention_chat_s);
     args.kv_cache_salt = a.value("kv_cache_salt", args.kv_cache_salt);
+    if (a.contains("json_whitespace") && !a["json_whitespace"].is_null()) {
+      const json& v = a["json_whitespace"];
+      if (!v.is_string() || (v != "bounded" && v != "flexible"))
+        raise(invalid_argument("json_whitespace must be 'bounded' or 'flexible', got " + v.dump()));
+      args.json_flexible_whitespace = v == "flexible";
+    }
     // DeepSeek's switches: absent or None leaves them to their DEEPINFER_* variables.
     if (a.contains("batch_invariant") && !a["batch_invariant"].is_null()) {
       if (!a["batch_invariant"].is_boolean())

@@ -90,7 +90,7 @@ class LLM:
     pool, in (0, 1]. kv_memory_bytes sizes the pool (0, the default: 1 GiB on cpu, on cuda
     what gpu_memory_utilization leaves after the weights). Other engine_args: max_num_seqs,
     max_num_batched_tokens, max_model_len, policy, seed, cuda_graphs,
-    special_tokens_in_content, and the prefix cache's enable_prefix_cache (default True),
+    special_tokens_in_content, json_whitespace ("bounded" | "flexible"), and the prefix cache's enable_prefix_cache (default True),
     kv_host_memory_bytes, kv_disk_dir, kv_disk_bytes, kv_cluster_dir, kv_cluster_bytes,
     kv_cluster_redis, kv_cache_interval, kv_retention_agent_s, kv_retention_chat_s and
     kv_cache_salt (the serve flags of the same names), and DeepSeek's switches
