@@ -7,6 +7,7 @@
 #include <set>
 
 #include "deepinfer/grammar/json_schema_builder.h"
+#include "deepinfer/grammar/json_schema_keywords.h"
 #include "deepinfer/grammar/json_schema_merge.h"
 #include "deepinfer/grammar/json_schema_primitives.h"
 
@@ -608,7 +609,8 @@ StatusOr<Grammar> compile_json_schema(const nlohmann::ordered_json& schema,
   }
   // nlohmann throws (e.g. on strings that are not UTF-8); exceptions stay inside the module.
   try {
-    SchemaCompiler c(schema, options);
+    const nlohmann::ordered_json keywords_only = json_detail::strip_non_keywords(schema);
+    SchemaCompiler c(keywords_only, options);
     return c.compile();
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(std::string("json schema: ") + e.what());

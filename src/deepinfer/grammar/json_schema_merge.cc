@@ -235,9 +235,13 @@ bool object_excludes(const Json& root, const Json& a, const Json& b) {
 }  // namespace
 
 bool is_annotation(const std::string& k) {
-  static const std::set<std::string> a = {"title",    "description", "examples",
-                                          "$comment", "default",     "deprecated",
-                                          "readOnly", "writeOnly",   "$schema"};
+  // The content keywords only annotate strings (2019-09 on); anchors only name $ref targets,
+  // which are resolved as JSON pointers.
+  static const std::set<std::string> a = {"title",           "description",      "examples",
+                                          "$comment",        "default",          "deprecated",
+                                          "readOnly",        "writeOnly",        "$schema",
+                                          "contentEncoding", "contentMediaType", "contentSchema",
+                                          "$anchor",         "$dynamicAnchor",   "$vocabulary"};
   return a.count(k) > 0;
 }
 

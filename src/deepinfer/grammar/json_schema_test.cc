@@ -180,8 +180,9 @@ void expect_error(const std::string& schema, StatusCode code, const std::string&
 }
 
 TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
-  expect_error(R"({"type":"object","properties":{"a":{"type":"string","contentEncoding":"x"}}})",
-               StatusCode::kUnimplemented, "'contentEncoding' at /properties/a");
+  expect_error(
+      R"({"type":"object","properties":{"a":{"type":"object","propertyNames":{"maxLength":3}}}})",
+      StatusCode::kUnimplemented, "'propertyNames' at /properties/a");
   expect_error(R"({"patternProperties":{"^a":{}}})", StatusCode::kUnimplemented,
                "'patternProperties' at /");
   expect_error(R"({"type":"array","items":{"not":{}}})", StatusCode::kUnimplemented,
@@ -204,6 +205,47 @@ TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
   expect_error(R"({"type":"object","properties":{"a":false},"required":["a"]})",
                StatusCode::kInvalidArgument, "accepts no value");
   expect_error("{not json", StatusCode::kInvalidArgument, "not valid JSON");
+}
+
+// Members that are no JSON Schema keyword (vendor extensions, typos, `self`) are ignored, as the
+// specification says, wherever they stand; names of properties and $defs are data and stay.
+TEST(JsonSchema, NonKeywordsAreIgnoredAsTheSpecificationSays) {
+  auto g = compile(R"({"type":"object","x-kubernetes-preserve-unknown-fields":true,
+      "self":{"href":"x"},"descripton":"typo",
+      "properties":{"self":{"type":"integer","x-order":1},"x-vendor":{"type":"string"}},
+      "required":["self"],"additionalProperties":false})");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(accepts(g, R"({"self":1})"));
+  EXPECT_TRUE(accepts(g, R"({"self":1,"x-vendor":"a"})"));
+  EXPECT_FALSE(accepts(g, R"({"self":"a"})"));
+  EXPECT_FALSE(accepts(g, R"({"self":1,"href":"x"})"));
+  // Beside $ref, enum and a union, where only keywords used to be allowed.
+  auto r = compile(
+      R"({"$defs":{"n":{"type":"integer","x-go-type":"int"}},"$ref":"#/$defs/n","x-note":1})");
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(accepts(r, "3"));
+  EXPECT_FALSE(accepts(r, R"("a")"));
+  auto e = compile(R"({"enum":["a","b"],"x-enum-varnames":["A","B"]})");
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(accepts(e, R"("b")"));
+  auto u = compile(R"({"anyOf":[{"type":"integer"},{"type":"null"}],"x-nullable":true})");
+  ASSERT_NE(u, nullptr);
+  EXPECT_TRUE(accepts(u, "null"));
+  // Content keywords annotate strings and are ignored too.
+  EXPECT_NE(compile(R"({"type":"string","contentEncoding":"base64"})"), nullptr);
+}
+
+// draft-04's `id` is its `$id` (ignored at the root); in later drafts `id` is no keyword.
+TEST(JsonSchema, Draft04IdIsHonouredByDraft) {
+  EXPECT_NE(compile(R"({"$schema":"http://json-schema.org/draft-04/schema#",
+                        "id":"http://example.com/s.json","type":"integer"})"),
+            nullptr);
+  expect_error(R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"object",
+                  "properties":{"a":{"id":"#a","type":"integer"}}})",
+               StatusCode::kUnimplemented, "'$id' at /properties/a");
+  auto later = compile(R"({"type":"object","properties":{"a":{"id":"#a","type":"integer"}}})");
+  ASSERT_NE(later, nullptr);
+  EXPECT_TRUE(accepts(later, R"({"a":1})"));
 }
 
 TEST(JsonSchema, InvalidUtf8IsAnErrorNotAnException) {

@@ -1,0 +1,123 @@
+#include "deepinfer/grammar/json_schema_keywords.h"
+
+#include <set>
+#include <string>
+
+namespace deepinfer::grammar::json_detail {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Every keyword of drafts 4, 6, 7, 2019-09 and 2020-12 (core, applicator, validation, meta-data,
+// format, content).
+const std::set<std::string>& keywords() {
+  static const std::set<std::string> k = {"$schema",
+                                          "$id",
+                                          "$ref",
+                                          "$anchor",
+                                          "$dynamicRef",
+                                          "$dynamicAnchor",
+                                          "$recursiveRef",
+                                          "$recursiveAnchor",
+                                          "$vocabulary",
+                                          "$comment",
+                                          "$defs",
+                                          "definitions",
+                                          "allOf",
+                                          "anyOf",
+                                          "oneOf",
+                                          "not",
+                                          "if",
+                                          "then",
+                                          "else",
+                                          "dependentSchemas",
+                                          "dependencies",
+                                          "prefixItems",
+                                          "items",
+                                          "additionalItems",
+                                          "contains",
+                                          "properties",
+                                          "patternProperties",
+                                          "additionalProperties",
+                                          "propertyNames",
+                                          "unevaluatedItems",
+                                          "unevaluatedProperties",
+                                          "type",
+                                          "enum",
+                                          "const",
+                                          "multipleOf",
+                                          "maximum",
+                                          "exclusiveMaximum",
+                                          "minimum",
+                                          "exclusiveMinimum",
+                                          "maxLength",
+                                          "minLength",
+                                          "pattern",
+                                          "maxItems",
+                                          "minItems",
+                                          "uniqueItems",
+                                          "maxContains",
+                                          "minContains",
+                                          "maxProperties",
+                                          "minProperties",
+                                          "required",
+                                          "dependentRequired",
+                                          "format",
+                                          "contentEncoding",
+                                          "contentMediaType",
+                                          "contentSchema",
+                                          "title",
+                                          "description",
+                                          "default",
+                                          "deprecated",
+                                          "readOnly",
+                                          "writeOnly",
+                                          "examples"};
+  return k;
+}
+
+// Keywords whose value is one schema, an array of schemas, or an object of named schemas.
+const std::set<std::string> kOneSchema = {"items",
+                                          "additionalItems",
+                                          "contains",
+                                          "additionalProperties",
+                                          "propertyNames",
+                                          "not",
+                                          "if",
+                                          "then",
+                                          "else",
+                                          "unevaluatedItems",
+                                          "unevaluatedProperties",
+                                          "contentSchema"};
+const std::set<std::string> kSchemaArrays = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
+const std::set<std::string> kNamedSchemas = {"properties",  "patternProperties", "$defs",
+                                             "definitions", "dependentSchemas",  "dependencies"};
+
+void strip(Json& s, bool draft4) {
+  if (!s.is_object()) return;
+  Json out = Json::object();
+  for (auto& [k, v] : s.items()) {
+    const std::string key = draft4 && k == "id" ? "$id" : k;
+    if (!keywords().count(key)) continue;
+    if (kOneSchema.count(key) && v.is_object()) strip(v, draft4);
+    if (kSchemaArrays.count(key) && v.is_array())
+      for (Json& x : v) strip(x, draft4);
+    if (kNamedSchemas.count(key) && v.is_object())
+      for (auto& [name, x] : v.items()) strip(x, draft4);  // dependencies' arrays stay as they are
+    out[key] = std::move(v);
+  }
+  s = std::move(out);
+}
+
+}  // namespace
+
+Json strip_non_keywords(const Json& root) {
+  Json out = root;
+  bool draft4 = false;
+  if (root.is_object() && root.contains("$schema") && root["$schema"].is_string())
+    draft4 = root["$schema"].get<std::string>().find("draft-04") != std::string::npos;
+  strip(out, draft4);
+  return out;
+}
+
+}  // namespace deepinfer::grammar::json_detail

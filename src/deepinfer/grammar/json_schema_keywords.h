@@ -1,0 +1,16 @@
+// The JSON Schema vocabulary (drafts 4 to 2020-12), so that a schema's non-keywords are told
+// apart from keywords the compiler does not support.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace deepinfer::grammar::json_detail {
+
+// A copy of the schema document without the members of its schema objects that are no JSON
+// Schema keyword at all (`self`, `x-kubernetes-*`, vendor or misspelt keys): the specification
+// says to ignore them, and the compiler then refuses only keywords it does not support. Under
+// draft-04 (`$schema` naming it) `id` is that draft's `$id`. Property names, `$defs` names and
+// enum/const values are data, not keywords, and are kept whatever they are called.
+nlohmann::ordered_json strip_non_keywords(const nlohmann::ordered_json& root);
+
+}  // namespace deepinfer::grammar::json_detail
