@@ -93,8 +93,34 @@ const std::set<std::string> kSchemaArrays = {"allOf", "anyOf", "oneOf", "prefixI
 const std::set<std::string> kNamedSchemas = {"properties",  "patternProperties", "$defs",
                                              "definitions", "dependentSchemas",  "dependencies"};
 
+// Older drafts' spellings in 2020-12's: a boolean exclusiveMinimum/Maximum (draft-04) makes
+// minimum/maximum exclusive; an array `items` (drafts 4 to 2019-09) is `prefixItems`, and
+// `additionalItems` then is `items`.
+void modernize(Json& s) {
+  for (const auto& [flag, bound] :
+       {std::pair<const char*, const char*>{"exclusiveMinimum", "minimum"},
+        {"exclusiveMaximum", "maximum"}}) {
+    if (!s.contains(flag) || !s[flag].is_boolean()) continue;
+    const bool exclusive = s[flag].get<bool>();
+    s.erase(flag);
+    if (exclusive && s.contains(bound)) {
+      s[flag] = s[bound];
+      s.erase(bound);
+    }
+  }
+  if (s.contains("items") && s["items"].is_array() && !s.contains("prefixItems")) {
+    s["prefixItems"] = std::move(s["items"]);
+    s.erase("items");
+    if (s.contains("additionalItems")) {
+      s["items"] = std::move(s["additionalItems"]);
+      s.erase("additionalItems");
+    }
+  }
+}
+
 void strip(Json& s, bool draft4) {
   if (!s.is_object()) return;
+  modernize(s);
   Json out = Json::object();
   for (auto& [k, v] : s.items()) {
     const std::string key = draft4 && k == "id" ? "$id" : k;

@@ -9,7 +9,9 @@ namespace deepinfer::grammar::json_detail {
 // A copy of the schema document without the members of its schema objects that are no JSON
 // Schema keyword at all (`self`, `x-kubernetes-*`, vendor or misspelt keys): the specification
 // says to ignore them, and the compiler then refuses only keywords it does not support. Under
-// draft-04 (`$schema` naming it) `id` is that draft's `$id`. Property names, `$defs` names and
+// draft-04 (`$schema` naming it) `id` is that draft's `$id`. Older drafts' forms become 2020-12's:
+// a boolean exclusiveMinimum/Maximum makes minimum/maximum exclusive, an array `items` is
+// `prefixItems` (with `additionalItems` as `items`). Property names, `$defs` names and
 // enum/const values are data, not keywords, and are kept whatever they are called.
 nlohmann::ordered_json strip_non_keywords(const nlohmann::ordered_json& root);
 

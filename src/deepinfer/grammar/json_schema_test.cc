@@ -248,6 +248,29 @@ TEST(JsonSchema, Draft04IdIsHonouredByDraft) {
   EXPECT_TRUE(accepts(later, R"({"a":1})"));
 }
 
+// Draft-04's boolean exclusive bounds and tuple `items` with `additionalItems` (drafts 4 to
+// 2019-09) mean what those drafts say.
+TEST(JsonSchema, OlderDraftFormsMeanWhatTheirDraftSays) {
+  auto g = compile(R"({"type":"integer","minimum":0,"exclusiveMinimum":true,
+                       "maximum":5,"exclusiveMaximum":false})");
+  ASSERT_NE(g, nullptr);
+  EXPECT_FALSE(accepts(g, "0"));
+  EXPECT_TRUE(accepts(g, "1"));
+  EXPECT_TRUE(accepts(g, "5"));
+  EXPECT_FALSE(accepts(g, "6"));
+  auto t = compile(R"({"type":"array","items":[{"type":"integer"},{"type":"string"}],
+                       "additionalItems":{"type":"boolean"}})");
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(accepts(t, R"([1,"a"])"));
+  EXPECT_TRUE(accepts(t, R"([1,"a",true,false])"));
+  EXPECT_FALSE(accepts(t, R"([1,"a",2])"));
+  EXPECT_FALSE(accepts(t, R"(["a",1])"));
+  auto closed = compile(R"({"type":"array","items":[{"type":"integer"}],"additionalItems":false})");
+  ASSERT_NE(closed, nullptr);
+  EXPECT_TRUE(accepts(closed, "[1]"));
+  EXPECT_FALSE(accepts(closed, "[1,2]"));
+}
+
 TEST(JsonSchema, InvalidUtf8IsAnErrorNotAnException) {
   Json schema = {{"enum", Json::array({std::string("\xFF")})}};
   auto g = compile_json_schema(schema);
