@@ -291,8 +291,51 @@ class SchemaCompiler {
     return std::optional<int64_t>(static_cast<int64_t>(lower ? std::ceil(d) : std::floor(d)));
   }
 
+  // Integers that are multiples of k: "0", or -?[1-9][0-9]* tracked digit by digit through the k
+  // residues (rule r: the digits so far are r mod k), ending only at residue 0.
+  Element multiples_of(int64_t k) {
+    GrammarBuilder& b = jb_.b();
+    std::vector<uint32_t> residue(static_cast<size_t>(k));
+    for (int64_t r = 0; r < k; ++r) residue[r] = b.add_rule("mod" + std::to_string(r));
+    auto digits_to = [&](int64_t r, int first_digit) {
+      Fragment alts;
+      std::map<int64_t, ByteSet> by_next;  // digits grouped by the residue they lead to
+      for (int d = first_digit; d <= 9; ++d) by_next[(10 * r + d) % k].set('0' + d);
+      for (const auto& [next, set] : by_next)
+        alts.push_back(Sequence{b.bytes(set), Element{Element::Kind::kRule, residue[next]}});
+      return alts;
+    };
+    for (int64_t r = 0; r < k; ++r) {
+      Fragment alts = digits_to(r, 0);
+      if (r == 0) alts.push_back(Sequence{});
+      b.rule(residue[r]).alternatives = std::move(alts);
+    }
+    Element magnitude = jb_.rule_of(digits_to(0, 1), "multiple");
+    return jb_.rule_of({Sequence{jb_.lit("0", "zero")}, Sequence{magnitude},
+                        Sequence{jb_.lit("-", "minus"), magnitude}},
+                       "multiples");
+  }
+
   StatusOr<Element> number(const Json& s, bool integer, const std::string& path) {
-    if (s.contains("multipleOf")) return unsupported("multipleOf", path);
+    if (s.contains("multipleOf")) {
+      // Integral multipleOf up to kMaxModulus: 1 makes any number schema an integer one; k > 1
+      // is a residue automaton, which does not combine with range bounds.
+      constexpr int64_t kMaxModulus = 1000;
+      const Json& m = s["multipleOf"];
+      if (!m.is_number() || !(m.get<double>() > 0))
+        return bad(path + "/multipleOf", "must be a positive number");
+      const double k = m.get<double>();
+      if (std::floor(k) != k || k > kMaxModulus)
+        return unsupported("multipleOf", path,
+                           "only integral multiples up to " + std::to_string(kMaxModulus));
+      Json rest = s;
+      rest.erase("multipleOf");
+      if (k == 1) return number(rest, true, path);
+      for (const char* b : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+        if (s.contains(b))
+          return unsupported("multipleOf", path, std::string("together with ") + b);
+      return multiples_of(static_cast<int64_t>(k));
+    }
     bool lo_ex = false, hi_ex = false, lo_ex2 = false, hi_ex2 = false;
     ASSIGN_OR_RETURN(auto lo, bound(s, "minimum", integer, true, path, &lo_ex));
     ASSIGN_OR_RETURN(auto hi, bound(s, "maximum", integer, false, path, &hi_ex));

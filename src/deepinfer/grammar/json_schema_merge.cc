@@ -36,7 +36,8 @@ const std::set<std::string>& handled_keywords() {
                                           "$defs",
                                           "definitions",
                                           "minProperties",
-                                          "maxProperties"};
+                                          "maxProperties",
+                                          "multipleOf"};
   return k;
 }
 

@@ -189,7 +189,12 @@ TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
                "'not' at /items");
   expect_error(R"({"type":"array","uniqueItems":true})", StatusCode::kUnimplemented,
                "'uniqueItems'");
-  expect_error(R"({"type":"number","multipleOf":2})", StatusCode::kUnimplemented, "'multipleOf'");
+  expect_error(R"({"type":"number","multipleOf":0.01})", StatusCode::kUnimplemented,
+               "'multipleOf'");
+  expect_error(R"({"type":"integer","multipleOf":5,"minimum":1})", StatusCode::kUnimplemented,
+               "together with minimum");
+  expect_error(R"({"type":"integer","multipleOf":0})", StatusCode::kInvalidArgument,
+               "must be a positive number");
   expect_error(R"({"type":"number","minimum":0.5})", StatusCode::kUnimplemented, "'minimum'");
   expect_error(R"({"type":"string","format":"hostname"})", StatusCode::kUnimplemented,
                "'hostname'");
@@ -269,6 +274,24 @@ TEST(JsonSchema, OlderDraftFormsMeanWhatTheirDraftSays) {
   ASSERT_NE(closed, nullptr);
   EXPECT_TRUE(accepts(closed, "[1]"));
   EXPECT_FALSE(accepts(closed, "[1,2]"));
+}
+
+// Integral multipleOf: 1 makes a number an integer; k > 1 is exact (checked against arithmetic
+// for every integer in a range, both signs).
+TEST(JsonSchema, IntegralMultipleOfIsExact) {
+  auto one = compile(R"({"type":"number","multipleOf":1,"maximum":10})");
+  ASSERT_NE(one, nullptr);
+  EXPECT_TRUE(accepts(one, "10"));
+  EXPECT_FALSE(accepts(one, "1.5"));
+  EXPECT_FALSE(accepts(one, "11"));
+  for (int k : {2, 3, 7, 10, 12, 25}) {
+    auto g = compile(R"({"type":"integer","multipleOf":)" + std::to_string(k) + "}");
+    ASSERT_NE(g, nullptr) << k;
+    for (int v = -130; v <= 130; ++v)
+      EXPECT_EQ(accepts(g, std::to_string(v)), v % k == 0) << v << " multiple of " << k;
+    EXPECT_FALSE(accepts(g, "-0"));
+    EXPECT_FALSE(accepts(g, "0" + std::to_string(k)));
+  }
 }
 
 TEST(JsonSchema, InvalidUtf8IsAnErrorNotAnException) {
