@@ -278,7 +278,9 @@ BASE = [
     ("string_escapes_all", {"type": S},
      ["\"\\/\b\f\n\r\t", "\u001f\u0000\u007f"], ['"\\"\\\\\\/\\b\\f\\n\\r\\t\\u0000\\uFFFF\\uD834\\uDD1E"']),
     ("whitespace_texts", obj({"a": {"type": A, "items": {"type": I}}}, ["a"]),
-     [{"a": [1, 2]}], ['{ "a" : [ 1 , 2 ] }', '{\n\t"a":\r\n[\n\n1,2]\n}', '{"a":[]}', '{"a":[ ]}']),
+     # Bounded whitespace (the default): a gap is nothing, one space, or a newline and an indent.
+     [{"a": [1, 2]}], ['{ "a" : [ 1 , 2 ] }', '{\n\t"a":\n  [\n    1,\n    2\n  ]\n}', '{"a":[]}',
+                       '{"a":[ ]}']),
     ("exclusive_float_int_bounds", {"type": N, "exclusiveMinimum": -1, "maximum": 0}, [-0.5, 0, -0.999]),
     ("prefix_items_refs", {"$defs": {"pt": {"type": A, "prefixItems": [{"type": N}, {"type": N}],
                                              "minItems": 2, "items": False}},

@@ -541,6 +541,32 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
       required.insert(r.get<std::string>());
     }
   }
+  // dependentRequired (and draft 4-7 `dependencies` with arrays): "A present => D present". A
+  // required A makes D required (to a fixpoint); an optional A whose dependents are not all
+  // required is never written. Sound, not complete: documented in README.md.
+  std::map<std::string, std::vector<std::string>> depends;
+  for (const char* key : {"dependentRequired", "dependencies"}) {
+    if (!s.contains(key)) continue;
+    if (!s[key].is_object()) return bad(path + "/" + key, "must be an object");
+    for (const auto& [name, deps] : s[key].items()) {
+      if (!deps.is_array()) return unsupported(key, path, "schema dependencies ('" + name + "')");
+      for (const Json& d : deps) {
+        if (!d.is_string()) return bad(path + "/" + key + "/" + name, "must hold strings");
+        depends[name].push_back(d.get<std::string>());
+      }
+    }
+  }
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [name, deps] : depends)
+      if (required.count(name))
+        for (const std::string& d : deps) grew |= required.insert(d).second;
+  }
+  std::set<std::string> never;  // optional names whose dependents may be missing
+  for (const auto& [name, deps] : depends)
+    if (!required.count(name))
+      for (const std::string& d : deps)
+        if (!required.count(d)) never.insert(name);
   // Extra members: additionalProperties, or the strict/lax default.
   std::optional<Element> extra;
   bool extra_explicit_false = false;
@@ -567,6 +593,7 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
     if (!s["properties"].is_object()) return bad(path + "/properties", "must be an object");
     for (const auto& [name, sub] : s["properties"].items()) {
       names.push_back(name);
+      if (never.count(name)) continue;
       std::string p = path + "/properties/" + json_detail::pointer_escape(name);
       auto e = value(sub, p, depth + 1, false);
       if (!e.ok()) {
@@ -577,10 +604,18 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
       props.push_back({name, required.count(name) > 0, *e});
     }
   }
-  // Required names without a property schema take the additionalProperties schema.
-  if (s.contains("required")) {
-    for (const Json& r : s["required"]) {
-      std::string name = r.get<std::string>();
+  for (const std::string& name : never)  // nor as an additional member
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  // Required names without a property schema take the additionalProperties schema (in the
+  // order `required` gives them, then those that dependencies made required).
+  std::vector<std::string> required_order;
+  if (s.contains("required"))
+    for (const Json& r : s["required"]) required_order.push_back(r.get<std::string>());
+  for (const std::string& r : required)
+    if (std::find(required_order.begin(), required_order.end(), r) == required_order.end())
+      required_order.push_back(r);
+  {
+    for (const std::string& name : required_order) {
       if (std::find(names.begin(), names.end(), name) != names.end()) continue;
       if (extra_explicit_false) {
         return bad(path, "required property '" + name + "' is forbidden by additionalProperties");

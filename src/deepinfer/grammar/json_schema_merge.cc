@@ -37,7 +37,9 @@ const std::set<std::string>& handled_keywords() {
                                           "definitions",
                                           "minProperties",
                                           "maxProperties",
-                                          "multipleOf"};
+                                          "multipleOf",
+                                          "dependentRequired",
+                                          "dependencies"};
   return k;
 }
 

@@ -294,6 +294,32 @@ TEST(JsonSchema, IntegralMultipleOfIsExact) {
   }
 }
 
+// dependentRequired / draft-07 array `dependencies`: a required property's dependents become
+// required; an optional one whose dependents may be missing is never written (sound: every
+// output is valid; not complete: such a property cannot appear).
+TEST(JsonSchema, DependentRequiredIsSound) {
+  auto g = compile(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},
+      "c":{"type":"integer"}},"required":["a"],"dependentRequired":{"a":["b"],"b":["c"]}})");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(accepts(g, R"({"a":1,"b":2,"c":3})"));
+  EXPECT_FALSE(accepts(g, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(g, R"({"a":1})"));
+  auto opt = compile(R"({"type":"object","properties":{"card":{"type":"string"},
+      "addr":{"type":"string"}},"dependencies":{"card":["addr"]}})");
+  ASSERT_NE(opt, nullptr);
+  EXPECT_TRUE(accepts(opt, "{}"));
+  EXPECT_TRUE(accepts(opt, R"({"addr":"x"})"));
+  EXPECT_FALSE(accepts(opt, R"({"card":"1"})"));
+  EXPECT_FALSE(accepts(opt, R"({"card":"1","addr":"x"})"));  // valid, but never written
+  // Open objects: the dependent-less name is not written as an additional member either.
+  auto open = compile(R"({"type":"object","dependentRequired":{"k":["m"]}})");
+  ASSERT_NE(open, nullptr);
+  EXPECT_TRUE(accepts(open, R"({"x":1})"));
+  EXPECT_FALSE(accepts(open, R"({"k":1})"));
+  expect_error(R"({"type":"object","dependencies":{"a":{"required":["b"]}}})",
+               StatusCode::kUnimplemented, "schema dependencies");
+}
+
 TEST(JsonSchema, InvalidUtf8IsAnErrorNotAnException) {
   Json schema = {{"enum", Json::array({std::string("\xFF")})}};
   auto g = compile_json_schema(schema);
