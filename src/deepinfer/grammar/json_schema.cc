@@ -689,7 +689,21 @@ StatusOr<Grammar> compile_json_schema(const nlohmann::ordered_json& schema,
   try {
     const nlohmann::ordered_json keywords_only = json_detail::strip_non_keywords(schema);
     SchemaCompiler c(keywords_only, options);
-    return c.compile();
+    StatusOr<Grammar> g = c.compile();
+    if (g.ok() || g.status().code() != StatusCode::kUnimplemented) return g;
+    // Name every unsupported keyword of the document, not just the first one met.
+    std::vector<std::string> all;
+    json_detail::for_each_schema(
+        keywords_only, [&](const nlohmann::ordered_json& s, const std::string& path) {
+          for (const std::string& k : json_detail::unsupported_keywords(s, path.empty()))
+            all.push_back("'" + k + "' at " + (path.empty() ? "/" : path));
+        });
+    std::string message = g.status().message();
+    if (all.size() > 1 || (all.size() == 1 && message.find(all[0]) == std::string::npos)) {
+      message += "; every unsupported keyword in the schema:";
+      for (size_t i = 0; i < all.size(); ++i) message += (i ? ", " : " ") + all[i];
+    }
+    return unimplemented(message);
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(std::string("json schema: ") + e.what());
   }

@@ -3,6 +3,8 @@
 #include <set>
 #include <string>
 
+#include "deepinfer/grammar/json_schema_merge.h"
+
 namespace deepinfer::grammar::json_detail {
 namespace {
 
@@ -135,7 +137,26 @@ void strip(Json& s, bool draft4) {
   s = std::move(out);
 }
 
+void walk(const Json& s, const std::string& path,
+          const std::function<void(const Json&, const std::string&)>& f) {
+  if (!s.is_object()) return;
+  f(s, path);
+  for (const auto& [k, v] : s.items()) {
+    const std::string at = path + "/" + pointer_escape(k);
+    if (kOneSchema.count(k) && v.is_object()) walk(v, at, f);
+    if (kSchemaArrays.count(k) && v.is_array())
+      for (size_t i = 0; i < v.size(); ++i) walk(v[i], at + "/" + std::to_string(i), f);
+    if (kNamedSchemas.count(k) && v.is_object())
+      for (const auto& [name, x] : v.items()) walk(x, at + "/" + pointer_escape(name), f);
+  }
+}
+
 }  // namespace
+
+void for_each_schema(const Json& root,
+                     const std::function<void(const Json&, const std::string&)>& f) {
+  walk(root, "", f);
+}
 
 Json strip_non_keywords(const Json& root) {
   Json out = root;

@@ -2,7 +2,9 @@
 // apart from keywords the compiler does not support.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace deepinfer::grammar::json_detail {
 
@@ -14,5 +16,11 @@ namespace deepinfer::grammar::json_detail {
 // `prefixItems` (with `additionalItems` as `items`). Property names, `$defs` names and
 // enum/const values are data, not keywords, and are kept whatever they are called.
 nlohmann::ordered_json strip_non_keywords(const nlohmann::ordered_json& root);
+
+// Calls f on every schema object of the document (the root, and every subschema reachable
+// through schema-valued keywords), with its JSON pointer ("" for the root).
+void for_each_schema(
+    const nlohmann::ordered_json& root,
+    const std::function<void(const nlohmann::ordered_json& schema, const std::string& path)>& f);
 
 }  // namespace deepinfer::grammar::json_detail

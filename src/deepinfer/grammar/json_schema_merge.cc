@@ -248,13 +248,19 @@ bool is_annotation(const std::string& k) {
   return a.count(k) > 0;
 }
 
-Status check_keywords(const Json& s, const std::string& path, bool at_root) {
+std::vector<std::string> unsupported_keywords(const Json& s, bool at_root) {
+  std::vector<std::string> out;
   for (const auto& [k, v] : s.items()) {
     if (handled_keywords().count(k) || is_annotation(k)) continue;
     if (k == "$id" && at_root) continue;
-    return unsupported(k, path, "");
+    out.push_back(k);
   }
-  return ok_status();
+  return out;
+}
+
+Status check_keywords(const Json& s, const std::string& path, bool at_root) {
+  const std::vector<std::string> u = unsupported_keywords(s, at_root);
+  return u.empty() ? ok_status() : unsupported(u[0], path, "");
 }
 
 std::string pointer_escape(const std::string& name) {

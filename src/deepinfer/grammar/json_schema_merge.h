@@ -17,6 +17,8 @@ bool is_annotation(const std::string& keyword);
 // Every keyword is either handled or an annotation; anything else is `unimplemented` naming the
 // keyword and path. `$id` is only accepted at the root (elsewhere it would rebase `$ref`s).
 Status check_keywords(const Json& schema, const std::string& path, bool at_root);
+// The keywords of one schema object that check_keywords refuses, in order.
+std::vector<std::string> unsupported_keywords(const Json& schema, bool at_root);
 std::string pointer_escape(const std::string& name);
 
 // A local reference ("#", "#/$defs/x", any JSON pointer into the document).

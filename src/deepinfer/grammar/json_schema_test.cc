@@ -320,6 +320,26 @@ TEST(JsonSchema, DependentRequiredIsSound) {
                StatusCode::kUnimplemented, "schema dependencies");
 }
 
+// The error names every unsupported keyword of the document with its path, not just the first.
+TEST(JsonSchema, TheErrorListsEveryUnsupportedKeyword) {
+  auto g = compile_json_schema_text(R"({"type":"object","not":{"type":"null"},
+      "properties":{"a":{"type":"array","contains":{"type":"integer"}},
+                    "b":{"type":"object","propertyNames":{"maxLength":2}}}})");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+  for (const char* want :
+       {"'not' at /", "'contains' at /properties/a", "'propertyNames' at /properties/b"})
+    EXPECT_NE(g.status().message().find(want), std::string::npos)
+        << g.status().message() << " lacks " << want;
+  // A value-level refusal comes first and the keyword-level ones follow.
+  auto f = compile_json_schema_text(
+      R"({"type":"object","properties":{"h":{"type":"string","format":"hostname"},"n":{"not":{}}}})");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("'hostname'"), std::string::npos) << f.status().message();
+  EXPECT_NE(f.status().message().find("'not' at /properties/n"), std::string::npos)
+      << f.status().message();
+}
+
 TEST(JsonSchema, InvalidUtf8IsAnErrorNotAnException) {
   Json schema = {{"enum", Json::array({std::string("\xFF")})}};
   auto g = compile_json_schema(schema);
