@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
 #include "deepinfer/grammar/json_schema_builder.h"
@@ -567,6 +568,27 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
     if (!required.count(name))
       for (const std::string& d : deps)
         if (!required.count(d)) never.insert(name);
+  // patternProperties: a listed name that a pattern matches takes that schema too; an
+  // additional member takes every pattern's schema besides additionalProperties (whatever its
+  // name matches, it then validates: sound, not complete).
+  std::vector<std::pair<std::regex, Json>> patterns;
+  if (s.contains("patternProperties")) {
+    if (!s["patternProperties"].is_object())
+      return bad(path + "/patternProperties", "must be an object");
+    for (const auto& [p, sub] : s["patternProperties"].items()) {
+      try {
+        patterns.emplace_back(std::regex(p, std::regex::ECMAScript), sub);
+      } catch (const std::regex_error&) {
+        return unsupported("patternProperties", path, "pattern '" + p + "' is not supported");
+      }
+    }
+  }
+  auto with_patterns = [&](Json base, const std::string* name) {
+    Json all = Json::array({std::move(base)});
+    for (const auto& [re, sub] : patterns)
+      if (name == nullptr || std::regex_search(*name, re)) all.push_back(sub);
+    return all.size() == 1 ? all[0] : Json{{"allOf", all}};
+  };
   // Extra members: additionalProperties, or the strict/lax default.
   std::optional<Element> extra;
   bool extra_explicit_false = false;
@@ -575,7 +597,7 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
     if (ap.is_boolean() && !ap.get<bool>()) {
       extra_explicit_false = true;
     } else {
-      auto e = value(ap, path + "/additionalProperties", depth + 1, false);
+      auto e = value(with_patterns(ap, nullptr), path + "/additionalProperties", depth + 1, false);
       if (!e.ok()) {
         if (e.status().message().find("accepts no value") == std::string::npos) return e.status();
         extra_explicit_false = true;
@@ -585,7 +607,15 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
     }
   } else if (!options_.strict || !s.contains("properties")) {
     // Strict mode closes objects that list properties; one without any stays open.
-    extra = jb_.any_value();
+    if (patterns.empty()) {
+      extra = jb_.any_value();
+    } else {
+      auto e =
+          value(with_patterns(Json(true), nullptr), path + "/patternProperties", depth + 1, false);
+      if (!e.ok() && e.status().message().find("accepts no value") == std::string::npos)
+        return e.status();
+      if (e.ok()) extra = *e;
+    }
   }
   std::vector<Prop> props;
   std::vector<std::string> names;
@@ -595,7 +625,7 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
       names.push_back(name);
       if (never.count(name)) continue;
       std::string p = path + "/properties/" + json_detail::pointer_escape(name);
-      auto e = value(sub, p, depth + 1, false);
+      auto e = value(with_patterns(sub, &name), p, depth + 1, false);
       if (!e.ok()) {
         if (e.status().message().find("accepts no value") == std::string::npos) return e.status();
         if (required.count(name)) return e.status();
@@ -621,7 +651,13 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
         return bad(path, "required property '" + name + "' is forbidden by additionalProperties");
       }
       names.push_back(name);
-      props.push_back({name, true, extra ? *extra : jb_.any_value()});
+      if (extra || patterns.empty()) {
+        props.push_back({name, true, extra ? *extra : jb_.any_value()});
+        continue;
+      }
+      ASSIGN_OR_RETURN(
+          Element e, value(with_patterns(Json(true), &name), path + "/required", depth + 1, false));
+      props.push_back({name, true, e});
     }
   }
   size_t n_required = 0;

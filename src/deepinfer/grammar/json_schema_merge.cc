@@ -39,7 +39,8 @@ const std::set<std::string>& handled_keywords() {
                                           "maxProperties",
                                           "multipleOf",
                                           "dependentRequired",
-                                          "dependencies"};
+                                          "dependencies",
+                                          "patternProperties"};
   return k;
 }
 

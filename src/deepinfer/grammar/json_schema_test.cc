@@ -183,8 +183,8 @@ TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
   expect_error(
       R"({"type":"object","properties":{"a":{"type":"object","propertyNames":{"maxLength":3}}}})",
       StatusCode::kUnimplemented, "'propertyNames' at /properties/a");
-  expect_error(R"({"patternProperties":{"^a":{}}})", StatusCode::kUnimplemented,
-               "'patternProperties' at /");
+  expect_error(R"({"type":"object","if":{"required":["a"]}})", StatusCode::kUnimplemented,
+               "'if' at /");
   expect_error(R"({"type":"array","items":{"not":{}}})", StatusCode::kUnimplemented,
                "'not' at /items");
   expect_error(R"({"type":"array","uniqueItems":true})", StatusCode::kUnimplemented,
@@ -338,6 +338,28 @@ TEST(JsonSchema, TheErrorListsEveryUnsupportedKeyword) {
   EXPECT_NE(f.status().message().find("'hostname'"), std::string::npos) << f.status().message();
   EXPECT_NE(f.status().message().find("'not' at /properties/n"), std::string::npos)
       << f.status().message();
+}
+
+// patternProperties: listed names a pattern matches take its schema too; additional members take
+// every pattern's schema besides additionalProperties (sound whatever their name).
+TEST(JsonSchema, PatternPropertiesAreSound) {
+  auto closed = compile(R"({"type":"object","properties":{"x-a":{"type":"integer"},
+      "b":{"type":"integer"}},"patternProperties":{"^x-":{"minimum":0}},"required":["x-a","b"]})");
+  ASSERT_NE(closed, nullptr);
+  EXPECT_TRUE(accepts(closed, R"({"x-a":1,"b":-1})"));
+  EXPECT_FALSE(accepts(closed, R"({"x-a":-1,"b":1})"));
+  auto extra = compile(R"({"type":"object","patternProperties":{"^n_":{"type":"integer"}},
+      "additionalProperties":{"type":"integer","minimum":5}})");
+  ASSERT_NE(extra, nullptr);
+  EXPECT_TRUE(accepts(extra, R"({"n_a":7,"z":9})"));
+  EXPECT_FALSE(accepts(extra, R"({"n_a":"s"})"));
+  EXPECT_FALSE(accepts(extra, R"({"z":1})"));
+  auto open = compile(R"({"type":"object","patternProperties":{"^s":{"type":"string"}}})");
+  ASSERT_NE(open, nullptr);
+  EXPECT_TRUE(accepts(open, R"({"sa":"x","b":"y"})"));
+  EXPECT_FALSE(accepts(open, R"({"sa":1})"));
+  expect_error(R"({"type":"object","patternProperties":{"(?<=a)b":{}}})",
+               StatusCode::kUnimplemented, "pattern '(?<=a)b'");
 }
 
 TEST(JsonSchema, InvalidUtf8IsAnErrorNotAnException) {
