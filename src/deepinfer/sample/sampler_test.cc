@@ -194,35 +194,30 @@ TEST(Sampler, SeqSeedDrawDependsOnlyOnTheOutputIndex) {
   p.seq_seed = 2026;
   p.seed = 1;
   const std::vector<float> flat(1000, 0.0f);
+  // Samples and accepts output tokens [from, 48); the tokens drawn.
+  auto run = [&](SequenceSampler& s, int from) {
+    std::vector<int32_t> out;
+    for (int i = from; i < 48; ++i) {
+      auto l = flat;
+      out.push_back(s.sample(l.data(), 1000, kNoEos).token);
+      s.accept(out.back());
+    }
+    return out;
+  };
   SequenceSampler every(p, 0, {});
-  std::vector<int32_t> drawn;
-  for (int i = 0; i < 48; ++i) {
-    auto l = flat;
-    drawn.push_back(every.sample(l.data(), 1000, kNoEos).token);
-    every.accept(drawn.back());
-  }
+  const std::vector<int32_t> drawn = run(every, 0);
   for (int skip : {1, 7, 30}) {
     SamplingParams q = p;
     q.seed = 99 + skip;  // ignored under seq_seed
     SequenceSampler late(q, 5, {});
     for (int i = 0; i < skip; ++i) late.accept(static_cast<int32_t>(i));
-    for (int i = skip; i < 48; ++i) {
-      auto l = flat;
-      const int32_t t = late.sample(l.data(), 1000, kNoEos).token;
-      EXPECT_EQ(t, drawn[i]) << "index " << i << " after " << skip << " accepted without a draw";
-      late.accept(t);
-    }
+    EXPECT_EQ(run(late, skip), std::vector<int32_t>(drawn.begin() + skip, drawn.end()))
+        << "after " << skip << " tokens accepted without a draw";
   }
   SamplingParams other = p;
   other.seq_seed = 2027;
   SequenceSampler o(other, 0, {});
-  std::vector<int32_t> to;
-  for (int i = 0; i < 48; ++i) {
-    auto l = flat;
-    to.push_back(o.sample(l.data(), 1000, kNoEos).token);
-    o.accept(to.back());
-  }
-  EXPECT_NE(to, drawn);
+  EXPECT_NE(run(o, 0), drawn);
 }
 
 TEST(Sampler, SeqSeedFrequenciesMatchSoftmax) {
