@@ -30,12 +30,7 @@ namespace {
 using Kind = sample::StructuredOutput::Kind;
 
 const std::string& model_dir() {
-  static const std::string dir = [] {
-    v4::TinyModelOptions o;
-    o.quantized = true;
-    o.seed = 5;
-    return v4::write_tiny_model_for_test("constrained_test_model", o);
-  }();
+  static const std::string dir = v4::quantized_tiny_model_for_test("constrained_test_model", 5);
   return dir;
 }
 

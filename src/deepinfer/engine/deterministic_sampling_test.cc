@@ -18,12 +18,8 @@ namespace deepinfer {
 namespace {
 
 const std::string& model_dir() {
-  static const std::string dir = [] {
-    v4::TinyModelOptions o;
-    o.quantized = true;
-    o.seed = 19;
-    return v4::write_tiny_model_for_test("deterministic_sampling_model", o);
-  }();
+  static const std::string dir =
+      v4::quantized_tiny_model_for_test("deterministic_sampling_model", 19);
   return dir;
 }
 

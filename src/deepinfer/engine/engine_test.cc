@@ -19,12 +19,7 @@ namespace deepinfer {
 namespace {
 
 const std::string& model_dir() {
-  static const std::string dir = [] {
-    v4::TinyModelOptions o;
-    o.quantized = true;
-    o.seed = 11;
-    return v4::write_tiny_model_for_test("engine_test_model", o);
-  }();
+  static const std::string dir = v4::quantized_tiny_model_for_test("engine_test_model", 11);
   return dir;
 }
 

@@ -30,12 +30,7 @@ constexpr int64_t kTinyPoolPages = kSanitized ? 24 : 40;
 constexpr int kPreemptRequests = kSanitized ? 8 : 12;
 
 const std::string& model_dir() {
-  static const std::string dir = [] {
-    v4::TinyModelOptions o;
-    o.quantized = true;
-    o.seed = 23;
-    return v4::write_tiny_model_for_test("prefix_cache_model", o);
-  }();
+  static const std::string dir = v4::quantized_tiny_model_for_test("prefix_cache_model", 23);
   return dir;
 }
 

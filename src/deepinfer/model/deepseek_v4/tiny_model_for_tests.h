@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -37,6 +38,15 @@ inline std::string write_tiny_model_for_test(const std::string& name, TinyModelO
   Status st = write_tiny_model(dir, options);
   EXPECT_TRUE(st.ok()) << st.to_string();
   return dir;
+}
+
+// The quantized tiny model (FP8 block-scaled dense weights, MXFP4 experts) that most engine and
+// runner tests run on; call it once per name (e.g. from a function-local static).
+inline std::string quantized_tiny_model_for_test(const std::string& name, uint64_t seed) {
+  TinyModelOptions options;
+  options.quantized = true;
+  options.seed = seed;
+  return write_tiny_model_for_test(name, options);
 }
 
 }  // namespace deepinfer::v4

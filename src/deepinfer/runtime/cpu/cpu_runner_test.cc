@@ -21,12 +21,7 @@ using runtime::testing::random_ids;
 using runtime::testing::run_chunked;
 
 const std::string& model_dir() {
-  static const std::string dir = [] {
-    v4::TinyModelOptions o;
-    o.quantized = true;
-    o.seed = 5;
-    return v4::write_tiny_model_for_test("cpu_runner_test_model", o);
-  }();
+  static const std::string dir = v4::quantized_tiny_model_for_test("cpu_runner_test_model", 5);
   return dir;
 }
 
