@@ -3,8 +3,8 @@
 #   1. release build: all ctest suites (unit, golden/integration, CLI smoke);
 #   2. ASan+UBSan build: the unit-labelled suites, less four model-level ones (see below);
 #   3. the libFuzzer targets (safetensors header, OpenAI request mapping, HTTP request reader)
-#      for bounded times (scripts/run_fuzz.sh: FUZZ_SECONDS 45, OPENAI_FUZZ_SECONDS 30,
-#      HTTP_FUZZ_SECONDS 20 here).
+#      for bounded times (scripts/run_fuzz.sh: FUZZ_SECONDS 30, OPENAI_FUZZ_SECONDS 20,
+#      HTTP_FUZZ_SECONDS 15 here).
 # DEEPINFER_SKIP_ASAN=1 / DEEPINFER_SKIP_FUZZ=1 skip steps 2 / 3 for quick local runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ if [ "${DEEPINFER_SKIP_ASAN:-0}" != 1 ]; then
   phase "asan tests"
 fi
 if [ "${DEEPINFER_SKIP_FUZZ:-0}" != 1 ]; then
-  FUZZ_SECONDS=${FUZZ_SECONDS:-45} OPENAI_FUZZ_SECONDS=${OPENAI_FUZZ_SECONDS:-30} \
-    HTTP_FUZZ_SECONDS=${HTTP_FUZZ_SECONDS:-20} scripts/run_fuzz.sh
+  FUZZ_SECONDS=${FUZZ_SECONDS:-30} OPENAI_FUZZ_SECONDS=${OPENAI_FUZZ_SECONDS:-20} \
+    HTTP_FUZZ_SECONDS=${HTTP_FUZZ_SECONDS:-15} scripts/run_fuzz.sh
   phase "fuzzing"
 fi
