@@ -50,8 +50,9 @@ class EngineImpl final : public Engine {
   EngineImpl(const EngineArgs& args, std::unique_ptr<runtime::ModelRunner> runner,
              std::unique_ptr<tokenizer::Tokenizer> tok, kv::KvManager kv,
              std::vector<int32_t> scripted, std::optional<PrefixCachingOptions> cache,
-             kv::UnitKey cache_root, std::unique_ptr<kv::UnitTiers> tiers)
+             kv::UnitKey cache_root, std::unique_ptr<kv::UnitTiers> tiers, Switches switches)
       : args_(args),
+        switches_(switches),
         runner_(std::move(runner)),
         tok_(std::move(tok)),
         kv_(std::move(kv)),
@@ -374,9 +375,9 @@ class EngineImpl final : public Engine {
       row.block_table = kv_.block_table(item.seq_id);
       row.wants_logits = item.needs_sample;
       // YOCO compact: only the last keep tokens of what is known need the final hidden state.
-      if (args_.switches.yoco_mode == YocoMode::kCompact)
+      if (switches_.yoco_keep_tokens > 0)
         row.keep_from_pos = std::max<int64_t>(
-            0, static_cast<int64_t>(s.tokens.size()) - *args_.switches.yoco_keep_tokens);
+            0, static_cast<int64_t>(s.tokens.size()) - switches_.yoco_keep_tokens);
       // Sample 0's first item is its start: what it took from the prefix cache is the request's.
       if (s.index == 0 && s.req->cached_tokens < 0) s.req->cached_tokens = item.cached_tokens;
       if (item.cached_tokens > 0) prefix_->on_attached(s.cache, item.cached_tokens);
@@ -585,6 +586,7 @@ class EngineImpl final : public Engine {
   }
 
   EngineArgs args_;
+  Switches switches_;  // args_.switches resolved against the environment, once
   std::unique_ptr<runtime::ModelRunner> runner_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   kv::KvManager kv_;
@@ -674,11 +676,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   ro.on_load_progress = args.on_load_progress;
   ASSIGN_OR_RETURN(const Switches switches, resolve_switches(args.switches));
   ro.batch_invariant = switches.batch_invariant;
-  // Resolved once: the engine reads the switches from args_ from here on.
-  args.switches.batch_invariant = switches.batch_invariant;
-  args.switches.yoco_mode = switches.yoco_keep_tokens > 0 ? YocoMode::kCompact : YocoMode::kOff;
-  args.switches.yoco_keep_tokens =
-      switches.yoco_keep_tokens > 0 ? switches.yoco_keep_tokens : kDefaultYocoKeepTokens;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (std::filesystem::exists(args.model + "/tokenizer.json")) {
     ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::from_file(args.model));
@@ -728,7 +725,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   }
   auto e = std::make_unique<EngineImpl>(args, std::move(runner), std::move(tok), std::move(kv),
                                         std::move(scripted), std::move(cache), cache_root,
-                                        std::move(tiers));
+                                        std::move(tiers), switches);
   return std::unique_ptr<Engine>(std::move(e));
 }
 

@@ -28,7 +28,8 @@ int run_precheck(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<pc::CheckResult> results = pc::build_tool_checks();
-  for (pc::CheckResult& r : pc::gpu_stack_checks()) results.push_back(std::move(r));
+  const std::vector<pc::GpuInfo> gpus = pc::query_gpus(&results);  // nvidia-smi runs once
+  for (pc::CheckResult& r : pc::gpu_stack_checks(gpus)) results.push_back(std::move(r));
   if (!model.empty()) {
     auto d = device.empty() ? deepinfer::runtime::default_device()
                             : deepinfer::runtime::parse_device(device);
@@ -36,7 +37,8 @@ int run_precheck(int argc, char** argv) {
       std::cerr << "deepinfer precheck: " << d.status().message() << "\n";
       return 2;
     }
-    for (pc::CheckResult& r : pc::model_checks(model, *d == deepinfer::runtime::Device::kCuda))
+    for (pc::CheckResult& r :
+         pc::model_checks(model, *d == deepinfer::runtime::Device::kCuda, gpus))
       results.push_back(std::move(r));
   }
   if (!redis.empty()) results.push_back(pc::redis_check(redis));

@@ -107,7 +107,16 @@ std::vector<CheckResult> build_tool_checks() {
   return out;
 }
 
-std::vector<CheckResult> gpu_stack_checks() {
+std::vector<GpuInfo> query_gpus(std::vector<CheckResult>* problems) {
+  const auto smi = command_output(kNvidiaSmiQuery);
+  if (!smi) return {};
+  auto parsed = parse_gpu_csv(*smi);
+  if (parsed.ok()) return std::move(*parsed);
+  problems->push_back({"gpu", Level::kWarn, parsed.status().message()});
+  return {};
+}
+
+std::vector<CheckResult> gpu_stack_checks(const std::vector<GpuInfo>& gpus) {
   std::vector<CheckResult> out;
   const auto nvcc = command_output("/usr/local/cuda/bin/nvcc --version");
   if (!nvcc) {
@@ -118,15 +127,6 @@ std::vector<CheckResult> gpu_stack_checks() {
                    "nvcc release " + std::to_string(v->first) + "." + std::to_string(v->second)});
   } else {
     out.push_back({"cuda toolkit", Level::kWarn, "unrecognized nvcc --version output"});
-  }
-  std::vector<GpuInfo> gpus;
-  if (const auto smi = command_output(kNvidiaSmiQuery)) {
-    auto parsed = parse_gpu_csv(*smi);
-    if (!parsed.ok()) {
-      out.push_back({"gpu", Level::kWarn, parsed.status().message()});
-    } else {
-      gpus = std::move(*parsed);
-    }
   }
   for (CheckResult& r : gpu_checks(gpus)) out.push_back(std::move(r));
   out.push_back(library_loads("libnccl.so.2")
@@ -139,7 +139,8 @@ std::vector<CheckResult> gpu_stack_checks() {
   return out;
 }
 
-std::vector<CheckResult> model_checks(const std::string& dir, bool cuda) {
+std::vector<CheckResult> model_checks(const std::string& dir, bool cuda,
+                                      const std::vector<GpuInfo>& gpus) {
   std::vector<CheckResult> out;
   auto ckpt = Checkpoint::open(dir);
   if (!ckpt.ok()) return {{"model", Level::kFail, ckpt.status().message()}};
@@ -154,9 +155,7 @@ std::vector<CheckResult> model_checks(const std::string& dir, bool cuda) {
                      gib(stored) + " stored"});
   if (cuda) {
     int64_t largest_mib = 0;
-    if (const auto smi = command_output(kNvidiaSmiQuery))
-      if (auto g = parse_gpu_csv(*smi); g.ok())
-        for (const GpuInfo& x : *g) largest_mib = std::max(largest_mib, x.memory_mib);
+    for (const GpuInfo& g : gpus) largest_mib = std::max(largest_mib, g.memory_mib);
     const double have = static_cast<double>(largest_mib) * 1024 * 1024;
     out.push_back({"gpu memory", stored < have ? Level::kPass : Level::kFail,
                    "weights need " + gib(stored) + " as stored; the largest GPU has " + gib(have)});

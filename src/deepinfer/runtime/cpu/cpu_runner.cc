@@ -62,7 +62,9 @@ class CpuRunner final : public ModelRunner {
       ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(row));
       Sequence& s = seqs_.at(row.seq_id);
       s.speculated.reset();
-      if (row.speculative) s.speculated = snapshot(row);
+      if (row.speculative) {
+        ASSIGN_OR_RETURN(s.speculated, snapshot(row));
+      }
       RETURN_IF_ERROR(model_->forward(*seq, row.tokens, row.num_tokens, row.keep_from_pos,
                                       row.speculative, &logits_));
       if (row.speculative) {
@@ -123,16 +125,13 @@ class CpuRunner final : public ModelRunner {
     std::unique_ptr<Speculated> speculated;  // its latest row was speculative
   };
 
-  std::unique_ptr<Speculated> snapshot(const StepRow& row) const {
+  StatusOr<std::unique_ptr<Speculated>> snapshot(const StepRow& row) {
     auto s = std::make_unique<Speculated>();
     s->start_pos = row.start_pos;
     s->tokens.assign(row.tokens, row.tokens + row.num_tokens);
     s->constant_pages.assign(row.state_pages->begin(),
                              row.state_pages->begin() + model_->constant_pages());
-    s->constant_bytes.reserve(s->constant_pages.size() * static_cast<size_t>(spec_.page_bytes));
-    for (int32_t p : s->constant_pages)
-      s->constant_bytes.append(reinterpret_cast<const char*>(page(p)),
-                               static_cast<size_t>(spec_.page_bytes));
+    ASSIGN_OR_RETURN(s->constant_bytes, read_pages(s->constant_pages));
     return s;
   }
 
@@ -155,9 +154,7 @@ class CpuRunner final : public ModelRunner {
                               " has no page tables");
     std::unique_ptr<Speculated> spec = std::move(it->second.speculated);
     if (r.num_tokens == end) return ok_status();  // every draft accepted: nothing to undo
-    for (size_t i = 0; i < spec->constant_pages.size(); ++i)
-      std::memcpy(page(spec->constant_pages[i]), spec->constant_bytes.data() + i * spec_.page_bytes,
-                  static_cast<size_t>(spec_.page_bytes));
+    RETURN_IF_ERROR(write_pages(spec->constant_pages, spec->constant_bytes));
     StepRow replay;
     replay.seq_id = r.seq_id;
     replay.start_pos = spec->start_pos;
