@@ -559,6 +559,9 @@ class EngineImpl final : public Engine {
           ++local_.preemptions;
         }
         if (!plan.items.empty()) run_step(plan);
+        // The plan's attach copies have run: the snapshots they read from are evictable again
+        // now, not only once another plan starts (an idle engine would report them in use).
+        kv_.clear_protected();
         local_.total_s = seconds_since(t0);
         std::lock_guard<std::mutex> lock(stats_mu_);
         stats_.steps += 1;

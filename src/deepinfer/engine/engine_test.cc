@@ -326,6 +326,23 @@ TEST(EngineTest, CancelMidPrefillAndMidDecodeFreesEveryPage) {
   EXPECT_EQ(e->capacity().num_pages, full);
 }
 
+// A request that attaches a cached prefix and finishes in that same step is the engine's last
+// step: the attached snapshot's protection (held until the step's copies ran) must not outlive
+// it, or its pages stay unavailable while the engine idles (found on the GPU runner).
+TEST(EngineTest, ALastStepThatAttachedACachedPrefixLeavesThePoolFull) {
+  auto e = make_engine(256);
+  std::vector<int32_t> prompt(600);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 2 + (i * 7919) % 120000;
+  auto first = e->generate(req_of(prompt, 1));
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  expect_pool_full(*e);
+  auto again = e->generate(req_of(prompt, 1));
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_GT(again->usage.cached_tokens, 0) << "the repeat attached nothing; the test needs a hit";
+  EXPECT_EQ(again->outputs[0].token_ids, first->outputs[0].token_ids);
+  expect_pool_full(*e);
+}
+
 TEST(EngineTest, StopStringsAcrossTokenBoundaries) {
   auto e = make_engine(64);
   GenerateRequest r = req_of({}, 24);

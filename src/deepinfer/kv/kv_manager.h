@@ -107,7 +107,8 @@ class KvManager {
   // promoted); false if not cached. Each pin needs one unpin.
   bool pin(const UnitKey& key);
   // attach_prefix protects the snapshots it copies from until this is called, once the plan
-  // holding those copies is built (the scheduler calls it as each new plan starts).
+  // holding those copies has run (the engine calls it after each step; the scheduler also as
+  // each new plan starts).
   void clear_protected() { cache_.clear_protected(); }
   void unpin(const UnitKey& key);
   int64_t expire_cache(int64_t now_s) { return cache_.expire(now_s); }
