@@ -143,12 +143,19 @@ TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashWidth) {
     }
     DeviceBuffer<float> dX(X), df(f), dfn(fn), dbase(base), dscale(scale), dhfn(hfn), dhbase(hbase),
         dhscale(hscale), dy(tokens * H), dpost(tokens * hc), dcomb(tokens * hc * hc),
-        dyh(tokens * H);
-    for (auto* b : {&dy, &dpost, &dcomb, &dyh}) b->poison();
+        dyh(tokens * H), dpart(hc_scratch_floats(tokens, hc, H));
+    for (auto* b : {&dy, &dpost, &dcomb, &dyh, &dpart}) b->poison();
     HcArgs a{dfn.get(), dbase.get(),         dscale.get(), tokens, H,
-             hc,        c.hc_sinkhorn_iters, 1e-6f,        1e-6f};
+             hc,        c.hc_sinkhorn_iters, 1e-6f,        1e-6f,  dpart.get()};
     hc_pre(a, dX.get(), dy.get(), dpost.get(), dcomb.get(), nullptr);
-    HcArgs ha{dhfn.get(), dhbase.get(), dhscale.get(), tokens, H, hc, 0, 1e-6f, 1e-6f};
+    // Rerun on poisoned partials: every value read must have been written by this call, and the
+    // fixed summation order makes the result bit-identical.
+    const auto y_first = dy.download();
+    dpart.poison();
+    dy.poison();
+    hc_pre(a, dX.get(), dy.get(), dpost.get(), dcomb.get(), nullptr);
+    EXPECT_EQ(dy.download(), y_first) << "hc_pre is not deterministic";
+    HcArgs ha{dhfn.get(), dhbase.get(), dhscale.get(), tokens, H, hc, 0, 1e-6f, 1e-6f, dpart.get()};
     hc_head(ha, dX.get(), dyh.get(), nullptr);
     EXPECT_TRUE(close(dy.download(), y, kF32Tol)) << tokens;
     EXPECT_TRUE(close(dpost.download(), post, kF32Tol)) << tokens;

@@ -11,28 +11,88 @@ constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 
 __device__ inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// m[r] = fn[r] . (X * rsqrt(mean(X^2) + eps)) over the flattened streams of one token: the
-// norm factor is a scalar, so it multiplies the raw dot products.
-__device__ void mixes(const HcArgs& a, const float* X, int rows, float* m, float* scratch) {
-  const int64_t n = a.hc * a.hidden;
+constexpr int kSliceThreads = 128;
+constexpr int kSliceWarps = kSliceThreads / 32;
+constexpr int kSlice = 512;  // values of a token's streams per partial block
+constexpr int kAcc = 8;      // mixes a thread accumulates per pass
+
+__host__ __device__ inline int64_t slices(int64_t n) { return (n + kSlice - 1) / kSlice; }
+
+// Block (s, t): over values [s * kSlice, (s + 1) * kSlice) of token t's streams X (n values),
+// part[t][s][r] = fn[r] . X for r < rows, and part[t][s][rows] = X . X.
+__global__ void __launch_bounds__(kSliceThreads)
+    mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int rows, float* part) {
+  __shared__ float wsum[kSliceWarps][kMaxMix + 1];
+  const int64_t t = blockIdx.y, s = blockIdx.x, S = gridDim.x;
+  const float* X = Xall + t * n;
+  const int64_t i0 = s * kSlice, i1 = min(n, i0 + kSlice);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float ss = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += X[i] * X[i];
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(n) + a.norm_eps);
-  for (int r = 0; r < rows; ++r) {
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) ss += X[i] * X[i];
+  ss = warp_reduce(ss, SumOp{});
+  if (lane == 0) wsum[warp][rows] = ss;
+  for (int r0 = 0; r0 < rows; r0 += kAcc) {
+    float acc[kAcc];
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
+    for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) {
+      const float x = X[i];
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j)
+        if (r0 + j < rows) acc[j] += fn[(r0 + j) * n + i] * x;
+    }
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j) {
+      const float v = warp_reduce(acc[j], SumOp{});
+      if (lane == 0 && r0 + j < rows) wsum[warp][r0 + j] = v;
+    }
+  }
+  __syncthreads();
+  float* out = part + (t * S + s) * (rows + 1);
+  for (int r = threadIdx.x; r <= rows; r += kSliceThreads) {
+    float v = 0;
+    for (int w = 0; w < kSliceWarps; ++w) v += wsum[w][r];
+    out[r] = v;
+  }
+}
+
+void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t stream) {
+  if (!a.partials) {
+    std::fprintf(stderr, "mhc: HcArgs::partials is null\n");
+    std::abort();
+  }
+  const int64_t n = a.hc * a.hidden;
+  const dim3 grid(static_cast<unsigned>(slices(n)), static_cast<unsigned>(a.tokens));
+  mix_partials_kernel<<<grid, kSliceThreads, 0, stream>>>(a.fn, X, n, rows, a.partials);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+// m[r] = fn[r] . (X * rsqrt(mean(X^2) + eps)) for token blockIdx.x from its partial sums (the
+// norm factor is a scalar, so it multiplies the raw dot products), summed in slice order.
+__device__ void mixes(const HcArgs& a, int rows, float* m) {
+  __shared__ float inv;
+  const int64_t n = a.hc * a.hidden, S = slices(n), t = blockIdx.x;
+  const float* part = a.partials + t * S * (rows + 1);
+  if (threadIdx.x == 0) {
+    float ss = 0;
+    for (int64_t s = 0; s < S; ++s) ss += part[s * (rows + 1) + rows];
+    inv = rsqrtf(ss / static_cast<float>(n) + a.norm_eps);
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
     float acc = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += a.fn[r * n + i] * X[i];
-    acc = block_sum(acc, scratch);
-    if (threadIdx.x == 0) m[r] = acc * inv;
+    for (int64_t s = 0; s < S; ++s) acc += part[s * (rows + 1) + r];
+    m[r] = acc * inv;
   }
   __syncthreads();
 }
 
 __global__ void hc_pre_kernel(HcArgs a, const float* Xall, float* y, float* post, float* comb) {
-  __shared__ float scratch[32], m[kMaxMix], pre[kMaxHc], c[kMaxHc * kMaxHc];
+  __shared__ float m[kMaxMix], pre[kMaxHc], c[kMaxHc * kMaxHc];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
   const float* X = Xall + t * hc * H;
-  mixes(a, X, (2 + hc) * hc, m, scratch);
+  mixes(a, (2 + hc) * hc, m);
   if (threadIdx.x == 0) {
     const float eps = a.hc_eps;
     for (int j = 0; j < hc; ++j) {
@@ -80,11 +140,11 @@ __global__ void hc_pre_kernel(HcArgs a, const float* Xall, float* y, float* post
 }
 
 __global__ void hc_head_kernel(HcArgs a, const float* Xall, float* y) {
-  __shared__ float scratch[32], m[kMaxHc];
+  __shared__ float m[kMaxHc];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
   const float* X = Xall + t * hc * H;
-  mixes(a, X, hc, m, scratch);
+  mixes(a, hc, m);
   for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
     float s = 0;
     for (int j = 0; j < hc; ++j)
@@ -119,10 +179,15 @@ void check_hc(int hc) {
 
 }  // namespace
 
+size_t hc_scratch_floats(int64_t tokens, int hc, int64_t hidden) {
+  return static_cast<size_t>(tokens * slices(hc * hidden) * ((2 + hc) * hc + 1));
+}
+
 void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
             cudaStream_t stream) {
   check_hc(a.hc);
   if (a.tokens == 0) return;
+  launch_partials(a, X, (2 + a.hc) * a.hc, stream);
   hc_pre_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, stream>>>(a, X, y, post, comb);
   DI_CUDA_LAUNCH_CHECK();
 }
@@ -140,6 +205,7 @@ void hc_post(const float* f, const float* post, const float* comb, int64_t token
 void hc_head(const HcArgs& a, const float* X, float* y, cudaStream_t stream) {
   check_hc(a.hc);
   if (a.tokens == 0) return;
+  launch_partials(a, X, a.hc, stream);
   hc_head_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, stream>>>(a, X, y);
   DI_CUDA_LAUNCH_CHECK();
 }

@@ -15,7 +15,14 @@ struct HcArgs {
   int64_t tokens = 0, hidden = 0;
   int hc = 4, sinkhorn_iters = 20;
   float norm_eps = 1e-6f, hc_eps = 1e-6f;
+  // Device scratch of hc_scratch_floats(tokens, hc, hidden) floats: the mixes' partial sums.
+  float* partials = nullptr;
 };
+
+// The mixes (fn rows . the token's normalized streams) are split over many blocks, each summing
+// a slice of the hc * hidden values, then summed per token in a fixed order: a token's mixes no
+// longer run on one SM (decode has one token per sequence), and reruns stay bit-identical.
+size_t hc_scratch_floats(int64_t tokens, int hc, int64_t hidden);
 
 // y [tokens, hidden], post [tokens, hc], comb [tokens, hc, hc] (row j = source stream).
 void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,

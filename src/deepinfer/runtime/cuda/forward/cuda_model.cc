@@ -202,7 +202,7 @@ struct CudaModel::Impl {
                           timer.get()};
   }
 
-  HcArgs hc_args(const HcWeights& hw, int64_t tokens) const {
+  HcArgs hc_args(const HcWeights& hw, int64_t tokens) {
     HcArgs a;
     a.fn = hw.fn;
     a.base = hw.base;
@@ -213,6 +213,7 @@ struct CudaModel::Impl {
     a.sinkhorn_iters = c.hc_sinkhorn_iters;
     a.norm_eps = static_cast<float>(c.rms_norm_eps);
     a.hc_eps = static_cast<float>(c.hc_eps);
+    a.partials = grow(s.hc_partials, hc_scratch_floats(tokens, c.hc_mult, c.hidden_size));
     return a;
   }
 

@@ -27,7 +27,7 @@
 namespace deepinfer::cuda {
 
 struct ForwardScratch {
-  DeviceBuffer<float> y, post, comb, f;               // mHC around each sub-layer
+  DeviceBuffer<float> y, post, comb, f, hc_partials;  // mHC around each sub-layer
   DeviceBuffer<__nv_bfloat16> hb, qrb, ob, zb;        // bf16 GEMM inputs
   DeviceBuffer<float> qr, q, kv, o, zg, z;            // attention
   DeviceBuffer<float> ckv, cgate, ikv, igate;         // compressor projections (attention, index)
