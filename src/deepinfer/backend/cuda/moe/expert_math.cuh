@@ -50,7 +50,8 @@ struct GroupedArgs {
 // several rows per expert: hidden and inter multiples of kMmaK. kGateUp: h = swiglu(w1 x, w3 x);
 // else slots = w2 h (scaled as GroupedArgs::before says).
 inline constexpr int64_t kMmaK = 64;
+// `tokens` picks the rows per pass (16, or 64 when experts average more than 16 rows).
 void launch_grouped_mma(bool gate_up, MatrixFormat format, const GroupedArgs& a, int num_experts,
-                        cudaStream_t stream);
+                        int64_t tokens, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda::moe_detail

@@ -65,6 +65,8 @@ class MoeRunner {
   // reallocates, so call it before capturing a graph, not between capture and replay).
   void reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64_t inter,
                        int64_t shared_inter, int num_experts);
+  // The tokens reserve_grouped last covered (0 before any call).
+  int64_t grouped_tokens() const { return grouped_tokens_; }
   // run()'s result from device-side routing: only kernel launches and cuBLASLt calls (the shared
   // expert's dense GEMMs: capture-safe once their plan for `tokens` rows exists). hidden and
   // inter multiples of DeviceMatrix::per_load(expert_format). Aborts if reserve_grouped did not
@@ -97,6 +99,7 @@ class MoeRunner {
     DeviceBuffer<__nv_bfloat16> xb, h, shared_h;  // x, routed and shared activations in bf16
     DeviceBuffer<float> slots, shared_g, shared_u, shared_out;
   } grouped_;
+  int64_t grouped_tokens_ = 0;
 };
 
 }  // namespace deepinfer::cuda

@@ -4,6 +4,7 @@
 // has few rows per expert and is bound by reading the weights, so each weight row is read once
 // per chunk of kRows rows by one warp (16-byte loads of the stored format, expanded in registers:
 // weight_rows.cuh), with the chunk's inputs in shared memory.
+#include <algorithm>
 #include <cub/block/block_scan.cuh>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
@@ -249,6 +250,7 @@ void MoeRunner::reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64
   }
   ensure_smem<true>(hidden);
   ensure_smem<false>(inter);
+  grouped_tokens_ = std::max(grouped_tokens_, tokens);
 }
 
 void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
@@ -287,8 +289,8 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   ga.lim = a.swiglu_limit;
   ga.before = a.weight_before_w2;
   if (T >= a.grouped_mma_min_tokens && H % moe_detail::kMmaK == 0 && I % moe_detail::kMmaK == 0) {
-    moe_detail::launch_grouped_mma(true, a.expert_format, ga, E, stream);
-    moe_detail::launch_grouped_mma(false, a.expert_format, ga, E, stream);
+    moe_detail::launch_grouped_mma(true, a.expert_format, ga, E, T, stream);
+    moe_detail::launch_grouped_mma(false, a.expert_format, ga, E, T, stream);
   } else {
     const auto tiles = [](int64_t c) { return static_cast<unsigned>((c + kCols - 1) / kCols); };
     ensure_smem<true>(H);

@@ -3,8 +3,9 @@
 // here a block owns (a 64-column tile, an expert) and walks K in steps of kMmaK: the weight tile
 // is expanded from its stored format into shared memory as bf16 (weight_rows.cuh, the same
 // values as every other path), the expert's next 16 rows staged beside it, and four warps each
-// multiply their 16 columns with wmma 16x16x16 (bf16 in, fp32 accumulate). More than 16 rows
-// take more passes over the weights.
+// multiply their 16 columns with wmma 16x16x16 (bf16 in, fp32 accumulate). A pass takes 16 x MT
+// rows (MT = 1 for decode's few rows per expert, 4 for prefill chunks); more rows take more
+// passes over the weights.
 #include <mma.h>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
@@ -19,15 +20,18 @@ namespace wmma = nvcuda::wmma;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kN = 16 * kWarps;  // columns per block
-constexpr int kM = 16;           // rows per pass
+constexpr int kM = 16;           // rows per wmma tile
 constexpr int kK = static_cast<int>(kMmaK);
 constexpr int kLd = kK + 8;  // padded bf16 row of a tile (a multiple of 8, as wmma needs)
 
-template <int NW>
-struct __align__(32) Tiles {
-  __nv_bfloat16 w[NW][kN][kLd];  // [matrix][column][k]
-  __nv_bfloat16 x[kM][kLd];      // [row][k]
-  float out[NW][kM][kN];         // the accumulators, for the epilogue
+// The K loop's tiles, then (reusing the bytes) the accumulators for the epilogue.
+template <int NW, int MT>
+union __align__(32) Tiles {
+  struct {
+    __nv_bfloat16 w[NW][kN][kLd];   // [matrix][column][k]
+    __nv_bfloat16 x[kM * MT][kLd];  // [row][k]
+  } in;
+  float out[NW][kM * MT][kN];
 };
 
 // Columns [n0, n0 + kN) x k [k0, k0 + kK) of m into t (columns past m.rows as zeros).
@@ -52,12 +56,12 @@ __device__ inline void stage_weights(const DeviceMatrix& m, int64_t n0, int64_t 
 
 // Rows [m0, m0 + rn) of the expert's group, k [k0, k0 + kK): gate-up reads the slot's token row
 // of xb, down the group row of h. Rows past rn as zeros.
-template <bool kGateUp>
+template <bool kGateUp, int MT>
 __device__ inline void stage_rows(const GroupedArgs& a, int64_t first, int64_t m0, int rn,
                                   int64_t k0, __nv_bfloat16 (*x)[kLd]) {
   constexpr int kVecs = kK / 8;
   const int64_t in = kGateUp ? a.hidden : a.inter;
-  for (int i = threadIdx.x; i < kM * kVecs; i += kThreads) {
+  for (int i = threadIdx.x; i < kM * MT * kVecs; i += kThreads) {
     const int r = i / kVecs, v = i % kVecs;
     uint4 q = make_uint4(0, 0, 0, 0);
     if (r < rn) {
@@ -69,10 +73,10 @@ __device__ inline void stage_rows(const GroupedArgs& a, int64_t first, int64_t m
   }
 }
 
-template <bool kGateUp, MatrixFormat F>
+template <bool kGateUp, MatrixFormat F, int MT>
 __global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
-  constexpr int NW = kGateUp ? 2 : 1;
-  __shared__ Tiles<NW> t;
+  constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = kM * MT;
+  __shared__ Tiles<NW, MT> t;
   const int e = blockIdx.y;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
   if (rows == 0) return;
@@ -87,33 +91,44 @@ __global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
   const int64_t in = kGateUp ? a.hidden : a.inter, out = kGateUp ? a.inter : a.hidden;
   const int64_t n0 = int64_t{blockIdx.x} * kN;
   const int warp = threadIdx.x >> 5;
-  for (int64_t m0 = 0; m0 < rows; m0 += kM) {
-    const int rn = rows - m0 < kM ? static_cast<int>(rows - m0) : kM;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NW];
+  for (int64_t m0 = 0; m0 < rows; m0 += kRowsPerPass) {
+    const int rn = rows - m0 < kRowsPerPass ? static_cast<int>(rows - m0) : kRowsPerPass;
+    const int tiles = (rn + kM - 1) / kM;  // row tiles holding real rows
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NW][MT];
 #pragma unroll
-    for (int j = 0; j < NW; ++j) wmma::fill_fragment(acc[j], 0.0f);
+    for (int j = 0; j < NW; ++j)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) wmma::fill_fragment(acc[j][mt], 0.0f);
     for (int64_t k0 = 0; k0 < in; k0 += kK) {
 #pragma unroll
-      for (int j = 0; j < NW; ++j) stage_weights<F>(*mats[j], n0, k0, t.w[j]);
-      stage_rows<kGateUp>(a, first, m0, rn, k0, t.x);
+      for (int j = 0; j < NW; ++j) stage_weights<F>(*mats[j], n0, k0, t.in.w[j]);
+      stage_rows<kGateUp, MT>(a, first, m0, rn, k0, t.in.x);
       __syncthreads();
 #pragma unroll
       for (int kk = 0; kk < kK; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-        wmma::load_matrix_sync(fa, &t.x[0][kk], kLd);
+        // W's columns are rows of the tile: as a K x N operand it is column-major.
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[NW];
 #pragma unroll
-        for (int j = 0; j < NW; ++j) {
-          // W's columns are rows of the tile: as a K x N operand it is column-major.
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-          wmma::load_matrix_sync(fb, &t.w[j][warp * 16][kk], kLd);
-          wmma::mma_sync(acc[j], fa, fb, acc[j]);
+        for (int j = 0; j < NW; ++j) wmma::load_matrix_sync(fb[j], &t.in.w[j][warp * 16][kk], kLd);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if (mt >= tiles) break;
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+          wmma::load_matrix_sync(fa, &t.in.x[mt * kM][kk], kLd);
+#pragma unroll
+          for (int j = 0; j < NW; ++j) wmma::mma_sync(acc[j][mt], fa, fb[j], acc[j][mt]);
         }
       }
       __syncthreads();
     }
+    // The tiles are dead now: their bytes take the accumulators.
 #pragma unroll
     for (int j = 0; j < NW; ++j)
-      wmma::store_matrix_sync(&t.out[j][0][warp * 16], acc[j], kN, wmma::mem_row_major);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        if (mt < tiles)
+          wmma::store_matrix_sync(&t.out[j][mt * kM][warp * 16], acc[j][mt], kN,
+                                  wmma::mem_row_major);
     __syncthreads();
     for (int i = threadIdx.x; i < rn * kN; i += kThreads) {
       const int r = i / kN, c = i % kN;
@@ -132,17 +147,17 @@ __global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
   }
 }
 
-template <bool kGateUp>
+template <bool kGateUp, int MT>
 void launch(MatrixFormat f, dim3 grid, const GroupedArgs& a, cudaStream_t stream) {
   switch (f) {
     case MatrixFormat::kBf16:
-      mma_kernel<kGateUp, MatrixFormat::kBf16><<<grid, kThreads, 0, stream>>>(a);
+      mma_kernel<kGateUp, MatrixFormat::kBf16, MT><<<grid, kThreads, 0, stream>>>(a);
       break;
     case MatrixFormat::kFp8Block:
-      mma_kernel<kGateUp, MatrixFormat::kFp8Block><<<grid, kThreads, 0, stream>>>(a);
+      mma_kernel<kGateUp, MatrixFormat::kFp8Block, MT><<<grid, kThreads, 0, stream>>>(a);
       break;
     case MatrixFormat::kMxfp4:
-      mma_kernel<kGateUp, MatrixFormat::kMxfp4><<<grid, kThreads, 0, stream>>>(a);
+      mma_kernel<kGateUp, MatrixFormat::kMxfp4, MT><<<grid, kThreads, 0, stream>>>(a);
       break;
   }
   DI_CUDA_LAUNCH_CHECK();
@@ -151,13 +166,15 @@ void launch(MatrixFormat f, dim3 grid, const GroupedArgs& a, cudaStream_t stream
 }  // namespace
 
 void launch_grouped_mma(bool gate_up, MatrixFormat format, const GroupedArgs& a, int num_experts,
-                        cudaStream_t stream) {
+                        int64_t tokens, cudaStream_t stream) {
   const int64_t out = gate_up ? a.inter : a.hidden;
   const dim3 grid(static_cast<unsigned>((out + kN - 1) / kN), static_cast<unsigned>(num_experts));
+  // 64-row passes once an expert averages more than 16 rows (prefill chunks).
+  const bool wide = tokens * a.top_k > int64_t{kM} * num_experts;
   if (gate_up)
-    launch<true>(format, grid, a, stream);
+    wide ? launch<true, 4>(format, grid, a, stream) : launch<true, 1>(format, grid, a, stream);
   else
-    launch<false>(format, grid, a, stream);
+    wide ? launch<false, 4>(format, grid, a, stream) : launch<false, 1>(format, grid, a, stream);
 }
 
 }  // namespace deepinfer::cuda::moe_detail

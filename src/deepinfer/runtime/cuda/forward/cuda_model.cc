@@ -57,7 +57,9 @@ struct CudaModel::Impl {
     max_selected = decode_max_selected(c, o.max_tokens);
     decode_in = DeviceBuffer<int64_t>(2 * max_bucket);
     RETURN_IF_ERROR(decode_host.reserve(size_t(2 * max_bucket)).status());
-    moe.reserve_grouped(max_bucket, c.experts_per_token, c.hidden_size, c.moe_intermediate_size,
+    // Decode batches and prefill chunks both run the grouped experts.
+    moe.reserve_grouped(std::max(max_bucket, o.max_chunk), c.experts_per_token, c.hidden_size,
+                        c.moe_intermediate_size,
                         int64_t(c.moe_intermediate_size) * c.n_shared_experts, c.n_routed_experts);
     state = std::make_unique<PagedState>(c, o.page_tokens, o.max_tokens, max_bucket);
     if (o.memory_fraction > 0) return fill_memory(o.memory_fraction);

@@ -47,7 +47,9 @@ void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const fl
   a.weight_before_w2 = false;  // plain numerics: the routing weight scales w2's output
   a.out = out;
   // Batched decode must stay capturable: device-side grouping, no host copy of the routing.
-  if (m.batch)
+  // Prefill chunks take it too (one pass over each touched expert's stored weights for all its
+  // rows, on tensor cores); run() only past the tokens reserved at load.
+  if (m.batch || n <= m.moe.grouped_tokens())
     m.moe.run_grouped(a, m.stream);
   else
     m.moe.run(a, m.stream);
