@@ -46,6 +46,26 @@ struct GroupedArgs {
   bool before;  // the routing weight scales h (else w2's output)
 };
 
+// What a grouped kernel's block multiplies for expert e: w1 and w3 (gate-up: in = hidden, out =
+// inter) or w2 (down: in = inter, out = hidden).
+template <bool kGateUp>
+struct ExpertPass {
+  static constexpr int kMats = kGateUp ? 2 : 1;
+  const DeviceMatrix* mats[kMats];
+  int64_t in, out;
+  __device__ ExpertPass(const GroupedArgs& a, int e) {
+    const ExpertWeights& w = a.experts[e];
+    if constexpr (kGateUp) {
+      mats[0] = &w.w1;
+      mats[1] = &w.w3;
+    } else {
+      mats[0] = &w.w2;
+    }
+    in = kGateUp ? a.hidden : a.inter;
+    out = kGateUp ? a.inter : a.hidden;
+  }
+};
+
 // The tensor-core form of the grouped expert kernels (grouped_experts_mma.cu), for batches with
 // several rows per expert: hidden and inter multiples of kMmaK. kGateUp: h = swiglu(w1 x, w3 x);
 // else slots = w2 h (scaled as GroupedArgs::before says).

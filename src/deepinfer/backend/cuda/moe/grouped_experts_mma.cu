@@ -80,15 +80,9 @@ __global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
   const int e = blockIdx.y;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
   if (rows == 0) return;
-  const ExpertWeights& w = a.experts[e];
-  const DeviceMatrix* mats[NW];
-  if constexpr (kGateUp) {
-    mats[0] = &w.w1;
-    mats[1] = &w.w3;
-  } else {
-    mats[0] = &w.w2;
-  }
-  const int64_t in = kGateUp ? a.hidden : a.inter, out = kGateUp ? a.inter : a.hidden;
+  const moe_detail::ExpertPass<kGateUp> pass(a, e);
+  const DeviceMatrix* const* mats = pass.mats;
+  const int64_t in = pass.in, out = pass.out;
   const int64_t n0 = int64_t{blockIdx.x} * kN;
   const int warp = threadIdx.x >> 5;
   for (int64_t m0 = 0; m0 < rows; m0 += kRowsPerPass) {
