@@ -70,6 +70,8 @@ double reference_gap(const v4::CpuModel& cpu, const std::vector<int32_t>& prefix
   return std::fabs(double(logits[a]) - logits[b]) / std::max(scale, 1e-30);
 }
 
+std::vector<int32_t> cpu_greedy(const v4::CpuModel& cpu, const std::vector<int32_t>& prompt, int n);
+
 // `got` against `want` for one prompt: equal, or parted late, or parted at a measured near-tie.
 void expect_same_or_near_tie(const v4::CpuModel& cpu, const std::vector<int32_t>& prompt,
                              const std::vector<int32_t>& got, const std::vector<int32_t>& want,
@@ -81,8 +83,17 @@ void expect_same_or_near_tie(const v4::CpuModel& cpu, const std::vector<int32_t>
   std::vector<int32_t> prefix = prompt;
   prefix.insert(prefix.end(), want.begin(), want.begin() + agree);
   const double gap = reference_gap(cpu, prefix, want[agree], got[agree]);
-  std::printf("[%s] split after %zu of %zu tokens (%d vs %d): reference gap %.3e of the scale\n",
-              what.c_str(), agree, got.size(), want[agree], got[agree], gap);
+  // Which side the reference itself follows (its own greedy continuation), for the log.
+  const std::vector<int32_t> ref = cpu_greedy(cpu, prompt, static_cast<int>(got.size()));
+  const auto agreeing = [&](const std::vector<int32_t>& v) {
+    size_t k = 0;
+    while (k < v.size() && v[k] == ref[k]) ++k;
+    return k;
+  };
+  std::printf(
+      "[%s] split after %zu of %zu tokens (%d vs %d): reference gap %.3e of the scale; the "
+      "reference's own greedy agrees with the expected for %zu tokens, with the result for %zu\n",
+      what.c_str(), agree, got.size(), want[agree], got[agree], gap, agreeing(want), agreeing(got));
   EXPECT_TRUE(agree >= kMinAgree || gap < cuda::kNearTie)
       << what << ": split after " << agree << " tokens with a clear reference gap " << gap;
 }

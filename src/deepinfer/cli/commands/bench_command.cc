@@ -145,8 +145,8 @@ struct ForwardFlags {
 
 // Flags that only `bench forward` reads; latency|throughput reject them rather than ignore them.
 constexpr const char* kForwardOnlyFlags[] = {
-    "--batch-sizes",      "--context",        "--long-context", "--reference",
-    "--reference-script", "--reference-args", "--python"};
+    "--batch-sizes",      "--context",        "--long-context", "--prefill-chunk",
+    "--reference",        "--reference-script", "--reference-args", "--python"};
 
 int run_forward(const std::string& model_arg, const std::string& json_path, int64_t prefill_len,
                 const ForwardFlags& f, const deepinfer::EngineArgs& args) {
@@ -166,8 +166,11 @@ int run_forward(const std::string& model_arg, const std::string& json_path, int6
   if (auto st = parse_batch_sizes(f.batch_sizes.empty() ? "1,8,32,128" : f.batch_sizes, &o.batches);
       !st.ok())
     return fail(st);
-  if (o.context < 1 || o.prefill_len < 1 || o.steps < 1 || o.long_context < 0)
-    return fail("--context, --input-len and --steps must be positive, --long-context at least 0");
+  if (o.context < 1 || o.prefill_len < 1 || o.steps < 1 || o.long_context < 0 ||
+      o.prefill_chunk < 1)
+    return fail(
+        "--context, --input-len, --steps and --prefill-chunk must be positive, --long-context at "
+        "least 0");
   if (!o.reference.empty() && o.reference != "transformers")
     return fail("--reference: '" + o.reference + "' is not 'transformers'");
   if (o.reference_script.empty()) o.reference_script = DEEPINFER_REFERENCE_SCRIPT;
@@ -477,6 +480,9 @@ int run_bench(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--long-context", cu.long_context,
                  "forward: also prefill this many tokens and time batch-1 decode there (0: skip)")
+      ->capture_default_str();
+  app.add_option("--prefill-chunk", cu.prefill_chunk,
+                 "forward: prefill chunk tokens (the CUDA runner's largest chunk is 2048)")
       ->capture_default_str();
   app.add_option("--reference", cu.reference,
                  "forward: 'transformers' also runs DeepseekV4ForCausalLM (eager) on the same GPU "

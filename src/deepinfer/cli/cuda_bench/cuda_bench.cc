@@ -74,7 +74,7 @@ bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roo
   mo.max_sequences = max_batch + 1;  // slot 0 keeps the context every batch starts from
   mo.max_tokens = std::max({o.context, o.prefill_len, o.long_context}) + o.warmup + o.steps + 1 +
                   (o.phase_times ? kPhaseSteps : 0);
-  mo.max_chunk = std::max<int64_t>(256, max_batch);
+  mo.max_chunk = std::max<int64_t>(o.prefill_chunk, max_batch);
   mo.cuda_graphs = o.cuda_graphs;
   int64_t next_report = 0;
   mo.progress = [&](const v4::LoadProgress& p) {
@@ -288,9 +288,10 @@ int run_cuda_bench(const CudaBenchOptions& o) {
   const Hardware hw;
   std::printf(
       "deepinfer bench %s --device cuda  model=%s  layers=%d  weights on device %.1f GB, stored "
-      "%.1f GB (%.2fx; load %.1f s)\n",
+      "%.1f GB (%.2fx; load %.1f s)  prefill chunks of %lld tokens\n",
       o.mode.c_str(), o.model_dir.c_str(), cfg->num_layers, weight_bytes / 1e9, stored_bytes / 1e9,
-      double(weight_bytes) / double(std::max<int64_t>(stored_bytes, 1)), load_s);
+      double(weight_bytes) / double(std::max<int64_t>(stored_bytes, 1)), load_s,
+      static_cast<long long>(o.prefill_chunk));
   std::printf(
       "floor = max((weight + state bytes) / %.1f TB/s, FLOPs / %.0f TFLOP/s); weights as stored "
       "(FP8, MXFP4, BF16), state as bf16\n\n",
@@ -350,6 +351,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
       {"warmup_steps", o.warmup},
       {"cuda_graphs", o.cuda_graphs},
       {"timed_steps", o.steps},
+      {"prefill_chunk", o.prefill_chunk},
       {"hardware", {{"bytes_per_s", hw.bytes_per_s}, {"flops_per_s", hw.flops_per_s}}},
       {"rows", jrows}};
   if (!ref.is_null()) out["reference"] = ref;

@@ -20,6 +20,9 @@ struct CudaBenchOptions {
   int steps = 16;  // timed decode steps per batch size (after warm-up)
   int warmup = 2;  // untimed decode steps first
   int64_t long_context = 0;
+  // Prefill runs in chunks of this many tokens (the CUDA runner's largest chunk: every chunk
+  // reads every touched expert's weights once, so the chunk bounds prefill's weight traffic).
+  int64_t prefill_chunk = 2048;
   bool cuda_graphs = true;  // decode steps replayed from CUDA graphs (off: launched eagerly)
   bool phase_times = false;  // per row, extra untimed runs with GPU time per forward phase
   std::string reference;    // "transformers" to run the reference, empty for none

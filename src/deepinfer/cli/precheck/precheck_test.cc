@@ -1,6 +1,7 @@
 // precheck's parsing of nvidia-smi's CSV (`--format=csv,noheader,nounits`), its verdict per GPU,
-// and its report forms. The samples follow that format; one per GPU generation precheck must
-// tell apart.
+// and its report forms. kRecordedH200 is that command's output on the H200 GPU machine, byte for
+// byte (docs/precheck_h200.log); the others follow its format, one per GPU generation precheck
+// must tell apart.
 #include <gtest/gtest.h>
 
 #include "deepinfer/cli/precheck/check_result.h"
@@ -9,6 +10,7 @@
 namespace deepinfer::cli::precheck {
 namespace {
 
+constexpr const char* kRecordedH200 = "0, NVIDIA H200, 9.0, 143771, 580.159.04\n";
 constexpr const char* kTwoH200 =
     "0, NVIDIA H200, 9.0, 143771, 580.95.05\n"
     "1, NVIDIA H200, 9.0, 143771, 580.95.05\n";
@@ -33,6 +35,18 @@ TEST(Precheck, ParsesNvidiaSmiCsv) {
   EXPECT_EQ((*m)[1].cc_major, 7);
   EXPECT_EQ((*m)[1].cc_minor, 5);
   EXPECT_TRUE(parse_gpu_csv("")->empty());
+}
+
+TEST(Precheck, ParsesTheOutputRecordedOnTheH200) {
+  auto g = parse_gpu_csv(kRecordedH200);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(g->size(), 1u);
+  EXPECT_EQ((*g)[0].index, 0);
+  EXPECT_EQ((*g)[0].name, "NVIDIA H200");
+  EXPECT_EQ((*g)[0].cc_major, 9);
+  EXPECT_EQ((*g)[0].cc_minor, 0);
+  EXPECT_EQ((*g)[0].memory_mib, 143771);
+  EXPECT_EQ((*g)[0].driver, "580.159.04");
 }
 
 TEST(Precheck, MalformedNvidiaSmiLinesNameLineAndField) {
