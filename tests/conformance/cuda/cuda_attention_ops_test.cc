@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cuda_test_util.h"
@@ -135,6 +136,57 @@ TEST(CudaSinkAttention, FreshChunkKeysAndPagedEntriesMatchCpu) {
       a.entries = paged.view();
     });
   }
+}
+
+// The kernel groups 16, 8, 4, 2 or 1 heads per block by the launch's query count (wide groups
+// for prefill and large batches, one head per block for a single query). A query's output must be
+// the same bits whichever width its launch took: 70 queries at once (groups of 16) against each
+// launched alone (one head per block), every position in the ring.
+TEST(CudaSinkAttention, AQuerysOutputIsTheSameBitsAloneAndInAWideLaunch) {
+  const int hd = kHeadDim;
+  const AttnCase k{900, 70, 512};
+  const int64_t R = kWindow - 1 + k.T;
+  const int64_t E = (k.pos0 + k.T) / 4;
+  const auto q = randn(k.T * kHeads * hd), ring = randn(R * hd), entries = randn(E * hd);
+  const auto sinks = randn(kHeads);
+  const Selection s = random_selection(k, E);
+  DeviceBuffer<float> dq(q), dsinks(sinks), dring(ring), dent(entries);
+  DeviceBuffer<int32_t> dsel(s.sel), dnsel(s.nsel);
+  SinkAttentionArgs a;
+  a.q = dq.get();
+  a.ring = dring.get();
+  a.ring_rows = R;
+  a.entries = contiguous_entries(dent.get(), hd);
+  a.selected = dsel.get();
+  a.num_selected = dnsel.get();
+  a.max_selected = k.max_sel;
+  a.sinks = dsinks.get();
+  a.num_queries = k.T;
+  a.pos0 = k.pos0;
+  a.num_heads = kHeads;
+  a.head_dim = hd;
+  a.window = kWindow;
+  a.scale = 1.0f / std::sqrt(float(hd));
+  DeviceBuffer<float> wide(k.T * kHeads * hd), alone(k.T * kHeads * hd);
+  wide.poison();
+  alone.poison();
+  a.out = wide.get();
+  sink_attention(a, nullptr);
+  for (int64_t t = 0; t < k.T; ++t) {
+    SinkAttentionArgs one = a;
+    one.q = dq.get() + t * kHeads * hd;
+    one.selected = dsel.get() + t * k.max_sel;
+    one.num_selected = dnsel.get() + t;
+    one.num_queries = 1;
+    one.pos0 = k.pos0 + t;
+    one.out = alone.get() + t * kHeads * hd;
+    sink_attention(one, nullptr);
+  }
+  const auto w = wide.download(), o = alone.download();
+  size_t differ = 0;
+  for (size_t i = 0; i < w.size(); ++i)
+    differ += std::memcmp(&w[i], &o[i], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0u) << "of " << w.size() << " outputs";
 }
 
 TEST(CudaIndexer, ScoresMatchCpuAtV4FlashDims) {

@@ -432,12 +432,18 @@ TEST_P(CudaModelTest, PhaseTimesNameEveryPhaseAndDecodeEagerly) {
        {"embedding", "mhc + norms", "attention: projections", "attention: output projection",
         "moe: router", "moe: experts", "head", "sampling"})
     EXPECT_EQ(t.count(want), 1u) << want;
-  bool state = false;
+  bool sink = false, csa = false;
   for (const auto& [name, ms] : t) {
     EXPECT_TRUE(std::isfinite(ms) && ms >= 0) << name;
-    state = state || (name.rfind("attention: ", 0) == 0 && name.find("state") != std::string::npos);
+    sink = sink || (name.rfind("attention: ", 0) == 0 &&
+                    name.find("sink attention") != std::string::npos);
+    csa = csa || name.rfind("attention: CSA sink attention", 0) == 0;
   }
-  EXPECT_TRUE(state) << "no attention-state phase";
+  EXPECT_TRUE(sink) << "no sink-attention phase";
+  if (csa) {  // a CSA layer also marks its compressors and its indexer
+    EXPECT_EQ(t.count("attention: compressors (CSA, HCA)"), 1u);
+    EXPECT_EQ(t.count("attention: CSA indexer (scores, top-k)"), 1u);
+  }
   EXPECT_EQ(m->decode_steps().eager, 3);
   EXPECT_EQ(m->decode_steps().replayed, 0);
   EXPECT_TRUE(m->take_phase_times_ms().empty());  // taken

@@ -1,3 +1,8 @@
+#include <cfloat>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
@@ -7,27 +12,52 @@ namespace deepinfer::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
 
-// One block per (query, head): warps score keys (lanes split the dims), then the block takes the
-// softmax with the sink and threads accumulate output dims over keys in order.
-__global__ void sink_attention_kernel(SinkAttentionArgs a) {
-  // Every key's address is resolved once (entries through the block table) and kept here: the
-  // output loop reads each key once per channel.
+// Sums each of a lane's N values over the warp and leaves value lane / (32 / N)'s sum in that
+// lane (a reduce-scatter: log2(N) halving rounds, each exchanging half the values, then plain
+// rounds), in a fixed order. Recursion keeps every index a constant (the values in registers).
+template <int N>
+__device__ __forceinline__ float reduce_scatter(float* v, int lane, int o = 16) {
+  if constexpr (N == 1) {
+    float s = v[0];
+    for (; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+  } else {
+    const bool upper = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const float keep = upper ? v[i + N / 2] : v[i];
+      const float send = upper ? v[i] : v[i + N / 2];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+    return reduce_scatter<N / 2>(v, lane, o >> 1);
+  }
+}
+
+// One block per (query, group of HG heads). Every head shares the key rows (one K=V row per key),
+// so a block reads each of its keys once for HG heads: warps score keys (lanes split the dims,
+// each holding all HG dot products, then one reduce-scatter), the block takes each head's
+// softmax with its sink, and threads accumulate their output dims over the keys for every head.
+// Keys are read with 16-byte loads where aligned (entry slots in pages need not be).
+template <int HG>
+__global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const float** keys = reinterpret_cast<const float**>(smem_raw);          // window + max_selected
-  float* qs = reinterpret_cast<float*>(keys + a.window + a.max_selected);  // head_dim
-  float* logits = qs + a.head_dim;                                         // window + max_selected
-  __shared__ float scratch[32];
+  const int cap = (a.window + a.max_selected + 1) & ~1;  // keeps what follows 16-byte aligned
+  const float** keys = reinterpret_cast<const float**>(smem_raw);  // cap
+  float* qs = reinterpret_cast<float*>(keys + cap);                // [HG][head_dim]
+  float* probs = qs + HG * a.head_dim;                             // [key][HG]
+  __shared__ float head_inv[HG];
   const int64_t t = blockIdx.x;
-  const int h = blockIdx.y;
-  const int hd = a.head_dim;
-  float* o = a.out + (t * a.num_heads + h) * hd;
+  const int h0 = blockIdx.y * HG;
+  const int hd = a.head_dim, nh = a.num_heads;
   const float* ring = a.ring;
   int64_t s = a.pos0 + t, seq = 0, start = a.pos0;
   if (a.query_seq) {
     seq = a.query_seq[t];
     if (seq < 0) {
-      for (int d = threadIdx.x; d < hd; d += blockDim.x) o[d] = 0.0f;
+      for (int i = threadIdx.x; i < HG * hd; i += blockDim.x)
+        if (h0 + i / hd < nh) a.out[(t * nh + h0) * hd + i] = 0.0f;
       return;
     }
     ring = a.rings[seq];
@@ -38,10 +68,8 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
   const int nwin = static_cast<int>(s - first + 1);
   const int nsel = a.max_selected ? a.num_selected[t] : 0;
   const int nkeys = nwin + nsel;
-  const float* q = a.q + (t * a.num_heads + h) * hd;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[d];
-  __syncthreads();
-
+  for (int i = threadIdx.x; i < HG * hd; i += blockDim.x)
+    qs[i] = h0 + i / hd < nh ? a.q[(t * nh + h0) * hd + i] : 0.0f;
   for (int k = threadIdx.x; k < nkeys; k += blockDim.x) {
     if (k < nwin) {
       const int64_t p = first + k;
@@ -51,41 +79,119 @@ __global__ void sink_attention_kernel(SinkAttentionArgs a) {
     }
   }
   __syncthreads();
-  auto key = [&](int k) -> const float* { return keys[k]; };
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  for (int k = warp; k < nkeys; k += warps) {
-    const float* kr = key(k);
-    float acc = 0;
-    for (int d = lane; d < hd; d += 32) acc += qs[d] * kr[d];
-    acc = warp_sum(acc);
-    if (lane == 0) logits[k] = acc * a.scale;
+
+  // Logits, as probs[k][h] (scaled).
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int k = warp; k < nkeys; k += kWarps) {
+    const float* kr = keys[k];
+    float acc[HG];
+#pragma unroll
+    for (int h = 0; h < HG; ++h) acc[h] = 0.0f;
+    const bool vec = (reinterpret_cast<uintptr_t>(kr) & 15) == 0;
+    for (int d = lane * 4; d < hd; d += 128) {
+      const float4 kv = vec ? *reinterpret_cast<const float4*>(kr + d)
+                            : make_float4(kr[d], kr[d + 1], kr[d + 2], kr[d + 3]);
+#pragma unroll
+      for (int h = 0; h < HG; ++h) {
+        const float4 qv = *reinterpret_cast<const float4*>(qs + h * hd + d);
+        acc[h] += qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
+      }
+    }
+    const float dot = reduce_scatter<HG>(acc, lane);
+    if ((lane & (32 / HG - 1)) == 0) probs[k * HG + lane / (32 / HG)] = dot * a.scale;
   }
   __syncthreads();
-  float mx = a.sinks[h];
-  for (int k = threadIdx.x; k < nkeys; k += blockDim.x) mx = fmaxf(mx, logits[k]);
-  mx = block_max(mx, scratch);
-  float den = 0;
-  for (int k = threadIdx.x; k < nkeys; k += blockDim.x) den += (logits[k] = expf(logits[k] - mx));
-  den = block_sum(den, scratch) + expf(a.sinks[h] - mx);
-  const float inv = 1.0f / den;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float acc = 0;
-    for (int k = 0; k < nkeys; ++k) acc += logits[k] * key(k)[d];
-    o[d] = acc * inv;
+
+  // Softmax per head with its sink, a warp per head: the sums' order depends on the key count
+  // only, not on HG, so a query's output is the same bits whichever group width its launch took.
+  for (int h = warp; h < HG; h += kWarps) {
+    const float sink = h0 + h < nh ? a.sinks[h0 + h] : 0.0f;
+    float mx = sink;
+    for (int k = lane; k < nkeys; k += 32) mx = fmaxf(mx, probs[k * HG + h]);
+    mx = warp_max(mx);
+    float den = 0.0f;
+    for (int k = lane; k < nkeys; k += 32) den += (probs[k * HG + h] = expf(probs[k * HG + h] - mx));
+    den = warp_sum(den) + expf(sink - mx);
+    if (lane == 0) head_inv[h] = 1.0f / den;
   }
+  __syncthreads();
+
+  // Output: two dims per thread, every head of the group, keys in order.
+  for (int d = threadIdx.x * 2; d < hd; d += 2 * kThreads) {
+    float acc[HG][2];
+#pragma unroll
+    for (int h = 0; h < HG; ++h) acc[h][0] = acc[h][1] = 0.0f;
+    for (int k = 0; k < nkeys; ++k) {
+      const float* kr = keys[k];
+      const float2 kv = (reinterpret_cast<uintptr_t>(kr) & 7) == 0
+                            ? *reinterpret_cast<const float2*>(kr + d)
+                            : make_float2(kr[d], kr[d + 1]);
+      float pk[HG];
+      if constexpr (HG % 4 == 0) {
+#pragma unroll
+        for (int h = 0; h < HG; h += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(probs + k * HG + h);
+          pk[h] = v.x;
+          pk[h + 1] = v.y;
+          pk[h + 2] = v.z;
+          pk[h + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int h = 0; h < HG; ++h) pk[h] = probs[k * HG + h];
+      }
+#pragma unroll
+      for (int h = 0; h < HG; ++h) {
+        acc[h][0] += pk[h] * kv.x;
+        acc[h][1] += pk[h] * kv.y;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < HG; ++h) {
+      if (h0 + h >= nh) continue;
+      float* o = a.out + (t * nh + h0 + h) * hd + d;
+      o[0] = acc[h][0] * head_inv[h];
+      o[1] = acc[h][1] * head_inv[h];
+    }
+  }
+}
+
+template <int HG>
+void launch(const SinkAttentionArgs& a, cudaStream_t stream) {
+  const int cap = (a.window + a.max_selected + 1) & ~1;
+  const size_t smem = sizeof(const float*) * cap + sizeof(float) * HG * a.head_dim +
+                      sizeof(float) * cap * HG;
+  static SmemLimit limit(reinterpret_cast<const void*>(sink_attention_kernel<HG>));
+  limit.ensure(smem);
+  dim3 grid(static_cast<unsigned>(a.num_queries),
+            static_cast<unsigned>((a.num_heads + HG - 1) / HG));
+  sink_attention_kernel<HG><<<grid, kThreads, smem, stream>>>(a);
+  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.num_queries == 0) return;
-  const size_t smem = sizeof(const float*) * (a.window + a.max_selected) +
-                      sizeof(float) * (a.head_dim + a.window + a.max_selected);
-  static SmemLimit limit(reinterpret_cast<const void*>(sink_attention_kernel));
-  limit.ensure(smem);
-  dim3 grid(static_cast<unsigned>(a.num_queries), static_cast<unsigned>(a.num_heads));
-  sink_attention_kernel<<<grid, kThreads, smem, stream>>>(a);
-  DI_CUDA_LAUNCH_CHECK();
+  if (a.head_dim % 4 != 0) {
+    std::fprintf(stderr, "sink_attention: head_dim %d is not a multiple of 4\n", a.head_dim);
+    std::abort();
+  }
+  // Heads per block: wider groups read each key for more heads, but a few queries (small decode
+  // batches) need narrower ones to fill the GPU. The widest group (V4's 64 heads: 16) that still
+  // gives kMinBlocks blocks, else one head per block.
+  constexpr int64_t kMinBlocks = 256;
+  const auto blocks = [&](int hg) { return a.num_queries * ((a.num_heads + hg - 1) / hg); };
+  if (a.num_heads >= 16 && blocks(16) >= kMinBlocks)
+    launch<16>(a, stream);
+  else if (a.num_heads >= 8 && blocks(8) >= kMinBlocks)
+    launch<8>(a, stream);
+  else if (a.num_heads >= 4 && blocks(4) >= kMinBlocks)
+    launch<4>(a, stream);
+  else if (a.num_heads >= 2 && blocks(2) >= kMinBlocks)
+    launch<2>(a, stream);
+  else
+    launch<1>(a, stream);
 }
 
 }  // namespace deepinfer::cuda

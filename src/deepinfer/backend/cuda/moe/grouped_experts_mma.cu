@@ -1,8 +1,8 @@
 // The grouped expert kernels on tensor cores. With several rows per expert the CUDA-core form
 // runs out of FMA throughput before memory bandwidth (an MXFP4 byte feeds 2 weights x rows), so
-// here a block owns (a 64-column tile, an expert) and walks K in steps of kMmaK: the weight tile
-// is expanded from its stored format into shared memory as bf16 (weight_rows.cuh, the same
-// values as every other path), the expert's next 16 rows staged beside it, and four warps each
+// here a block owns (a 64-column tile, an expert) and walks K in steps of kMmaK: the weight tile,
+// fetched in its stored format two steps ahead, is expanded into shared memory as bf16
+// (weight_rows.cuh, the same values as every other path), the expert's next 16 rows staged beside it, and four warps each
 // multiply their 16 columns with wmma 16x16x16 (bf16 in, fp32 accumulate). A pass takes 16 x MT
 // rows (MT = 1 for decode's few rows per expert, 4 for prefill chunks); more rows take more
 // passes over the weights.
@@ -34,22 +34,47 @@ union __align__(32) Tiles {
   float out[NW][kM * MT][kN];
 };
 
-// Columns [n0, n0 + kN) x k [k0, k0 + kK) of m into t (columns past m.rows as zeros).
+// One thread's share of a weight tile (columns [n0, n0 + kN) x k [k0, k0 + kK)) in its stored
+// form: 16-byte words and their scales' bits. The kernel fetches a tile two K steps before it
+// expands it, so the weight reads of later steps are in flight while this one multiplies (one
+// step's reads alone leave the memory system mostly idle).
 template <MatrixFormat F>
-__device__ inline void stage_weights(const DeviceMatrix& m, int64_t n0, int64_t k0,
-                                     __nv_bfloat16 (*t)[kLd]) {
-  constexpr int P = DeviceMatrix::per_load(F), kPerRow = kK / P;
-  for (int i = threadIdx.x; i < kN * kPerRow; i += kThreads) {
-    const int c = i / kPerRow, kk = (i % kPerRow) * P;
-    float f[P];
+struct RawTile {
+  static constexpr int P = DeviceMatrix::per_load(F), kPerRow = kK / P;
+  static constexpr int kItems = kN * kPerRow / kThreads;
+  static_assert(kN * kPerRow % kThreads == 0, "a tile splits evenly over the threads");
+  uint4 q[kItems];
+  uint32_t s[kItems];
+};
+
+// Columns past m.rows as zeros.
+template <MatrixFormat F>
+__device__ inline void fetch_weights(const DeviceMatrix& m, int64_t n0, int64_t k0,
+                                     RawTile<F>& r) {
+  using T = RawTile<F>;
+#pragma unroll
+  for (int it = 0; it < T::kItems; ++it) {
+    const int i = threadIdx.x + it * kThreads, c = i / T::kPerRow, kk = (i % T::kPerRow) * T::P;
     if (n0 + c < m.rows) {
-      weight_rows::load<F>(weight_rows::row_of(m, n0 + c), k0 + kk, f);
+      weight_rows::fetch<F>(weight_rows::row_of(m, n0 + c), k0 + kk, &r.q[it], &r.s[it]);
     } else {
-#pragma unroll
-      for (int j = 0; j < P; ++j) f[j] = 0.0f;
+      r.q[it] = make_uint4(0, 0, 0, 0);
+      r.s[it] = 0;
     }
+  }
+}
+
+// The tile as bf16 into t ([column][k]), the same values as every other path (weight_rows.cuh).
+template <MatrixFormat F>
+__device__ inline void expand_weights(const RawTile<F>& r, __nv_bfloat16 (*t)[kLd]) {
+  using T = RawTile<F>;
 #pragma unroll
-    for (int j = 0; j < P; j += 2)
+  for (int it = 0; it < T::kItems; ++it) {
+    const int i = threadIdx.x + it * kThreads, c = i / T::kPerRow, kk = (i % T::kPerRow) * T::P;
+    float f[T::P];
+    weight_rows::expand<F>(r.q[it], r.s[it], f);
+#pragma unroll
+    for (int j = 0; j < T::P; j += 2)
       *reinterpret_cast<__nv_bfloat162*>(&t[c][kk + j]) = __floats2bfloat162_rn(f[j], f[j + 1]);
   }
 }
@@ -93,9 +118,19 @@ __global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
     for (int j = 0; j < NW; ++j)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) wmma::fill_fragment(acc[j][mt], 0.0f);
-    for (int64_t k0 = 0; k0 < in; k0 += kK) {
+    // K steps with the weights fetched two steps ahead (raw[0] even steps, raw[1] odd ones).
+    RawTile<F> raw[2][NW];
 #pragma unroll
-      for (int j = 0; j < NW; ++j) stage_weights<F>(*mats[j], n0, k0, t.in.w[j]);
+    for (int j = 0; j < NW; ++j) {
+      fetch_weights<F>(*mats[j], n0, 0, raw[0][j]);
+      if (kK < in) fetch_weights<F>(*mats[j], n0, kK, raw[1][j]);
+    }
+    const auto step = [&](RawTile<F>(&r)[NW], int64_t k0) {
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        expand_weights<F>(r[j], t.in.w[j]);
+        if (k0 + 2 * kK < in) fetch_weights<F>(*mats[j], n0, k0 + 2 * kK, r[j]);
+      }
       stage_rows<kGateUp, MT>(a, first, m0, rn, k0, t.in.x);
       __syncthreads();
 #pragma unroll
@@ -114,6 +149,10 @@ __global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
         }
       }
       __syncthreads();
+    };
+    for (int64_t k0 = 0; k0 < in; k0 += 2 * kK) {
+      step(raw[0], k0);
+      if (k0 + kK < in) step(raw[1], k0 + kK);
     }
     // The tiles are dead now: their bytes take the accumulators.
 #pragma unroll

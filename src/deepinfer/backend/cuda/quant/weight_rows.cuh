@@ -82,17 +82,33 @@ __device__ inline uint32_t fp4x4_to_fp8x4(uint32_t v) {
   return mag | sign;
 }
 
-// The row's values [k, k + per_load(F)) as floats.
+// The 16-byte word holding the row's values [k, k + per_load(F)) and the raw bits of the scale
+// they share (FP8: the fp32 scale; MXFP4: the E8M0 byte; bf16: none). Nothing here waits for the
+// loads, so a caller can fetch a tile ahead of expanding it.
 template <MatrixFormat F>
-__device__ inline void load(const Row& r, int64_t k, float* f) {
+__device__ inline void fetch(const Row& r, int64_t k, uint4* q, uint32_t* sbits) {
+  if constexpr (F == MatrixFormat::kBf16) {
+    *q = __ldg(reinterpret_cast<const uint4*>(r.w + k * 2));
+    *sbits = 0;
+  } else if constexpr (F == MatrixFormat::kFp8Block) {
+    *q = __ldg(reinterpret_cast<const uint4*>(r.w + k));
+    *sbits = __float_as_uint(r.bscale[k / r.block_cols]);
+  } else {
+    *q = __ldg(reinterpret_cast<const uint4*>(r.w + k / 2));
+    *sbits = r.mscale[k / 32];
+  }
+}
+
+// fetch()'s word and scale as per_load(F) floats. An all-zero word and scale give zeros.
+template <MatrixFormat F>
+__device__ inline void expand(uint4 q, uint32_t sbits, float* f) {
   if constexpr (F == MatrixFormat::kBf16) {
     float t[8];
-    unpack8(__ldg(reinterpret_cast<const uint4*>(r.w + k * 2)), t);
+    unpack8(q, t);
 #pragma unroll
     for (int i = 0; i < 8; ++i) f[i] = t[i];
   } else if constexpr (F == MatrixFormat::kFp8Block) {
-    const uint4 q = __ldg(reinterpret_cast<const uint4*>(r.w + k));
-    const float s = r.bscale[k / r.block_cols];
+    const float s = __uint_as_float(sbits);
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -103,8 +119,7 @@ __device__ inline void load(const Row& r, int64_t k, float* f) {
       f[4 * i + 3] = b.y * s;
     }
   } else {
-    const uint4 q = __ldg(reinterpret_cast<const uint4*>(r.w + k / 2));
-    const float s = e8m0(r.mscale[k / 32]);
+    const float s = e8m0(static_cast<uint8_t>(sbits));
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -120,6 +135,15 @@ __device__ inline void load(const Row& r, int64_t k, float* f) {
       }
     }
   }
+}
+
+// The row's values [k, k + per_load(F)) as floats.
+template <MatrixFormat F>
+__device__ inline void load(const Row& r, int64_t k, float* f) {
+  uint4 q;
+  uint32_t sbits;
+  fetch<F>(r, k, &q, &sbits);
+  expand<F>(q, sbits, f);
 }
 
 // acc[j][r] = W_j[row] . x[r, :] for r < rn (rows of x `ldx` apart, bf16), summed over the warp

@@ -16,6 +16,10 @@
 namespace deepinfer::cuda {
 namespace {
 
+// Phases of --phase-times inside the state ops (the compressors of CSA and HCA layers together).
+constexpr const char* kCompressorsPhase = "attention: compressors (CSA, HCA)";
+constexpr const char* kIndexerPhase = "attention: CSA indexer (scores, top-k)";
+
 // The position-independent projections over all rows that the state ops read.
 struct Projected {
   const float *q, *kv;                 // [rows, heads, head_dim], [rows, head_dim]; rotated
@@ -69,6 +73,7 @@ void segment_state(const ForwardContext& m, const AttentionWeights& w, int ratio
     if (ratio == 4) {
       compressor_update(m, w.index_compressor, st.index, p.ikv + r0 * iw, p.igate + r0 * iw, len,
                         pos0);
+      m.mark(kCompressorsPhase);
       max_selected = c.index_topk;
       selected = grow(m.s.selected, len * max_selected);
       const int64_t entries = (pos0 + len) / 4;
@@ -81,7 +86,9 @@ void segment_state(const ForwardContext& m, const AttentionWeights& w, int ratio
       indexer_scores(a, scores, s);
       indexer_topk(scores, len, entries, pos0, 4, c.index_topk, selected, num_selected, s);
       if (m.trace) m.record(m.trace->selected[m.layer], selected, len * max_selected);
+      m.mark(kIndexerPhase);
     } else {
+      m.mark(kCompressorsPhase);
       max_selected = static_cast<int>((pos0 + len) / ratio);
       selected = grow(m.s.selected, len * (max_selected > 0 ? max_selected : 1));
       select_all_visible(len, pos0, ratio, max_selected, selected, num_selected, s);
@@ -138,6 +145,7 @@ void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio
       decode_compressor(decode_compressor_args(m, w.index_compressor, ls.index, p.ikv, p.igate,
                                                ratio, c.index_head_dim),
                         r, s);
+      m.mark(kCompressorsPhase);
       max_selected = c.index_topk;
       IndexerArgs a = indexer_args(m, p.iq, p.iw);
       a.num_queries = r.count;
@@ -149,7 +157,9 @@ void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio
       indexer_topk_rows(b.scores, r.count, a.num_entries, r.pos, r.slot, 4, max_selected,
                         b.selected, b.num_selected, s);
       if (m.trace) m.record(m.trace->selected[m.layer], b.selected, b.real_rows * max_selected);
+      m.mark(kIndexerPhase);
     } else {
+      m.mark(kCompressorsPhase);
       max_selected = b.max_selected;
       decode_select_all(r, ratio, max_selected, b.selected, b.num_selected, s);
     }
@@ -227,9 +237,9 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
     batched_state(m, w, ratio, p, o);
   else
     for (const RowSegment& g : segs) segment_state(m, w, ratio, p, g, o);
-  m.mark(ratio == 4  ? "attention: CSA state (compressors, indexer, sink attention)"
-         : ratio > 0 ? "attention: HCA state (compressor, sink attention)"
-                     : "attention: sliding state (ring, sink attention)");
+  m.mark(ratio == 4  ? "attention: CSA sink attention (window + top-k entries), ring write"
+         : ratio > 0 ? "attention: HCA sink attention (window + all entries), ring write"
+                     : "attention: sliding sink attention (window), ring write");
   rope(o + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, /*inverse=*/true, s);
 
   // Grouped output: group g's heads (hpg * hd values) go through wo_a's g-th row block.
