@@ -1,4 +1,4 @@
-// deepinfer bench latency|throughput|forward.
+// deepinfer bench latency|throughput|forward|prefix-cache|serve.
 //
 // latency|throughput run synthetic requests through the engine on --device cpu or cuda
 // (continuous batching, chunked prefill mixed with decode) and report output tokens/s, TTFT, ITL
@@ -21,6 +21,7 @@
 
 #include "deepinfer/cli/command_registry.h"
 #include "deepinfer/cli/commands/bench_prefix_cache.h"
+#include "deepinfer/cli/commands/bench_serve.h"
 #include "deepinfer/cli/cuda_bench/cuda_bench.h"
 #include "deepinfer/cli/cuda_bench/roofline.h"
 #include "deepinfer/cli/engine_flags.h"
@@ -433,6 +434,8 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
 }
 
 int run_bench(int argc, char** argv) {
+  // serve has its own flags (a server to load, no engine).
+  if (argc > 1 && std::strcmp(argv[1], "serve") == 0) return run_bench_serve(argc - 1, argv + 1);
   std::string mode, model_arg, json_path;
   int num_requests = 0, batch = 1, input_len = 128, output_len = 32;
   deepinfer::EngineArgs args;
@@ -446,7 +449,8 @@ int run_bench(int argc, char** argv) {
   app.add_option("MODE", mode,
                  "latency (one batch), throughput (many requests), forward (the GPU forward "
                  "alone) or prefix-cache (TTFT of one --input-len prompt on a miss and on hits "
-                 "from each cache tier, unit bytes per token, tier load bandwidth)")
+                 "from each cache tier, unit bytes per token, tier load bandwidth); `deepinfer "
+                 "bench serve --help` loads a live server")
       ->required()
       ->check(CLI::IsMember({"latency", "throughput", "forward", "prefix-cache"}));
   app.add_option("--model", model_arg, "model directory (default: embedded tiny model)");
