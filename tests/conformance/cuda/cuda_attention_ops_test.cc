@@ -184,8 +184,7 @@ TEST(CudaSinkAttention, AQuerysOutputIsTheSameBitsAloneAndInAWideLaunch) {
   }
   const auto w = wide.download(), o = alone.download();
   size_t differ = 0;
-  for (size_t i = 0; i < w.size(); ++i)
-    differ += std::memcmp(&w[i], &o[i], sizeof(float)) != 0;
+  for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&w[i], &o[i], sizeof(float)) != 0;
   EXPECT_EQ(differ, 0u) << "of " << w.size() << " outputs";
 }
 

@@ -435,8 +435,8 @@ TEST_P(CudaModelTest, PhaseTimesNameEveryPhaseAndDecodeEagerly) {
   bool sink = false, csa = false;
   for (const auto& [name, ms] : t) {
     EXPECT_TRUE(std::isfinite(ms) && ms >= 0) << name;
-    sink = sink || (name.rfind("attention: ", 0) == 0 &&
-                    name.find("sink attention") != std::string::npos);
+    sink = sink ||
+           (name.rfind("attention: ", 0) == 0 && name.find("sink attention") != std::string::npos);
     csa = csa || name.rfind("attention: CSA sink attention", 0) == 0;
   }
   EXPECT_TRUE(sink) << "no sink-attention phase";

@@ -146,8 +146,8 @@ struct ForwardFlags {
 
 // Flags that only `bench forward` reads; latency|throughput reject them rather than ignore them.
 constexpr const char* kForwardOnlyFlags[] = {
-    "--batch-sizes",      "--context",        "--long-context", "--prefill-chunk",
-    "--reference",        "--reference-script", "--reference-args", "--python"};
+    "--batch-sizes", "--context",          "--long-context",   "--prefill-chunk",
+    "--reference",   "--reference-script", "--reference-args", "--python"};
 
 int run_forward(const std::string& model_arg, const std::string& json_path, int64_t prefill_len,
                 const ForwardFlags& f, const deepinfer::EngineArgs& args) {

@@ -48,8 +48,9 @@ int run_bench_serve(int argc, char** argv) {
   app.add_option("--num-warmups", o.num_warmups, "requests sent first, one at a time, not counted")
       ->capture_default_str();
   app.add_option("--temperature", o.temperature, "sampling temperature")->capture_default_str();
-  app.add_flag("--no-ignore-eos", eos, "let requests stop at EOS (default: ignore_eos, so every "
-                                        "request generates its max_tokens)");
+  app.add_flag("--no-ignore-eos", eos,
+               "let requests stop at EOS (default: ignore_eos, so every "
+               "request generates its max_tokens)");
   app.add_option("--goodput", o.goodput,
                  "SLOs for goodput, e.g. --goodput ttft:500 tpot:50 e2el:10000 (milliseconds)");
   app.add_option("--metric-percentiles", o.percentiles, "percentiles to report")

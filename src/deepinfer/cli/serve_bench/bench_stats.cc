@@ -16,7 +16,8 @@ StatusOr<Slo> parse_goodput(const std::vector<std::string>& items) {
     char* end = nullptr;
     const double ms = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0' || !(ms > 0))
-      return invalid_argument("--goodput '" + it + "': expected KEY:MILLISECONDS with a positive "
+      return invalid_argument("--goodput '" + it +
+                              "': expected KEY:MILLISECONDS with a positive "
                               "number (keys ttft, tpot, e2el)");
     if (key == "ttft") {
       slo.ttft_ms = ms;

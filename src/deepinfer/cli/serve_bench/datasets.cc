@@ -71,8 +71,7 @@ StatusOr<std::vector<BenchRequest>> make_requests(const DatasetOptions& o,
     return from_jsonl(o, tok);
   }
   if (o.name != "random" && o.name != "shared-prefix")
-    return invalid_argument("--dataset-name '" + o.name +
-                            "': one of random, shared-prefix, jsonl");
+    return invalid_argument("--dataset-name '" + o.name + "': one of random, shared-prefix, jsonl");
   if (o.input_len < 1 || o.output_len < 1)
     return invalid_argument("--random-input-len and --random-output-len must be at least 1");
   if (o.range_ratio < 0 || o.range_ratio >= 1)

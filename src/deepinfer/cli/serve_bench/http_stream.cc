@@ -107,8 +107,9 @@ Status ResponseReader::feed(std::string_view bytes) {
       at += end + 4;
     } else if (state_ == State::kBody) {
       if (rest.empty()) break;
-      const size_t n = until_close_ ? rest.size()
-                                    : static_cast<size_t>(std::min<int64_t>(remaining_, rest.size()));
+      const size_t n = until_close_
+                           ? rest.size()
+                           : static_cast<size_t>(std::min<int64_t>(remaining_, rest.size()));
       on_body_(rest.substr(0, n));
       at += n;
       if (!until_close_ && (remaining_ -= static_cast<int64_t>(n)) == 0) state_ = State::kDone;
@@ -179,11 +180,11 @@ StatusOr<HttpResult> http_request(const BaseUrl& base, const std::string& path,
   tv.tv_usec = static_cast<suseconds_t>((timeout_s - double(tv.tv_sec)) * 1e6);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::string req = (body.empty() ? "GET " : "POST ") + base.prefix + path + " HTTP/1.1\r\nHost: " +
-                    where + "\r\nConnection: close\r\nAccept: */*\r\n";
+  std::string req = (body.empty() ? "GET " : "POST ") + base.prefix + path +
+                    " HTTP/1.1\r\nHost: " + where + "\r\nConnection: close\r\nAccept: */*\r\n";
   if (!body.empty())
-    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n";
+    req +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   req += "\r\n" + body;
   for (size_t sent = 0; sent < req.size();) {
     const ssize_t n = ::send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
@@ -201,7 +202,8 @@ StatusOr<HttpResult> http_request(const BaseUrl& base, const std::string& path,
     const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
     if (n < 0) {
       st = errno == EAGAIN || errno == EWOULDBLOCK
-               ? failed_precondition(where + ": no answer within " + std::to_string(timeout_s) + " s")
+               ? failed_precondition(where + ": no answer within " + std::to_string(timeout_s) +
+                                     " s")
                : failed_precondition(where + ": recv failed: " + std::strerror(errno));
       break;
     }

@@ -87,7 +87,8 @@ std::string request_body(const ServeBenchOptions& o, const std::string& model,
             {"temperature", o.temperature},
             {"ignore_eos", o.ignore_eos}};
   if (is_chat(o)) {
-    j["messages"] = r.messages ? *r.messages : json::array({{{"role", "user"}, {"content", r.prompt}}});
+    j["messages"] =
+        r.messages ? *r.messages : json::array({{{"role", "user"}, {"content", r.prompt}}});
   } else {
     j["prompt"] = r.prompt;
   }
@@ -185,7 +186,8 @@ int run_serve_bench(const ServeBenchOptions& o) {
   auto reqs = make_requests(d, **tok);
   if (!reqs.ok()) return fail(reqs.status().message());
   const int warm = std::min<int>(o.num_warmups, int(reqs->size()));
-  std::fprintf(stderr, "bench serve: %s%s, model %s, %zu requests (%d warm-up), rate %s, "
+  std::fprintf(stderr,
+               "bench serve: %s%s, model %s, %zu requests (%d warm-up), rate %s, "
                "max concurrency %s\n",
                o.base_url.c_str(), o.endpoint.c_str(), model.c_str(), reqs->size() - warm, warm,
                std::isfinite(o.request_rate) ? std::to_string(o.request_rate).c_str() : "inf",

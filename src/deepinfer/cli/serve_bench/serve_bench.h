@@ -22,7 +22,7 @@ struct ServeBenchOptions {
   std::string tokenizer_dir;
   DatasetOptions dataset;
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s
-  int max_concurrency = 0;                                         // 0: unbounded
+  int max_concurrency = 0;                                        // 0: unbounded
   int num_warmups = 0;
   double temperature = 0;
   bool ignore_eos = true;

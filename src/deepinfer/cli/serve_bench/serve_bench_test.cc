@@ -56,8 +56,7 @@ TEST(ServeBenchHttp, TruncatedAndMalformedResponsesAreErrors) {
   read_all("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", 4, &fin);
   EXPECT_FALSE(fin.ok());
   ResponseReader bad_size([](std::string_view) {});
-  EXPECT_FALSE(
-      bad_size.feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").ok());
+  EXPECT_FALSE(bad_size.feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").ok());
   ResponseReader bad_status([](std::string_view) {});
   EXPECT_FALSE(bad_status.feed("SMTP ready\r\n\r\n").ok());
 }
@@ -227,8 +226,9 @@ TEST(ServeBenchRequest, TimesAChunkedStreamAndReadsItsUsage) {
     (void)!::send(c, head.data(), head.size(), MSG_NOSIGNAL);
     chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\n");
     chunk("data: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: {\"choices\":[{\"text\":\"c\"}]}\n\n");
-    chunk("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3,"
-          "\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\ndata: [DONE]\n\n");
+    chunk(
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3,"
+        "\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\ndata: [DONE]\n\n");
     chunk("");
     ::close(c);
   });

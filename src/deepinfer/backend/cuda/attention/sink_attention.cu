@@ -110,7 +110,8 @@ __global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionA
     for (int k = lane; k < nkeys; k += 32) mx = fmaxf(mx, probs[k * HG + h]);
     mx = warp_max(mx);
     float den = 0.0f;
-    for (int k = lane; k < nkeys; k += 32) den += (probs[k * HG + h] = expf(probs[k * HG + h] - mx));
+    for (int k = lane; k < nkeys; k += 32)
+      den += (probs[k * HG + h] = expf(probs[k * HG + h] - mx));
     den = warp_sum(den) + expf(sink - mx);
     if (lane == 0) head_inv[h] = 1.0f / den;
   }
@@ -159,8 +160,8 @@ __global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionA
 template <int HG>
 void launch(const SinkAttentionArgs& a, cudaStream_t stream) {
   const int cap = (a.window + a.max_selected + 1) & ~1;
-  const size_t smem = sizeof(const float*) * cap + sizeof(float) * HG * a.head_dim +
-                      sizeof(float) * cap * HG;
+  const size_t smem =
+      sizeof(const float*) * cap + sizeof(float) * HG * a.head_dim + sizeof(float) * cap * HG;
   static SmemLimit limit(reinterpret_cast<const void*>(sink_attention_kernel<HG>));
   limit.ensure(smem);
   dim3 grid(static_cast<unsigned>(a.num_queries),

@@ -2,10 +2,10 @@
 // runs out of FMA throughput before memory bandwidth (an MXFP4 byte feeds 2 weights x rows), so
 // here a block owns (a 64-column tile, an expert) and walks K in steps of kMmaK: the weight tile,
 // fetched in its stored format two steps ahead, is expanded into shared memory as bf16
-// (weight_rows.cuh, the same values as every other path), the expert's next 16 rows staged beside it, and four warps each
-// multiply their 16 columns with wmma 16x16x16 (bf16 in, fp32 accumulate). A pass takes 16 x MT
-// rows (MT = 1 for decode's few rows per expert, 4 for prefill chunks); more rows take more
-// passes over the weights.
+// (weight_rows.cuh, the same values as every other path), the expert's next 16 rows staged beside
+// it, and four warps each multiply their 16 columns with wmma 16x16x16 (bf16 in, fp32 accumulate).
+// A pass takes 16 x MT rows (MT = 1 for decode's few rows per expert, 4 for prefill chunks); more
+// rows take more passes over the weights.
 #include <mma.h>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
@@ -49,8 +49,7 @@ struct RawTile {
 
 // Columns past m.rows as zeros.
 template <MatrixFormat F>
-__device__ inline void fetch_weights(const DeviceMatrix& m, int64_t n0, int64_t k0,
-                                     RawTile<F>& r) {
+__device__ inline void fetch_weights(const DeviceMatrix& m, int64_t n0, int64_t k0, RawTile<F>& r) {
   using T = RawTile<F>;
 #pragma unroll
   for (int it = 0; it < T::kItems; ++it) {
