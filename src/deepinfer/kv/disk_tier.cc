@@ -207,7 +207,9 @@ Status DiskTier::put(const UnitRecord& record) {
   }
   uint64_t generation = 0;
   {
-    // The rename runs under the lock so the files and the index change in the same order.
+    // The rename runs under the lock so the files and the index change in the same order, and
+    // under the key's file lock so it never lands between a touch's check and its write.
+    std::lock_guard file_lock(file_mutex(record.key));
     std::lock_guard lock(mu_);
     if (Status st = rename_temp_file(*temp, shard, name); !st.ok()) {
       ++stats_.io_errors;
@@ -259,7 +261,10 @@ std::optional<UnitRecord> DiskTier::get(const UnitKey& key) {
       }
       generation = it->second.generation;
     }
-    StatusOr<UnitRecord> record = read_unit(path, layout_);
+    StatusOr<UnitRecord> record = [&] {
+      std::lock_guard file_lock(file_mutex(key));  // not during a touch's in-place write
+      return read_unit(path, layout_);
+    }();
     std::lock_guard lock(mu_);
     const auto it = index_.find(key);
     if (record.ok() && record->key == key) {
@@ -300,17 +305,26 @@ std::optional<UnitInfo> DiskTier::info(const UnitKey& key) const {
 }
 
 // In place rather than a whole-file rewrite: a touch follows every hit, and rewriting megabytes
-// to move 8 bytes would double the tier's write traffic. It runs under the lock (a 16-byte write
-// and an fdatasync) so concurrent touches land on disk in index order, and the generation bump
-// tells a get() that read a half-written expiry to retry instead of dropping a good unit.
+// to move 8 bytes would double the tier's write traffic. The 16-byte write and its fdatasync run
+// under the key's file lock, not the tier's: touches of one key land on disk in order, a get()
+// of that key never reads a half-written expiry, and every other unit stays readable meanwhile.
 void DiskTier::touch(const UnitKey& key, int64_t expires_at_s) {
+  std::lock_guard file_lock(file_mutex(key));
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = index_.find(key);
+    if (it == index_.end() || expired_locked(it->second)) return;
+    lru_.splice(lru_.end(), lru_, it->second.lru);
+    if (expires_at_s <= it->second.expires_at_s) return;
+    generation = it->second.generation;
+  }
+  const Status st = write_expiry_in_place(path_of(key), expires_at_s);
   std::lock_guard lock(mu_);
   const auto it = index_.find(key);
-  if (it == index_.end() || expired_locked(it->second)) return;
-  lru_.splice(lru_.end(), lru_, it->second.lru);
-  if (expires_at_s <= it->second.expires_at_s) return;
-  const Status st = write_expiry_in_place(path_of(key), expires_at_s);
-  it->second.generation = next_generation_++;
+  // Gone (swept or evicted) since: nothing to record. A put replaces a file only under this
+  // key's file lock, so the generation cannot have moved.
+  if (it == index_.end() || it->second.generation != generation) return;
   if (!st.ok()) {
     ++stats_.io_errors;
     drop_locked(it);  // its expiry on disk may be torn now

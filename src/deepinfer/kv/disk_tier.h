@@ -5,6 +5,7 @@
 // outside it, so index lookups never wait on a disk transfer.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -87,8 +88,8 @@ class DiskTier {
     int64_t expires_at_s = 0;
     int64_t end_tokens = 0;
     bool has_snapshot = false;
-    // Bumped by every write to the file, so a reader whose verification failed can tell a
-    // concurrent rewrite from real corruption.
+    // Bumped when the file is replaced (put), so a reader whose verification failed can tell a
+    // concurrent replacement from real corruption.
     uint64_t generation = 0;
     std::list<UnitKey>::iterator lru;  // position in lru_ (back = most recently used)
   };
@@ -106,6 +107,12 @@ class DiskTier {
   const LayoutTag layout_;
   const Clock* const clock_;
 
+  // Serializes the file I/O of one key (a touch's in-place write, a get's read, a put's rename)
+  // without holding mu_ through it; striped by key. Taken before mu_, never while holding it.
+  std::mutex& file_mutex(const UnitKey& key) const {
+    return file_mu_[UnitKeyHash{}(key) % file_mu_.size()];
+  }
+  mutable std::array<std::mutex, 64> file_mu_;
   mutable std::mutex mu_;
   Index index_;
   std::list<UnitKey> lru_;
