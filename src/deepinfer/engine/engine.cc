@@ -357,6 +357,13 @@ class EngineImpl final : public Engine {
   void build_batch(const sched::StepPlan& plan) {
     batch_.rows.clear();
     batch_.page_copies.clear();
+    batch_.rollbacks.clear();
+    // Sequences whose last verification rejected drafts: back to their accepted state first (a
+    // sequence finished or preempted since has no state left to cut).
+    for (const auto& [id, n] : pending_rollbacks_)
+      if (kv_.contains(id))
+        batch_.rollbacks.push_back({id, n, kv_.state_pages(id), kv_.block_table(id)});
+    pending_rollbacks_.clear();
     for (const auto& [child, copy] : pending_copies_)
       if (kv_.contains(child)) batch_.page_copies.push_back(copy);  // not preempted since
     pending_copies_.clear();
@@ -365,7 +372,9 @@ class EngineImpl final : public Engine {
                               plan.page_copies.end());
     for (const sched::PlanItem& item : plan.items) {
       SeqState& s = *seqs_.at(item.seq_id);
-      DI_CHECK(item.start_pos + item.num_tokens <= static_cast<int64_t>(s.tokens.size()));
+      // A speculative item's drafts lie past the known tokens (in spec_row).
+      DI_CHECK(item.start_pos + item.num_tokens - item.num_draft <=
+               static_cast<int64_t>(s.tokens.size()));
       runtime::StepRow row;
       row.seq_id = item.seq_id;
       row.start_pos = item.start_pos;
@@ -382,6 +391,13 @@ class EngineImpl final : public Engine {
       if (s.index == 0 && s.req->cached_tokens < 0) s.req->cached_tokens = item.cached_tokens;
       if (item.cached_tokens > 0) prefix_->on_attached(s.cache, item.cached_tokens);
       row.argmax_only = item.needs_sample && outputs_.argmax_suffices(s);
+      if (item.num_draft > 0) {  // the sampled token, then the drafts, with logits at each
+        DI_CHECK(static_cast<int64_t>(s.spec_row.size()) >= item.num_tokens &&
+                 s.spec_row[0] == s.tokens[item.start_pos]);
+        row.tokens = s.spec_row.data();
+        row.speculative = true;
+        row.argmax_only = false;
+      }
       batch_.rows.push_back(row);
       (item.start_pos >= static_cast<int64_t>(s.req->prompt.size()) ? local_.decode_tokens
                                                                     : local_.prefill_tokens) +=
@@ -402,8 +418,10 @@ class EngineImpl final : public Engine {
     }
     // 0. Rows that reached a persistence point cache their state (snapshots copied after
     // sampling, before anything can change it).
+    // A speculative row's end holds unverified drafts: nothing of it is cached.
     if (prefix_)
       for (const runtime::StepRow& row : batch_.rows) {
+        if (row.speculative) continue;
         SeqState& s = *seqs_.at(row.seq_id);
         prefix_->after_row(s.cache, row.seq_id, s.tokens,
                            static_cast<int64_t>(s.req->prompt.size()),
@@ -413,8 +431,15 @@ class EngineImpl final : public Engine {
     const int64_t vocab = vocab_size();
     samples_.clear();
     fork_logits_.clear();
+    verifications_.clear();
     int64_t k = 0;
     for (const runtime::StepRow& row : batch_.rows) {
+      if (row.speculative) {  // num_tokens logits rows, verified in order after the others
+        if (auto it = seqs_.find(row.seq_id); it != seqs_.end())
+          verifications_.push_back({it->second, step_out_.logits + k * vocab, row.num_tokens - 1});
+        k += row.num_tokens;
+        continue;
+      }
       if (!row.wants_logits) continue;
       float* logits = step_out_.logits + (k++) * vocab;
       auto it = seqs_.find(row.seq_id);
@@ -450,7 +475,75 @@ class EngineImpl final : public Engine {
       const std::string reason = outputs_.append(s, p.choice, length_reached);
       if (!reason.empty()) finish_seq(s, reason);
     }
+    for (const Verification& v : verifications_) verify(v);
     local_.output_s += seconds_since(t2);
+  }
+
+  // Speculative decoding: before scheduling, every decoding sequence gets its drafts (the
+  // scheduler decides how many it can verify this step).
+  void propose_drafts() {
+    if (!args_.drafter || args_.num_speculative_tokens < 1) return;
+    for (auto& [id, s] : seqs_) {
+      s->spec_row.clear();
+      if (s->finished || s->out.token_ids.empty()) {  // its prompt is still running
+        sched_.set_draft(id, 0);
+        continue;
+      }
+      std::vector<int32_t> drafts;
+      args_.drafter->propose(
+          {s->tokens, static_cast<int64_t>(s->req->prompt.size()), args_.num_speculative_tokens},
+          &drafts);
+      drafts.resize(std::min<size_t>(drafts.size(), size_t(args_.num_speculative_tokens)));
+      if (!drafts.empty()) {
+        s->spec_row.push_back(s->tokens.back());
+        s->spec_row.insert(s->spec_row.end(), drafts.begin(), drafts.end());
+      }
+      sched_.set_draft(id, static_cast<int64_t>(drafts.size()));  // 0 clears an older count
+    }
+  }
+
+  struct Verification {
+    SeqState* seq = nullptr;
+    float* logits = nullptr;  // num_draft + 1 vocab-sized rows
+    int64_t num_draft = 0;
+  };
+
+  // Samples each position of a speculative row in order, exactly as a plain decode would (the
+  // same sampler, penalties, grammar mask and stop rules), and keeps going while the sampled
+  // token equals the draft fed at the next position: the tokens are those of a run without
+  // drafts. What the rejected drafts computed is rolled back before the sequence's next row.
+  void verify(const Verification& v) {
+    SeqState& s = *v.seq;
+    const int64_t vocab = vocab_size();
+    const int64_t start = static_cast<int64_t>(s.tokens.size()) - 1;  // the row's first position
+    ++local_.spec_verifications;
+    local_.spec_draft_tokens += v.num_draft;
+    if (static_cast<int64_t>(local_.spec_accepted_at.size()) < v.num_draft)
+      local_.spec_accepted_at.resize(static_cast<size_t>(v.num_draft));
+    int64_t accepted = 0;
+    for (int64_t i = 0; i <= v.num_draft && !s.finished; ++i) {
+      PendingSample p{&s, v.logits + i * vocab, -1, {}, {}};
+      choose(p);
+      if (!p.status.ok()) {
+        fail_request(*s.req, std::move(p.status));
+        return;
+      }
+      const bool is_draft = i < v.num_draft && p.choice.result.token == s.spec_row[size_t(i + 1)];
+      const bool length_reached =
+          is_draft ? sched_.on_draft_accepted(s.seq_id) : sched_.on_token_appended(s.seq_id);
+      const std::string reason = outputs_.append(s, p.choice, length_reached);
+      if (is_draft) {
+        ++accepted;
+        ++s.accepted_drafts;
+        ++local_.spec_accepted_tokens;
+        ++local_.spec_accepted_at[size_t(i)];
+      }
+      if (!reason.empty()) finish_seq(s, reason);
+      if (!is_draft) break;
+    }
+    // Positions start .. start + accepted hold verified tokens; the rest of the row goes.
+    if (!s.finished && accepted < v.num_draft)
+      pending_rollbacks_.emplace_back(s.seq_id, start + 1 + accepted);
   }
 
   struct PendingSample {
@@ -515,6 +608,7 @@ class EngineImpl final : public Engine {
       for (auto& s : r.seqs) {
         o.outputs.push_back(s->out);
         o.usage.completion_tokens += static_cast<int64_t>(s->out.token_ids.size());
+        o.usage.accepted_prediction_tokens += s->accepted_drafts;
         s->out.delta_text.clear();
         s->out.delta_token_ids.clear();
       }
@@ -552,6 +646,7 @@ class EngineImpl final : public Engine {
       if (sched_.has_work()) {
         auto t0 = Clock::now();
         local_ = EngineStats();
+        propose_drafts();
         sched::StepPlan plan = sched_.schedule();
         local_.schedule_s = seconds_since(t0);
         for (uint64_t id : plan.preempted) {
@@ -573,6 +668,13 @@ class EngineImpl final : public Engine {
         stats_.prefill_tokens += local_.prefill_tokens;
         stats_.decode_tokens += local_.decode_tokens;
         stats_.preemptions += local_.preemptions;
+        stats_.spec_verifications += local_.spec_verifications;
+        stats_.spec_draft_tokens += local_.spec_draft_tokens;
+        stats_.spec_accepted_tokens += local_.spec_accepted_tokens;
+        if (stats_.spec_accepted_at.size() < local_.spec_accepted_at.size())
+          stats_.spec_accepted_at.resize(local_.spec_accepted_at.size());
+        for (size_t i = 0; i < local_.spec_accepted_at.size(); ++i)
+          stats_.spec_accepted_at[i] += local_.spec_accepted_at[i];
       }
       if (prefix_) {
         // Snapshots of this step (and of sequences cancelled above) copied, then written down.
@@ -633,6 +735,10 @@ class EngineImpl final : public Engine {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<RequestState>> inbox_;
   std::vector<std::string> cancels_;
+  // Speculative decoding (engine thread): this step's verifications, and the cuts owed to the
+  // runner before those sequences' next rows.
+  std::vector<Verification> verifications_;
+  std::vector<std::pair<uint64_t, int64_t>> pending_rollbacks_;
   std::set<std::string> live_ids_;
   uint64_t next_request_ = 0;
   bool stop_ = false;

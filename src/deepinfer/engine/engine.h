@@ -16,6 +16,7 @@
 #include "deepinfer/base/clock.h"
 #include "deepinfer/base/status.h"
 #include "deepinfer/engine/cache_retention.h"
+#include "deepinfer/engine/drafter.h"
 #include "deepinfer/engine/switches.h"
 #include "deepinfer/recipe/markers.h"
 #include "deepinfer/runtime/device.h"
@@ -69,6 +70,11 @@ struct EngineArgs {
   std::string kv_cache_salt;                        // --kv-cache-salt: separates checkpoints
   // Tests: the clock retention is measured on (null: the system clock).
   std::shared_ptr<const Clock> clock;
+  // Speculative decoding (drafter.h): each decoding sequence's next step verifies up to
+  // num_speculative_tokens drafts (DEEPINFER_USE_NEXTN_DECODE's default, 5). The CPU runner
+  // only so far; outputs are unchanged, only the step count moves.
+  std::shared_ptr<Drafter> drafter;
+  int64_t num_speculative_tokens = 5;
   // Test hook (`serve --debug-scripted-output FILE`): when set, every sample's tokens are this
   // text's encoding and then EOS instead of sampled ones; detokenizing, stop rules and streaming
   // stay the real ones. Only for tests of output parsing (tool calls, reasoning) on a tiny model.
@@ -96,6 +102,8 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens taken from the prefix cache
+  // Speculative decoding: drafts that became output tokens (completion_tokens_details).
+  int64_t accepted_prediction_tokens = 0;
 };
 
 struct RequestOutput {
@@ -122,6 +130,11 @@ struct EngineStats {
   int64_t steps = 0;
   double schedule_s = 0, forward_s = 0, sample_s = 0, output_s = 0, total_s = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0, preemptions = 0;
+  // Speculative decoding: drafts verified and accepted; accepted_at[i]: verifications whose
+  // draft i (0-based) was accepted (so accepted_at[i] / verifications is the acceptance rate at
+  // position i).
+  int64_t spec_verifications = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_at;
   // Scheduler sequences after the latest step (gauges for /metrics).
   int64_t num_running = 0, num_waiting = 0;
 };

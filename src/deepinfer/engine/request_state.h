@@ -33,6 +33,10 @@ struct SeqState {
   // pages shared or copied, its last-position logits) instead of recomputing the prompt.
   bool parked = false;
   SeqCacheState cache;  // its key chain and snapshots in the prefix cache
+  // Speculative decoding: this step's row when it verifies drafts (the sampled token, then the
+  // drafts), and how many drafts became output tokens so far.
+  std::vector<int32_t> spec_row;
+  int64_t accepted_drafts = 0;
 };
 
 struct RequestState {

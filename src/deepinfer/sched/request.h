@@ -42,6 +42,10 @@ struct PlanItem {
   // Tokens this sequence took from the prefix cache when it started in this plan (start_pos then
   // equals it); 0 otherwise.
   int64_t cached_tokens = 0;
+  // Speculative decoding: the item is a decode of 1 + num_draft tokens, the sampled token then
+  // the drafts set through Scheduler::set_draft; the engine verifies them in order
+  // (on_draft_accepted per accepted draft, then on_token_appended) and rolls the rest back.
+  int64_t num_draft = 0;
   bool operator==(const PlanItem&) const = default;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "deepinfer/base/check.h"
 
@@ -118,6 +119,21 @@ bool Scheduler::on_token_appended(uint64_t seq_id) {
   return true;
 }
 
+void Scheduler::set_draft(uint64_t seq_id, int64_t num_draft) {
+  if (auto it = seqs_.find(seq_id); it != seqs_.end()) it->second.num_draft = num_draft;
+}
+
+bool Scheduler::on_draft_accepted(uint64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return false;
+  Seq& s = it->second;
+  DI_CHECK(s.awaiting);  // inside the verification of its speculative decode
+  ++s.num_computed;
+  if (++s.num_generated < s.req.max_new_tokens) return false;
+  remove(seq_id);
+  return true;
+}
+
 int64_t Scheduler::num_generated(uint64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   return it == seqs_.end() ? -1 : it->second.num_generated;
@@ -184,7 +200,18 @@ StepPlan Scheduler::schedule() {
   for (uint64_t id : scratch_) {
     if (budget <= 0) break;
     Seq& s = seqs_.at(id);
+    const int64_t want_draft = std::exchange(s.num_draft, 0);
     if (!s.running || s.awaiting || s.known() - s.num_computed != 1) continue;
+    // Drafts only where the budget, max_new_tokens and the pool allow them as they are.
+    const int64_t k =
+        std::min({want_draft, budget - 1, s.req.max_new_tokens - s.num_generated - 1});
+    if (k > 0 && kv_->reserve(id, s.num_computed + 1 + k)) {
+      emit(s, 1, plan, budget);
+      plan.items.back().num_tokens += k;
+      plan.items.back().num_draft = k;
+      budget -= k;
+      continue;
+    }
     while (!kv_->reserve(id, s.num_computed + 1)) {
       if (preempt_lowest(plan, budget) == id) break;
     }

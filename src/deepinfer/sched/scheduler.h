@@ -62,6 +62,15 @@ class Scheduler {
   // scheduler then finished it (pages freed). No-op (false) for an unknown seq (e.g. cancelled
   // while its step ran).
   bool on_token_appended(uint64_t seq_id);
+  // Speculative decoding. set_draft: the seq wants `num_draft` drafts verified in its next
+  // decode (cleared by the next schedule()); the scheduler emits 1 + k tokens, k <= num_draft,
+  // capped by the token budget, max_new_tokens and the pool (it falls back to a plain decode
+  // rather than preempting for drafts). on_draft_accepted: the target's token at the next
+  // position equals that position's draft, so the known length and the computed state both
+  // grow by one; call it per accepted draft, in order, before on_token_appended for the token
+  // that follows them. Returns true, as on_token_appended, when max_new_tokens was reached.
+  void set_draft(uint64_t seq_id, int64_t num_draft);
+  bool on_draft_accepted(uint64_t seq_id);
   // Stop condition hit: frees pages. No-op for an unknown seq.
   void finish(uint64_t seq_id);
 
@@ -93,6 +102,7 @@ class Scheduler {
     bool awaiting = false;        // emitted needs_sample, not yet reported
     uint64_t scheduled_step = 0;  // step_ of its item in the plan being built
     uint64_t preempted_step = 0;
+    int64_t num_draft = 0;  // set_draft's, for the next schedule()
     int64_t known() const { return req.prompt_len + num_generated; }
   };
 

@@ -127,6 +127,25 @@ void render_prefix_cache(const std::string& l, const PrefixCacheStats& c, std::s
   sample(out, n + "_count", l, static_cast<double>(c.loads));
 }
 
+std::string render_spec_decode(const std::string& l, const EngineStats& st) {
+  std::string out;
+  std::string n = "deepinfer:spec_decode_num_drafts_total";
+  header(&out, n, "counter", "Speculative verifications (one per sequence step with drafts).");
+  sample(&out, n, l, static_cast<double>(st.spec_verifications));
+  n = "deepinfer:spec_decode_num_draft_tokens_total";
+  header(&out, n, "counter", "Draft tokens verified.");
+  sample(&out, n, l, static_cast<double>(st.spec_draft_tokens));
+  n = "deepinfer:spec_decode_num_accepted_tokens_total";
+  header(&out, n, "counter", "Draft tokens accepted (they became output tokens).");
+  sample(&out, n, l, static_cast<double>(st.spec_accepted_tokens));
+  n = "deepinfer:spec_decode_num_accepted_tokens_per_pos_total";
+  header(&out, n, "counter", "Accepted draft tokens by draft position (0-based).");
+  for (size_t i = 0; i < st.spec_accepted_at.size(); ++i)
+    sample(&out, n, l + ",position=\"" + std::to_string(i) + "\"",
+           static_cast<double>(st.spec_accepted_at[i]));
+  return out;
+}
+
 std::string Metrics::render(const std::string& model_name, const Engine* engine) const {
   const std::string l = "model_name=\"" + escape_label_value(model_name) + "\"";
   std::string out;
@@ -150,6 +169,7 @@ std::string Metrics::render(const std::string& model_name, const Engine* engine)
   n = "deepinfer:num_preemptions_total";
   header(&out, n, "counter", "Cumulative number of preemptions from the engine.");
   sample(&out, n, l, static_cast<double>(st.preemptions));
+  out += render_spec_decode(l, st);
   n = "deepinfer:prompt_tokens_total";
   header(&out, n, "counter", "Number of prefill tokens processed.");
   sample(&out, n, l, static_cast<double>(prompt_tokens_));

@@ -15,6 +15,10 @@ namespace deepinfer::server {
 // Prometheus label values escape backslash, double quote and newline (text format 0.0.4).
 std::string escape_label_value(std::string_view v);
 
+// Speculative decoding's counters in vLLM's terms (verifications, draft tokens, accepted tokens,
+// accepted tokens per draft position), in exposition format, for `labels`.
+std::string render_spec_decode(const std::string& labels, const EngineStats& st);
+
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);

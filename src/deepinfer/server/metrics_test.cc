@@ -45,3 +45,31 @@ TEST(Metrics, RenderHasVllmNamesWithPrefix) {
 
 }  // namespace
 }  // namespace deepinfer::server
+
+namespace deepinfer::server {
+namespace {
+
+TEST(Metrics, SpeculativeDecodingCountersPerPosition) {
+  EngineStats st;
+  st.spec_verifications = 10;
+  st.spec_draft_tokens = 30;
+  st.spec_accepted_tokens = 12;
+  st.spec_accepted_at = {7, 4, 1};
+  const std::string out = render_spec_decode("model_name=\"m\"", st);
+  EXPECT_NE(out.find("# TYPE deepinfer:spec_decode_num_drafts_total counter"), std::string::npos);
+  EXPECT_NE(out.find("deepinfer:spec_decode_num_drafts_total{model_name=\"m\"} 10\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("deepinfer:spec_decode_num_draft_tokens_total{model_name=\"m\"} 30\n"),
+            std::string::npos);
+  EXPECT_NE(out.find("deepinfer:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 12\n"),
+            std::string::npos);
+  for (const char* line : {"deepinfer:spec_decode_num_accepted_tokens_per_pos_total{model_name="
+                           "\"m\",position=\"0\"} 7\n",
+                           "deepinfer:spec_decode_num_accepted_tokens_per_pos_total{model_name="
+                           "\"m\",position=\"2\"} 1\n"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+}
+
+}  // namespace
+}  // namespace deepinfer::server

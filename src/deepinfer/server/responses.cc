@@ -40,7 +40,9 @@ json usage_json(const Usage& u, int64_t completion_tokens, int64_t reasoning_tok
           {"completion_tokens", completion_tokens},
           {"total_tokens", u.prompt_tokens + completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-          {"completion_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
+          {"completion_tokens_details",
+           {{"reasoning_tokens", reasoning_tokens},
+            {"accepted_prediction_tokens", u.accepted_prediction_tokens}}},
           {"prompt_cache_hit_tokens", u.cached_tokens},
           {"prompt_cache_miss_tokens", u.prompt_tokens - u.cached_tokens}};
 }
@@ -124,6 +126,7 @@ json completion_response(const std::string& id, int64_t created, const std::stri
     }
     usage.prompt_tokens += out.usage.prompt_tokens;
     usage.cached_tokens += out.usage.cached_tokens;
+    usage.accepted_prediction_tokens += out.usage.accepted_prediction_tokens;
     completion_tokens += total_completion_tokens(out);
   }
   // Sorted by index, whatever order the samples finished in.

@@ -30,10 +30,12 @@ TEST(Protocol, UsageHasEveryField) {
   Usage u;
   u.prompt_tokens = 10;
   u.cached_tokens = 4;
+  u.accepted_prediction_tokens = 3;
   json j = usage_json(u, 5, 2);
   EXPECT_EQ(j["total_tokens"], 15);
   EXPECT_EQ(j["prompt_tokens_details"]["cached_tokens"], 4);
   EXPECT_EQ(j["completion_tokens_details"]["reasoning_tokens"], 2);
+  EXPECT_EQ(j["completion_tokens_details"]["accepted_prediction_tokens"], 3);
   EXPECT_EQ(j["prompt_cache_hit_tokens"], 4);
   EXPECT_EQ(j["prompt_cache_miss_tokens"], 6);
 }

@@ -300,6 +300,7 @@ void Session::on_all_finished() {
     for (const RequestOutput& o : outputs_) {
       total.prompt_tokens += o.usage.prompt_tokens;
       total.cached_tokens += o.usage.cached_tokens;
+      total.accepted_prediction_tokens += o.usage.accepted_prediction_tokens;
     }
     enqueue(sse_event(usage_chunk(id_, created_, model_name(), req_->endpoint,
                                   usage_json(total, tokens_seen_, reasoning))));

@@ -1,0 +1,195 @@
+// Speculative decoding through the engine (drafter.h) on the CPU runner: whatever the drafts,
+// every output is the one a run without drafts gives, token for token, greedy or seeded; only
+// the step count moves. The drafter is the oracle (oracle_drafter.h) holding the reference run's
+// own continuations, so the acceptance rate is chosen: 0 (every draft rejected, every
+// verification rolled back), 0.6 (mixed) and 1 (all accepted). Budgets that cap the drafts and
+// a pool small enough to preempt are covered, and a grammar-constrained request.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <regex>
+
+#include "deepinfer/engine/engine.h"
+#include "deepinfer/engine/engine_test_util.h"
+#include "deepinfer/engine/oracle_drafter.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
+
+namespace deepinfer {
+namespace {
+
+const std::string& model_dir() {
+  static const std::string dir = v4::quantized_tiny_model_for_test("spec_decode_test_model", 11);
+  return dir;
+}
+
+std::unique_ptr<Engine> make_engine(int64_t budget, std::shared_ptr<Drafter> drafter,
+                                    int64_t kv_bytes = 1ll << 30, int64_t max_model_len = 0) {
+  EngineArgs a;
+  a.model = model_dir();
+  a.max_num_batched_tokens = budget;
+  a.max_num_seqs = static_cast<int>(std::min<int64_t>(64, budget));
+  a.kv_memory_bytes = kv_bytes;
+  if (max_model_len > 0) a.max_model_len = max_model_len;
+  a.drafter = std::move(drafter);
+  a.num_speculative_tokens = 5;
+  auto e = Engine::create(a);
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+// Mixed prompt lengths and max_tokens; greedy or seeded sampling.
+std::vector<GenerateRequest> workload(int n, bool sampled) {
+  std::mt19937_64 rng(17);
+  std::vector<GenerateRequest> out;
+  for (int i = 0; i < n; ++i) {
+    GenerateRequest r;
+    r.prompt_ids.resize(1 + rng() % 70);
+    for (auto& id : r.prompt_ids) id = static_cast<int32_t>(2 + rng() % 128000);
+    r.params.max_tokens = 1 + static_cast<int>(rng() % 24);
+    r.params.ignore_eos = true;
+    r.params.temperature = sampled ? 1.0f : 0.0f;
+    if (sampled) r.params.seed = 1000 + i;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::shared_ptr<OracleDrafter> oracle(const std::vector<GenerateRequest>& reqs,
+                                      const std::vector<RequestOutput>& ref, double accept) {
+  auto d = std::make_shared<OracleDrafter>(accept, 5, 129280);
+  for (size_t i = 0; i < reqs.size(); ++i) d->add(reqs[i].prompt_ids, ref[i].outputs[0].token_ids);
+  return d;
+}
+
+void expect_same_outputs(const std::vector<RequestOutput>& got,
+                         const std::vector<RequestOutput>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].status.ok())
+        << what << " request " << i << ": " << got[i].status.to_string();
+    EXPECT_EQ(got[i].outputs[0].token_ids, want[i].outputs[0].token_ids)
+        << what << " request " << i;
+    EXPECT_EQ(got[i].outputs[0].text, want[i].outputs[0].text) << what << " request " << i;
+    EXPECT_EQ(got[i].outputs[0].finish_reason, want[i].outputs[0].finish_reason)
+        << what << " request " << i;
+  }
+}
+
+int64_t accepted_in_usage(const std::vector<RequestOutput>& outs) {
+  int64_t n = 0;
+  for (const auto& o : outs) n += o.usage.accepted_prediction_tokens;
+  return n;
+}
+
+TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
+  const auto reqs = workload(32, /*sampled=*/false);
+  auto ref_engine = make_engine(256, nullptr);
+  ASSERT_TRUE(ref_engine);
+  const auto ref = testing::run_batch(*ref_engine, reqs);
+  const int64_t ref_steps = ref_engine->stats().steps;
+  EXPECT_EQ(ref_engine->stats().spec_verifications, 0);
+  ref_engine.reset();
+  for (double accept : {0.0, 0.6, 1.0}) {
+    auto e = make_engine(256, oracle(reqs, ref, accept));
+    ASSERT_TRUE(e);
+    const auto got = testing::run_batch(*e, reqs);
+    const std::string what = "acceptance " + std::to_string(accept);
+    expect_same_outputs(got, ref, what);
+    const EngineStats s = e->stats();
+    std::printf("%s: %lld steps (%lld without drafts), %lld drafts verified, %lld accepted\n",
+                what.c_str(), (long long)s.steps, (long long)ref_steps,
+                (long long)s.spec_draft_tokens, (long long)s.spec_accepted_tokens);
+    EXPECT_GT(s.spec_verifications, 0) << what;
+    EXPECT_GT(s.spec_draft_tokens, 0) << what;
+    EXPECT_EQ(accepted_in_usage(got), s.spec_accepted_tokens) << what;
+    if (accept == 0.0) EXPECT_EQ(s.spec_accepted_tokens, 0) << what;  // every draft is off
+    if (accept == 1.0) {
+      // The oracle's drafts are the reference's own tokens: all accepted, fewer steps.
+      EXPECT_EQ(s.spec_accepted_tokens, s.spec_draft_tokens) << what;
+      EXPECT_LT(s.steps, ref_steps) << what;
+    }
+    if (accept == 0.6) {
+      EXPECT_GT(s.spec_accepted_tokens, 0) << what;
+      EXPECT_LT(s.spec_accepted_tokens, s.spec_draft_tokens) << what;
+    }
+    ASSERT_FALSE(s.spec_accepted_at.empty());
+    for (size_t i = 1; i < s.spec_accepted_at.size(); ++i)  // a later draft needs the earlier
+      EXPECT_LE(s.spec_accepted_at[i], s.spec_accepted_at[i - 1]) << what << " position " << i;
+  }
+}
+
+TEST(SpeculativeDecoding, SmallBudgetsAndAPreemptingPoolKeepOutputsUnchanged) {
+  // Prompts just below a 128-token page that grow past it while decoding (engine_test's
+  // preemption workload), so sequences keep asking the small pool for pages.
+  auto reqs = workload(12, /*sampled=*/false);
+  std::mt19937_64 rng(8);
+  for (auto& r : reqs) {
+    r.prompt_ids.resize(115 + rng() % 13);
+    for (auto& id : r.prompt_ids) id = static_cast<int32_t>(2 + rng() % 128000);
+    r.params.max_tokens = 16;
+  }
+  auto ref_engine = make_engine(256, nullptr);
+  ASSERT_TRUE(ref_engine);
+  const auto ref = testing::run_batch(*ref_engine, reqs);
+  ref_engine.reset();
+  // A budget of 8 leaves little room for drafts beside prefill chunks.
+  {
+    auto e = make_engine(8, oracle(reqs, ref, 0.6));
+    ASSERT_TRUE(e);
+    expect_same_outputs(testing::run_batch(*e, reqs), ref, "budget 8");
+    EXPECT_GT(e->stats().spec_accepted_tokens, 0);
+  }
+  // A pool of about three sequences' pages: drafts compete for pages, sequences get preempted
+  // and recomputed (their rollbacks dropped with their state).
+  {
+    const int64_t per_seq =
+        (int64_t(1) << 30) /
+        std::max<int64_t>(1, make_engine(64, nullptr)->capacity().max_sequences);
+    auto e = make_engine(64, oracle(reqs, ref, 0.6), per_seq * 3);
+    ASSERT_TRUE(e);
+    expect_same_outputs(testing::run_batch(*e, reqs), ref, "small pool");
+    std::printf("small pool: %lld preemptions, %lld drafts accepted\n",
+                (long long)e->stats().preemptions, (long long)e->stats().spec_accepted_tokens);
+    EXPECT_GT(e->stats().preemptions, 0) << "the pool forced no preemption";
+  }
+}
+
+TEST(SpeculativeDecoding, SeededSamplingIsUnchanged) {
+  // Each position is sampled as a plain decode samples it (same sampler, same draws in the same
+  // order), and a draft is accepted when the sample equals it: lossless for sampling too.
+  const auto reqs = workload(16, /*sampled=*/true);
+  auto ref_engine = make_engine(256, nullptr);
+  ASSERT_TRUE(ref_engine);
+  const auto ref = testing::run_batch(*ref_engine, reqs);
+  ref_engine.reset();
+  auto e = make_engine(256, oracle(reqs, ref, 0.8));
+  ASSERT_TRUE(e);
+  expect_same_outputs(testing::run_batch(*e, reqs), ref, "seeded sampling");
+  EXPECT_GT(e->stats().spec_accepted_tokens, 0);
+}
+
+TEST(SpeculativeDecoding, GrammarConstrainedRequestsVerifyUnderTheirMask) {
+  GenerateRequest r;
+  r.prompt_ids = {5, 6, 7, 8};
+  r.params.temperature = 0;
+  r.params.max_tokens = 40;
+  sample::StructuredOutput so;
+  so.kind = sample::StructuredOutput::Kind::kRegex;
+  so.spec = "[a-z]{3,8}@[a-z]{2,6}\\\\.(com|org)";
+  r.params.so_args = so;
+  const std::vector<GenerateRequest> reqs(3, r);
+  auto ref_engine = make_engine(256, nullptr);
+  ASSERT_TRUE(ref_engine);
+  const auto ref = testing::run_batch(*ref_engine, reqs);
+  ref_engine.reset();
+  ASSERT_TRUE(std::regex_match(ref[0].outputs[0].text, std::regex(so.spec)))
+      << ref[0].outputs[0].text;
+  for (double accept : {0.0, 1.0}) {
+    auto e = make_engine(256, oracle(reqs, ref, accept));
+    ASSERT_TRUE(e);
+    expect_same_outputs(testing::run_batch(*e, reqs), ref, "so_args " + std::to_string(accept));
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
