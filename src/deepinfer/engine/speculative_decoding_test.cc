@@ -9,6 +9,7 @@
 #include <random>
 #include <regex>
 
+#include "deepinfer/base/sanitized_build.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/engine/oracle_drafter.h"
@@ -81,8 +82,11 @@ int64_t accepted_in_usage(const std::vector<RequestOutput>& outs) {
   return n;
 }
 
+// The same checks on fewer requests under ASan (the CPU model runs ~20x slower there).
+constexpr int kScale = kSanitizedBuild ? 3 : 1;
+
 TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
-  const auto reqs = workload(32, /*sampled=*/false);
+  const auto reqs = workload(32 / kScale, /*sampled=*/false);
   auto ref_engine = make_engine(256, nullptr);
   ASSERT_TRUE(ref_engine);
   const auto ref = testing::run_batch(*ref_engine, reqs);
@@ -121,7 +125,7 @@ TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
 TEST(SpeculativeDecoding, SmallBudgetsAndAPreemptingPoolKeepOutputsUnchanged) {
   // Prompts just below a 128-token page that grow past it while decoding (engine_test's
   // preemption workload), so sequences keep asking the small pool for pages.
-  auto reqs = workload(12, /*sampled=*/false);
+  auto reqs = workload(12 / kScale + 2, /*sampled=*/false);
   std::mt19937_64 rng(8);
   for (auto& r : reqs) {
     r.prompt_ids.resize(115 + rng() % 13);
@@ -157,7 +161,7 @@ TEST(SpeculativeDecoding, SmallBudgetsAndAPreemptingPoolKeepOutputsUnchanged) {
 TEST(SpeculativeDecoding, SeededSamplingIsUnchanged) {
   // Each position is sampled as a plain decode samples it (same sampler, same draws in the same
   // order), and a draft is accepted when the sample equals it: lossless for sampling too.
-  const auto reqs = workload(16, /*sampled=*/true);
+  const auto reqs = workload(16 / kScale, /*sampled=*/true);
   auto ref_engine = make_engine(256, nullptr);
   ASSERT_TRUE(ref_engine);
   const auto ref = testing::run_batch(*ref_engine, reqs);

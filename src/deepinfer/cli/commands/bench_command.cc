@@ -27,6 +27,7 @@
 #include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/engine/engine.h"
+#include "deepinfer/engine/oracle_drafter.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
 #include "deepinfer/model/deepseek_v41/config.h"
@@ -142,6 +143,7 @@ struct ForwardFlags {
   deepinfer::cli::CudaBenchOptions cu;
   std::string batch_sizes;
   bool skip_isolated = false;
+  std::vector<double> spec_oracle_accept;  // latency|throughput: oracle drafter rates
 };
 
 // Flags that only `bench forward` reads; latency|throughput reject them rather than ignore them.
@@ -188,6 +190,7 @@ int run_forward(const std::string& model_arg, const std::string& json_path, int6
 struct EngineRun {
   double wall_s = 0;
   std::vector<double> ttft, itl;  // seconds
+  std::vector<std::vector<int32_t>> prompts, outputs;
 };
 
 deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int output_len) {
@@ -196,10 +199,13 @@ deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int o
   std::condition_variable cv;
   int done = 0;
   std::vector<std::vector<double>> token_times(n);
+  EngineRun run;
+  run.outputs.resize(static_cast<size_t>(n));
   const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
     deepinfer::GenerateRequest r;
     for (int k = 0; k < input_len; ++k) r.prompt_ids.push_back(2 + rng() % 100000);
+    run.prompts.push_back(r.prompt_ids);
     r.params.temperature = 0;
     r.params.max_tokens = output_len;
     r.params.ignore_eos = true;
@@ -208,6 +214,7 @@ deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int o
       std::lock_guard<std::mutex> lock(m);
       for (size_t k = 0; k < o.outputs[0].delta_token_ids.size(); ++k) token_times[i].push_back(t);
       if (o.finished) {
+        run.outputs[size_t(i)] = o.outputs[0].token_ids;
         ++done;
         cv.notify_all();
       }
@@ -217,7 +224,6 @@ deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int o
     std::unique_lock<std::mutex> lock(m);
     cv.wait(lock, [&] { return done == n; });
   }
-  EngineRun run;
   run.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const auto& times : token_times) {
     run.ttft.push_back(times.empty() ? 0 : times[0]);
@@ -313,6 +319,64 @@ std::optional<double> isolated_decode_ms(const std::string& dir, int batch, int6
   std::fprintf(stderr, "deepinfer bench: isolated forward: not in this build (no CUDA)\n");
   return std::nullopt;
 #endif
+}
+
+// --spec-oracle-accept: the same requests again with speculative decoding, the oracle drafter
+// proposing the run above's own outputs at each acceptance rate (engine/oracle_drafter.h):
+// what verification buys at that rate, the outputs checked equal to the run without drafts.
+deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs& base, int n,
+                                                     int input_len, int output_len,
+                                                     const EngineRun& off, int64_t off_steps,
+                                                     const ForwardFlags& f) {
+  nlohmann::json rows = nlohmann::json::array();
+  const double out_tok = static_cast<double>(n) * output_len;
+  std::printf("\nspeculative decoding, oracle drafter (up to %lld drafts per step):\n",
+              (long long)base.num_speculative_tokens);
+  std::printf(
+      "| acceptance | wall s | output tok/s | speed-up | steps | drafts | accepted | mean accepted "
+      "per verification | outputs as without drafts |\n|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| off | %.3f | %.1f | 1.00x | %lld | 0 | 0 | - | - |\n", off.wall_s,
+              out_tok / off.wall_s, (long long)off_steps);
+  for (double rate : f.spec_oracle_accept) {
+    if (!(rate >= 0 && rate <= 1))
+      return deepinfer::invalid_argument("--spec-oracle-accept " + std::to_string(rate) +
+                                         ": rates are in [0, 1]");
+    deepinfer::EngineArgs a = base;
+    auto engine0 = Engine::create(a);  // for the vocabulary size only
+    if (!engine0.ok()) return engine0.status();
+    auto oracle = std::make_shared<deepinfer::OracleDrafter>(rate, 7, (*engine0)->vocab_size());
+    engine0->reset();
+    for (int i = 0; i < n; ++i) oracle->add(off.prompts[size_t(i)], off.outputs[size_t(i)]);
+    a.drafter = oracle;
+    auto engine = Engine::create(a);
+    if (!engine.ok()) return engine.status();
+    ASSIGN_OR_RETURN(EngineRun on, drive(**engine, n, input_len, output_len));
+    const deepinfer::EngineStats st = (*engine)->stats();
+    engine->reset();
+    const bool same = on.outputs == off.outputs;
+    const double mean_accepted =
+        st.spec_verifications ? double(st.spec_accepted_tokens) / st.spec_verifications : 0.0;
+    std::printf("| %.2f | %.3f | %.1f | %.2fx | %lld | %lld | %lld | %.2f | %s |\n", rate,
+                on.wall_s, out_tok / on.wall_s, off.wall_s / on.wall_s, (long long)st.steps,
+                (long long)st.spec_draft_tokens, (long long)st.spec_accepted_tokens, mean_accepted,
+                same ? "yes" : "NO");
+    std::vector<double> at;
+    for (int64_t c : st.spec_accepted_at)
+      at.push_back(st.spec_verifications ? double(c) / st.spec_verifications : 0.0);
+    rows.push_back({{"accept_rate", rate},
+                    {"wall_s", on.wall_s},
+                    {"output_tokens_per_s", out_tok / on.wall_s},
+                    {"speedup", off.wall_s / on.wall_s},
+                    {"steps", st.steps},
+                    {"draft_tokens", st.spec_draft_tokens},
+                    {"accepted_tokens", st.spec_accepted_tokens},
+                    {"acceptance_by_position", at},
+                    {"outputs_as_without_drafts", same}});
+    if (!same)
+      return deepinfer::internal_error("speculative decoding changed an output at acceptance " +
+                                       std::to_string(rate) + " (a bug: it must be lossless)");
+  }
+  return nlohmann::json{{"off_wall_s", off.wall_s}, {"off_steps", off_steps}, {"rows", rows}};
 }
 
 int run_engine_bench(const std::string& mode, const std::string& model_arg, int n, int input_len,
@@ -428,6 +492,11 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
       j["engine_overhead"] = overhead;
     }
   }
+  if (!f.spec_oracle_accept.empty()) {
+    auto spec = spec_oracle_runs(args, n, input_len, output_len, *run, s.steps, f);
+    if (!spec.ok()) return fail(spec.status());
+    j["spec_oracle"] = *spec;
+  }
   std::ofstream(json_path) << j.dump(2) << "\n";
   std::printf("\nwrote %s\n", json_path.c_str());
   return 0;
@@ -470,6 +539,11 @@ int run_bench(int argc, char** argv) {
   auto& cu = f.cu;
   app.add_flag("--no-isolated", f.skip_isolated,
                "latency|throughput on cuda: skip the isolated-forward comparison");
+  app.add_option("--spec-oracle-accept", f.spec_oracle_accept,
+                 "latency|throughput: rerun with speculative decoding, an oracle drafter "
+                 "proposing the first run's own outputs at each acceptance rate (e.g. 0.6,0.8); "
+                 "cpu only so far")
+      ->delimiter(',');
   app.add_option("--steps", cu.steps,
                  "cuda, forward and the isolated comparison: timed decode steps per batch size, "
                  "after 2 warm-up")
@@ -519,6 +593,8 @@ int run_bench(int argc, char** argv) {
   }
   if (input_len < 1 || output_len < 1 || batch < 1 || num_requests < 0)
     return fail("--input-len, --output-len and --batch-size must be positive");
+  if (!f.spec_oracle_accept.empty() && args.device == Device::kCuda)
+    return fail("--spec-oracle-accept: the CUDA runner has no speculative rows yet (cpu only)");
   if (mode == "latency") args.max_num_seqs = std::max(args.max_num_seqs, batch);
   const int n = mode == "latency" ? batch : (num_requests > 0 ? num_requests : 64);
   return run_engine_bench(mode, model_arg, n, input_len, output_len, json_path, f, args);
