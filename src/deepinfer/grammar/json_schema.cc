@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -11,6 +12,7 @@
 #include "deepinfer/grammar/json_schema_keywords.h"
 #include "deepinfer/grammar/json_schema_merge.h"
 #include "deepinfer/grammar/json_schema_primitives.h"
+#include "deepinfer/grammar/regex_parser.h"
 
 namespace deepinfer::grammar {
 namespace {
@@ -40,11 +42,44 @@ class SchemaCompiler {
     }
     ASSIGN_OR_RETURN(Element e, value(root_, "", 0, true));
     Grammar g = std::move(jb_).finish(e);
+    if (!prune_unproductive(&g)) return bad("", "schema accepts no value");
     RETURN_IF_ERROR(check_grammar_size(g, /*expanded=*/false, "json schema: the schema"));
     return g;
   }
 
  private:
+  // Drops every alternative that uses a rule deriving no string (a $ref whose target failed
+  // after a recursive use of it, a branch left without alternatives), so that no prefix leads
+  // the matcher into a dead end. False when the root itself derives nothing.
+  static bool prune_unproductive(Grammar* g) {
+    std::vector<bool> productive(g->rules.size(), false);
+    auto alt_ok = [&](const Sequence& seq) {
+      for (const Element& e : seq)
+        if (e.kind == Element::Kind::kRule && !productive[e.index]) return false;
+      return true;
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t r = 0; r < g->rules.size(); ++r) {
+        if (productive[r]) continue;
+        for (const Sequence& seq : g->rules[r].alternatives) {
+          if (alt_ok(seq)) {
+            productive[r] = true;
+            changed = true;
+            break;
+          }
+        }
+      }
+    }
+    for (Rule& rule : g->rules) {
+      auto& alts = rule.alternatives;
+      alts.erase(std::remove_if(alts.begin(), alts.end(),
+                                [&](const Sequence& seq) { return !alt_ok(seq); }),
+                 alts.end());
+    }
+    return productive[g->root];
+  }
+
   Status unsupported(const std::string& keyword, const std::string& path,
                      const std::string& why = "") {
     return unimplemented("json schema: unsupported keyword '" + keyword + "' at " +
@@ -78,17 +113,62 @@ class SchemaCompiler {
       ASSIGN_OR_RETURN(Json merged, json_detail::merge_all_of(root_, s, path));
       return value(merged, path, depth + 1, false);
     }
+    if (s.contains("if") || s.contains("then") || s.contains("else")) {
+      Json rest = s;
+      for (const char* k : {"if", "then", "else"}) rest.erase(k);
+      std::optional<Json> approx = json_detail::conditional_approximation(s);
+      if (!approx) return value(rest, path, depth + 1, false);
+      Json both = Json::object();
+      both["allOf"] = Json::array({rest, *approx});
+      ASSIGN_OR_RETURN(Json merged, json_detail::merge_all_of(root_, both, path));
+      return value(merged, path, depth + 1, false);
+    }
+    if (s.contains("not")) {
+      Json rest = s;
+      rest.erase("not");
+      RETURN_IF_ERROR(negate_into(&rest, s["not"], path + "/not", 0));
+      return value(rest, path, depth + 1, false);
+    }
     if (s.contains("anyOf") || s.contains("oneOf")) return union_of(s, path, depth);
     if (s.contains("enum") || s.contains("const")) return enumeration(s, path);
     return typed(s, path, depth);
+  }
+
+  bool siblings_ignored_beside_ref() const {
+    if (!root_.is_object() || !root_.contains("$schema") || !root_["$schema"].is_string())
+      return false;
+    const std::string d = root_["$schema"].get<std::string>();
+    for (const char* old : {"draft-03", "draft-04", "draft-06", "draft-07"})
+      if (d.find(old) != std::string::npos) return true;
+    return false;
   }
 
   StatusOr<Element> ref(const Json& s, const std::string& path, int depth) {
     if (!s["$ref"].is_string()) return bad(path + "/$ref", "must be a string");
     std::string target = s["$ref"].get<std::string>();
     for (const auto& [k, v] : s.items()) {
-      if (k != "$ref" && !json_detail::is_annotation(k) && k != "$defs" && k != "definitions") {
-        return unsupported(k, path, "next to $ref");
+      if (k != "$ref" && !json_detail::is_inert(k)) {
+        // Keywords beside $ref apply too (2019-09 on; drafts 4-7 ignore them, so requiring
+        // them only narrows the output there).
+        // Inlining the target again beneath itself would not end; such a reference is
+        // compiled alone (drafts 4-7) or refused.
+        if (inlining_.count(target)) {
+          if (siblings_ignored_beside_ref()) break;
+          return unsupported(k, path, "next to a recursive $ref");
+        }
+        Json self = s;
+        self.erase("$id");  // checked where it stands (root or bare fragment)
+        Json both = Json::object();
+        both["allOf"] = Json::array({self});
+        auto merged = json_detail::merge_all_of(root_, both, path);
+        inlining_.insert(target);
+        StatusOr<Element> e = merged.ok() ? value(*merged, path, depth + 1, false)
+                                          : StatusOr<Element>(merged.status());
+        inlining_.erase(target);
+        // Drafts 4-7 ignore $ref's siblings, so the reference alone is sound there (a merge
+        // cannot inline a reference to itself).
+        if (e.ok() || !siblings_ignored_beside_ref()) return e;
+        break;
       }
     }
     auto it = ref_rules_.find(target);
@@ -96,11 +176,138 @@ class SchemaCompiler {
     ASSIGN_OR_RETURN(const Json* t, json_detail::resolve_ref(root_, target, path));
     // The rule exists before its body is compiled, so recursive references terminate.
     uint32_t r = jb_.b().add_rule("ref" + target);
+    const size_t log_size = ref_log_.size();
     ref_rules_.emplace(target, r);
+    ref_log_.push_back(target);
     std::string target_path = target.substr(1);
-    ASSIGN_OR_RETURN(Element body, value(*t, target_path, depth + 1, target_path.empty()));
+    StatusOr<Element> compiled = value(*t, target_path, depth + 1, target_path.empty());
+    if (!compiled.ok()) {
+      // The caller may drop this branch and go on: forget the rules of this failed body, so a
+      // later reference compiles its target afresh instead of reusing an empty rule.
+      while (ref_log_.size() > log_size) {
+        ref_rules_.erase(ref_log_.back());
+        ref_log_.pop_back();
+      }
+      return compiled.status();
+    }
+    Element body = *compiled;
     jb_.b().rule(r).alternatives = {Sequence{body}};
     return Element{Element::Kind::kRule, r};
+  }
+
+  // Narrows `out` so that no value it accepts satisfies `n` (what `not: n` beside it means),
+  // for the forms of `n` that have such a narrowing: types; `required` (the value must be an
+  // object without one of the names: the first that `out` does not require becomes `false`);
+  // `anyOf` of those (each negated in turn); enum/const values, struck from `out`'s enum.
+  Status negate_into(Json* out, const Json& n0, const std::string& path, int depth) {
+    if (depth > 8) return unsupported("not", path, "nested too deeply");
+    const Json* n = &n0;
+    if (n->is_object() && n->contains("$ref") && (*n)["$ref"].is_string()) {
+      ASSIGN_OR_RETURN(n, json_detail::resolve_ref(root_, (*n)["$ref"].get<std::string>(), path));
+    }
+    if (n->is_boolean()) {
+      if (n->get<bool>()) return bad(path, "'not: true' accepts no value");
+      return ok_status();
+    }
+    if (!n->is_object()) return bad(path, "a schema must be an object or a boolean");
+    std::set<std::string> keys;
+    for (const auto& [k, v] : n->items())
+      if (!json_detail::is_inert(k)) keys.insert(k);
+    auto types_of_out = [&]() -> StatusOr<std::set<std::string>> {
+      if (!out->contains("type")) return type_names();
+      return json_detail::type_set((*out)["type"], path);
+    };
+    auto set_types = [&](const std::set<std::string>& t) -> Status {
+      if (t.empty()) return bad(path, "'not' leaves no type: accepts no value");
+      Json arr = Json::array();
+      for (const std::string& x : t) arr.push_back(x);
+      (*out)["type"] = arr;
+      return ok_status();
+    };
+    if (keys.empty()) return bad(path, "'not: {}' accepts no value");
+    if (keys == std::set<std::string>{"type"}) {
+      ASSIGN_OR_RETURN(auto drop, json_detail::type_set((*n)["type"], path));
+      ASSIGN_OR_RETURN(auto have, types_of_out());
+      if (drop.count("number")) drop.insert("integer");
+      if (drop.count("integer") && !drop.count("number") && have.count("number"))
+        return unsupported("not", path, "not integer beside number");
+      for (const std::string& t : drop) have.erase(t);
+      return set_types(have);
+    }
+    if (keys == std::set<std::string>{"required"} && (*n)["required"].is_array()) {
+      std::set<std::string> required;
+      if (out->contains("required") && (*out)["required"].is_array())
+        for (const Json& r : (*out)["required"])
+          if (r.is_string()) required.insert(r.get<std::string>());
+      for (const Json& r : (*n)["required"]) {
+        if (!r.is_string() || required.count(r.get<std::string>())) continue;
+        ASSIGN_OR_RETURN(auto have, types_of_out());
+        if (!have.count("object")) return bad(path, "'not required' accepts no value");
+        RETURN_IF_ERROR(set_types({"object"}));  // 'required' holds for every non-object
+        if (!out->contains("properties") || !(*out)["properties"].is_object())
+          (*out)["properties"] = Json::object();
+        (*out)["properties"][r.get<std::string>()] = false;
+        return ok_status();
+      }
+      return bad(path, "'not required' accepts no value: every name is required");
+    }
+    if (keys == std::set<std::string>{"anyOf"} && (*n)["anyOf"].is_array()) {
+      for (const Json& b : (*n)["anyOf"]) RETURN_IF_ERROR(negate_into(out, b, path, depth + 1));
+      return ok_status();
+    }
+    if ((keys == std::set<std::string>{"enum"} || keys == std::set<std::string>{"const"}) &&
+        (out->contains("enum") || out->contains("const"))) {
+      std::vector<Json> drop;
+      if (n->contains("const")) drop.push_back((*n)["const"]);
+      if (n->contains("enum") && (*n)["enum"].is_array())
+        for (const Json& v : (*n)["enum"]) drop.push_back(v);
+      if (out->contains("const") && !json_detail::values_disjoint(drop, {(*out)["const"]}))
+        return bad(path, "'not' strikes the const: accepts no value");
+      if (out->contains("enum")) {
+        if (!(*out)["enum"].is_array()) return bad(path, "enum must be an array");
+        Json keep = Json::array();
+        for (const Json& v : (*out)["enum"])
+          if (json_detail::values_disjoint(drop, {v})) keep.push_back(v);
+        (*out)["enum"] = keep;
+      }
+      return ok_status();
+    }
+    return unsupported("not", path,
+                       "only not of type, required, anyOf of those, or enum/const values beside "
+                       "an enum");
+  }
+
+  // Makes *a (a merged oneOf branch) never write one member that b requires and a does not,
+  // as `properties: {name: false}`. False when there is none.
+  bool exclude_required_of(Json* a, const Json& b0, const std::string& path) {
+    const Json* b = &b0;
+    if (b->is_object() && b->contains("$ref") && (*b)["$ref"].is_string()) {
+      auto t = json_detail::resolve_ref(root_, (*b)["$ref"].get<std::string>(), path);
+      if (!t.ok()) return false;
+      b = *t;
+    }
+    if (!a->is_object() || !b->is_object() || !b->contains("required") ||
+        !(*b)["required"].is_array())
+      return false;
+    if (a->contains("$ref")) {  // flatten, so that a property can be added
+      Json all = Json::object();
+      all["allOf"] = Json::array({*a});
+      auto m = json_detail::merge_all_of(root_, all, path);
+      if (!m.ok()) return false;
+      *a = std::move(*m);
+    }
+    std::set<std::string> own;
+    if (a->contains("required") && (*a)["required"].is_array())
+      for (const Json& r : (*a)["required"])
+        if (r.is_string()) own.insert(r.get<std::string>());
+    for (const Json& r : (*b)["required"]) {
+      if (!r.is_string() || own.count(r.get<std::string>())) continue;
+      if (!a->contains("properties") || !(*a)["properties"].is_object())
+        (*a)["properties"] = Json::object();
+      (*a)["properties"][r.get<std::string>()] = false;
+      return true;
+    }
+    return false;
   }
 
   StatusOr<Element> union_of(const Json& s, const std::string& path, int depth) {
@@ -116,7 +323,7 @@ class SchemaCompiler {
     siblings.erase(key);
     bool plain = true;  // only annotations beside the union: keep branches (and their $refs)
     for (const auto& [k, v] : siblings.items()) {
-      if (!json_detail::is_annotation(k) && k != "$defs" && k != "definitions") plain = false;
+      if (!json_detail::is_inert(k)) plain = false;
     }
     std::vector<Json> merged;
     for (size_t i = 0; i < branches.size(); ++i) {
@@ -127,15 +334,33 @@ class SchemaCompiler {
       std::string bpath = path + "/" + key + "/" + std::to_string(i);
       Json both = Json::object();
       both["allOf"] = Json::array({siblings, branches[i]});
-      ASSIGN_OR_RETURN(Json m, json_detail::merge_all_of(root_, both, bpath));
-      merged.push_back(std::move(m));
+      auto m = json_detail::merge_all_of(root_, both, bpath);
+      if (!m.ok()) {
+        // A branch that contradicts its siblings accepts nothing and drops out.
+        if (m.status().message().find("accepts no value") == std::string::npos) return m.status();
+        continue;
+      }
+      merged.push_back(std::move(*m));
     }
+    if (merged.empty()) return bad(path, "every branch contradicts its siblings: accepts no value");
     if (one) {
+      // Every branch's output must fail every other branch. Where that is not shown, a branch
+      // that does not require a name another branch requires is narrowed to never write it
+      // (oneOf [{required [a]}, {required [b]}]: "a without b" or "b without a"; objects with
+      // both match both branches, which oneOf rejects).
+      // Output of the narrowed branch i is checked against branch j as written (narrowing j
+      // changes only what is written for j, not what j accepts).
+      const std::vector<Json> as_written = merged;
       for (size_t i = 0; i < merged.size(); ++i) {
-        for (size_t j = i + 1; j < merged.size(); ++j) {
-          if (!json_detail::provably_disjoint(root_, merged[i], merged[j], options_.strict)) {
+        for (size_t j = 0; j < merged.size(); ++j) {
+          if (i == j ||
+              json_detail::output_excludes(root_, merged[i], as_written[j], options_.strict))
+            continue;
+          if (!exclude_required_of(&merged[i], as_written[j], path) ||
+              !json_detail::output_excludes(root_, merged[i], as_written[j], options_.strict)) {
             return unsupported("oneOf", path,
-                               "branches " + std::to_string(i) + " and " + std::to_string(j) +
+                               "branches " + std::to_string(std::min(i, j)) + " and " +
+                                   std::to_string(std::max(i, j)) +
                                    " may overlap, so exclusivity cannot be enforced; use anyOf");
           }
         }
@@ -161,12 +386,65 @@ class SchemaCompiler {
     return jb_.rule_of(alts, key);
   }
 
-  StatusOr<Element> enumeration(const Json& s, const std::string& path) {
-    for (const auto& [k, v] : s.items()) {
-      if (k != "enum" && k != "const" && k != "type" && !json_detail::is_annotation(k) &&
-          k != "$defs" && k != "definitions") {
-        return unsupported(k, path, "next to enum/const");
+  // Whether value v satisfies keyword k of s: a keyword of another instance type always holds;
+  // a few are checked; nullopt for the rest (the caller refuses).
+  static std::optional<bool> keyword_holds(const Json& v, const std::string& k, const Json& s) {
+    static const std::set<std::string> object_kw = {"properties",           "required",
+                                                    "additionalProperties", "patternProperties",
+                                                    "minProperties",        "maxProperties",
+                                                    "dependentRequired",    "dependencies",
+                                                    "propertyNames",        "unevaluatedProperties",
+                                                    "dependentSchemas"};
+    static const std::set<std::string> array_kw = {
+        "items",       "prefixItems", "additionalItems", "minItems",    "maxItems",
+        "uniqueItems", "contains",    "minContains",     "maxContains", "unevaluatedItems"};
+    static const std::set<std::string> string_kw = {"minLength", "maxLength", "pattern", "format"};
+    static const std::set<std::string> number_kw = {"minimum", "maximum", "exclusiveMinimum",
+                                                    "exclusiveMaximum", "multipleOf"};
+    const Json& x = s[k];
+    if (object_kw.count(k)) {
+      if (!v.is_object()) return true;
+      if (k == "required" && x.is_array()) {
+        for (const Json& r : x)
+          if (!r.is_string() || !v.contains(r.get<std::string>())) return false;
+        return true;
       }
+      return std::nullopt;
+    }
+    if (array_kw.count(k)) {
+      if (!v.is_array()) return true;
+      if ((k == "minItems" || k == "maxItems") && x.is_number()) {
+        const double n = static_cast<double>(v.size());
+        return k == "minItems" ? n >= x.get<double>() : n <= x.get<double>();
+      }
+      return std::nullopt;
+    }
+    if (string_kw.count(k)) {
+      if (!v.is_string()) return true;
+      if ((k == "minLength" || k == "maxLength") && x.is_number()) {
+        double n = 0;
+        for (unsigned char c : v.get<std::string>()) n += (c & 0xC0) != 0x80;
+        return k == "minLength" ? n >= x.get<double>() : n <= x.get<double>();
+      }
+      return std::nullopt;
+    }
+    if (number_kw.count(k)) {
+      if (!v.is_number()) return true;
+      if (!x.is_number() || k == "multipleOf") return std::nullopt;
+      const double a = v.get<double>(), b = x.get<double>();
+      if (k == "minimum") return a >= b;
+      if (k == "maximum") return a <= b;
+      if (k == "exclusiveMinimum") return a > b;
+      return a < b;
+    }
+    return std::nullopt;
+  }
+
+  StatusOr<Element> enumeration(const Json& s, const std::string& path) {
+    std::vector<std::string> others;  // keywords the values must also satisfy
+    for (const auto& [k, v] : s.items()) {
+      if (k != "enum" && k != "const" && k != "type" && !json_detail::is_inert(k))
+        others.push_back(k);
     }
     std::vector<Json> values;
     if (s.contains("const")) values.push_back(s["const"]);
@@ -185,6 +463,13 @@ class SchemaCompiler {
     std::set<std::string> seen;
     for (const Json& v : values) {
       if (!types.empty() && !json_detail::value_has_type(v, types)) continue;
+      bool holds = true;
+      for (const std::string& k : others) {
+        std::optional<bool> h = keyword_holds(v, k, s);
+        if (!h) return unsupported(k, path, "next to enum/const");
+        holds = holds && *h;
+      }
+      if (!holds) continue;
       std::string text = v.dump(-1, ' ', false, Json::error_handler_t::strict);
       if (!seen.insert(text).second) continue;
       alts.push_back(Sequence{literal_value(v)});
@@ -223,7 +508,7 @@ class SchemaCompiler {
   // Only annotations (or nothing): every value is valid.
   static bool unconstrained(const Json& s) {
     for (const auto& [k, v] : s.items()) {
-      if (!json_detail::is_annotation(k) && k != "$defs" && k != "definitions" && k != "$id") {
+      if (!json_detail::is_inert(k)) {
         return false;
       }
     }
@@ -396,9 +681,14 @@ class SchemaCompiler {
       if (!s["format"].is_string()) return bad(path + "/format", "must be a string");
       std::string f = s["format"].get<std::string>();
       auto r = json_detail::format_regex(f);
-      if (!r) return unsupported("format", path, "format '" + f + "' is not supported");
-      re = *r;
-      source = "format";
+      // A name no draft defines is a custom format: an annotation unless both sides agree on
+      // it (validators pass unknown formats), so it constrains nothing.
+      if (!r && json_detail::is_standard_format(f))
+        return unsupported("format", path, "format '" + f + "' is not supported");
+      if (r) {
+        re = *r;
+        source = "format";
+      }
     }
     if (s.contains("pattern")) {
       if (source) return unsupported("pattern", path, "together with format");
@@ -408,8 +698,17 @@ class SchemaCompiler {
     }
     if (!source) return jb_.string(min, max);
     if (has_len) {
-      return unsupported(s.contains("minLength") ? "minLength" : "maxLength", path,
-                         std::string("together with ") + source);
+      // A length bound that every string of the pattern/format already meets is redundant.
+      auto g = parse_regex(re);
+      bool implied = false;
+      if (g.ok()) {
+        auto [lo, hi] = json_detail::code_point_length_range(*g);
+        implied = lo >= min && (!max || (hi && *hi <= *max));
+      }
+      if (!implied)
+        return unsupported(s.contains("minLength") ? "minLength" : "maxLength", path,
+                           std::string("together with ") + source +
+                               " whose strings are not all within the bounds");
     }
     // Our regex front end is full-match, so '^'/'$' at the ends are accepted and redundant.
     StatusOr<Element> body = jb_.regex(re, true, source);
@@ -424,12 +723,93 @@ class SchemaCompiler {
     return jb_.rule_of({Sequence{q, *body, q}}, source);
   }
 
-  StatusOr<Element> array(const Json& s, const std::string& path, int depth) {
-    if (s.contains("uniqueItems") && s["uniqueItems"] == true &&
-        !(s.contains("maxItems") && s["maxItems"].is_number() &&
-          s["maxItems"].get<double>() <= 1)) {
-      return unsupported("uniqueItems", path, "true is not enforceable");
+  // The finite set of values a schema accepts (enum/const filtered by type, boolean, null), in
+  // schema order and without JSON-equal repeats; nullopt when it is not such a schema.
+  std::optional<std::vector<Json>> finite_values(const Json& s0) {
+    const Json* s = &s0;
+    for (int i = 0; i < 32 && s->is_object() && s->contains("$ref"); ++i) {
+      for (const auto& [k, v] : s->items())
+        if (k != "$ref" && !json_detail::is_inert(k)) return std::nullopt;
+      if (!(*s)["$ref"].is_string()) return std::nullopt;
+      auto t = json_detail::resolve_ref(root_, (*s)["$ref"].get<std::string>(), "");
+      if (!t.ok()) return std::nullopt;
+      s = *t;
     }
+    if (!s->is_object()) return std::nullopt;
+    std::set<std::string> types = type_names();
+    for (const auto& [k, v] : s->items()) {
+      if (k == "type") {
+        auto t = json_detail::type_set(v, "");
+        if (!t.ok()) return std::nullopt;
+        types = *t;
+      } else if (k != "enum" && k != "const" && !json_detail::is_inert(k)) {
+        return std::nullopt;
+      }
+    }
+    std::vector<Json> cand;
+    if (s->contains("const")) {
+      cand.push_back((*s)["const"]);
+      if (s->contains("enum") &&
+          (!(*s)["enum"].is_array() || json_detail::values_disjoint({(*s)["const"]}, (*s)["enum"])))
+        return std::vector<Json>{};
+    } else if (s->contains("enum")) {
+      if (!(*s)["enum"].is_array()) return std::nullopt;
+      cand.assign((*s)["enum"].begin(), (*s)["enum"].end());
+    } else if (types == std::set<std::string>{"boolean"}) {
+      cand = {Json(true), Json(false)};
+    } else if (types == std::set<std::string>{"null"}) {
+      cand = {Json(nullptr)};
+    } else {
+      return std::nullopt;
+    }
+    std::vector<Json> out;
+    for (const Json& v : cand)
+      if (json_detail::value_has_type(v, types) && json_detail::values_disjoint(out, {v}))
+        out.push_back(v);
+    return out;
+  }
+
+  // uniqueItems over a finite item set: the items are distinct values written in the order of
+  // the set (each at most once), between min and max of them. Exact as to which arrays of
+  // distinct values pass, but only one order of them is written.
+  StatusOr<Element> unique_subsequence(const std::vector<Json>& values, int64_t min,
+                                       std::optional<int64_t> max, const std::string& path) {
+    const int64_t k = static_cast<int64_t>(values.size());
+    const int64_t most = max ? std::min(*max, k) : k;
+    if (min > most) return bad(path, "uniqueItems with minItems accepts no value");
+    Element comma = jb_.rule_of({Sequence{jb_.ws(), jb_.lit(",", "c"), jb_.ws()}}, "comma");
+    std::vector<Element> lits;
+    for (const Json& v : values) lits.push_back(literal_value(v));
+    // rest[i][c]: items from values[i..] given c already written (c >= 1); nullopt: impossible.
+    std::map<std::pair<int64_t, int64_t>, std::optional<Element>> memo;
+    std::function<std::optional<Element>(int64_t, int64_t)> rest = [&](int64_t i, int64_t c) {
+      auto key = std::make_pair(i, c);
+      if (auto it = memo.find(key); it != memo.end()) return it->second;
+      Fragment alts;
+      if (i == k) {
+        if (c >= min) alts.push_back(Sequence{});
+      } else {
+        if (auto skip = rest(i + 1, c)) alts.push_back(Sequence{*skip});
+        if (c < most)
+          if (auto take = rest(i + 1, c + 1)) alts.push_back(Sequence{comma, lits[i], *take});
+      }
+      std::optional<Element> e;
+      if (!alts.empty()) e = jb_.rule_of(alts, "unique");
+      return memo[key] = e;
+    };
+    Fragment firsts;  // the first item written is values[i]
+    for (int64_t i = 0; i < k && most >= 1; ++i)
+      if (auto r = rest(i + 1, 1)) firsts.push_back(Sequence{lits[i], *r});
+    Element open = jb_.lit("[", "o"), close = jb_.lit("]", "c");
+    Fragment alts;
+    if (min == 0) alts.push_back(Sequence{open, jb_.ws(), close});
+    if (!firsts.empty())
+      alts.push_back(Sequence{open, jb_.ws(), jb_.rule_of(firsts, "unique"), jb_.ws(), close});
+    if (alts.empty()) return bad(path, "array accepts no value");
+    return jb_.rule_of(alts, "array");
+  }
+
+  StatusOr<Element> array(const Json& s, const std::string& path, int depth) {
     int64_t min = 0;
     std::optional<int64_t> max;
     if (s.contains("minItems")) {
@@ -439,6 +819,17 @@ class SchemaCompiler {
       ASSIGN_OR_RETURN(max, count(s, "maxItems", path));
     }
     if (max && *max < min) return bad(path, "item count range accepts no value");
+    if (s.contains("uniqueItems") && s["uniqueItems"] == true && (!max || *max > 1)) {
+      // Distinct items: over a finite item set, a subsequence of it; otherwise at most one item
+      // (sound; arrays of two or more distinct items are never written).
+      std::optional<std::vector<Json>> values;
+      if (!s.contains("prefixItems") && s.contains("items")) values = finite_values(s["items"]);
+      if (values) return unique_subsequence(*values, min, max, path);
+      if (min > 1)
+        return unsupported("uniqueItems", path,
+                           "true with minItems above 1 and items that are not a finite set");
+      max = 1;
+    }
     std::vector<Element> prefix;
     if (s.contains("prefixItems")) {
       if (!s["prefixItems"].is_array()) return bad(path + "/prefixItems", "must be an array");
@@ -522,10 +913,85 @@ class SchemaCompiler {
 
   StatusOr<Element> object(const Json& s, const std::string& path, int depth);
 
+  template <typename P>
+  static std::vector<bool> props_required(const std::vector<P>& props) {
+    std::vector<bool> out;
+    for (const P& p : props) out.push_back(p.required);
+    return out;
+  }
+
+  // An object whose member count lies in [min_props, max_props]: the members in schema order,
+  // each optional one taken or skipped, with the count so far in the rule (saturating at
+  // min_props when there is no maximum), then the additional members. Exact; the rules grow
+  // with members x count, so counts are limited to kMaxCount.
+  StatusOr<Element> counted_object(const std::vector<bool>& required,
+                                   const std::vector<Element>& members,
+                                   const std::optional<Element>& extra_member, int64_t min_props,
+                                   std::optional<int64_t> max_props, const std::string& path) {
+    constexpr int64_t kMaxCount = 64;
+    const int64_t cap = max_props ? *max_props : min_props;
+    if (cap > kMaxCount)
+      return unsupported(
+          max_props ? "maxProperties" : "minProperties", path,
+          "counts above " + std::to_string(kMaxCount) + " with optional or additional members");
+    const int64_t n = static_cast<int64_t>(members.size());
+    Element comma = jb_.rule_of({Sequence{jb_.ws(), jb_.lit(",", "c"), jb_.ws()}}, "comma");
+    auto next = [&](int64_t c) -> std::optional<int64_t> {
+      if (max_props) return c + 1 <= *max_props ? std::optional<int64_t>(c + 1) : std::nullopt;
+      return std::min(c + 1, min_props);
+    };
+    std::map<std::pair<int64_t, int64_t>, std::optional<Element>> memo;
+    // build(i, c): members i.. given c written (c == 0: at least one must follow).
+    std::function<std::optional<Element>(int64_t, int64_t)> build = [&](int64_t i, int64_t c) {
+      auto key = std::make_pair(i, c);
+      if (auto it = memo.find(key); it != memo.end()) return it->second;
+      std::optional<Element> out;
+      if (i == n) {
+        const int64_t need = std::max<int64_t>(0, min_props - c);
+        std::optional<int64_t> most;
+        if (max_props) most = *max_props - c;
+        if (extra_member && c == 0 && (!most || *most >= 1)) {
+          Element item = jb_.rule_of({Sequence{comma, *extra_member}}, "extra");
+          out = jb_.rule_of(
+              {Sequence{
+                  *extra_member,
+                  jb_.repeat(item, std::max<int64_t>(0, need - 1),
+                             most ? std::optional<int64_t>(*most - 1) : std::nullopt, "extras")}},
+              "extras");
+        } else if (extra_member && c > 0 && (!most || *most >= need)) {
+          Element item = jb_.rule_of({Sequence{comma, *extra_member}}, "extra");
+          out = jb_.repeat(item, need, most, "extras");
+        } else if (c > 0 && need == 0) {
+          out = jb_.rule_of({Sequence{}}, "end");
+        }
+        return memo[key] = out;
+      }
+      Fragment alts;
+      if (auto c1 = next(c)) {
+        if (auto r = build(i + 1, *c1)) {
+          alts.push_back(c > 0 ? Sequence{comma, members[i], *r} : Sequence{members[i], *r});
+        }
+      }
+      if (!required[i])
+        if (auto r = build(i + 1, c)) alts.push_back(Sequence{*r});
+      if (!alts.empty()) out = jb_.rule_of(alts, "counted");
+      return memo[key] = out;
+    };
+    int64_t n_required = std::count(required.begin(), required.end(), true);
+    Element open = jb_.lit("{", "o"), close = jb_.lit("}", "c");
+    Fragment alts;
+    if (min_props == 0 && n_required == 0) alts.push_back(Sequence{open, jb_.ws(), close});
+    if (auto b = build(0, 0)) alts.push_back(Sequence{open, jb_.ws(), *b, jb_.ws(), close});
+    if (alts.empty()) return bad(path, "minProperties/maxProperties accept no object");
+    return jb_.rule_of(alts, "object");
+  }
+
   const Json& root_;
   JsonSchemaOptions options_;
   JsonBuilder jb_;
   std::map<std::string, uint32_t> ref_rules_;
+  std::vector<std::string> ref_log_;  // ref_rules_ keys in the order they were added
+  std::set<std::string> inlining_;    // $ref targets merged with siblings, being compiled
 };
 
 StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
@@ -662,20 +1128,20 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
   }
   size_t n_required = 0;
   for (const Prop& p : props) n_required += p.required;
+  int64_t min_props = 0;
+  std::optional<int64_t> max_props;
   if (s.contains("minProperties")) {
-    ASSIGN_OR_RETURN(int64_t m, count(s, "minProperties", path));
-    if (m > static_cast<int64_t>(n_required)) {
-      return unsupported("minProperties", path,
-                         "only values up to the number of required properties");
-    }
+    ASSIGN_OR_RETURN(min_props, count(s, "minProperties", path));
   }
   if (s.contains("maxProperties")) {
-    ASSIGN_OR_RETURN(int64_t m, count(s, "maxProperties", path));
-    if (extra || m < static_cast<int64_t>(props.size())) {
-      return unsupported("maxProperties", path,
-                         "only values at least the number of properties, with no additional ones");
-    }
+    ASSIGN_OR_RETURN(max_props, count(s, "maxProperties", path));
   }
+  if (max_props && (*max_props < static_cast<int64_t>(n_required) || *max_props < min_props))
+    return bad(path, "maxProperties below the required members: accepts no value");
+  // Counting is needed when the required members do not already meet minProperties, or when
+  // more members than maxProperties could be written.
+  const bool counting = min_props > static_cast<int64_t>(n_required) ||
+                        (max_props && (extra || *max_props < static_cast<int64_t>(props.size())));
   Element comma = jb_.rule_of({Sequence{jb_.ws(), jb_.lit(",", "c"), jb_.ws()}}, "comma");
   Element colon = jb_.rule_of({Sequence{jb_.ws(), jb_.lit(":", "c"), jb_.ws()}}, "colon");
   std::vector<Element> members;
@@ -687,6 +1153,8 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
   if (extra) {
     extra_member = jb_.rule_of({Sequence{jb_.string_not_in(names), colon, *extra}}, "extra");
   }
+  if (counting)
+    return counted_object(props_required(props), members, extra_member, min_props, max_props, path);
   // after[i]: members i.. given one was already written; nonempty[i]: members i.., at least one.
   size_t n = props.size();
   std::vector<std::optional<Element>> after(n + 1), nonempty(n + 1);

@@ -126,7 +126,15 @@ void strip(Json& s, bool draft4) {
   Json out = Json::object();
   for (auto& [k, v] : s.items()) {
     const std::string key = draft4 && k == "id" ? "$id" : k;
-    if (!keywords().count(key)) continue;
+    if (!keywords().count(key)) {
+      // A $ref may point into any member ("#/definitions/a/full"): objects are kept, as
+      // schemas, and every non-keyword is inert (is_inert).
+      if (v.is_object()) {
+        strip(v, draft4);
+        out[key] = std::move(v);
+      }
+      continue;
+    }
     if (kOneSchema.count(key) && v.is_object()) strip(v, draft4);
     if (kSchemaArrays.count(key) && v.is_array())
       for (Json& x : v) strip(x, draft4);
@@ -152,6 +160,8 @@ void walk(const Json& s, const std::string& path,
 }
 
 }  // namespace
+
+bool is_keyword(const std::string& k) { return keywords().count(k) > 0; }
 
 void for_each_schema(const Json& root,
                      const std::function<void(const Json&, const std::string&)>& f) {

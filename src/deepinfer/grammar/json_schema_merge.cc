@@ -4,7 +4,10 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
+#include <regex>
 #include <vector>
+
+#include "deepinfer/grammar/json_schema_keywords.h"
 
 namespace deepinfer::grammar::json_detail {
 namespace {
@@ -40,7 +43,11 @@ const std::set<std::string>& handled_keywords() {
                                           "multipleOf",
                                           "dependentRequired",
                                           "dependencies",
-                                          "patternProperties"};
+                                          "patternProperties",
+                                          "not",
+                                          "if",
+                                          "then",
+                                          "else"};
   return k;
 }
 
@@ -59,7 +66,7 @@ StatusOr<const Json*> deref(const Json& root, const Json* s, std::string* path) 
     if (!r.is_string())
       return invalid_argument("json schema at " + at(*path) + ": $ref must be a string");
     for (const auto& [k, v] : s->items()) {
-      if (k != "$ref" && !is_annotation(k) && k != "$defs" && k != "definitions") {
+      if (k != "$ref" && !is_inert(k)) {
         return unsupported(k, *path, "next to $ref");
       }
     }
@@ -72,7 +79,20 @@ StatusOr<const Json*> deref(const Json& root, const Json* s, std::string* path) 
 Status collect(const Json& root, const Json& s, std::string path,
                std::vector<std::pair<Json, std::string>>* parts, int depth) {
   if (depth > 32) return unsupported("allOf", path, "nested too deeply");
-  ASSIGN_OR_RETURN(const Json* t, deref(root, &s, &path));
+  if (s.is_object() && s.contains("$ref")) {
+    // Keywords beside $ref apply too (2019-09 on; drafts 4-7 ignore them, so requiring them
+    // only narrows the output there).
+    Json rest = Json::object();
+    for (const auto& [k, v] : s.items())
+      if (k != "$ref" && !is_inert(k)) rest[k] = v;
+    if (!rest.empty()) RETURN_IF_ERROR(collect(root, rest, path, parts, depth + 1));
+    if (!s["$ref"].is_string())
+      return invalid_argument("json schema at " + at(path) + ": $ref must be a string");
+    const std::string r = s["$ref"].get<std::string>();
+    ASSIGN_OR_RETURN(const Json* target, resolve_ref(root, r, path));
+    return collect(root, *target, r.substr(1), parts, depth + 1);
+  }
+  const Json* t = &s;
   if (t->is_boolean()) {
     if (t->get<bool>()) return ok_status();
     return invalid_argument("json schema at " + at(path) + ": schema 'false' accepts no value");
@@ -83,7 +103,16 @@ Status collect(const Json& root, const Json& s, std::string path,
   RETURN_IF_ERROR(check_keywords(*t, path, path.empty()));
   Json base = *t;
   base.erase("allOf");
+  const bool conditional = base.contains("if") || base.contains("then") || base.contains("else");
+  std::optional<Json> approx;
+  if (conditional) {
+    approx = conditional_approximation(base);
+    base.erase("if");
+    base.erase("then");
+    base.erase("else");
+  }
   parts->emplace_back(base, path);
+  if (approx) RETURN_IF_ERROR(collect(root, *approx, path, parts, depth + 1));
   if (t->contains("allOf")) {
     const Json& all = (*t)["allOf"];
     if (!all.is_array() || all.empty()) {
@@ -114,7 +143,7 @@ Status merge_into(Json* out, const Json& part, const std::string& path) {
   static const std::set<std::string> take_min = {"maximum", "exclusiveMaximum", "maxLength",
                                                  "maxItems", "maxProperties"};
   for (const auto& [k, v] : part.items()) {
-    if (is_annotation(k) || k == "$defs" || k == "definitions") continue;
+    if (is_inert(k)) continue;
     if (!out->contains(k)) {
       (*out)[k] = v;
       continue;
@@ -138,12 +167,20 @@ Status merge_into(Json* out, const Json& part, const std::string& path) {
       ASSIGN_OR_RETURN(auto b, type_set(v, path + "/type"));
       auto both = intersect_types(a, b);
       if (both.empty())
-        return invalid_argument("json schema at " + at(path) + ": allOf types accept no value");
+        return invalid_argument("json schema at " + at(path) + ": allOf types: accepts no value");
       o = Json::array();
       for (const std::string& t : both) o.push_back(t);
     } else if ((take_max.count(k) || take_min.count(k)) && o.is_number() && v.is_number()) {
       bool bigger = v.get<double>() > o.get<double>();
       if (take_max.count(k) == static_cast<size_t>(bigger)) o = v;
+    } else if (k == "anyOf" && o.is_array() && v.is_array() && o.size() * v.size() <= 64) {
+      // (A1 or A2) and (B1 or B2) = (A1 and B1) or (A1 and B2) or ...
+      Json both = Json::array();
+      for (const Json& x : o)
+        for (const Json& y : v) both.push_back(Json{{"allOf", Json::array({x, y})}});
+      o = std::move(both);
+    } else if (k == "not") {
+      o = Json{{"anyOf", Json::array({o, v})}};  // not A and not B = not (A or B)
     } else if (k == "enum" && o.is_array() && v.is_array()) {
       Json keep = Json::array();
       for (const Json& x : o) {
@@ -169,18 +206,29 @@ std::set<std::string> possible_types(const Json& s) {
     return "object";
   };
   if (!s.is_object()) return all;
-  if (s.contains("const")) return {of_value(s["const"])};
-  if (s.contains("enum") && s["enum"].is_array()) {
-    std::set<std::string> out;
-    for (const Json& v : s["enum"]) out.insert(of_value(v));
-    return out;
-  }
-  if (s.contains("anyOf") || s.contains("oneOf") || s.contains("allOf")) return all;
+  std::set<std::string> out = all;
   if (s.contains("type")) {
     auto t = type_set(s["type"], "");
-    if (t.ok()) return *t;
+    if (t.ok()) out = *t;
   }
-  return all;
+  if (s.contains("const")) out = intersect_types(out, {of_value(s["const"])});
+  if (s.contains("enum") && s["enum"].is_array()) {
+    std::set<std::string> vals;
+    for (const Json& v : s["enum"]) vals.insert(of_value(v));
+    out = intersect_types(out, vals);
+  }
+  // Every allOf part holds; some anyOf/oneOf branch holds ($ref parts are not followed).
+  if (s.contains("allOf") && s["allOf"].is_array())
+    for (const Json& part : s["allOf"]) out = intersect_types(out, possible_types(part));
+  for (const char* k : {"anyOf", "oneOf"}) {
+    if (!s.contains(k) || !s[k].is_array()) continue;
+    std::set<std::string> some;
+    for (const Json& b : s[k])
+      for (const std::string& t : possible_types(b)) some.insert(t);
+    if (some.count("number")) some.insert("integer");
+    out = intersect_types(out, some);
+  }
+  return out;
 }
 
 bool types_overlap(const std::set<std::string>& a, const std::set<std::string>& b) {
@@ -194,17 +242,32 @@ std::optional<std::vector<Json>> values_of(const Json& s) {
   if (s.contains("enum") && s["enum"].is_array()) {
     return std::vector<Json>(s["enum"].begin(), s["enum"].end());
   }
+  // Every allOf part holds, so any part's finite set bounds the schema's.
+  if (s.contains("allOf") && s["allOf"].is_array())
+    for (const Json& part : s["allOf"])
+      if (auto v = values_of(part)) return v;
   return std::nullopt;
+}
+
+}  // namespace
+
+// JSON equality (ordered_json compares objects in member order; JSON does not).
+static bool same_value(const Json& x, const Json& y) {
+  if (x.is_structured() || y.is_structured())
+    return nlohmann::json::parse(x.dump()) == nlohmann::json::parse(y.dump());
+  return x == y;
 }
 
 bool values_disjoint(const std::vector<Json>& a, const std::vector<Json>& b) {
   for (const Json& x : a) {
     for (const Json& y : b) {
-      if (x == y) return false;
+      if (same_value(x, y)) return false;
     }
   }
   return true;
 }
+
+namespace {
 
 const Json* resolved(const Json& root, const Json& s) {
   std::string path;
@@ -212,9 +275,73 @@ const Json* resolved(const Json& root, const Json& s) {
   return r.ok() ? *r : nullptr;
 }
 
+bool disjoint(const Json& root, const Json& a0, const Json& b0, int depth);
+
+// Code points of a UTF-8 string.
+int64_t code_points(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// True only when v provably fails schema s (a few keywords checked by value; anything else is
+// assumed to accept v).
+bool value_fails(const Json& root, const Json& v, const Json& s0, int depth) {
+  const Json* s = resolved(root, s0);
+  if (!s || depth > 16) return false;
+  if (s->is_boolean()) return !s->get<bool>();
+  if (!s->is_object()) return false;
+  if (s->contains("type")) {
+    auto t = type_set((*s)["type"], "");
+    if (t.ok() && !value_has_type(v, *t)) return true;
+  }
+  if (auto vals = values_of(*s); vals && values_disjoint(*vals, {v})) return true;
+  if (v.is_string()) {
+    const std::string str = v.get<std::string>();
+    auto num = [&](const char* k) -> std::optional<double> {
+      if (s->contains(k) && (*s)[k].is_number()) return (*s)[k].get<double>();
+      return std::nullopt;
+    };
+    if (auto m = num("minLength"); m && code_points(str) < *m) return true;
+    if (auto m = num("maxLength"); m && code_points(str) > *m) return true;
+    // std::regex sees bytes and ECMAScript's '$'; jsonschema's re sees code points and lets '$'
+    // match before a final newline: they agree on printable ASCII.
+    const bool printable_ascii =
+        std::all_of(str.begin(), str.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
+    if (printable_ascii && s->contains("pattern") && (*s)["pattern"].is_string()) {
+      try {
+        std::regex re((*s)["pattern"].get<std::string>(), std::regex::ECMAScript);
+        if (!std::regex_search(str, re)) return true;
+      } catch (const std::regex_error&) {
+      }
+    }
+  }
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    auto num = [&](const char* k) -> std::optional<double> {
+      if (s->contains(k) && (*s)[k].is_number()) return (*s)[k].get<double>();
+      return std::nullopt;
+    };
+    if (auto m = num("minimum"); m && x < *m) return true;
+    if (auto m = num("maximum"); m && x > *m) return true;
+    if (auto m = num("exclusiveMinimum"); m && x <= *m) return true;
+    if (auto m = num("exclusiveMaximum"); m && x >= *m) return true;
+  }
+  if (v.is_object() && s->contains("properties") && (*s)["properties"].is_object()) {
+    for (const auto& [k, sub] : (*s)["properties"].items())
+      if (v.contains(k) && value_fails(root, v[k], sub, depth + 1)) return true;
+  }
+  if (v.is_object() && s->contains("required") && (*s)["required"].is_array()) {
+    for (const Json& r : (*s)["required"])
+      if (r.is_string() && !v.contains(r.get<std::string>())) return true;
+  }
+  return false;
+}
+
 // Every object valid under a has a member that no object valid under b can have.
-bool object_excludes(const Json& root, const Json& a, const Json& b) {
-  if (possible_types(a) != std::set<std::string>{"object"}) return false;
+bool object_excludes(const Json& root, const Json& a, const Json& b, int depth) {
+  if (intersect_types(possible_types(a), possible_types(b)) != std::set<std::string>{"object"})
+    return false;
   if (!a.contains("required") || !a["required"].is_array()) return false;
   for (const Json& key : a["required"]) {
     if (!key.is_string()) continue;
@@ -227,16 +354,44 @@ bool object_excludes(const Json& root, const Json& a, const Json& b) {
     }
     const Json* pb = resolved(root, b["properties"][k]);
     if (pb && pb->is_boolean() && !pb->get<bool>()) return true;
-    if (!a.contains("properties") || !a["properties"].contains(k)) continue;
-    const Json* pa = resolved(root, a["properties"][k]);
-    if (!pa || !pb) continue;
-    auto va = values_of(*pa), vb = values_of(*pb);
-    if (va && vb && values_disjoint(*va, *vb)) return true;
+    if (!a.contains("properties") || !a["properties"].is_object() || !a["properties"].contains(k))
+      continue;
+    if (disjoint(root, a["properties"][k], b["properties"][k], depth + 1)) return true;
   }
   return false;
 }
 
+bool disjoint(const Json& root, const Json& a0, const Json& b0, int depth) {
+  if (depth > 16) return false;
+  const Json* a = resolved(root, a0);
+  const Json* b = resolved(root, b0);
+  if (!a || !b) return false;
+  if (a->is_boolean() || b->is_boolean())
+    return (a->is_boolean() && !a->get<bool>()) || (b->is_boolean() && !b->get<bool>());
+  if (!types_overlap(possible_types(*a), possible_types(*b))) return true;
+  auto va = values_of(*a), vb = values_of(*b);
+  if (va && vb && values_disjoint(*va, *vb)) return true;
+  // A finite value set all of whose members the other schema rejects.
+  for (const auto& [vals, other] : {std::pair{va, b}, std::pair{vb, a}}) {
+    if (!vals) continue;
+    bool all_fail = true;
+    for (const Json& v : *vals) all_fail = all_fail && value_fails(root, v, *other, depth + 1);
+    if (all_fail) return true;
+  }
+  return object_excludes(root, *a, *b, depth) || object_excludes(root, *b, *a, depth);
+}
+
 }  // namespace
+
+std::optional<Json> conditional_approximation(const Json& s) {
+  if (!s.contains("if")) return std::nullopt;  // then/else without if are ignored (the spec)
+  const bool t = s.contains("then"), e = s.contains("else");
+  if (t && !e) return s["then"];
+  if (e && !t) return Json{{"anyOf", Json::array({s["if"], s["else"]})}};
+  if (!t) return std::nullopt;
+  return Json{{"anyOf", Json::array({Json{{"allOf", Json::array({s["if"], s["then"]})}},
+                                     Json{{"allOf", Json::array({s["then"], s["else"]})}}})}};
+}
 
 bool is_annotation(const std::string& k) {
   // The content keywords only annotate strings (2019-09 on); anchors only name $ref targets,
@@ -249,11 +404,17 @@ bool is_annotation(const std::string& k) {
   return a.count(k) > 0;
 }
 
+bool is_inert(const std::string& k) {
+  return is_annotation(k) || k == "$defs" || k == "definitions" || k == "$id" || !is_keyword(k);
+}
+
 std::vector<std::string> unsupported_keywords(const Json& s, bool at_root) {
   std::vector<std::string> out;
   for (const auto& [k, v] : s.items()) {
-    if (handled_keywords().count(k) || is_annotation(k)) continue;
-    if (k == "$id" && at_root) continue;
+    if (handled_keywords().count(k) || is_annotation(k) || !is_keyword(k)) continue;
+    // A bare-fragment $id names the subschema without rebasing the references beneath it.
+    if (k == "$id" && (at_root || (v.is_string() && v.get<std::string>().rfind('#', 0) == 0)))
+      continue;
     out.push_back(k);
   }
   return out;
@@ -394,16 +555,40 @@ StatusOr<Json> merge_all_of(const Json& root, const Json& schema, const std::str
   return out;
 }
 
-bool provably_disjoint(const Json& root, const Json& a0, const Json& b0, bool /*strict*/) {
+bool provably_disjoint(const Json& root, const Json& a, const Json& b) {
+  return disjoint(root, a, b, 0);
+}
+
+bool output_excludes(const Json& root, const Json& a0, const Json& b0, bool strict) {
+  if (disjoint(root, a0, b0, 0)) return true;
   const Json* a = resolved(root, a0);
   const Json* b = resolved(root, b0);
-  if (!a || !b) return false;
-  if (a->is_boolean() || b->is_boolean())
-    return (a->is_boolean() && !a->get<bool>()) || (b->is_boolean() && !b->get<bool>());
-  if (!types_overlap(possible_types(*a), possible_types(*b))) return true;
-  auto va = values_of(*a), vb = values_of(*b);
-  if (va && vb && values_disjoint(*va, *vb)) return true;
-  return object_excludes(root, *a, *b) || object_excludes(root, *b, *a);
+  if (!a || !b || !a->is_object() || !b->is_object()) return false;
+  // Values of a's other types fail b by type; so only a's objects matter.
+  if (intersect_types(possible_types(*a), possible_types(*b)) != std::set<std::string>{"object"})
+    return false;
+  if (!b->contains("required") || !(*b)["required"].is_array()) return false;
+  const Json* props =
+      a->contains("properties") && (*a)["properties"].is_object() ? &(*a)["properties"] : nullptr;
+  // Whether the compiled a never writes member k.
+  auto never_writes = [&](const std::string& k) {
+    // A property whose schema is false is never written, neither listed nor as an extra
+    // member (extra names differ from every listed one), whatever else a holds.
+    if (props && props->contains(k) && (*props)[k] == false) return true;
+    if (a->contains("required") && (*a)["required"].is_array())
+      for (const Json& r : (*a)["required"])
+        if (r == k) return false;
+    for (const char* kw :
+         {"anyOf", "oneOf", "allOf", "not", "if", "$ref", "dependentRequired", "dependencies"})
+      if (a->contains(kw)) return false;  // then a may write more than its own properties
+    const bool closed =
+        (a->contains("additionalProperties") && (*a)["additionalProperties"] == false) ||
+        (strict && props && !a->contains("additionalProperties"));
+    return closed && !(props && props->contains(k));
+  };
+  for (const Json& r : (*b)["required"])
+    if (r.is_string() && never_writes(r.get<std::string>())) return true;
+  return false;
 }
 
 }  // namespace deepinfer::grammar::json_detail

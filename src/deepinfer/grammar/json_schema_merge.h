@@ -3,8 +3,10 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "deepinfer/base/status.h"
 
@@ -14,8 +16,13 @@ using Json = nlohmann::ordered_json;
 
 // Annotation keywords, which do not constrain values and are ignored.
 bool is_annotation(const std::string& keyword);
+// Annotations, `$defs`/`definitions` (only $ref targets) and `$id` (checked by check_keywords):
+// keywords that do not constrain the value of the schema object holding them.
+bool is_inert(const std::string& keyword);
 // Every keyword is either handled or an annotation; anything else is `unimplemented` naming the
-// keyword and path. `$id` is only accepted at the root (elsewhere it would rebase `$ref`s).
+// keyword and path. `$id` is accepted at the root, and elsewhere only as a bare fragment
+// ("#/properties/x", "#name"), which does not change the base URI; any other `$id` would rebase
+// the `$ref`s beneath it.
 Status check_keywords(const Json& schema, const std::string& path, bool at_root);
 // The keywords of one schema object that check_keywords refuses, in order.
 std::vector<std::string> unsupported_keywords(const Json& schema, bool at_root);
@@ -25,17 +32,34 @@ std::string pointer_escape(const std::string& name);
 StatusOr<const Json*> resolve_ref(const Json& root, const std::string& ref,
                                   const std::string& path);
 
+// No value of a equals (as JSON) a value of b.
+bool values_disjoint(const std::vector<Json>& a, const std::vector<Json>& b);
+
 StatusOr<std::set<std::string>> type_set(const Json& type, const std::string& path);
 bool value_has_type(const Json& v, const std::set<std::string>& types);
+
+// A sound stand-in for if/then/else (every value it accepts satisfies the conditional, whatever
+// `if` says): `then` alone when there is no else (a value valid under `then` passes either way);
+// `if` or `else` when there is no then; with both, (`if` and `then`) or (`then` and `else`).
+// nullopt when the keywords impose nothing (no `if`, or `if` alone). Not complete: a value that
+// fails `if` and `then` but satisfies `else` is never written.
+std::optional<Json> conditional_approximation(const Json& schema);
 
 // One schema equivalent to `schema` (which holds allOf), or an error for what cannot be merged
 // soundly: differing values of the same keyword (except required, properties, type, enum and
 // the numeric/length bounds), or additionalProperties that would reject another part's property.
 StatusOr<Json> merge_all_of(const Json& root, const Json& schema, const std::string& path);
 
-// True only when no JSON value can satisfy both schemas (checked with the spec's semantics,
-// independent of strict mode): disjoint types, disjoint enum/const values, an object
-// discriminator with disjoint const/enum values, or a required key the other forbids.
-bool provably_disjoint(const Json& root, const Json& a, const Json& b, bool strict);
+// True only when no JSON value can satisfy both schemas (the spec's semantics): disjoint types,
+// disjoint enum/const values, a property required by one whose schemas are provably disjoint
+// (recursively: a discriminator with disjoint const/enum values), or a required key the other
+// forbids.
+bool provably_disjoint(const Json& root, const Json& a, const Json& b);
+
+// True only when no value the compiler writes for schema `a` (merged, with strict mode as given)
+// satisfies schema `b`: provably_disjoint, or `a` writes only objects and `b` requires a key that
+// the compiled `a` never writes (a closed object without that property; in strict mode an object
+// that lists properties and has no additionalProperties is closed).
+bool output_excludes(const Json& root, const Json& a, const Json& b, bool strict);
 
 }  // namespace deepinfer::grammar::json_detail

@@ -1,5 +1,7 @@
 #include "deepinfer/grammar/json_schema_primitives.h"
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -159,7 +161,25 @@ std::optional<std::string> format_regex(std::string_view format) {
     const std::string label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
     return atom + "(?:\\." + atom + ")*@" + label + "(?:\\." + label + ")+";
   }
-  if (format == "uri") {
+  if (format == "hostname") {
+    // RFC 1123 labels of at most 62 characters, at most 4 of them: never over 253 characters.
+    const std::string label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?";
+    return label + "(?:\\." + label + "){0,3}";
+  }
+  if (format == "duration") {
+    // RFC 3339 appendix A.
+    const std::string time = "T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)";
+    return "P(?:(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:" + time + ")?|" +
+           time + "|[0-9]+W)";
+  }
+  if (format == "json-pointer") return "(?:/(?:[^~/]|~[01])*)*";
+  if (format == "regex") {
+    // Literal characters, '.', \d \w \s and their negations, each optionally quantified,
+    // optionally anchored: always a valid ECMA-262 (and Python) regex.
+    const std::string atom = "(?:[-A-Za-z0-9_ /,:@]|\\.|\\\\[dwsDWS.])";
+    return "\\^?(?:" + atom + "[*+?]?)*\\$?";
+  }
+  if (format == "uri" || format == "uri-reference") {
     // RFC 3986 URI: scheme ":" hier-part [ "?" query ] [ "#" fragment ], reg-name hosts only.
     const std::string pct = "%[0-9A-Fa-f]{2}";
     const std::string unres_sub = "-A-Za-z0-9._~!$&'()*+,;=";
@@ -172,9 +192,78 @@ std::optional<std::string> format_regex(std::string_view format) {
     const std::string hier = "(?://" + authority + "(?:/" + segment + ")*|/(?:" + segment_nz +
                              "(?:/" + segment + ")*)?|" + segment_nz + "(?:/" + segment + ")*|)";
     const std::string tail = "(?:[" + unres_sub + ":@/?]|" + pct + ")*";
-    return "[A-Za-z][A-Za-z0-9+.-]*:" + hier + "(?:\\?" + tail + ")?(?:#" + tail + ")?";
+    const std::string uri =
+        "[A-Za-z][A-Za-z0-9+.-]*:" + hier + "(?:\\?" + tail + ")?(?:#" + tail + ")?";
+    if (format == "uri") return uri;
+    // relative-ref: "//" authority path-abempty / path-absolute / path-noscheme / path-empty.
+    const std::string nc = "(?:[" + unres_sub + "@]|" + pct + ")+";  // segment-nz-nc
+    const std::string relative = "(?://" + authority + "(?:/" + segment + ")*|/(?:" + segment_nz +
+                                 "(?:/" + segment + ")*)?|" + nc + "(?:/" + segment + ")*|)";
+    return "(?:" + uri + "|" + relative + "(?:\\?" + tail + ")?(?:#" + tail + ")?)";
   }
   return std::nullopt;
+}
+
+bool is_standard_format(std::string_view format) {
+  static const char* const kNames[] = {"date-time",    "date",          "time",
+                                       "duration",     "email",         "idn-email",
+                                       "hostname",     "idn-hostname",  "ipv4",
+                                       "ipv6",         "uri",           "uri-reference",
+                                       "iri",          "iri-reference", "uuid",
+                                       "uri-template", "json-pointer",  "relative-json-pointer",
+                                       "regex",        "host-name",     "ip-address",
+                                       "color",        "utc-millisec",  "style",
+                                       "phone"};
+  for (const char* n : kNames)
+    if (format == n) return true;
+  return false;
+}
+
+std::pair<int64_t, std::optional<int64_t>> code_point_length_range(const Grammar& g) {
+  auto counts = [&](const Element& e) -> std::pair<int64_t, int64_t> {  // (min, max) of a set
+    const ByteSet& set = g.byte_sets[e.index];
+    bool lead = false, cont = false;
+    for (int c = 0; c < 256; ++c) {
+      if (!set.test(c)) continue;
+      ((c & 0xC0) == 0x80 ? cont : lead) = true;
+    }
+    return {lead && !cont ? 1 : 0, lead ? 1 : 0};
+  };
+  constexpr int64_t kInf = int64_t{1} << 50;
+  // Fewest: relax until nothing changes (a shortest derivation repeats no rule on a path).
+  std::vector<int64_t> lo(g.rules.size(), kInf);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      for (const Sequence& seq : g.rules[r].alternatives) {
+        int64_t sum = 0;
+        for (const Element& e : seq)
+          sum = std::min(kInf,
+                         sum + (e.kind == Element::Kind::kRule ? lo[e.index] : counts(e).first));
+        if (sum < lo[r]) lo[r] = sum, changed = true;
+      }
+    }
+  }
+  // Most: depth-first; any rule reached again while open is recursion: unbounded.
+  std::vector<int> state(g.rules.size(), 0);  // 0 new, 1 open, 2 done
+  std::vector<int64_t> hi(g.rules.size(), 0);
+  std::function<int64_t(uint32_t)> most = [&](uint32_t r) -> int64_t {
+    if (state[r] == 1) return kInf;
+    if (state[r] == 2) return hi[r];
+    state[r] = 1;
+    int64_t best = 0;
+    for (const Sequence& seq : g.rules[r].alternatives) {
+      int64_t sum = 0;
+      for (const Element& e : seq)
+        sum = std::min(kInf,
+                       sum + (e.kind == Element::Kind::kRule ? most(e.index) : counts(e).second));
+      best = std::max(best, sum);
+    }
+    state[r] = 2;
+    return hi[r] = best;
+  };
+  const int64_t m = most(g.root);
+  return {lo[g.root], m >= kInf ? std::nullopt : std::optional<int64_t>(m)};
 }
 
 namespace {

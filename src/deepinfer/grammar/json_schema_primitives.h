@@ -23,7 +23,15 @@ std::string number_range_regex(std::optional<int64_t> lo, bool lo_exclusive,
                                std::optional<int64_t> hi, bool hi_exclusive);
 
 // The string *value* language of a format (before JSON escaping), or nullopt if unknown.
+// hostname, regex and uri-reference are sound subsets (README.md).
 std::optional<std::string> format_regex(std::string_view format);
+// A format some draft (3 to 2020-12) defines; other names are custom formats (annotations).
+bool is_standard_format(std::string_view format);
+
+// The fewest and most code points of a string in the language of g (a grammar over UTF-8
+// bytes): a byte set counts one code point when it holds a byte that starts one. The most is
+// nullopt (unbounded) as soon as a rule is recursive, so it is never below the truth.
+std::pair<int64_t, std::optional<int64_t>> code_point_length_range(const Grammar& g);
 
 // Copies the rules of g into b and returns an element for its root. With json_string, every
 // byte is rewritten to what may stand for it inside a JSON string literal: '"', '\\' and control

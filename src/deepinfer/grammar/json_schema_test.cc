@@ -171,6 +171,15 @@ TEST(JsonSchema, NumericRangesMatchArithmetic) {
   }
 }
 
+void expect_error_with(const std::string& schema, const JsonSchemaOptions& o, StatusCode code,
+                       const std::string& needle) {
+  auto g = compile_json_schema_text(schema, o);
+  ASSERT_FALSE(g.ok()) << schema;
+  EXPECT_EQ(g.status().code(), code) << g.status().to_string();
+  EXPECT_NE(g.status().message().find(needle), std::string::npos)
+      << g.status().message() << " lacks " << needle;
+}
+
 void expect_error(const std::string& schema, StatusCode code, const std::string& needle) {
   auto g = compile_json_schema_text(schema);
   ASSERT_FALSE(g.ok()) << schema;
@@ -183,12 +192,12 @@ TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
   expect_error(
       R"({"type":"object","properties":{"a":{"type":"object","propertyNames":{"maxLength":3}}}})",
       StatusCode::kUnimplemented, "'propertyNames' at /properties/a");
-  expect_error(R"({"type":"object","if":{"required":["a"]}})", StatusCode::kUnimplemented,
-               "'if' at /");
-  expect_error(R"({"type":"array","items":{"not":{}}})", StatusCode::kUnimplemented,
+  expect_error(R"({"type":"object","unevaluatedProperties":false})", StatusCode::kUnimplemented,
+               "'unevaluatedProperties' at /");
+  expect_error(R"({"type":"array","items":{"not":{"pattern":"a"}}})", StatusCode::kUnimplemented,
                "'not' at /items");
-  expect_error(R"({"type":"array","uniqueItems":true})", StatusCode::kUnimplemented,
-               "'uniqueItems'");
+  expect_error(R"({"type":"array","items":{"type":"string"},"uniqueItems":true,"minItems":2})",
+               StatusCode::kUnimplemented, "'uniqueItems'");
   expect_error(R"({"type":"number","multipleOf":0.01})", StatusCode::kUnimplemented,
                "'multipleOf'");
   expect_error(R"({"type":"integer","multipleOf":5,"minimum":1})", StatusCode::kUnimplemented,
@@ -196,8 +205,7 @@ TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
   expect_error(R"({"type":"integer","multipleOf":0})", StatusCode::kInvalidArgument,
                "must be a positive number");
   expect_error(R"({"type":"number","minimum":0.5})", StatusCode::kUnimplemented, "'minimum'");
-  expect_error(R"({"type":"string","format":"hostname"})", StatusCode::kUnimplemented,
-               "'hostname'");
+  expect_error(R"({"type":"string","format":"ipv6"})", StatusCode::kUnimplemented, "'ipv6'");
   expect_error(R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})",
                StatusCode::kUnimplemented, "'oneOf'");
   expect_error(
@@ -245,8 +253,12 @@ TEST(JsonSchema, Draft04IdIsHonouredByDraft) {
   EXPECT_NE(compile(R"({"$schema":"http://json-schema.org/draft-04/schema#",
                         "id":"http://example.com/s.json","type":"integer"})"),
             nullptr);
+  // A bare fragment names the subschema without rebasing references; any other id rebases.
+  EXPECT_NE(compile(R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"object",
+                        "properties":{"a":{"id":"#a","type":"integer"}}})"),
+            nullptr);
   expect_error(R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"object",
-                  "properties":{"a":{"id":"#a","type":"integer"}}})",
+                  "properties":{"a":{"id":"http://example.com/a.json","type":"integer"}}})",
                StatusCode::kUnimplemented, "'$id' at /properties/a");
   auto later = compile(R"({"type":"object","properties":{"a":{"id":"#a","type":"integer"}}})");
   ASSERT_NE(later, nullptr);
@@ -322,21 +334,21 @@ TEST(JsonSchema, DependentRequiredIsSound) {
 
 // The error names every unsupported keyword of the document with its path, not just the first.
 TEST(JsonSchema, TheErrorListsEveryUnsupportedKeyword) {
-  auto g = compile_json_schema_text(R"({"type":"object","not":{"type":"null"},
+  auto g = compile_json_schema_text(R"({"type":"object","unevaluatedProperties":false,
       "properties":{"a":{"type":"array","contains":{"type":"integer"}},
                     "b":{"type":"object","propertyNames":{"maxLength":2}}}})");
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
-  for (const char* want :
-       {"'not' at /", "'contains' at /properties/a", "'propertyNames' at /properties/b"})
+  for (const char* want : {"'unevaluatedProperties' at /", "'contains' at /properties/a",
+                           "'propertyNames' at /properties/b"})
     EXPECT_NE(g.status().message().find(want), std::string::npos)
         << g.status().message() << " lacks " << want;
   // A value-level refusal comes first and the keyword-level ones follow.
   auto f = compile_json_schema_text(
-      R"({"type":"object","properties":{"h":{"type":"string","format":"hostname"},"n":{"not":{}}}})");
+      R"({"type":"object","properties":{"h":{"type":"string","format":"ipv6"},"n":{"contains":{}}}})");
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.status().message().find("'hostname'"), std::string::npos) << f.status().message();
-  EXPECT_NE(f.status().message().find("'not' at /properties/n"), std::string::npos)
+  EXPECT_NE(f.status().message().find("'ipv6'"), std::string::npos) << f.status().message();
+  EXPECT_NE(f.status().message().find("'contains' at /properties/n"), std::string::npos)
       << f.status().message();
 }
 
@@ -381,6 +393,200 @@ TEST(JsonSchema, JsonObjectIsAnyObject) {
   auto v = std::make_shared<CompiledGrammar>(json_value_grammar());
   EXPECT_TRUE(accepts(v, "[]"));
   EXPECT_TRUE(accepts(v, "true"));
+}
+
+// Issue 21. Expectations come from the specification (JSON Schema 2020-12 validation, RFC 1123,
+// RFC 3339 appendix A, RFC 3986, RFC 6901): every "good" document is valid and every "bad" one
+// invalid under the schema; "valid but not written" cases are marked as such (sound, not
+// complete).
+void check_cases(const std::vector<Case>& cases, const JsonSchemaOptions& o = {}) {
+  for (const Case& c : cases) {
+    auto g = compile(c.schema, o);
+    if (!g) continue;
+    for (const std::string& t : c.good)
+      EXPECT_TRUE(accepts(g, t)) << c.schema << " should take " << t;
+    for (const std::string& t : c.bad) EXPECT_FALSE(accepts(g, t)) << c.schema << " took " << t;
+  }
+}
+
+TEST(JsonSchemaCoverage, UniqueItemsStaysSound) {
+  check_cases({
+      // A finite item set: distinct items in the set's order.
+      {R"({"type":"array","items":{"enum":["a","b","c"]},"uniqueItems":true})",
+       {"[]", R"(["a"])", R"(["a","c"])", R"(["a", "b", "c"])"},
+       {R"(["a","a"])", R"(["a","b","c","a"])", R"(["d"])",
+        R"(["b","a"])"}},  // the last is valid but not written (one order only)
+      // 1 and 1.0 are the same JSON value, so at most one of them.
+      {R"({"type":"array","items":{"enum":[1,1.0,2]},"uniqueItems":true})",
+       {"[1]", "[1,2]"},
+       {"[1,1.0]", "[1,1]", "[2,2]"}},
+      {R"({"type":"array","items":{"type":"boolean"},"uniqueItems":true,"minItems":2})",
+       {"[true,false]"},
+       {"[true,true]", "[true]", "[]", "[true,false,true]"}},
+      {R"({"$defs":{"c":{"enum":["x","y"]}},"type":"array","items":{"$ref":"#/$defs/c"},
+          "uniqueItems":true,"maxItems":1})",
+       {"[]", R"(["y"])"},
+       {R"(["x","y"])"}},
+      // Any other items: at most one.
+      {R"({"type":"array","items":{"type":"string"},"uniqueItems":true})",
+       {"[]", R"(["x"])"},
+       {R"(["x","x"])", R"(["x","y"])"}},  // the last is valid but not written
+  });
+  expect_error(R"({"type":"array","items":{"enum":["a"]},"uniqueItems":true,"minItems":2})",
+               StatusCode::kInvalidArgument, "accepts no value");
+}
+
+TEST(JsonSchemaCoverage, MinAndMaxPropertiesCountMembers) {
+  check_cases({
+      {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},
+          "c":{"type":"integer"}},"minProperties":2})",
+       {R"({"a":1,"b":2})", R"({"a":1,"c":3})", R"({"b":2,"c":3})", R"({"a":1,"b":2,"c":3})"},
+       {"{}", R"({"a":1})", R"({"c":3})"}},
+      {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},
+          "required":["a"],"maxProperties":1})",
+       {R"({"a":1})"},
+       {"{}", R"({"a":1,"b":2})"}},
+      {R"({"type":"object","additionalProperties":{"type":"integer"},"minProperties":1,
+          "maxProperties":2})",
+       {R"({"x":1})", R"({"x":1,"y":2})"},
+       {"{}", R"({"x":1,"y":2,"z":3})"}},
+      {R"({"type":"object","properties":{"a":{"type":"integer"}},
+          "additionalProperties":{"type":"string"},"minProperties":2,"maxProperties":3})",
+       {R"({"a":1,"x":"s"})", R"({"x":"s","y":"t"})", R"({"a":1,"x":"s","y":"t"})"},
+       {"{}", R"({"a":1})", R"({"x":"s"})", R"({"a":1,"x":"s","y":"t","z":"u"})"}},
+  });
+  expect_error(R"({"type":"object","properties":{"a":{}},"required":["a"],"maxProperties":0})",
+               StatusCode::kInvalidArgument, "accepts no value");
+  expect_error(R"({"type":"object","minProperties":100})", StatusCode::kUnimplemented,
+               "'minProperties'");
+}
+
+TEST(JsonSchemaCoverage, OverlappingOneOfOnlyWhereOutputIsExclusive) {
+  const std::string two_objects =
+      R"({"oneOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},
+                   {"type":"object","properties":{"b":{"type":"string"}},"required":["b"]}]})";
+  // The schemas overlap ({"a":"x","b":"y"} matches both, so oneOf rejects it), but in strict mode
+  // each branch writes only its own members, so nothing written matches the other branch.
+  check_cases({{two_objects,
+                {R"({"a":"x"})", R"({"b":"y"})"},
+                {R"({"a":"x","b":"y"})", R"({"b":"y","a":"x"})", "{}"}}});
+  // Without strict mode the branches are open; each is narrowed to never write the other's
+  // required member, so again nothing written matches both.
+  JsonSchemaOptions lax;
+  lax.strict = false;
+  check_cases({{two_objects,
+                {R"({"a":"x"})", R"({"b":"y","c":1})"},
+                {R"({"a":"x","b":"y"})", R"({"c":1,"a":"x","b":"y"})", "{}"}}},
+              lax);
+  expect_error_with(R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})", lax,
+                    StatusCode::kUnimplemented, "'oneOf'");
+  check_cases({
+      // The same narrowing where siblings list both members.
+      {R"({"type":"object","properties":{"src":{"type":"string"},"handle":{"type":"string"}},
+          "oneOf":[{"required":["src"]},{"required":["handle"]}]})",
+       {R"({"src":"x"})", R"({"handle":"y"})"},
+       {R"({"src":"x","handle":"y"})", "{}"}},
+  });
+  check_cases({
+      // Each value of the enum fails the other branch's pattern.
+      {R"({"oneOf":[{"enum":["a","b"]},{"type":"string","pattern":"^c[a-z]*$"}]})",
+       {R"("a")", R"("cx")"},
+       {R"("d")", R"("ac")"}},
+      // A required discriminator whose schemas are disjoint (type, then const).
+      {R"({"oneOf":[{"type":"object","properties":{"v":{"type":"integer"}},"required":["v"],
+                     "additionalProperties":true},
+                    {"type":"object","properties":{"v":{"type":"string"}},"required":["v"],
+                     "additionalProperties":true}]})",
+       {R"({"v":1})", R"({"v":"s"})", R"({"v":1,"w":2})"},
+       {R"({"v":true})", "{}"}},
+  });
+}
+
+TEST(JsonSchemaCoverage, ConditionalsAreSoundStandIns) {
+  check_cases({
+      // if/then without else: `then` always holds (a value valid under then passes either way).
+      {R"({"type":"object","properties":{"k":{"enum":["a","b"]},"x":{"type":"integer"}},
+          "required":["k"],"if":{"properties":{"k":{"const":"a"}}},"then":{"required":["x"]}})",
+       {R"({"k":"a","x":1})", R"({"k":"b","x":1})"},
+       {R"({"k":"a"})", R"({"k":"b"})"}},  // the last is valid but not written
+      // (if and then) or (then and else).
+      {R"({"if":{"type":"string"},"then":{"minLength":2},"else":{"type":"integer"}})",
+       {R"("ab")", "3"},
+       {R"("a")", "true", "null", "1.5"}},
+      // then/else without if impose nothing (the spec).
+      {R"({"type":"integer","then":{"minimum":5},"else":{"maximum":0}})", {"1", "-4"}, {"1.5"}},
+  });
+}
+
+TEST(JsonSchemaCoverage, NotOfSimpleForms) {
+  check_cases({
+      {R"({"type":["string","null"],"not":{"type":"null"}})", {R"("x")"}, {"null", "1"}},
+      {R"({"type":"object","properties":{"a":{},"b":{}},"not":{"required":["a"]}})",
+       {"{}", R"({"b":1})"},
+       {R"({"a":1})", R"({"a":1,"b":2})"}},
+      {R"({"properties":{"a":{},"b":{}},"not":{"anyOf":[{"required":["a"]},{"required":["b"]}]}})",
+       {"{}"},
+       {R"({"a":1})", R"({"b":1})", "1", R"("s")"}},  // not-required rejects every non-object
+      {R"({"enum":["x","y","z"],"not":{"const":"y"}})", {R"("x")", R"("z")"}, {R"("y")"}},
+  });
+  expect_error(R"({"type":"string","not":{"pattern":"a"}})", StatusCode::kUnimplemented, "'not'");
+  expect_error(R"({"type":"integer","not":{}})", StatusCode::kInvalidArgument, "accepts no value");
+}
+
+TEST(JsonSchemaCoverage, MoreFormats) {
+  check_cases({
+      {R"({"type":"string","format":"hostname"})",
+       {R"("example.com")", R"("a-b.c")", R"("localhost")", R"("x1.y2.z3.w4")"},
+       {R"("-a.com")", R"("a..b")", R"("a_b")", R"("")", R"("a-.b")",
+        R"("a.b.c.d.e")"}},  // the last is valid but not written (at most 4 labels)
+      {R"({"type":"string","format":"duration"})",
+       {R"("P1D")", R"("PT1H30M")", R"("P2W")", R"("P1Y2M3DT4H5M6S")"},
+       {R"("P")", R"("PT")", R"("P1H")", R"("1D")", R"("P1DT")"}},
+      {R"({"type":"string","format":"json-pointer"})",
+       {R"("")", R"("/a~0b/c")", R"("/")"},
+       {R"("a")", R"("/~2")"}},
+      {R"({"type":"string","format":"regex"})", {R"("^ab.*$")", R"("a\\d+")"}, {R"("(")"}},
+      {R"({"type":"string","format":"uri-reference"})",
+       {R"("../x?y#z")", R"("http://a/b")", R"("")", R"("a/b")"},
+       {R"("a b")", R"("a:b:c d")"}},
+      // A format no draft defines is an annotation.
+      {R"({"type":"string","format":"my-own-format"})", {R"("anything")", R"("")"}, {"1"}},
+  });
+}
+
+TEST(JsonSchemaCoverage, LengthBoundsThePatternAlreadyMeets) {
+  check_cases({
+      {R"({"type":"string","pattern":"^[a-z]{3}$","maxLength":5,"minLength":3})",
+       {R"("abc")"},
+       {R"("abcd")", R"("ab")"}},
+      {R"({"type":"string","format":"date","maxLength":10})",
+       {R"("2024-02-29")"},
+       {R"("2023-02-29")"}},
+  });
+  expect_error(R"({"type":"string","pattern":"^[a-z]+$","maxLength":5})",
+               StatusCode::kUnimplemented, "'maxLength'");
+}
+
+TEST(JsonSchemaCoverage, RefSiblingsEnumSiblingsAndFragmentIds) {
+  check_cases({
+      // Beside $ref, other keywords apply too (2020-12).
+      {R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":2})",
+       {R"("ab")"},
+       {R"("abc")", "1"}},
+      // A pointer into a member that is no keyword.
+      {R"({"definitions":{"a":{"full":{"type":"integer"}}},"$ref":"#/definitions/a/full"})",
+       {"1"},
+       {R"("x")"}},
+      // Keywords beside enum keep only the values that satisfy them.
+      {R"({"enum":["a","bb","ccc",7],"maxLength":2,"minimum":8})",
+       {R"("a")", R"("bb")"},
+       {R"("ccc")", "7"}},
+      {R"({"type":"object","properties":{"a":{"$id":"#/properties/a","type":"integer"}}})",
+       {R"({"a":1})"},
+       {R"({"a":"x"})"}},
+  });
+  expect_error(R"({"type":"object","properties":{"a":{"$id":"https://x.org/a","type":"integer"}}})",
+               StatusCode::kUnimplemented, "'$id'");
 }
 
 }  // namespace
