@@ -83,7 +83,7 @@ int64_t accepted_in_usage(const std::vector<RequestOutput>& outs) {
 }
 
 // The same checks on fewer requests under ASan (the CPU model runs ~20x slower there).
-constexpr int kScale = kSanitizedBuild ? 3 : 1;
+constexpr int kScale = kSanitizedBuild ? 4 : 1;
 
 TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
   const auto reqs = workload(32 / kScale, /*sampled=*/false);
