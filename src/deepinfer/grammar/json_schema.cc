@@ -426,6 +426,7 @@ class SchemaCompiler {
         for (unsigned char c : v.get<std::string>()) n += (c & 0xC0) != 0x80;
         return k == "minLength" ? n >= x.get<double>() : n <= x.get<double>();
       }
+      if (k == "pattern" && x.is_string()) return pattern_finds(x.get<std::string>(), v);
       return std::nullopt;
     }
     if (number_kw.count(k)) {
@@ -438,6 +439,19 @@ class SchemaCompiler {
       return a < b;
     }
     return std::nullopt;
+  }
+
+  // Whether pattern p finds a match in string v (the spec's unanchored search), where that is
+  // certain: std::regex agrees with ECMA-262 and Python's re on printable ASCII text.
+  static std::optional<bool> pattern_finds(const std::string& p, const Json& v) {
+    const std::string str = v.get<std::string>();
+    if (!std::all_of(str.begin(), str.end(), [](char c) { return c >= 0x20 && c < 0x7F; }))
+      return std::nullopt;
+    try {
+      return std::regex_search(str, std::regex(p, std::regex::ECMAScript));
+    } catch (const std::regex_error&) {
+      return std::nullopt;
+    }
   }
 
   StatusOr<Element> enumeration(const Json& s, const std::string& path) {
@@ -1055,6 +1069,61 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
       if (name == nullptr || std::regex_search(*name, re)) all.push_back(sub);
     return all.size() == 1 ? all[0] : Json{{"allOf", all}};
   };
+  // propertyNames: every member name must satisfy it. Listed names that do not are never
+  // written; additional members get names from its `pattern` (full match, a subset of the
+  // spec's search) when that is all it says, else there are none.
+  const Json* names_schema = nullptr;
+  if (s.contains("propertyNames")) {
+    names_schema = &s["propertyNames"];
+    for (int i = 0; i < 32 && names_schema->is_object() && names_schema->contains("$ref") &&
+                    (*names_schema)["$ref"].is_string();
+         ++i) {
+      ASSIGN_OR_RETURN(names_schema, json_detail::resolve_ref(
+                                         root_, (*names_schema)["$ref"].get<std::string>(), path));
+    }
+  }
+  std::optional<std::string> name_regex;  // extra member names, when restricted
+  bool names_closed = false;              // no additional members at all
+  auto name_ok = [&](const std::string& name) -> StatusOr<bool> {
+    if (!names_schema) return true;
+    if (names_schema->is_boolean()) return names_schema->get<bool>();
+    if (!names_schema->is_object()) return bad(path + "/propertyNames", "must be a schema");
+    for (const auto& [k, v] : names_schema->items()) {
+      if (json_detail::is_inert(k)) continue;
+      if (k == "type") {
+        ASSIGN_OR_RETURN(auto t, json_detail::type_set(v, path + "/propertyNames"));
+        if (!t.count("string")) return false;
+        continue;
+      }
+      if (k == "enum" || k == "const") {
+        std::vector<Json> vals;
+        if (k == "const") vals.push_back(v);
+        if (k == "enum" && v.is_array()) vals.assign(v.begin(), v.end());
+        if (json_detail::values_disjoint(vals, {Json(name)})) return false;
+        continue;
+      }
+      std::optional<bool> h = keyword_holds(Json(name), k, *names_schema);
+      if (!h) return unsupported("propertyNames", path, "'" + k + "' in it");
+      if (!*h) return false;
+    }
+    return true;
+  };
+  if (names_schema) {
+    bool pattern_only = names_schema->is_object();
+    if (names_schema->is_object()) {
+      for (const auto& [k, v] : names_schema->items())
+        if (!json_detail::is_inert(k) && k != "pattern" && !(k == "type" && v == "string"))
+          pattern_only = false;
+    }
+    if (names_schema->is_boolean() && names_schema->get<bool>()) {
+      // true: no constraint
+    } else if (pattern_only && names_schema->contains("pattern") &&
+               (*names_schema)["pattern"].is_string()) {
+      name_regex = (*names_schema)["pattern"].get<std::string>();
+    } else if (!(pattern_only && !names_schema->contains("pattern"))) {
+      names_closed = true;
+    }
+  }
   // Extra members: additionalProperties, or the strict/lax default.
   std::optional<Element> extra;
   bool extra_explicit_false = false;
@@ -1090,6 +1159,12 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
     for (const auto& [name, sub] : s["properties"].items()) {
       names.push_back(name);
       if (never.count(name)) continue;
+      ASSIGN_OR_RETURN(bool ok_name, name_ok(name));
+      if (!ok_name) {
+        if (required.count(name))
+          return bad(path, "propertyNames rejects required '" + name + "': accepts no value");
+        continue;
+      }
       std::string p = path + "/properties/" + json_detail::pointer_escape(name);
       auto e = value(with_patterns(sub, &name), p, depth + 1, false);
       if (!e.ok()) {
@@ -1113,6 +1188,9 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
   {
     for (const std::string& name : required_order) {
       if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+      ASSIGN_OR_RETURN(bool ok_name, name_ok(name));
+      if (!ok_name)
+        return bad(path, "propertyNames rejects required '" + name + "': accepts no value");
       if (extra_explicit_false) {
         return bad(path, "required property '" + name + "' is forbidden by additionalProperties");
       }
@@ -1126,6 +1204,21 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
       props.push_back({name, true, e});
     }
   }
+  // additionalProperties false with patternProperties: members named by a pattern are still
+  // allowed; they are written with names from the first pattern our regex front end takes
+  // (full match), taking every pattern's schema.
+  if (extra_explicit_false && !patterns.empty() && !names_schema) {
+    for (const auto& [p, sub] : s["patternProperties"].items()) {
+      if (!parse_regex(p).ok()) continue;
+      auto e =
+          value(with_patterns(Json(true), nullptr), path + "/patternProperties", depth + 1, false);
+      if (!e.ok()) break;
+      extra = *e;
+      name_regex = p;
+      break;
+    }
+  }
+  if (names_closed) extra.reset();
   size_t n_required = 0;
   for (const Prop& p : props) n_required += p.required;
   int64_t min_props = 0;
@@ -1150,7 +1243,21 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
     members.push_back(jb_.rule_of({Sequence{jb_.lit(key, "key"), colon, p.value}}, "member"));
   }
   std::optional<Element> extra_member;
-  if (extra) {
+  if (extra && name_regex) {
+    // Such names must differ from every listed one: each listed name must be one the pattern
+    // provably does not find.
+    bool apart = parse_regex(*name_regex).ok();
+    for (const std::string& n : names) {
+      std::optional<bool> f = apart ? pattern_finds(*name_regex, Json(n)) : std::nullopt;
+      apart = apart && f && !*f;
+    }
+    if (apart) {
+      ASSIGN_OR_RETURN(Element body, jb_.regex(*name_regex, true, "keyname"));
+      Element q = jb_.lit("\"", "q");
+      Element key = jb_.rule_of({Sequence{q, body, q}}, "keyname");
+      extra_member = jb_.rule_of({Sequence{key, colon, *extra}}, "extra");
+    }
+  } else if (extra) {
     extra_member = jb_.rule_of({Sequence{jb_.string_not_in(names), colon, *extra}}, "extra");
   }
   if (counting)

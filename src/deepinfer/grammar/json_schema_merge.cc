@@ -45,6 +45,7 @@ const std::set<std::string>& handled_keywords() {
                                           "dependencies",
                                           "patternProperties",
                                           "not",
+                                          "propertyNames",
                                           "if",
                                           "then",
                                           "else"};

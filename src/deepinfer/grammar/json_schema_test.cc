@@ -190,8 +190,8 @@ void expect_error(const std::string& schema, StatusCode code, const std::string&
 
 TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
   expect_error(
-      R"({"type":"object","properties":{"a":{"type":"object","propertyNames":{"maxLength":3}}}})",
-      StatusCode::kUnimplemented, "'propertyNames' at /properties/a");
+      R"({"type":"object","properties":{"a":{"type":"object","dependentSchemas":{"x":{}}}}})",
+      StatusCode::kUnimplemented, "'dependentSchemas' at /properties/a");
   expect_error(R"({"type":"object","unevaluatedProperties":false})", StatusCode::kUnimplemented,
                "'unevaluatedProperties' at /");
   expect_error(R"({"type":"array","items":{"not":{"pattern":"a"}}})", StatusCode::kUnimplemented,
@@ -336,11 +336,11 @@ TEST(JsonSchema, DependentRequiredIsSound) {
 TEST(JsonSchema, TheErrorListsEveryUnsupportedKeyword) {
   auto g = compile_json_schema_text(R"({"type":"object","unevaluatedProperties":false,
       "properties":{"a":{"type":"array","contains":{"type":"integer"}},
-                    "b":{"type":"object","propertyNames":{"maxLength":2}}}})");
+                    "b":{"type":"object","dependentSchemas":{"x":{}}}}})");
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
   for (const char* want : {"'unevaluatedProperties' at /", "'contains' at /properties/a",
-                           "'propertyNames' at /properties/b"})
+                           "'dependentSchemas' at /properties/b"})
     EXPECT_NE(g.status().message().find(want), std::string::npos)
         << g.status().message() << " lacks " << want;
   // A value-level refusal comes first and the keyword-level ones follow.
@@ -565,6 +565,28 @@ TEST(JsonSchemaCoverage, LengthBoundsThePatternAlreadyMeets) {
   });
   expect_error(R"({"type":"string","pattern":"^[a-z]+$","maxLength":5})",
                StatusCode::kUnimplemented, "'maxLength'");
+}
+
+TEST(JsonSchemaCoverage, PropertyNamesAndPatternNamedMembers) {
+  check_cases({
+      // Names come from the pattern (full match); listed names that fail it are not written.
+      {R"({"type":"object","additionalProperties":{"type":"integer"},
+          "propertyNames":{"pattern":"^[a-z]+$"}})",
+       {"{}", R"({"ab":1})", R"({"ab":1,"c":2})"},
+       {R"({"A":1})", R"({"a b":1})", R"({"":1})"}},
+      {R"({"type":"object","properties":{"ok":{"type":"integer"},"NO":{"type":"integer"}},
+          "propertyNames":{"maxLength":2,"pattern":"^[a-z]"}})",
+       {"{}", R"({"ok":1})"},
+       {R"({"NO":1})", R"({"zz":1})"}},  // no additional members (strict mode)
+      // additionalProperties false still allows pattern-named members.
+      {R"({"type":"object","patternProperties":{"^x-[a-z]+$":{"type":"string"}},
+          "additionalProperties":false,"minProperties":1,"maxProperties":2})",
+       {R"({"x-a":"s"})", R"({"x-a":"s","x-b":"t"})"},
+       {"{}", R"({"y":"s"})", R"({"x-a":1})", R"({"x-a":"s","x-b":"t","x-c":"u"})"}},
+  });
+  expect_error(R"({"type":"object","properties":{"AB":{}},"required":["AB"],
+                  "propertyNames":{"pattern":"^[a-z]+$"}})",
+               StatusCode::kInvalidArgument, "accepts no value");
 }
 
 TEST(JsonSchemaCoverage, RefSiblingsEnumSiblingsAndFragmentIds) {
