@@ -310,6 +310,40 @@ class SchemaCompiler {
     return false;
   }
 
+  // Makes *a (a merged oneOf branch that writes plain strings) never write the strings of b's
+  // finite value set (json_detail::kNotInKey). False when b has none or a is not such a branch.
+  bool exclude_values_of(Json* a, const Json& b0, const std::string& path) {
+    const Json* b = &b0;
+    if (b->is_object() && b->contains("$ref") && (*b)["$ref"].is_string()) {
+      auto t = json_detail::resolve_ref(root_, (*b)["$ref"].get<std::string>(), path);
+      if (!t.ok()) return false;
+      b = *t;
+    }
+    if (!b->is_object() || !a->is_object() || !a->contains("type")) return false;
+    std::vector<Json> vals;
+    if (b->contains("const"))
+      vals.push_back((*b)["const"]);
+    else if (b->contains("enum") && (*b)["enum"].is_array())
+      vals.assign((*b)["enum"].begin(), (*b)["enum"].end());
+    else
+      return false;
+    for (const char* k : {"$ref", "pattern", "format", "minLength", "maxLength", "enum", "const",
+                          "anyOf", "oneOf", "allOf", "not", "if"})
+      if (a->contains(k)) return false;
+    auto types = json_detail::type_set((*a)["type"], path);
+    if (!types.ok()) return false;
+    Json list = a->contains(json_detail::kNotInKey) ? (*a)[json_detail::kNotInKey] : Json::array();
+    for (const Json& v : vals) {
+      if (v.is_string()) {
+        list.push_back(v);
+      } else if (json_detail::value_has_type(v, *types)) {
+        return false;  // only strings can be struck
+      }
+    }
+    (*a)[json_detail::kNotInKey] = list;
+    return true;
+  }
+
   StatusOr<Element> union_of(const Json& s, const std::string& path, int depth) {
     bool one = s.contains("oneOf");
     if (one && s.contains("anyOf")) return unsupported("oneOf", path, "together with anyOf");
@@ -351,20 +385,42 @@ class SchemaCompiler {
       // Output of the narrowed branch i is checked against branch j as written (narrowing j
       // changes only what is written for j, not what j accepts).
       const std::vector<Json> as_written = merged;
+      std::vector<bool> dropped(merged.size(), false);
       for (size_t i = 0; i < merged.size(); ++i) {
-        for (size_t j = 0; j < merged.size(); ++j) {
+        for (size_t j = 0; j < merged.size() && !dropped[i]; ++j) {
           if (i == j ||
               json_detail::output_excludes(root_, merged[i], as_written[j], options_.strict))
             continue;
-          if (!exclude_required_of(&merged[i], as_written[j], path) ||
-              !json_detail::output_excludes(root_, merged[i], as_written[j], options_.strict)) {
-            return unsupported("oneOf", path,
-                               "branches " + std::to_string(std::min(i, j)) + " and " +
-                                   std::to_string(std::max(i, j)) +
-                                   " may overlap, so exclusivity cannot be enforced; use anyOf");
-          }
+          if ((exclude_required_of(&merged[i], as_written[j], path) ||
+               exclude_values_of(&merged[i], as_written[j], path)) &&
+              json_detail::output_excludes(root_, merged[i], as_written[j], options_.strict))
+            continue;
+          // A branch whose output cannot be shown to fail branch j is left out (sound: its
+          // values are not written; where they do match j too, oneOf rejects them anyway), as
+          // long as a branch that is more than a few listed values is kept.
+          dropped[i] = true;
         }
       }
+      std::vector<Json> kept;
+      std::string first_dropped;
+      bool substantial = false;
+      for (size_t i = 0; i < merged.size(); ++i) {
+        if (dropped[i]) {
+          if (first_dropped.empty()) first_dropped = std::to_string(i);
+          continue;
+        }
+        const Json& b = merged[i];
+        if (!(b.is_object() && (b.contains("enum") || b.contains("const") ||
+                                (b.contains("type") && b["type"] == "null"))))
+          substantial = true;
+        kept.push_back(std::move(merged[i]));
+      }
+      if (!first_dropped.empty() && !substantial)
+        return unsupported(
+            "oneOf", path,
+            "branch " + first_dropped +
+                " may overlap another, so exclusivity cannot be enforced; use anyOf");
+      merged = std::move(kept);
     }
     Fragment alts;
     Status last_error;
@@ -679,6 +735,15 @@ class SchemaCompiler {
   }
 
   StatusOr<Element> string(const Json& s, const std::string& path) {
+    if (s.contains(json_detail::kNotInKey)) {  // a narrowed oneOf branch (exclude_values_of)
+      for (const char* k : {"pattern", "format", "minLength", "maxLength"})
+        if (s.contains(k))
+          return unsupported("oneOf", path, "strings to strike beside " + std::string(k));
+      std::vector<std::string> out;
+      for (const Json& x : s[json_detail::kNotInKey])
+        if (x.is_string()) out.push_back(x.get<std::string>());
+      return jb_.string_not_in(out);
+    }
     int64_t min = 0;
     std::optional<int64_t> max;
     bool has_len = s.contains("minLength") || s.contains("maxLength");

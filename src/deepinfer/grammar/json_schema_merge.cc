@@ -278,6 +278,30 @@ const Json* resolved(const Json& root, const Json& s) {
 
 bool disjoint(const Json& root, const Json& a0, const Json& b0, int depth);
 
+// The literal text every match of an anchored pattern ("^abc...") starts with: characters up to
+// the first one that is special, quantified or escaped as a class; "" when the pattern is not
+// anchored or has an alternation anywhere.
+std::string literal_prefix(const std::string& p) {
+  if (p.empty() || p[0] != '^' || p.find('|') != std::string::npos) return "";
+  std::string out;
+  for (size_t i = 1; i < p.size(); ++i) {
+    char c = p[i];
+    size_t next = i + 1;
+    if (c == '\\') {
+      if (i + 1 >= p.size() || std::isalnum(static_cast<unsigned char>(p[i + 1]))) break;
+      c = p[i + 1];
+      next = i + 2;
+    } else if (std::string(".[](){}^$*+?").find(c) != std::string::npos) {
+      break;
+    }
+    if (next < p.size() && std::string("?*{").find(p[next]) != std::string::npos) break;
+    out += c;
+    if (next < p.size() && p[next] == '+') break;
+    i = next - 1;
+  }
+  return out;
+}
+
 // Code points of a UTF-8 string.
 int64_t code_points(const std::string& s) {
   int64_t n = 0;
@@ -297,6 +321,9 @@ bool value_fails(const Json& root, const Json& v, const Json& s0, int depth) {
     if (t.ok() && !value_has_type(v, *t)) return true;
   }
   if (auto vals = values_of(*s); vals && values_disjoint(*vals, {v})) return true;
+  if (v.is_string() && s->contains(kNotInKey) && (*s)[kNotInKey].is_array())
+    for (const Json& x : (*s)[kNotInKey])
+      if (x == v) return true;
   if (v.is_string()) {
     const std::string str = v.get<std::string>();
     auto num = [&](const char* k) -> std::optional<double> {
@@ -379,7 +406,52 @@ bool disjoint(const Json& root, const Json& a0, const Json& b0, int depth) {
     for (const Json& v : *vals) all_fail = all_fail && value_fails(root, v, *other, depth + 1);
     if (all_fail) return true;
   }
+  // Strings only, each with an anchored pattern whose literal prefixes diverge.
+  if (intersect_types(possible_types(*a), possible_types(*b)) == std::set<std::string>{"string"} &&
+      a->contains("pattern") && b->contains("pattern") && (*a)["pattern"].is_string() &&
+      (*b)["pattern"].is_string()) {
+    const std::string pa = literal_prefix((*a)["pattern"].get<std::string>());
+    const std::string pb = literal_prefix((*b)["pattern"].get<std::string>());
+    const size_t n = std::min(pa.size(), pb.size());
+    if (n > 0 && pa.compare(0, n, pb, 0, n) != 0) return true;
+  }
   return object_excludes(root, *a, *b, depth) || object_excludes(root, *b, *a, depth);
+}
+
+// Whether the compiled schema a never writes member k: a property whose schema is false is never
+// written (extra names differ from every listed one); otherwise a must be closed (explicit
+// additionalProperties false, or strict mode with properties listed here or above) without
+// listing or requiring k, and so must every anyOf/oneOf/allOf branch (which the compiler merges
+// with a).
+bool never_writes(const Json& root, const Json& a0, const std::string& k, bool strict,
+                  bool props_above, int depth) {
+  const Json* a = resolved(root, a0);
+  if (!a || depth > 8) return false;
+  if (a->is_boolean()) return !a->get<bool>();
+  if (!a->is_object()) return false;
+  const Json* props =
+      a->contains("properties") && (*a)["properties"].is_object() ? &(*a)["properties"] : nullptr;
+  if (props && props->contains(k) && (*props)[k] == false) return true;
+  if (props && props->contains(k)) return false;
+  if (a->contains("required") && (*a)["required"].is_array())
+    for (const Json& r : (*a)["required"])
+      if (r == k) return false;
+  for (const char* kw : {"not", "if", "then", "else", "dependentRequired", "dependencies",
+                         "patternProperties", "propertyNames"})
+    if (a->contains(kw)) return false;  // these can add or rename members
+  const bool listed = props_above || props;
+  if (a->contains("additionalProperties")) {
+    if ((*a)["additionalProperties"] != false) return false;
+  } else if (!(strict && listed)) {
+    return false;
+  }
+  for (const char* kw : {"anyOf", "oneOf", "allOf"}) {
+    if (!a->contains(kw)) continue;
+    if (!(*a)[kw].is_array()) return false;
+    for (const Json& branch : (*a)[kw])
+      if (!never_writes(root, branch, k, strict, listed, depth + 1)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -569,26 +641,9 @@ bool output_excludes(const Json& root, const Json& a0, const Json& b0, bool stri
   if (intersect_types(possible_types(*a), possible_types(*b)) != std::set<std::string>{"object"})
     return false;
   if (!b->contains("required") || !(*b)["required"].is_array()) return false;
-  const Json* props =
-      a->contains("properties") && (*a)["properties"].is_object() ? &(*a)["properties"] : nullptr;
-  // Whether the compiled a never writes member k.
-  auto never_writes = [&](const std::string& k) {
-    // A property whose schema is false is never written, neither listed nor as an extra
-    // member (extra names differ from every listed one), whatever else a holds.
-    if (props && props->contains(k) && (*props)[k] == false) return true;
-    if (a->contains("required") && (*a)["required"].is_array())
-      for (const Json& r : (*a)["required"])
-        if (r == k) return false;
-    for (const char* kw :
-         {"anyOf", "oneOf", "allOf", "not", "if", "$ref", "dependentRequired", "dependencies"})
-      if (a->contains(kw)) return false;  // then a may write more than its own properties
-    const bool closed =
-        (a->contains("additionalProperties") && (*a)["additionalProperties"] == false) ||
-        (strict && props && !a->contains("additionalProperties"));
-    return closed && !(props && props->contains(k));
-  };
   for (const Json& r : (*b)["required"])
-    if (r.is_string() && never_writes(r.get<std::string>())) return true;
+    if (r.is_string() && never_writes(root, *a, r.get<std::string>(), strict, false, 0))
+      return true;
   return false;
 }
 

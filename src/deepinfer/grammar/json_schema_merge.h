@@ -14,6 +14,10 @@ namespace deepinfer::grammar::json_detail {
 
 using Json = nlohmann::ordered_json;
 
+// A member the compiler adds to a narrowed oneOf branch (no keyword, so inert everywhere else):
+// the strings listed in it are not written (JsonBuilder::string_not_in).
+inline constexpr const char* kNotInKey = "$deepinfer:string-not-in";
+
 // Annotation keywords, which do not constrain values and are ignored.
 bool is_annotation(const std::string& keyword);
 // Annotations, `$defs`/`definitions` (only $ref targets) and `$id` (checked by check_keywords):

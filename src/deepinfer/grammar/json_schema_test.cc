@@ -492,6 +492,23 @@ TEST(JsonSchemaCoverage, OverlappingOneOfOnlyWhereOutputIsExclusive) {
       {R"({"oneOf":[{"enum":["a","b"]},{"type":"string","pattern":"^c[a-z]*$"}]})",
        {R"("a")", R"("cx")"},
        {R"("d")", R"("ac")"}},
+      // A plain string branch is narrowed to never write the other branch's strings.
+      // ("linux" matches both branches, so oneOf rejects it; the enum branch is left out.)
+      {R"({"oneOf":[{"enum":["linux","osx"]},{"type":"string"}]})",
+       {R"("win")", R"("")", R"("linu")"},
+       {R"("linux")", R"("osx")", "1"}},
+      // Every object written for the open second branch fails the first (it never writes "f");
+      // the first branch's objects all match the second too, so oneOf rejects them: left out.
+      {R"({"oneOf":[{"type":"object","properties":{"f":{"type":"string"}},"required":["f"]},
+                    {"type":"object","properties":{"g":{"type":"integer"}},
+                     "additionalProperties":true}]})",
+       {"{}", R"({"g":1})"},
+       {R"({"f":"x"})", R"({"f":"x","g":1})"}},
+      // Anchored patterns whose literal prefixes diverge.
+      {R"({"oneOf":[{"type":"string","pattern":"^build; ?args:"},
+                    {"type":"string","pattern":"^build\\[uv\\]; ?args:"}]})",
+       {R"("build;args:")", R"("build[uv]; args:")"},
+       {R"("build")"}},
       // A required discriminator whose schemas are disjoint (type, then const).
       {R"({"oneOf":[{"type":"object","properties":{"v":{"type":"integer"}},"required":["v"],
                      "additionalProperties":true},
