@@ -98,6 +98,18 @@ void add_switch_flags(CLI::App& app, EngineArgs* a) {
          "prompt positions kept whole under compact truncation (default: "
          "$DEEPINFER_YOCO_PREFILL_KEEP_TOKENS, else 140)")
       ->check(CLI::PositiveNumber);
+  app.add_flag_callback(
+      "--enable-mtp", [a] { a->switches.enable_mtp = true; },
+      "speculative decoding with the checkpoint's MTP layer: drafts verified in one step, "
+      "outputs unchanged (default: $DEEPINFER_ENABLE_MTP_VARLEN, else off). CPU runner only, "
+      "one draft per step (MTP-1) so far; a checkpoint without MTP weights turns it off");
+  app.add_flag_callback(
+      "--no-enable-mtp", [a] { a->switches.enable_mtp = false; },
+      "turn MTP off whatever DEEPINFER_ENABLE_MTP_VARLEN says");
+  app.add_option_function<int64_t>(
+         "--num-speculative-tokens", [a](const int64_t& n) { a->switches.nextn_decode = n; },
+         "draft length cap per step (default: $DEEPINFER_USE_NEXTN_DECODE, else 5)")
+      ->check(CLI::PositiveNumber);
 }
 
 }  // namespace

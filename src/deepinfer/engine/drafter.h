@@ -4,9 +4,9 @@
 // and accepting a draft when the sampled token equals it: greedy or seeded outputs are the same
 // with and without a drafter, whatever it proposes, and only the step count changes.
 //
-// MTP (V4's mtp.0 layer) and DSpark (V4.1) drafters need the runner's draft forward, which is not
-// in the ModelRunner interface yet; OracleDrafter (oracle_drafter.h) replays a known continuation
-// at a chosen acceptance rate, for tests and for measuring what verification buys.
+// MtpDrafter (mtp_drafter.h) asks the runner's MTP layer (ModelRunner::mtp_draft; the CPU runner,
+// MTP-1); DSpark (V4.1) is not built yet. OracleDrafter (oracle_drafter.h) replays a known
+// continuation at a chosen acceptance rate, for tests and for measuring what verification buys.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,7 @@
 namespace deepinfer {
 
 struct DraftRequest {
+  uint64_t seq_id = 0;              // the engine's sequence (the runner's id for its state)
   std::span<const int32_t> tokens;  // prompt + generated so far (the last one not computed yet)
   int64_t prompt_len = 0;
   int64_t max_drafts = 0;

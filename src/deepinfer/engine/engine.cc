@@ -18,6 +18,7 @@
 #include "deepinfer/base/check.h"
 #include "deepinfer/base/thread_pool.h"
 #include "deepinfer/engine/cache_fingerprint.h"
+#include "deepinfer/engine/mtp_drafter.h"
 #include "deepinfer/engine/output_processor.h"
 #include "deepinfer/engine/prefix_caching.h"
 #include "deepinfer/engine/request_state.h"
@@ -61,6 +62,9 @@ class EngineImpl final : public Engine {
     if (cache)
       prefix_ = std::make_unique<PrefixCaching>(std::move(*cache), cache_root, runner_.get(), &kv_,
                                                 std::move(tiers));
+    // A given drafter (tests, bench's oracle) wins over the MTP switch.
+    drafter_ = args_.drafter;
+    if (!drafter_ && switches_.enable_mtp) drafter_ = std::make_shared<MtpDrafter>(runner_.get());
     free_pages_snapshot_ = kv_.num_available_pages();
     publish_cache_stats();
     thread_ = std::thread([this] { loop(); });
@@ -357,13 +361,7 @@ class EngineImpl final : public Engine {
   void build_batch(const sched::StepPlan& plan) {
     batch_.rows.clear();
     batch_.page_copies.clear();
-    batch_.rollbacks.clear();
-    // Sequences whose last verification rejected drafts: back to their accepted state first (a
-    // sequence finished or preempted since has no state left to cut).
-    for (const auto& [id, n] : pending_rollbacks_)
-      if (kv_.contains(id))
-        batch_.rollbacks.push_back({id, n, kv_.state_pages(id), kv_.block_table(id)});
-    pending_rollbacks_.clear();
+    batch_.rollbacks.clear();  // done right after each verification (roll_back_rejected)
     for (const auto& [child, copy] : pending_copies_)
       if (kv_.contains(child)) batch_.page_copies.push_back(copy);  // not preempted since
     pending_copies_.clear();
@@ -477,12 +475,30 @@ class EngineImpl final : public Engine {
     }
     for (const Verification& v : verifications_) verify(v);
     local_.output_s += seconds_since(t2);
+    roll_back_rejected();
+  }
+
+  // The cuts verification owes the runner, done now rather than before the next row: a drafter
+  // that reads the runner's state (MTP) must see each sequence at its accepted length.
+  void roll_back_rejected() {
+    if (pending_rollbacks_.empty()) return;
+    runtime::StepBatch cut;
+    for (const auto& [id, n] : pending_rollbacks_)
+      if (kv_.contains(id))
+        cut.rollbacks.push_back({id, n, kv_.state_pages(id), kv_.block_table(id)});
+    pending_rollbacks_.clear();
+    runtime::StepOutput unused;
+    const Status st = runner_->execute(cut, &unused);
+    if (st.ok()) return;
+    for (const runtime::Rollback& r : cut.rollbacks)
+      if (auto it = seqs_.find(r.seq_id); it != seqs_.end()) fail_request(*it->second->req, st);
   }
 
   // Speculative decoding: before scheduling, every decoding sequence gets its drafts (the
   // scheduler decides how many it can verify this step).
   void propose_drafts() {
-    if (!args_.drafter || args_.num_speculative_tokens < 1) return;
+    if (!drafter_) return;
+    const int64_t max_drafts = switches_.nextn_decode;
     for (auto& [id, s] : seqs_) {
       s->spec_row.clear();
       if (s->finished || s->out.token_ids.empty()) {  // its prompt is still running
@@ -490,10 +506,9 @@ class EngineImpl final : public Engine {
         continue;
       }
       std::vector<int32_t> drafts;
-      args_.drafter->propose(
-          {s->tokens, static_cast<int64_t>(s->req->prompt.size()), args_.num_speculative_tokens},
-          &drafts);
-      drafts.resize(std::min<size_t>(drafts.size(), size_t(args_.num_speculative_tokens)));
+      drafter_->propose({id, s->tokens, static_cast<int64_t>(s->req->prompt.size()), max_drafts},
+                        &drafts);
+      drafts.resize(std::min<size_t>(drafts.size(), size_t(max_drafts)));
       if (!drafts.empty()) {
         s->spec_row.push_back(s->tokens.back());
         s->spec_row.insert(s->spec_row.end(), drafts.begin(), drafts.end());
@@ -735,8 +750,9 @@ class EngineImpl final : public Engine {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<RequestState>> inbox_;
   std::vector<std::string> cancels_;
-  // Speculative decoding (engine thread): this step's verifications, and the cuts owed to the
-  // runner before those sequences' next rows.
+  // Speculative decoding (engine thread): the drafter (EngineArgs::drafter, or MTP by the
+  // switch; null: off), this step's verifications, and the cuts owed to the runner.
+  std::shared_ptr<Drafter> drafter_;
   std::vector<Verification> verifications_;
   std::vector<std::pair<uint64_t, int64_t>> pending_rollbacks_;
   std::set<std::string> live_ids_;
@@ -785,6 +801,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   ro.on_load_progress = args.on_load_progress;
   ASSIGN_OR_RETURN(const Switches switches, resolve_switches(args.switches));
   ro.batch_invariant = switches.batch_invariant;
+  if ((switches.enable_mtp || args.drafter) && ro.device == runtime::Device::kCuda)
+    return unimplemented(
+        "DEEPINFER_ENABLE_MTP_VARLEN / --enable-mtp: speculative decoding runs on the CPU runner "
+        "only so far (the CUDA runner has no speculative rows yet)");
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (std::filesystem::exists(args.model + "/tokenizer.json")) {
     ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::from_file(args.model));

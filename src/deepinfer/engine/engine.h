@@ -70,11 +70,11 @@ struct EngineArgs {
   std::string kv_cache_salt;                        // --kv-cache-salt: separates checkpoints
   // Tests: the clock retention is measured on (null: the system clock).
   std::shared_ptr<const Clock> clock;
-  // Speculative decoding (drafter.h): each decoding sequence's next step verifies up to
-  // num_speculative_tokens drafts (DEEPINFER_USE_NEXTN_DECODE's default, 5). The CPU runner
-  // only so far; outputs are unchanged, only the step count moves.
+  // Speculative decoding with this drafter (drafter.h; tests and bench's oracle) instead of the
+  // MTP layer that switches.enable_mtp picks: each decoding sequence's next step verifies up to
+  // switches' nextn_decode drafts. The CPU runner only so far; outputs are unchanged, only the
+  // step count moves.
   std::shared_ptr<Drafter> drafter;
-  int64_t num_speculative_tokens = 5;
   // Test hook (`serve --debug-scripted-output FILE`): when set, every sample's tokens are this
   // text's encoding and then EOS instead of sampled ones; detokenizing, stop rules and streaming
   // stay the real ones. Only for tests of output parsing (tool calls, reasoning) on a tiny model.

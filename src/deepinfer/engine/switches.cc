@@ -60,6 +60,24 @@ StatusOr<Switches> resolve_switches(const SwitchArgs& given) {
     keep = k;
   }
   out.yoco_keep_tokens = mode == YocoMode::kCompact ? keep : 0;
+  if (given.enable_mtp) {
+    out.enable_mtp = *given.enable_mtp;
+  } else {
+    ASSIGN_OR_RETURN(out.enable_mtp, env_bool("DEEPINFER_ENABLE_MTP_VARLEN"));
+  }
+  if (given.nextn_decode) {
+    out.nextn_decode = *given.nextn_decode;
+    if (out.nextn_decode < 1)
+      return invalid_argument("num_speculative_tokens must be at least 1, got " +
+                              std::to_string(out.nextn_decode));
+  } else if (const char* v = env("DEEPINFER_USE_NEXTN_DECODE")) {
+    char* end = nullptr;
+    const long long k = std::strtoll(v, &end, 10);
+    if (*end != '\0' || k < 1)
+      return invalid_argument(
+          std::string("DEEPINFER_USE_NEXTN_DECODE must be a positive integer, got '") + v + "'");
+    out.nextn_decode = k;
+  }
   return out;
 }
 

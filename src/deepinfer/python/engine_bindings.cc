@@ -118,6 +118,17 @@ class PyEngine {
                                a["yoco_prefill_keep_tokens"].dump()));
       args.switches.yoco_keep_tokens = a["yoco_prefill_keep_tokens"].get<int64_t>();
     }
+    if (a.contains("enable_mtp") && !a["enable_mtp"].is_null()) {
+      if (!a["enable_mtp"].is_boolean())
+        raise(invalid_argument("enable_mtp must be True or False, got " + a["enable_mtp"].dump()));
+      args.switches.enable_mtp = a["enable_mtp"].get<bool>();
+    }
+    if (a.contains("num_speculative_tokens") && !a["num_speculative_tokens"].is_null()) {
+      if (!a["num_speculative_tokens"].is_number_integer())
+        raise(invalid_argument("num_speculative_tokens must be an integer, got " +
+                               a["num_speculative_tokens"].dump()));
+      args.switches.nextn_decode = a["num_speculative_tokens"].get<int64_t>();
+    }
     py::gil_scoped_release release;
     auto e = Engine::create(args);
     if (!e.ok()) {

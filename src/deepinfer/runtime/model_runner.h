@@ -70,6 +70,16 @@ class ModelRunner {
   // the runner keeps for it. No-op for an unknown sequence.
   virtual void release(uint64_t seq_id) = 0;
 
+  // Speculative decoding with the model's MTP layer: up to max_drafts tokens to follow `token`,
+  // the one just sampled for the sequence's next position (its state holds every position before
+  // it: call after the step's rollbacks). Writes only the MTP layer's own state. unimplemented
+  // where the runner or the model has no MTP drafting (the default).
+  virtual Status mtp_draft(uint64_t seq_id, int32_t token, int64_t max_drafts,
+                           std::vector<int32_t>* out) {
+    (void)seq_id, (void)token, (void)max_drafts, (void)out;
+    return unimplemented("this runner has no MTP drafting");
+  }
+
   // Raw page I/O (prefix cache, offload tiers, disaggregation): the bytes of `pages`, page after
   // page, page_spec().page_bytes each, in the runner's own state layout.
   virtual StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) = 0;

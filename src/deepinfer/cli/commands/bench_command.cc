@@ -331,7 +331,7 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
   nlohmann::json rows = nlohmann::json::array();
   const double out_tok = static_cast<double>(n) * output_len;
   std::printf("\nspeculative decoding, oracle drafter (up to %lld drafts per step):\n",
-              (long long)base.num_speculative_tokens);
+              (long long)base.switches.nextn_decode.value_or(deepinfer::kDefaultNextnDecode));
   std::printf(
       "| acceptance | wall s | output tok/s | speed-up | steps | drafts | accepted | mean accepted "
       "per verification | outputs as without drafts |\n|---|---|---|---|---|---|---|---|---|\n");
