@@ -235,6 +235,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> errors;
   std::vector<double> compile_ms, masks, cold_masks;
   std::vector<std::pair<double, std::string>> slowest;  // (max mask us, file)
+  std::map<std::string, int> over_goal;                 // masks over 100 us, by file
   for (const std::string& f : files) {
     std::ifstream in(a.corpus + "/" + f);
     std::stringstream text;
@@ -269,7 +270,10 @@ int main(int argc, char** argv) {
                   << "\"}\n";
       masks.insert(masks.end(), t.begin(), t.end());
       if (w == 0) cold_masks.insert(cold_masks.end(), t.begin(), t.end());
-      for (double x : t) worst = std::max(worst, x);
+      for (double x : t) {
+        worst = std::max(worst, x);
+        if (x > 100) ++over_goal[f];
+      }
     }
     slowest.emplace_back(worst, f);
   }
@@ -297,7 +301,17 @@ int main(int argc, char** argv) {
   std::printf("slowest masks:");
   for (size_t i = 0; i < std::min<size_t>(5, slowest.size()); ++i)
     std::printf(" %s %.0f us;", slowest[i].second.c_str(), slowest[i].first);
-  std::printf("\n\n");
+  std::printf("\n");
+  {
+    std::vector<std::pair<int, std::string>> v;
+    int total = 0;
+    for (const auto& [f, c] : over_goal) v.emplace_back(-c, f), total += c;
+    std::sort(v.begin(), v.end());
+    std::printf("masks over 100 us: %d, most in:", total);
+    for (size_t i = 0; i < std::min<size_t>(8, v.size()); ++i)
+      std::printf(" %s %d;", v[i].second.c_str(), -v[i].first);
+    std::printf("\n\n");
+  }
 
   std::string validation = "not run (--validate 0)";
   int valid_rc = 0;

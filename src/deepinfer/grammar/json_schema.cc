@@ -115,7 +115,7 @@ class SchemaCompiler {
     }
     if (s.contains("if") || s.contains("then") || s.contains("else")) {
       Json rest = s;
-      for (const char* k : {"if", "then", "else"}) rest.erase(k);
+      for (const char* k : {"if", "then", "else", "$id"}) rest.erase(k);
       std::optional<Json> approx = json_detail::conditional_approximation(s);
       if (!approx) return value(rest, path, depth + 1, false);
       Json both = Json::object();
@@ -126,6 +126,7 @@ class SchemaCompiler {
     if (s.contains("not")) {
       Json rest = s;
       rest.erase("not");
+      rest.erase("$id");  // checked where it stands
       RETURN_IF_ERROR(negate_into(&rest, s["not"], path + "/not", 0));
       return value(rest, path, depth + 1, false);
     }
@@ -355,7 +356,8 @@ class SchemaCompiler {
     // Sibling keywords apply to every branch: S and (A or B) = (S and A) or (S and B).
     Json siblings = s;
     siblings.erase(key);
-    bool plain = true;  // only annotations beside the union: keep branches (and their $refs)
+    siblings.erase("$id");  // checked where it stands; merged below the root it would not be
+    bool plain = true;      // only annotations beside the union: keep branches (and their $refs)
     for (const auto& [k, v] : siblings.items()) {
       if (!json_detail::is_inert(k)) plain = false;
     }

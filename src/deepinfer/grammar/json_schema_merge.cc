@@ -180,6 +180,14 @@ Status merge_into(Json* out, const Json& part, const std::string& path) {
       for (const Json& x : o)
         for (const Json& y : v) both.push_back(Json{{"allOf", Json::array({x, y})}});
       o = std::move(both);
+    } else if (k == "additionalProperties") {
+      // Members no part lists must satisfy every part's additionalProperties (members one part
+      // lists are settled in merge_all_of).
+      if (o == false || v == false) {
+        o = false;
+      } else {
+        o = Json{{"allOf", Json::array({o, v})}};
+      }
     } else if (k == "not") {
       o = Json{{"anyOf", Json::array({o, v})}};  // not A and not B = not (A or B)
     } else if (k == "enum" && o.is_array() && v.is_array()) {
@@ -619,9 +627,23 @@ StatusOr<Json> merge_all_of(const Json& root, const Json& schema, const std::str
     for (const std::string& n : names) {
       bool own = part.contains("properties") && part["properties"].is_object() &&
                  part["properties"].contains(n);
-      if (!own) {
+      if (own) continue;
+      // Another part's member is an additional one for this part: it must also satisfy this
+      // part's additionalProperties (false: it is never written).
+      const Json& ap = part["additionalProperties"];
+      const bool required =
+          out.contains("required") && out["required"].is_array() &&
+          std::find(out["required"].begin(), out["required"].end(), n) != out["required"].end();
+      if (ap == false && required)
         return unsupported("additionalProperties", ppath,
-                           "in allOf it would also apply to property '" + n + "' of another part");
+                           "in allOf it forbids property '" + n + "' that another part requires");
+      if (!out.contains("properties") || !out["properties"].is_object())
+        out["properties"] = Json::object();
+      Json& slot = out["properties"][n];
+      if (ap == false) {
+        slot = false;
+      } else {
+        slot = slot.is_null() ? ap : Json{{"allOf", Json::array({slot, ap})}};
       }
     }
   }

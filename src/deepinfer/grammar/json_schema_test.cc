@@ -606,8 +606,35 @@ TEST(JsonSchemaCoverage, PropertyNamesAndPatternNamedMembers) {
                StatusCode::kInvalidArgument, "accepts no value");
 }
 
+TEST(JsonSchemaCoverage, AdditionalPropertiesAcrossAllOfParts) {
+  check_cases({
+      // "b" is an additional member for the first part, which forbids those.
+      {R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},
+                     "additionalProperties":false},
+                    {"properties":{"b":{"type":"string"}}}]})",
+       {"{}", R"({"a":1})"},
+       {R"({"b":"x"})", R"({"a":1,"b":"x"})", R"({"c":1})"}},
+      // ... or requires them to be integers.
+      {R"({"allOf":[{"type":"object","properties":{"a":{}},"additionalProperties":{"type":"integer"}},
+                    {"properties":{"b":{"type":"number"}},"additionalProperties":{"minimum":0}}]})",
+       {R"({"b":1})", R"({"a":"s","c":2})"},
+       {R"({"b":1.5})", R"({"c":"x"})", R"({"c":-1})"}},
+  });
+  expect_error(R"({"allOf":[{"type":"object","additionalProperties":false},
+                            {"properties":{"b":{}},"required":["b"]}]})",
+               StatusCode::kUnimplemented, "'additionalProperties'");
+}
+
 TEST(JsonSchemaCoverage, RefSiblingsEnumSiblingsAndFragmentIds) {
   check_cases({
+      // A root $id beside a union, not or a conditional is where it belongs.
+      {R"({"$id":"https://x.org/s.json","oneOf":[{"type":"string"},{"type":"integer"}]})",
+       {R"("s")", "1"},
+       {"true"}},
+      {R"({"$id":"https://x.org/s.json","type":"object","properties":{"a":{}},
+          "not":{"required":["a"]}})",
+       {"{}"},
+       {R"({"a":1})"}},
       // Beside $ref, other keywords apply too (2020-12).
       {R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":2})",
        {R"("ab")"},
