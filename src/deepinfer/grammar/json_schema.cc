@@ -280,6 +280,42 @@ class SchemaCompiler {
 
   // Makes *a (a merged oneOf branch) never write one member that b requires and a does not,
   // as `properties: {name: false}`. False when there is none.
+  // An equivalent schema without top-level $ref/allOf (merged), or s itself when that fails.
+  Json flattened(const Json& s, const std::string& path) {
+    if (!s.is_object() || !(s.contains("$ref") || s.contains("allOf"))) return s;
+    Json all = Json::object();
+    all["allOf"] = Json::array({s});
+    auto m = json_detail::merge_all_of(root_, all, path);
+    return m.ok() ? *m : s;
+  }
+
+  // Makes *a require a property whose schemas in a and b are provably disjoint (an optional
+  // discriminator such as `type: {const: X}`), so that its output fails b. False when none.
+  bool require_discriminator(Json* a, const Json& b0, const std::string& path) {
+    const Json b = flattened(b0, path);
+    Json fa = flattened(*a, path);
+    if (!fa.is_object() || !b.is_object() || !fa.contains("properties") ||
+        !b.contains("properties") || !fa["properties"].is_object() || !b["properties"].is_object())
+      return false;
+    std::optional<std::string> found;
+    for (const auto& [name, sub] : fa["properties"].items()) {
+      if (!b["properties"].contains(name) || sub == false) continue;
+      if (!json_detail::provably_disjoint(root_, sub, b["properties"][name])) continue;
+      found = name;
+      break;
+    }
+    if (found) {
+      const std::string name = *found;  // fa changes below
+      if (!fa.contains("required") || !fa["required"].is_array()) fa["required"] = Json::array();
+      if (std::find(fa["required"].begin(), fa["required"].end(), Json(name)) ==
+          fa["required"].end())
+        fa["required"].push_back(name);
+      *a = std::move(fa);
+      return true;
+    }
+    return false;
+  }
+
   bool exclude_required_of(Json* a, const Json& b0, const std::string& path) {
     const Json* b = &b0;
     if (b->is_object() && b->contains("$ref") && (*b)["$ref"].is_string()) {
@@ -396,6 +432,11 @@ class SchemaCompiler {
           if ((exclude_required_of(&merged[i], as_written[j], path) ||
                exclude_values_of(&merged[i], as_written[j], path)) &&
               json_detail::output_excludes(root_, merged[i], as_written[j], options_.strict))
+            continue;
+          // Against b merged flat (the same schema), with a discriminator a now requires.
+          if (require_discriminator(&merged[i], as_written[j], path) &&
+              json_detail::output_excludes(root_, merged[i], flattened(as_written[j], path),
+                                           options_.strict))
             continue;
           // A branch whose output cannot be shown to fail branch j is left out (sound: its
           // values are not written; where they do match j too, oneOf rejects them anyway), as

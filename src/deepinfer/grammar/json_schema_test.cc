@@ -504,6 +504,13 @@ TEST(JsonSchemaCoverage, OverlappingOneOfOnlyWhereOutputIsExclusive) {
                      "additionalProperties":true}]})",
        {"{}", R"({"g":1})"},
        {R"({"f":"x"})", R"({"f":"x","g":1})"}},
+      // An optional discriminator is made required in each branch.
+      {R"({"$defs":{"x":{"type":"object","properties":{"kind":{"const":"x"},"v":{"type":"integer"}}},
+                    "y":{"type":"object","properties":{"kind":{"const":"y"},"v":{"type":"string"}}}},
+          "oneOf":[{"$ref":"#/$defs/x"},{"$ref":"#/$defs/y"}]})",
+       {R"({"kind":"x","v":1})", R"({"kind":"y"})"},
+       {"{}", R"({"kind":"x","v":"s"})",
+        R"({"v":1})"}},  // the last is valid (only x matches) but not written
       // Anchored patterns whose literal prefixes diverge.
       {R"({"oneOf":[{"type":"string","pattern":"^build; ?args:"},
                     {"type":"string","pattern":"^build\\[uv\\]; ?args:"}]})",
