@@ -101,8 +101,8 @@ void add_switch_flags(CLI::App& app, EngineArgs* a) {
   app.add_flag_callback(
       "--enable-mtp", [a] { a->switches.enable_mtp = true; },
       "speculative decoding with the checkpoint's MTP layer: drafts verified in one step, "
-      "outputs unchanged (default: $DEEPINFER_ENABLE_MTP_VARLEN, else off). CPU runner only, "
-      "one draft per step (MTP-1) so far; a checkpoint without MTP weights turns it off");
+      "outputs unchanged (default: $DEEPINFER_ENABLE_MTP_VARLEN, else off). CPU runner only so "
+      "far; a checkpoint without MTP weights turns it off");
   app.add_flag_callback(
       "--no-enable-mtp", [a] { a->switches.enable_mtp = false; },
       "turn MTP off whatever DEEPINFER_ENABLE_MTP_VARLEN says");

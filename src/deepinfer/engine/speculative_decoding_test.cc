@@ -122,8 +122,8 @@ TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
   }
 }
 
-// The switch's drafter: the checkpoint's MTP layer through the runner (MTP-1, one draft per
-// step). The tiny model's MTP weights are random, so few drafts are accepted; what is checked is
+// The switch's drafter: the checkpoint's MTP layer through the runner, up to 5 chained drafts a
+// step. The tiny model's MTP weights are random, so few drafts are accepted; what is checked is
 // that drafts are proposed and verified and that no output changes.
 TEST(SpeculativeDecoding, MtpDraftsKeepOutputsUnchanged) {
   const auto reqs = workload(32 / kScale, /*sampled=*/false);
@@ -146,7 +146,8 @@ TEST(SpeculativeDecoding, MtpDraftsKeepOutputsUnchanged) {
               (long long)s.spec_verifications, (long long)s.spec_draft_tokens,
               (long long)s.spec_accepted_tokens);
   EXPECT_GT(s.spec_verifications, 0);
-  EXPECT_EQ(s.spec_draft_tokens, s.spec_verifications);  // MTP-1: one draft each
+  EXPECT_GT(s.spec_draft_tokens, s.spec_verifications);  // chained: several drafts a step
+  EXPECT_LE(s.spec_draft_tokens, 5 * s.spec_verifications);
   EXPECT_EQ(accepted_in_usage(got), s.spec_accepted_tokens);
 }
 

@@ -1,5 +1,5 @@
 // DeepSeek's engine switches (DESIGN.md's table) that this engine implements so far: batch
-// invariance, YOCO prefill truncation and MTP speculative decoding (CPU runner, MTP-1). Each is an
+// invariance, YOCO prefill truncation and MTP speculative decoding (CPU runner). Each is an
 // EngineArgs field (a CLI flag, a Python argument); left unset there, its DEEPINFER_* environment
 // variable decides, else it is off.
 #pragma once

@@ -123,8 +123,8 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   return ok_status();
 }
 
-Status CpuModel::mtp_forward(SequenceState& state, int32_t token,
-                             std::vector<float>* logits) const {
+Status CpuModel::mtp_step(SequenceState& state, const float* hidden, int32_t token, int64_t pos,
+                          std::vector<float>* Xout, std::vector<float>* logits) const {
   const Config& c = config_;
   if (c.num_mtp_layers < 1) return failed_precondition("model has no MTP layer");
   if (state.num_tokens == 0) return failed_precondition("mtp_forward: empty sequence");
@@ -138,17 +138,40 @@ Status CpuModel::mtp_forward(SequenceState& state, int32_t token,
   std::vector<float> e(weights_.f("embed.weight") + int64_t(id) * H,
                        weights_.f("embed.weight") + int64_t(id + 1) * H);
   cpu::rms_norm(e.data(), weights_.f(p + "enorm.weight"), H, eps, e.data());
-  std::vector<float> E(H), X(hc * H), hn(H);
+  std::vector<float> E(H), hn(H);
+  std::vector<float>& X = *Xout;
+  X.assign(static_cast<size_t>(hc * H), 0.0f);
   quantized_linear(ctx_, weights_.f(p + "e_proj.weight"), H, H, e.data(), 1, E.data());
   for (int j = 0; j < hc; ++j) {
-    cpu::rms_norm(&state.last_hidden[j * H], weights_.f(p + "hnorm.weight"), H, eps, hn.data());
+    cpu::rms_norm(&hidden[j * H], weights_.f(p + "hnorm.weight"), H, eps, hn.data());
     quantized_linear(ctx_, weights_.f(p + "h_proj.weight"), H, H, hn.data(), 1, &X[j * H]);
     for (int64_t d = 0; d < H; ++d) X[j * H + d] += E[d];
   }
-  const int64_t pos = state.num_tokens;
   block_forward(p, 0, false, X.data(), &id, 1, pos, state.mtp);
   logits->resize(c.vocab_size);
   head_forward(p, p + "norm.weight", X.data(), logits->data());
+  return ok_status();
+}
+
+Status CpuModel::mtp_forward(SequenceState& state, int32_t token,
+                             std::vector<float>* logits) const {
+  std::vector<float> X;
+  return mtp_step(state, state.last_hidden.data(), token, state.num_tokens, &X, logits);
+}
+
+Status CpuModel::mtp_draft(SequenceState& state, int32_t token, int64_t k,
+                           std::vector<int32_t>* drafts) const {
+  std::vector<float> hidden = state.last_hidden, X, logits;
+  int32_t t = token;
+  for (int64_t j = 0; j < k; ++j) {
+    RETURN_IF_ERROR(mtp_step(state, hidden.data(), t, state.num_tokens + j, &X, &logits));
+    int64_t best = 0;  // ties to the lower id, as greedy sampling
+    for (int64_t v = 1; v < static_cast<int64_t>(logits.size()); ++v)
+      if (logits[v] > logits[best]) best = v;
+    t = static_cast<int32_t>(best);
+    drafts->push_back(t);
+    hidden.swap(X);
+  }
   return ok_status();
 }
 

@@ -55,8 +55,17 @@ class CpuModel {
   // logits for position num_tokens + 1. It advances only the MTP layer's own ring, which is fed
   // by these calls alone (a speculative decoder must also run it over the prompt).
   Status mtp_forward(SequenceState& state, int32_t token, std::vector<float>* logits) const;
+  // Up to k greedy MTP drafts after `token`, chained: draft j + 1 feeds the MTP layer's own output
+  // streams of draft j back with draft j's token, one position further on (DeepSeek's
+  // autoregressive MTP). Writes the MTP ring at positions num_tokens .. num_tokens + k - 1.
+  Status mtp_draft(SequenceState& state, int32_t token, int64_t k,
+                   std::vector<int32_t>* drafts) const;
 
  private:
+  // One MTP position: `hidden` (hc_mult x hidden streams) and `token`'s embedding at `pos`;
+  // leaves the layer's output streams in *X and its logits in *logits.
+  Status mtp_step(SequenceState& state, const float* hidden, int32_t token, int64_t pos,
+                  std::vector<float>* X, std::vector<float>* logits) const;
   // The FFN sublayer runs for rows [ffn_from, n) only (YOCO); the attention for all n.
   void block_forward(const std::string& prefix, int ratio, bool hash, float* X, const int32_t* ids,
                      int64_t n, int64_t pos0, LayerState& st, int64_t ffn_from = 0) const;

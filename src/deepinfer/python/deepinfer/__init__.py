@@ -95,7 +95,7 @@ class LLM:
     kv_cluster_redis, kv_cache_interval, kv_retention_agent_s, kv_retention_chat_s and
     kv_cache_salt (the serve flags of the same names), and DeepSeek's switches
     batch_invariant (bool), yoco_prefill_truncation_mode ("off" | "compact"),
-    yoco_prefill_keep_tokens (int), enable_mtp (bool; CPU runner, MTP-1) and
+    yoco_prefill_keep_tokens (int), enable_mtp (bool; CPU runner) and
     num_speculative_tokens (int), which default to DEEPINFER_BATCH_INVARIANT,
     DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE, DEEPINFER_YOCO_PREFILL_KEEP_TOKENS,
     DEEPINFER_ENABLE_MTP_VARLEN and DEEPINFER_USE_NEXTN_DECODE. Bad values raise ValueError

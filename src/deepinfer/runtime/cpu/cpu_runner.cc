@@ -86,9 +86,7 @@ class CpuRunner final : public ModelRunner {
 
   void release(uint64_t seq_id) override { seqs_.erase(seq_id); }
 
-  // MTP-1: one draft, the MTP layer's greedy token. Further drafts would need the MTP layer's own
-  // output hidden state fed back (and its ring advanced per draft); the model keeps only the
-  // main model's last hidden state, so one draft per step for now.
+  // The MTP layer's greedy drafts, chained (PagedModel::mtp_draft).
   Status mtp_draft(uint64_t seq_id, int32_t token, int64_t max_drafts,
                    std::vector<int32_t>* out) override {
     if (max_drafts < 1) return ok_status();
@@ -96,9 +94,7 @@ class CpuRunner final : public ModelRunner {
     if (it == seqs_.end() || it->second.state == nullptr)
       return invalid_argument("mtp_draft: sequence " + std::to_string(seq_id) +
                               " has no state in the runner");
-    RETURN_IF_ERROR(model_->mtp_logits(*it->second.state, token, &logits_));
-    out->push_back(first_max(logits_.data(), info_.vocab_size));
-    return ok_status();
+    return model_->mtp_draft(*it->second.state, token, max_drafts, out);
   }
 
   StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) override {

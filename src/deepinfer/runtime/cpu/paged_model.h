@@ -38,11 +38,12 @@ class PagedModel {
   // position's with all_logits (NaN rows before keep_from_pos, StepRow's YOCO bound).
   virtual Status forward(PagedSequence& seq, const int32_t* ids, int64_t n, int64_t keep_from_pos,
                          bool all_logits, std::vector<float>* logits) const = 0;
-  // The MTP layer's logits for the position after `token` (just sampled for position
-  // seq.num_tokens()), from the last forward's final hidden state; it writes the MTP layer's own
-  // ring (constant state) and nothing else. unimplemented for a family or checkpoint without one.
-  virtual Status mtp_logits(PagedSequence& seq, int32_t token,
-                            std::vector<float>* logits) const = 0;
+  // Up to k greedy drafts from the MTP layer after `token` (just sampled for position
+  // seq.num_tokens()), from the last forward's final hidden state, chained through the MTP
+  // layer's own output; it writes the MTP layer's own ring (constant state) and nothing else.
+  // unimplemented for a family or checkpoint without one.
+  virtual Status mtp_draft(PagedSequence& seq, int32_t token, int64_t k,
+                           std::vector<int32_t>* drafts) const = 0;
 };
 
 // Reads config.json's model_type and loads that family's CPU model over layouts of page_tokens
@@ -80,11 +81,12 @@ class PagedModelOf final : public PagedModel {
                            keep_from_pos);
   }
 
-  Status mtp_logits(PagedSequence& seq, int32_t token, std::vector<float>* logits) const override {
-    if constexpr (requires(State & st) { model_->mtp_forward(st, token, logits); }) {
+  Status mtp_draft(PagedSequence& seq, int32_t token, int64_t k,
+                   std::vector<int32_t>* drafts) const override {
+    if constexpr (requires(State & st) { model_->mtp_draft(st, token, k, drafts); }) {
       if (model_->config().num_mtp_layers < 1)
         return unimplemented("this checkpoint has no MTP layer");
-      return model_->mtp_forward(static_cast<Sequence&>(seq).state, token, logits);
+      return model_->mtp_draft(static_cast<Sequence&>(seq).state, token, k, drafts);
     } else {
       return unimplemented("this model family drafts with DSpark, not an MTP layer");
     }
