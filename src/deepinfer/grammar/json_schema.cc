@@ -123,7 +123,7 @@ class SchemaCompiler {
       ASSIGN_OR_RETURN(Json merged, json_detail::merge_all_of(root_, both, path));
       return value(merged, path, depth + 1, false);
     }
-    if (s.contains("not")) {
+    if (s.contains("not") && !s.contains("anyOf") && !s.contains("oneOf")) {  // else per branch
       Json rest = s;
       rest.erase("not");
       rest.erase("$id");  // checked where it stands
@@ -212,8 +212,25 @@ class SchemaCompiler {
     }
     if (!n->is_object()) return bad(path, "a schema must be an object or a boolean");
     std::set<std::string> keys;
-    for (const auto& [k, v] : n->items())
-      if (!json_detail::is_inert(k)) keys.insert(k);
+    auto trivially_true = [](const Json& x) {
+      return x == true ||
+             (x.is_object() && std::all_of(x.items().begin(), x.items().end(), [](const auto& kv) {
+                return json_detail::is_inert(kv.key());
+              }));
+    };
+    for (const auto& [k, v] : n->items()) {
+      if (json_detail::is_inert(k)) continue;
+      // Parts of n that every value satisfies change nothing: `properties` of true schemas,
+      // `additionalProperties: true`, and `type: object` beside `required` (whose negation
+      // already asks for an object).
+      if (k == "properties" && v.is_object() &&
+          std::all_of(v.items().begin(), v.items().end(),
+                      [&](const auto& kv) { return trivially_true(kv.value()); }))
+        continue;
+      if (k == "additionalProperties" && trivially_true(v)) continue;
+      if (k == "type" && v == "object" && n->contains("required")) continue;
+      keys.insert(k);
+    }
     auto types_of_out = [&]() -> StatusOr<std::set<std::string>> {
       if (!out->contains("type")) return type_names();
       return json_detail::type_set((*out)["type"], path);
@@ -255,6 +272,29 @@ class SchemaCompiler {
     if (keys == std::set<std::string>{"anyOf"} && (*n)["anyOf"].is_array()) {
       for (const Json& b : (*n)["anyOf"]) RETURN_IF_ERROR(negate_into(out, b, path, depth + 1));
       return ok_status();
+    }
+    if ((keys == std::set<std::string>{"enum"} || keys == std::set<std::string>{"const"}) &&
+        !out->contains("enum") && !out->contains("const")) {
+      // Strings struck from a plain string schema (json_detail::kNotInKey).
+      for (const char* k : {"pattern", "format", "minLength", "maxLength"})
+        if (out->contains(k))
+          return unsupported("not", path, "enum/const beside " + std::string(k));
+      ASSIGN_OR_RETURN(auto have, types_of_out());
+      std::vector<Json> drop;
+      if (n->contains("const")) drop.push_back((*n)["const"]);
+      if (n->contains("enum") && (*n)["enum"].is_array())
+        for (const Json& v : (*n)["enum"]) drop.push_back(v);
+      Json list =
+          out->contains(json_detail::kNotInKey) ? (*out)[json_detail::kNotInKey] : Json::array();
+      for (const Json& v : drop) {
+        if (v.is_string()) {
+          list.push_back(v);
+        } else if (json_detail::value_has_type(v, have)) {
+          return unsupported("not", path, "enum/const of values other than strings");
+        }
+      }
+      (*out)[json_detail::kNotInKey] = list;
+      return set_types(have);  // explicit, so the marker is seen (typed, not unconstrained)
     }
     if ((keys == std::set<std::string>{"enum"} || keys == std::set<std::string>{"const"}) &&
         (out->contains("enum") || out->contains("const"))) {
@@ -467,20 +507,29 @@ class SchemaCompiler {
     }
     Fragment alts;
     Status last_error;
+    std::optional<Status> first_unsupported;
+    bool substantial = false;
     for (size_t i = 0; i < merged.size(); ++i) {
       std::string bpath = path + "/" + key + "/" + std::to_string(i);
       auto e = value(merged[i], bpath, depth + 1, false);
       if (!e.ok()) {
-        // An unsatisfiable branch only drops out; anything else is an error.
-        if (e.status().code() != StatusCode::kInvalidArgument ||
-            e.status().message().find("accepts no value") == std::string::npos) {
-          return e.status();
-        }
+        // An unsatisfiable branch only drops out. So does one with unsupported keywords, as
+        // long as a substantial branch compiles (sound: its values are not written; a oneOf's
+        // exclusivity was shown against it above).
+        const bool no_value = e.status().code() == StatusCode::kInvalidArgument &&
+                              e.status().message().find("accepts no value") != std::string::npos;
+        if (!no_value && e.status().code() != StatusCode::kUnimplemented) return e.status();
+        if (!no_value && !first_unsupported) first_unsupported = e.status();
         last_error = e.status();
         continue;
       }
       alts.push_back(Sequence{*e});
+      const Json& b = merged[i];
+      if (!(b.is_object() && (b.contains("enum") || b.contains("const") ||
+                              (b.contains("type") && b["type"] == "null"))))
+        substantial = true;
     }
+    if (first_unsupported && !substantial) return *first_unsupported;
     if (alts.empty()) return last_error;
     return jb_.rule_of(alts, key);
   }

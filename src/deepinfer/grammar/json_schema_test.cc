@@ -552,8 +552,28 @@ TEST(JsonSchemaCoverage, NotOfSimpleForms) {
        {"{}"},
        {R"({"a":1})", R"({"b":1})", "1", R"("s")"}},  // not-required rejects every non-object
       {R"({"enum":["x","y","z"],"not":{"const":"y"}})", {R"("x")", R"("z")"}, {R"("y")"}},
+      // Parts of the negated schema that every value meets change nothing.
+      {R"({"type":"object","properties":{"a":{},"b":{}},
+          "not":{"type":"object","properties":{"a":{}},"additionalProperties":true,
+                 "required":["a"]}})",
+       {"{}", R"({"b":1})"},
+       {R"({"a":1})"}},
+      // Strings struck from a plain string, also per anyOf branch.
+      {R"({"type":"string","not":{"enum":["jsonc","toml"]}})",
+       {R"("json")", R"("")"},
+       {R"("jsonc")", R"("toml")", "1"}},
+      {R"({"anyOf":[{"enum":["json","yaml","toml"]},{"type":"string"}],"not":{"enum":["toml"]}})",
+       {R"("json")", R"("x")"},
+       {R"("toml")"}},
   });
   expect_error(R"({"type":"string","not":{"pattern":"a"}})", StatusCode::kUnimplemented, "'not'");
+  // An anyOf branch with an unsupported keyword drops out while a substantial one compiles ...
+  check_cases({{R"({"anyOf":[{"type":"string","not":{"pattern":"a"}},{"type":"integer"}]})",
+                {"1"},
+                {R"("b")"}}});  // valid, but its branch is not compiled
+  // ... but not when only listed values or null would be left.
+  expect_error(R"({"anyOf":[{"type":"string","not":{"pattern":"a"}},{"type":"null"}]})",
+               StatusCode::kUnimplemented, "'not'");
   expect_error(R"({"type":"integer","not":{}})", StatusCode::kInvalidArgument, "accepts no value");
 }
 
