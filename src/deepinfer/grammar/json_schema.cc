@@ -870,16 +870,35 @@ class SchemaCompiler {
     if (!source) return jb_.string(min, max);
     if (has_len) {
       // A length bound that every string of the pattern/format already meets is redundant.
-      auto g = parse_regex(re);
-      bool implied = false;
-      if (g.ok()) {
+      // Otherwise, with a maxLength, the pattern's unbounded repetitions are capped at the
+      // largest k that keeps every string within the bounds (a subset of the pattern).
+      auto fits = [&](const std::string& r) {
+        auto g = parse_regex(r);
+        if (!g.ok()) return false;
         auto [lo, hi] = json_detail::code_point_length_range(*g);
-        implied = lo >= min && (!max || (hi && *hi <= *max));
+        return lo >= min && (!max || (hi && *hi <= *max));
+      };
+      if (!fits(re)) {
+        std::optional<std::string> best;
+        if (max && *max >= 1) {
+          int64_t lo = 1, hi = std::min<int64_t>(*max, 10000);
+          while (lo <= hi) {
+            const int64_t k = lo + (hi - lo) / 2;
+            std::string r = json_detail::cap_repetitions(re, k);
+            if (fits(r)) {
+              best = r;
+              lo = k + 1;
+            } else {
+              hi = k - 1;
+            }
+          }
+        }
+        if (!best)
+          return unsupported(s.contains("minLength") ? "minLength" : "maxLength", path,
+                             std::string("together with ") + source +
+                                 " whose strings are not all within the bounds");
+        re = *best;
       }
-      if (!implied)
-        return unsupported(s.contains("minLength") ? "minLength" : "maxLength", path,
-                           std::string("together with ") + source +
-                               " whose strings are not all within the bounds");
     }
     // Our regex front end is full-match, so '^'/'$' at the ends are accepted and redundant.
     StatusOr<Element> body = jb_.regex(re, true, source);

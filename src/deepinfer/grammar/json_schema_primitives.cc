@@ -1,6 +1,7 @@
 #include "deepinfer/grammar/json_schema_primitives.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <map>
 #include <vector>
@@ -202,6 +203,49 @@ std::optional<std::string> format_regex(std::string_view format) {
     return "(?:" + uri + "|" + relative + "(?:\\?" + tail + ")?(?:#" + tail + ")?)";
   }
   return std::nullopt;
+}
+
+std::string cap_repetitions(const std::string& p, int64_t k) {
+  std::string out;
+  const std::string ks = std::to_string(k);
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      out += c;
+      out += p[++i];
+      continue;
+    }
+    if (in_class) {
+      if (c == ']') in_class = false;
+      out += c;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      out += c;
+      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];  // a leading ']' is literal
+      continue;
+    }
+    if (c == '*' || c == '+') {
+      // "(?" opens a group, not a quantifier; "*?" after a quantifier stays lazy.
+      out += (c == '*' ? "{0," : "{1,") + ks + "}";
+      continue;
+    }
+    if (c == '{') {  // "{m,}" only; any other brace is left as it is
+      size_t j = i + 1;
+      while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j]))) ++j;
+      if (j > i + 1 && j - i - 1 <= 9 && j + 1 < p.size() && p[j] == ',' && p[j + 1] == '}') {
+        const int64_t m = std::stoll(p.substr(i + 1, j - i - 1));
+        out += "{" + std::to_string(m) + "," + std::to_string(std::max(m, k)) + "}";
+        i = j + 1;
+        continue;
+      }
+    }
+    out += c;
+  }
+  return out;
 }
 
 bool is_standard_format(std::string_view format) {

@@ -25,6 +25,9 @@ std::string number_range_regex(std::optional<int64_t> lo, bool lo_exclusive,
 // The string *value* language of a format (before JSON escaping), or nullopt if unknown.
 // hostname, regex and uri-reference are sound subsets (README.md).
 std::optional<std::string> format_regex(std::string_view format);
+// The regex with every unbounded repetition capped at k: `*` -> `{0,k}`, `+` -> `{1,k}`,
+// `{m,}` -> `{m,max(m,k)}` (outside classes and escapes): a subset of its language. k >= 1.
+std::string cap_repetitions(const std::string& pattern, int64_t k);
 // A format some draft (3 to 2020-12) defines; other names are custom formats (annotations).
 bool is_standard_format(std::string_view format);
 

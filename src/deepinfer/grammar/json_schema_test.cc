@@ -607,8 +607,21 @@ TEST(JsonSchemaCoverage, LengthBoundsThePatternAlreadyMeets) {
        {R"("2024-02-29")"},
        {R"("2023-02-29")"}},
   });
-  expect_error(R"({"type":"string","pattern":"^[a-z]+$","maxLength":5})",
-               StatusCode::kUnimplemented, "'maxLength'");
+  // Otherwise, given a maxLength, unbounded repetitions are capped so that every string fits.
+  check_cases({
+      {R"({"type":"string","pattern":"^[a-z0-9-]+$","minLength":1,"maxLength":5})",
+       {R"("a")", R"("ab-12")"},
+       {R"("")", R"("abcdef")", R"("A")"}},
+      {R"({"type":"string","minLength":5,"maxLength":14,
+          "pattern":"^(?:0|[1-9]\\d*)\\.(?:0|[1-9]\\d*)\\.(?:0|[1-9]\\d*)$"})",
+       {R"("1.2.3")", R"("10.20.300")", R"("0.0.0")"},
+       {R"("1.2")", R"("1.2.33333333333")", R"("01.2.3")"}},
+      {R"({"type":"string","format":"email","maxLength":254})",
+       {R"("a@b.co")", R"("x.y@mail.example.org")"},
+       {R"("a@b")", "\"" + std::string(250, 'a') + "@b.co\""}},
+  });
+  expect_error(R"({"type":"string","pattern":"^[a-z]*$","minLength":2})",
+               StatusCode::kUnimplemented, "'minLength'");
 }
 
 TEST(JsonSchemaCoverage, PropertyNamesAndPatternNamedMembers) {
