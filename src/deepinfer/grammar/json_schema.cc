@@ -111,7 +111,7 @@ class SchemaCompiler {
     if (s.contains("$ref")) return ref(s, path, depth);
     if (s.contains("allOf")) {
       ASSIGN_OR_RETURN(Json merged, json_detail::merge_all_of(root_, s, path));
-      return value(merged, path, depth + 1, false);
+      return value_memo(merged, path, depth + 1);
     }
     if (s.contains("if") || s.contains("then") || s.contains("else")) {
       Json rest = s;
@@ -121,7 +121,7 @@ class SchemaCompiler {
       Json both = Json::object();
       both["allOf"] = Json::array({rest, *approx});
       ASSIGN_OR_RETURN(Json merged, json_detail::merge_all_of(root_, both, path));
-      return value(merged, path, depth + 1, false);
+      return value_memo(merged, path, depth + 1);
     }
     if (s.contains("not") && !s.contains("anyOf") && !s.contains("oneOf")) {  // else per branch
       Json rest = s;
@@ -144,6 +144,30 @@ class SchemaCompiler {
     return false;
   }
 
+  // A schema made by merging (allOf, siblings of $ref or of a union branch): one rule per
+  // distinct merged text, made before its body, so that a merge that recurs through its own
+  // references (a branch {$ref: "#"} beside sibling keywords) reuses the rule instead of being
+  // inlined again without end.
+  StatusOr<Element> value_memo(const Json& merged, const std::string& path, int depth) {
+    const std::string key = "merged:" + merged.dump();
+    if (auto it = ref_rules_.find(key); it != ref_rules_.end())
+      return Element{Element::Kind::kRule, it->second};
+    const uint32_t r = jb_.b().add_rule("merged");
+    const size_t log_size = ref_log_.size();
+    ref_rules_.emplace(key, r);
+    ref_log_.push_back(key);
+    StatusOr<Element> e = value(merged, path, depth, false);
+    if (!e.ok()) {
+      while (ref_log_.size() > log_size) {
+        ref_rules_.erase(ref_log_.back());
+        ref_log_.pop_back();
+      }
+      return e.status();
+    }
+    jb_.b().rule(r).alternatives = {Sequence{*e}};
+    return Element{Element::Kind::kRule, r};
+  }
+
   StatusOr<Element> ref(const Json& s, const std::string& path, int depth) {
     if (!s["$ref"].is_string()) return bad(path + "/$ref", "must be a string");
     std::string target = s["$ref"].get<std::string>();
@@ -163,8 +187,8 @@ class SchemaCompiler {
         both["allOf"] = Json::array({self});
         auto merged = json_detail::merge_all_of(root_, both, path);
         inlining_.insert(target);
-        StatusOr<Element> e = merged.ok() ? value(*merged, path, depth + 1, false)
-                                          : StatusOr<Element>(merged.status());
+        StatusOr<Element> e =
+            merged.ok() ? value_memo(*merged, path, depth + 1) : StatusOr<Element>(merged.status());
         inlining_.erase(target);
         // Drafts 4-7 ignore $ref's siblings, so the reference alone is sound there (a merge
         // cannot inline a reference to itself).
@@ -511,7 +535,8 @@ class SchemaCompiler {
     bool substantial = false;
     for (size_t i = 0; i < merged.size(); ++i) {
       std::string bpath = path + "/" + key + "/" + std::to_string(i);
-      auto e = value(merged[i], bpath, depth + 1, false);
+      auto e = plain ? value(merged[i], bpath, depth + 1, false)
+                     : value_memo(merged[i], bpath, depth + 1);
       if (!e.ok()) {
         // An unsatisfiable branch only drops out. So does one with unsupported keywords, as
         // long as a substantial branch compiles (sound: its values are not written; a oneOf's

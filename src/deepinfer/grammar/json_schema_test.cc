@@ -679,6 +679,11 @@ TEST(JsonSchemaCoverage, RefSiblingsEnumSiblingsAndFragmentIds) {
       {R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":2})",
        {R"("ab")"},
        {R"("abc")", "1"}},
+      // A union branch {$ref: "#"} merged with its siblings recurs: one rule per merged schema.
+      {R"({"type":"object","properties":{"kids":{"type":"array",
+          "items":{"type":["object","null"],"anyOf":[{"type":"null"},{"$ref":"#"}]}}}})",
+       {R"({"kids":[null,{"kids":[]}]})", R"({"kids":[{"kids":[{}]}]})"},
+       {R"({"kids":[1]})", R"({"kids":[{"kids":[true]}]})"}},
       // A pointer into a member that is no keyword.
       {R"({"definitions":{"a":{"full":{"type":"integer"}}},"$ref":"#/definitions/a/full"})",
        {"1"},
