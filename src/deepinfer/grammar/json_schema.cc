@@ -380,6 +380,92 @@ class SchemaCompiler {
     return false;
   }
 
+  // The values member p may take in an object valid under s, where s admits only objects and
+  // pins p to a finite set: `properties/p` with enum/const, through $ref, any allOf part, or
+  // every anyOf/oneOf branch (their union). nullopt otherwise.
+  std::optional<std::vector<Json>> pinned_values(const Json& s0, const std::string& p, int depth) {
+    if (depth > 16) return std::nullopt;
+    const Json* s = &s0;
+    for (int i = 0; i < 32 && s->is_object() && s->contains("$ref"); ++i) {
+      if (!(*s)["$ref"].is_string()) return std::nullopt;
+      auto t = json_detail::resolve_ref(root_, (*s)["$ref"].get<std::string>(), "");
+      if (!t.ok()) return std::nullopt;
+      s = *t;
+    }
+    if (!s->is_object()) return std::nullopt;
+    const bool objects_only = s->contains("type") && (*s)["type"] == "object";
+    if (objects_only && s->contains("properties") && (*s)["properties"].is_object() &&
+        (*s)["properties"].contains(p)) {
+      const Json& ps = (*s)["properties"][p];
+      if (ps.is_object() && ps.contains("const")) return std::vector<Json>{ps["const"]};
+      if (ps.is_object() && ps.contains("enum") && ps["enum"].is_array())
+        return std::vector<Json>(ps["enum"].begin(), ps["enum"].end());
+    }
+    if (s->contains("allOf") && (*s)["allOf"].is_array()) {
+      std::optional<std::vector<Json>> vals;
+      bool typed = objects_only;
+      for (const Json& part : (*s)["allOf"]) {
+        if (!vals) vals = pinned_values(part, p, depth + 1);
+        if (part.is_object() && part.contains("type") && part["type"] == "object") typed = true;
+      }
+      // A part that pins p admits only objects itself, so the whole does.
+      if (vals) return vals;
+      (void)typed;
+    }
+    for (const char* k : {"anyOf", "oneOf"}) {
+      if (!s->contains(k) || !(*s)[k].is_array() || (*s)[k].empty()) continue;
+      std::vector<Json> all;
+      for (const Json& b : (*s)[k]) {
+        auto v = pinned_values(b, p, depth + 1);
+        if (!v) return std::nullopt;
+        all.insert(all.end(), v->begin(), v->end());
+      }
+      return all;
+    }
+    return std::nullopt;
+  }
+
+  // Narrows *a to require a member p that both a and b pin to disjoint value sets; then every
+  // object written for a carries a value of p that b never accepts. True when done.
+  bool require_pinned_discriminator(Json* a, const Json& b, const std::string& path) {
+    std::set<std::string> names;
+    std::function<void(const Json&, int)> collect = [&](const Json& s0, int depth) {
+      if (depth > 8) return;
+      const Json* s = &s0;
+      if (s->is_object() && s->contains("$ref") && (*s)["$ref"].is_string()) {
+        auto t = json_detail::resolve_ref(root_, (*s)["$ref"].get<std::string>(), path);
+        if (!t.ok()) return;
+        s = *t;
+      }
+      if (!s->is_object()) return;
+      if (s->contains("properties") && (*s)["properties"].is_object())
+        for (const auto& [k, v] : (*s)["properties"].items()) names.insert(k);
+      for (const char* k : {"allOf", "anyOf", "oneOf"})
+        if (s->contains(k) && (*s)[k].is_array())
+          for (const Json& x : (*s)[k]) collect(x, depth + 1);
+    };
+    collect(*a, 0);
+    for (const std::string& p : names) {
+      auto va = pinned_values(*a, p, 0), vb = pinned_values(b, p, 0);
+      if (!va || !vb || !json_detail::values_disjoint(*va, *vb)) continue;
+      if (!a->is_object()) return false;
+      if (a->contains("$ref")) {
+        Json all = Json::object();
+        all["allOf"] = Json::array({*a});
+        auto m = json_detail::merge_all_of(root_, all, path);
+        if (!m.ok()) return false;
+        *a = std::move(*m);
+      }
+      if (!a->contains("required") || !(*a)["required"].is_array())
+        (*a)["required"] = Json::array();
+      if (std::find((*a)["required"].begin(), (*a)["required"].end(), Json(p)) ==
+          (*a)["required"].end())
+        (*a)["required"].push_back(p);
+      return true;
+    }
+    return false;
+  }
+
   bool exclude_required_of(Json* a, const Json& b0, const std::string& path) {
     const Json* b = &b0;
     if (b->is_object() && b->contains("$ref") && (*b)["$ref"].is_string()) {
@@ -497,6 +583,8 @@ class SchemaCompiler {
                exclude_values_of(&merged[i], as_written[j], path)) &&
               json_detail::output_excludes(root_, merged[i], as_written[j], options_.strict))
             continue;
+          // A member both pin to disjoint value sets, through unions too (proven directly).
+          if (require_pinned_discriminator(&merged[i], as_written[j], path)) continue;
           // Against b merged flat (the same schema), with a discriminator a now requires.
           if (require_discriminator(&merged[i], as_written[j], path) &&
               json_detail::output_excludes(root_, merged[i], flattened(as_written[j], path),
