@@ -380,9 +380,9 @@ class SchemaCompiler {
     return false;
   }
 
-  // The values member p may take in an object valid under s, where s admits only objects and
-  // pins p to a finite set: `properties/p` with enum/const, through $ref, any allOf part, or
-  // every anyOf/oneOf branch (their union). nullopt otherwise.
+  // The values member p may take in an object valid under s (whatever s says of other types),
+  // where s pins p to a finite set: `properties/p` with enum/const, through $ref, any allOf part,
+  // or every anyOf/oneOf branch (their union). nullopt otherwise.
   std::optional<std::vector<Json>> pinned_values(const Json& s0, const std::string& p, int depth) {
     if (depth > 16) return std::nullopt;
     const Json* s = &s0;
@@ -393,8 +393,7 @@ class SchemaCompiler {
       s = *t;
     }
     if (!s->is_object()) return std::nullopt;
-    const bool objects_only = s->contains("type") && (*s)["type"] == "object";
-    if (objects_only && s->contains("properties") && (*s)["properties"].is_object() &&
+    if (s->contains("properties") && (*s)["properties"].is_object() &&
         (*s)["properties"].contains(p)) {
       const Json& ps = (*s)["properties"][p];
       if (ps.is_object() && ps.contains("const")) return std::vector<Json>{ps["const"]};
@@ -402,15 +401,8 @@ class SchemaCompiler {
         return std::vector<Json>(ps["enum"].begin(), ps["enum"].end());
     }
     if (s->contains("allOf") && (*s)["allOf"].is_array()) {
-      std::optional<std::vector<Json>> vals;
-      bool typed = objects_only;
-      for (const Json& part : (*s)["allOf"]) {
-        if (!vals) vals = pinned_values(part, p, depth + 1);
-        if (part.is_object() && part.contains("type") && part["type"] == "object") typed = true;
-      }
-      // A part that pins p admits only objects itself, so the whole does.
-      if (vals) return vals;
-      (void)typed;
+      for (const Json& part : (*s)["allOf"])
+        if (auto vals = pinned_values(part, p, depth + 1)) return vals;
     }
     for (const char* k : {"anyOf", "oneOf"}) {
       if (!s->contains(k) || !(*s)[k].is_array() || (*s)[k].empty()) continue;
@@ -425,8 +417,8 @@ class SchemaCompiler {
     return std::nullopt;
   }
 
-  // Narrows *a to require a member p that both a and b pin to disjoint value sets; then every
-  // object written for a carries a value of p that b never accepts. True when done.
+  // Narrows *a to objects that require a member p which both a and b pin to disjoint value sets;
+  // then everything written for a is an object whose p b never accepts. True when done.
   bool require_pinned_discriminator(Json* a, const Json& b, const std::string& path) {
     std::set<std::string> names;
     std::function<void(const Json&, int)> collect = [&](const Json& s0, int depth) {
@@ -456,6 +448,11 @@ class SchemaCompiler {
         if (!m.ok()) return false;
         *a = std::move(*m);
       }
+      if (a->contains("type")) {
+        auto t = json_detail::type_set((*a)["type"], path);
+        if (!t.ok() || !t->count("object")) return false;
+      }
+      (*a)["type"] = "object";
       if (!a->contains("required") || !(*a)["required"].is_array())
         (*a)["required"] = Json::array();
       if (std::find((*a)["required"].begin(), (*a)["required"].end(), Json(p)) ==

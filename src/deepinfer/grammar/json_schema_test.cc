@@ -512,12 +512,13 @@ TEST(JsonSchemaCoverage, OverlappingOneOfOnlyWhereOutputIsExclusive) {
        {"{}", R"({"kind":"x","v":"s"})",
         R"({"v":1})"}},  // the last is valid (only x matches) but not written
       // ... also where a branch is itself a union whose members each pin it.
-      {R"({"$defs":{"a1":{"type":"object","properties":{"kind":{"const":"a1"}}},
-                    "a2":{"type":"object","properties":{"kind":{"const":"a2"}}},
+      // (a1 and a2 admit every non-object too; the branch is narrowed to objects.)
+      {R"({"$defs":{"a1":{"properties":{"kind":{"const":"a1"}}},
+                    "a2":{"properties":{"kind":{"const":"a2"}}},
                     "b":{"type":"object","properties":{"kind":{"const":"b"},"x":{"type":"integer"}}}},
           "oneOf":[{"anyOf":[{"$ref":"#/$defs/a1"},{"$ref":"#/$defs/a2"}]},{"$ref":"#/$defs/b"}]})",
        {R"({"kind":"a1"})", R"({"kind":"a2"})", R"({"kind":"b","x":1})"},
-       {"{}", R"({"kind":"c"})", R"({"x":1})"}},
+       {"{}", R"({"kind":"c"})", R"({"x":1})", "1", R"("s")"}},
       // Anchored patterns whose literal prefixes diverge.
       {R"({"oneOf":[{"type":"string","pattern":"^build; ?args:"},
                     {"type":"string","pattern":"^build\\[uv\\]; ?args:"}]})",
