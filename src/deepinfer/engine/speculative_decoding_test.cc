@@ -76,6 +76,18 @@ void expect_same_outputs(const std::vector<RequestOutput>& got,
   }
 }
 
+// The requests' outputs without drafts (and, through steps, the run's step count).
+std::vector<RequestOutput> reference(const std::vector<GenerateRequest>& reqs,
+                                     int64_t* steps = nullptr) {
+  auto e = make_engine(256, nullptr);
+  EXPECT_TRUE(e);
+  if (!e) return {};
+  auto out = testing::run_batch(*e, reqs);
+  EXPECT_EQ(e->stats().spec_verifications, 0);
+  if (steps) *steps = e->stats().steps;
+  return out;
+}
+
 int64_t accepted_in_usage(const std::vector<RequestOutput>& outs) {
   int64_t n = 0;
   for (const auto& o : outs) n += o.usage.accepted_prediction_tokens;
@@ -87,12 +99,9 @@ constexpr int kScale = kSanitizedBuild ? 4 : 1;
 
 TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
   const auto reqs = workload(32 / kScale, /*sampled=*/false);
-  auto ref_engine = make_engine(256, nullptr);
-  ASSERT_TRUE(ref_engine);
-  const auto ref = testing::run_batch(*ref_engine, reqs);
-  const int64_t ref_steps = ref_engine->stats().steps;
-  EXPECT_EQ(ref_engine->stats().spec_verifications, 0);
-  ref_engine.reset();
+  int64_t ref_steps = 0;
+  const auto ref = reference(reqs, &ref_steps);
+  ASSERT_EQ(ref.size(), reqs.size());
   for (double accept : {0.0, 0.6, 1.0}) {
     auto e = make_engine(256, oracle(reqs, ref, accept));
     ASSERT_TRUE(e);
@@ -127,10 +136,8 @@ TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
 // that drafts are proposed and verified and that no output changes.
 TEST(SpeculativeDecoding, MtpDraftsKeepOutputsUnchanged) {
   const auto reqs = workload(32 / kScale, /*sampled=*/false);
-  auto ref_engine = make_engine(256, nullptr);
-  ASSERT_TRUE(ref_engine);
-  const auto ref = testing::run_batch(*ref_engine, reqs);
-  ref_engine.reset();
+  const auto ref = reference(reqs);
+  ASSERT_EQ(ref.size(), reqs.size());
   EngineArgs a;
   a.model = model_dir();
   a.max_num_batched_tokens = 256;
@@ -161,10 +168,8 @@ TEST(SpeculativeDecoding, SmallBudgetsAndAPreemptingPoolKeepOutputsUnchanged) {
     for (auto& id : r.prompt_ids) id = static_cast<int32_t>(2 + rng() % 128000);
     r.params.max_tokens = 16;
   }
-  auto ref_engine = make_engine(256, nullptr);
-  ASSERT_TRUE(ref_engine);
-  const auto ref = testing::run_batch(*ref_engine, reqs);
-  ref_engine.reset();
+  const auto ref = reference(reqs);
+  ASSERT_EQ(ref.size(), reqs.size());
   // A budget of 8 leaves little room for drafts beside prefill chunks.
   {
     auto e = make_engine(8, oracle(reqs, ref, 0.6));
@@ -191,10 +196,8 @@ TEST(SpeculativeDecoding, SeededSamplingIsUnchanged) {
   // Each position is sampled as a plain decode samples it (same sampler, same draws in the same
   // order), and a draft is accepted when the sample equals it: lossless for sampling too.
   const auto reqs = workload(16 / kScale, /*sampled=*/true);
-  auto ref_engine = make_engine(256, nullptr);
-  ASSERT_TRUE(ref_engine);
-  const auto ref = testing::run_batch(*ref_engine, reqs);
-  ref_engine.reset();
+  const auto ref = reference(reqs);
+  ASSERT_EQ(ref.size(), reqs.size());
   auto e = make_engine(256, oracle(reqs, ref, 0.8));
   ASSERT_TRUE(e);
   expect_same_outputs(testing::run_batch(*e, reqs), ref, "seeded sampling");
@@ -211,10 +214,8 @@ TEST(SpeculativeDecoding, GrammarConstrainedRequestsVerifyUnderTheirMask) {
   so.spec = "[a-z]{3,8}@[a-z]{2,6}\\\\.(com|org)";
   r.params.so_args = so;
   const std::vector<GenerateRequest> reqs(3, r);
-  auto ref_engine = make_engine(256, nullptr);
-  ASSERT_TRUE(ref_engine);
-  const auto ref = testing::run_batch(*ref_engine, reqs);
-  ref_engine.reset();
+  const auto ref = reference(reqs);
+  ASSERT_EQ(ref.size(), reqs.size());
   ASSERT_TRUE(std::regex_match(ref[0].outputs[0].text, std::regex(so.spec)))
       << ref[0].outputs[0].text;
   for (double accept : {0.0, 1.0}) {
