@@ -489,6 +489,12 @@ class SchemaCompiler {
       if (!a->contains("properties") || !(*a)["properties"].is_object())
         (*a)["properties"] = Json::object();
       (*a)["properties"][r.get<std::string>()] = false;
+      // Only objects then (b's `required` holds for every other value).
+      if (a->contains("type")) {
+        auto t = json_detail::type_set((*a)["type"], path);
+        if (!t.ok() || !t->count("object")) return false;
+      }
+      (*a)["type"] = "object";
       return true;
     }
     return false;
