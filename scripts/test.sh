@@ -19,12 +19,13 @@ if [ "${DEEPINFER_SKIP_ASAN:-0}" != 1 ]; then
   phase "asan build"
   # The model-level suites that only re-check arithmetic on paths the other ASan suites already
   # run (YOCO truncation, 100 batch compositions, 20 seq_seed runs, V4.1 rollbacks, the chunk
-  # budget sweep, V4.1 path independence) cost ~2.5 min under ASan, and five of the nine
+  # budget sweep, V4.1 path independence, three speculative decoding cases whose engine paths
+  # the other two cover) cost ~4 min under ASan, and five of the nine
   # prefix-cache torture cases another ~90 s (their paths are the four kept: eviction and
   # preemption, the host tier, corrupt disk units, Redis faults): they run in the release tree
   # above only (CI time).
   ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -L unit -E \
-    'YocoTruncation\.|DeterministicSampling\.|OneSequencesLogitsAreTheSameBits|SpeculativeRows\.DeepseekV41|BatchMatchesAloneForEveryChunkBudget|TinyModelV41Forward\.FiniteLogitsAndBitwisePathIndependence|PrefixCacheTorture\.(LargePool|PreemptedSequences|RestartOver|AFullDisk|V41Matches)'
+    'YocoTruncation\.|DeterministicSampling\.|OneSequencesLogitsAreTheSameBits|SpeculativeRows\.DeepseekV41|BatchMatchesAloneForEveryChunkBudget|TinyModelV41Forward\.FiniteLogitsAndBitwisePathIndependence|SpeculativeDecoding\.(Mtp|Seeded|GrammarConstrained)|PrefixCacheTorture\.(LargePool|PreemptedSequences|RestartOver|AFullDisk|V41Matches)'
   phase "asan tests"
 fi
 if [ "${DEEPINFER_SKIP_FUZZ:-0}" != 1 ]; then

@@ -102,7 +102,10 @@ TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
   int64_t ref_steps = 0;
   const auto ref = reference(reqs, &ref_steps);
   ASSERT_EQ(ref.size(), reqs.size());
-  for (double accept : {0.0, 0.6, 1.0}) {
+  // Under ASan one mixed rate covers accepting and rejecting (CI time).
+  const std::vector<double> rates =
+      kSanitizedBuild ? std::vector<double>{0.6} : std::vector<double>{0.0, 0.6, 1.0};
+  for (double accept : rates) {
     auto e = make_engine(256, oracle(reqs, ref, accept));
     ASSERT_TRUE(e);
     const auto got = testing::run_batch(*e, reqs);
@@ -170,8 +173,9 @@ TEST(SpeculativeDecoding, SmallBudgetsAndAPreemptingPoolKeepOutputsUnchanged) {
   }
   const auto ref = reference(reqs);
   ASSERT_EQ(ref.size(), reqs.size());
-  // A budget of 8 leaves little room for drafts beside prefill chunks.
-  {
+  // A budget of 8 leaves little room for drafts beside prefill chunks (release tree only: the
+  // pool case below is the one with memory-safety interest).
+  if (!kSanitizedBuild) {
     auto e = make_engine(8, oracle(reqs, ref, 0.6));
     ASSERT_TRUE(e);
     expect_same_outputs(testing::run_batch(*e, reqs), ref, "budget 8");
