@@ -6,6 +6,8 @@
 // a pool small enough to preempt are covered, and a grammar-constrained request.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 
@@ -159,6 +161,41 @@ TEST(SpeculativeDecoding, MtpDraftsKeepOutputsUnchanged) {
   EXPECT_GT(s.spec_draft_tokens, s.spec_verifications);  // chained: several drafts a step
   EXPECT_LE(s.spec_draft_tokens, 5 * s.spec_verifications);
   EXPECT_EQ(accepted_in_usage(got), s.spec_accepted_tokens);
+}
+
+// A checkpoint whose config has no MTP layer: the switch turns itself off (one line on stderr)
+// and the engine decodes plainly.
+TEST(SpeculativeDecoding, MtpOnACheckpointWithoutMtpDecodesPlainly) {
+  nlohmann::json cfg;
+  {
+    std::ifstream f(model_dir() + "/config.json");
+    ASSERT_TRUE(f.good());
+    f >> cfg;
+  }
+  cfg["num_nextn_predict_layers"] = 0;
+  if (cfg.contains("compress_ratios") && cfg["compress_ratios"].is_array() &&
+      cfg["compress_ratios"].size() > cfg["num_hidden_layers"].get<size_t>())
+    cfg["compress_ratios"].erase(cfg["compress_ratios"].size() - 1);
+  const std::string cfg_path = ::testing::TempDir() + "spec_decode_no_mtp_config.json";
+  std::ofstream(cfg_path) << cfg.dump();
+  v4::TinyModelOptions o;
+  o.config_path = cfg_path;
+  o.quantized = true;
+  o.seed = 11;
+  const std::string dir = v4::write_tiny_model_for_test("spec_decode_no_mtp_model", o);
+  const auto reqs = workload(4, /*sampled=*/false);
+  EngineArgs plain;
+  plain.model = dir;
+  auto p = Engine::create(plain);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  const auto ref = testing::run_batch(**p, reqs);
+  p->reset();
+  EngineArgs a = plain;
+  a.switches.enable_mtp = true;
+  auto e = Engine::create(a);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  expect_same_outputs(testing::run_batch(**e, reqs), ref, "no MTP layer");
+  EXPECT_EQ((*e)->stats().spec_verifications, 0);
 }
 
 TEST(SpeculativeDecoding, SmallBudgetsAndAPreemptingPoolKeepOutputsUnchanged) {
