@@ -1,5 +1,6 @@
 #include "deepinfer/grammar/json_schema_keywords.h"
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -120,26 +121,72 @@ void modernize(Json& s) {
   }
 }
 
-void strip(Json& s, bool draft4) {
+// The draft that introduced a keyword (4 for those of draft 4 and older).
+int introduced_in(const std::string& k) {
+  static const std::map<std::string, int> later = {{"const", 6},
+                                                   {"contains", 6},
+                                                   {"propertyNames", 6},
+                                                   {"examples", 6},
+                                                   {"if", 7},
+                                                   {"then", 7},
+                                                   {"else", 7},
+                                                   {"$comment", 7},
+                                                   {"contentMediaType", 7},
+                                                   {"contentEncoding", 7},
+                                                   {"$defs", 2019},
+                                                   {"$anchor", 2019},
+                                                   {"$recursiveRef", 2019},
+                                                   {"$recursiveAnchor", 2019},
+                                                   {"$vocabulary", 2019},
+                                                   {"dependentRequired", 2019},
+                                                   {"dependentSchemas", 2019},
+                                                   {"unevaluatedProperties", 2019},
+                                                   {"unevaluatedItems", 2019},
+                                                   {"minContains", 2019},
+                                                   {"maxContains", 2019},
+                                                   {"deprecated", 2019},
+                                                   {"contentSchema", 2019},
+                                                   {"prefixItems", 2020},
+                                                   {"$dynamicRef", 2020},
+                                                   {"$dynamicAnchor", 2020}};
+  auto it = later.find(k);
+  return it == later.end() ? 4 : it->second;
+}
+
+void strip(Json& s, int draft) {
   if (!s.is_object()) return;
+  const bool draft4 = draft <= 4;
+  // A keyword of a later draft means nothing under the schema's own draft (its validators ignore
+  // it: `const` in a draft-04 schema constrains nothing, so a oneOf of consts there accepts no
+  // value). Such members are dropped, except `$defs` and annotations, kept inert as $ref targets.
+  Json held = Json::object();
+  for (const auto& [k, v] : s.items())
+    if (introduced_in(k) > draft) held[k] = v;
+  for (const auto& [k, v] : held.items()) s.erase(k);
   modernize(s);
   Json out = Json::object();
+  for (auto& [k, v] : held.items()) {
+    if (k != "$defs" && !is_annotation(k)) continue;
+    if (k == "$defs" && v.is_object())
+      for (auto& [name, x] : v.items()) strip(x, draft);
+    out[k] = std::move(v);
+  }
   for (auto& [k, v] : s.items()) {
     const std::string key = draft4 && k == "id" ? "$id" : k;
     if (!keywords().count(key)) {
       // A $ref may point into any member ("#/definitions/a/full"): objects are kept, as
       // schemas, and every non-keyword is inert (is_inert).
       if (v.is_object()) {
-        strip(v, draft4);
+        strip(v, draft);
         out[key] = std::move(v);
       }
       continue;
     }
-    if (kOneSchema.count(key) && v.is_object()) strip(v, draft4);
+    if (kOneSchema.count(key) && v.is_object()) strip(v, draft);
     if (kSchemaArrays.count(key) && v.is_array())
-      for (Json& x : v) strip(x, draft4);
+      for (Json& x : v) strip(x, draft);
     if (kNamedSchemas.count(key) && v.is_object())
-      for (auto& [name, x] : v.items()) strip(x, draft4);  // dependencies' arrays stay as they are
+      for (auto& [name, x] : v.items()) strip(x, draft);  // dependencies' arrays stay as they are
     out[key] = std::move(v);
   }
   s = std::move(out);
@@ -170,10 +217,17 @@ void for_each_schema(const Json& root,
 
 Json strip_non_keywords(const Json& root) {
   Json out = root;
-  bool draft4 = false;
-  if (root.is_object() && root.contains("$schema") && root["$schema"].is_string())
-    draft4 = root["$schema"].get<std::string>().find("draft-04") != std::string::npos;
-  strip(out, draft4);
+  int draft = 2020;  // no $schema: the latest
+  if (root.is_object() && root.contains("$schema") && root["$schema"].is_string()) {
+    const std::string d = root["$schema"].get<std::string>();
+    for (const auto& [tag, n] : {std::pair<const char*, int>{"draft-03", 4},
+                                 {"draft-04", 4},
+                                 {"draft-06", 6},
+                                 {"draft-07", 7},
+                                 {"2019-09", 2019}})
+      if (d.find(tag) != std::string::npos) draft = n;
+  }
+  strip(out, draft);
   return out;
 }
 

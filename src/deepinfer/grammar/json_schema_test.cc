@@ -654,6 +654,30 @@ TEST(JsonSchemaCoverage, PropertyNamesAndPatternNamedMembers) {
                StatusCode::kInvalidArgument, "accepts no value");
 }
 
+// A keyword of a later draft means nothing under the schema's own draft (draft 4 has no
+// `const`, draft 7 no `dependentRequired`), as its validators say.
+TEST(JsonSchemaCoverage, LaterDraftsKeywordsAreNotKeywords) {
+  check_cases({
+      {R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"string","const":"a"})",
+       {R"("a")", R"("b")"},
+       {"1"}},
+      {R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
+          "properties":{"a":{"type":"integer"},"b":{"type":"integer"}},
+          "dependentRequired":{"a":["b"]}})",
+       {R"({"a":1})", R"({"a":1,"b":2})"},
+       {R"({"a":"x"})"}},
+      // $defs in a draft-07 schema is no keyword, but a JSON pointer into it still resolves.
+      {R"({"$schema":"http://json-schema.org/draft-07/schema#","$defs":{"n":{"type":"integer"}},
+          "$ref":"#/$defs/n"})",
+       {"1"},
+       {R"("x")"}},
+  });
+  // Under draft 4 every branch accepts every value, so the oneOf accepts none.
+  expect_error(R"({"$schema":"http://json-schema.org/draft-04/schema#",
+                  "oneOf":[{"const":"a"},{"const":"b"}]})",
+               StatusCode::kUnimplemented, "'oneOf'");
+}
+
 TEST(JsonSchemaCoverage, AdditionalPropertiesAcrossAllOfParts) {
   check_cases({
       // "b" is an additional member for the first part, which forbids those.
