@@ -334,8 +334,9 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
               (long long)base.switches.nextn_decode.value_or(deepinfer::kDefaultNextnDecode));
   std::printf(
       "| acceptance | wall s | output tok/s | speed-up | steps | drafts | accepted | mean accepted "
-      "per verification | outputs as without drafts |\n|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| off | %.3f | %.1f | 1.00x | %lld | 0 | 0 | - | - |\n", off.wall_s,
+      "per verification | accepted share by draft position | outputs as without drafts "
+      "|\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| off | %.3f | %.1f | 1.00x | %lld | 0 | 0 | - | - | - |\n", off.wall_s,
               out_tok / off.wall_s, (long long)off_steps);
   for (double rate : f.spec_oracle_accept) {
     if (!(rate >= 0 && rate <= 1))
@@ -356,13 +357,18 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
     const bool same = on.outputs == off.outputs;
     const double mean_accepted =
         st.spec_verifications ? double(st.spec_accepted_tokens) / st.spec_verifications : 0.0;
-    std::printf("| %.2f | %.3f | %.1f | %.2fx | %lld | %lld | %lld | %.2f | %s |\n", rate,
+    std::vector<double> at;
+    std::string by_pos;
+    for (int64_t c : st.spec_accepted_at) {
+      at.push_back(st.spec_verifications ? double(c) / st.spec_verifications : 0.0);
+      char b[16];
+      std::snprintf(b, sizeof b, "%s%.2f", by_pos.empty() ? "" : " ", at.back());
+      by_pos += b;
+    }
+    std::printf("| %.2f | %.3f | %.1f | %.2fx | %lld | %lld | %lld | %.2f | %s | %s |\n", rate,
                 on.wall_s, out_tok / on.wall_s, off.wall_s / on.wall_s, (long long)st.steps,
                 (long long)st.spec_draft_tokens, (long long)st.spec_accepted_tokens, mean_accepted,
-                same ? "yes" : "NO");
-    std::vector<double> at;
-    for (int64_t c : st.spec_accepted_at)
-      at.push_back(st.spec_verifications ? double(c) / st.spec_verifications : 0.0);
+                by_pos.c_str(), same ? "yes" : "NO");
     rows.push_back({{"accept_rate", rate},
                     {"wall_s", on.wall_s},
                     {"output_tokens_per_s", out_tok / on.wall_s},
