@@ -9,4 +9,18 @@ std::optional<CacheRetention> parse_cache_retention(std::string_view s) {
   return std::nullopt;
 }
 
+kv::Retention retention_of(CacheRetention given, bool has_tools) {
+  switch (given) {
+    case CacheRetention::kAgent:
+      return kv::Retention::kAgent;
+    case CacheRetention::kChat:
+      return kv::Retention::kChat;
+    case CacheRetention::kNone:
+      return kv::Retention::kNone;
+    case CacheRetention::kDefault:
+      break;
+  }
+  return has_tools ? kv::Retention::kAgent : kv::Retention::kChat;
+}
+
 }  // namespace deepinfer

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string_view>
 
+#include "deepinfer/kv/unit_record.h"
+
 namespace deepinfer {
 
 // How long the state a request leaves in the prefix cache is kept: DeepSeek's service keeps
@@ -12,5 +14,8 @@ namespace deepinfer {
 enum class CacheRetention { kDefault, kAgent, kChat, kNone };
 // "agent" | "chat" | "none" (the API's cache_retention); nullopt for anything else.
 std::optional<CacheRetention> parse_cache_retention(std::string_view s);
+// The class a request's units are stored under: `given`, or for kDefault agent when the chat
+// request has tools (has_tools), else chat.
+kv::Retention retention_of(CacheRetention given, bool has_tools);
 
 }  // namespace deepinfer

@@ -20,8 +20,10 @@
 #include "deepinfer/engine/cache_fingerprint.h"
 #include "deepinfer/engine/mtp_drafter.h"
 #include "deepinfer/engine/output_processor.h"
+#include "deepinfer/engine/prefix_cache_stats.h"
 #include "deepinfer/engine/prefix_caching.h"
 #include "deepinfer/engine/request_state.h"
+#include "deepinfer/engine/speculation.h"
 #include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/recipe/chat_encoder.h"
 #include "deepinfer/runtime/model_runner.h"
@@ -187,62 +189,18 @@ class EngineImpl final : public Engine {
   int64_t max_model_len() const { return args_.max_model_len > 0 ? args_.max_model_len : 65536; }
 
   static kv::Retention retention_of(const GenerateRequest& r) {
-    switch (r.cache_retention) {
-      case CacheRetention::kAgent:
-        return kv::Retention::kAgent;
-      case CacheRetention::kChat:
-        return kv::Retention::kChat;
-      case CacheRetention::kNone:
-        return kv::Retention::kNone;
-      case CacheRetention::kDefault:
-        break;
-    }
     const bool tools = r.chat && r.chat->contains("tools") && (*r.chat)["tools"].is_array() &&
                        !(*r.chat)["tools"].empty();
-    return tools ? kv::Retention::kAgent : kv::Retention::kChat;
+    return deepinfer::retention_of(r.cache_retention, tools);
   }
 
   // The engine thread's prefix cache figures for /metrics, copied under stats_mu_.
   void publish_cache_stats() {
-    PrefixCacheStats c;
-    if (prefix_) {
-      const PrefixCacheMetrics m = prefix_->metrics();
-      c.enabled = true;
-      c.queried_tokens = m.queried_tokens;
-      for (int t = 0; t < kv::kNumTiers; ++t) c.hit_tokens[t] = m.hit_tokens[t];
-      c.loads = m.loads;
-      c.load_seconds = m.load_seconds;
-      c.promoted_bytes = m.promoted_bytes;
-      c.units[0] = m.device.units;
-      c.bytes[0] = m.device.pages * kv_.spec().page_bytes;
-      c.evicted_capacity[0] = m.device.evicted_capacity;
-      c.evicted_expired[0] = m.device.evicted_expired;
-    }
+    const PrefixCacheStats c = prefix_
+                                   ? device_cache_stats(prefix_->metrics(), kv_.spec().page_bytes)
+                                   : PrefixCacheStats();
     std::lock_guard<std::mutex> lock(stats_mu_);
     cache_stats_ = c;
-  }
-
-  // The host, disk and cluster tiers' figures (indices 1..3).
-  static void add_tier_stats(const kv::UnitTiersStats& t, PrefixCacheStats* c) {
-    c->units[1] = t.host.units;
-    c->bytes[1] = t.host.bytes;
-    c->bytes_written[1] = t.host.bytes_written;
-    c->bytes_read[1] = t.host.bytes_read;
-    c->evicted_capacity[1] = t.host.evicted_capacity;
-    c->evicted_expired[1] = t.host.evicted_expired;
-    const kv::DiskTierStats* lower[2] = {&t.disk, &t.cluster};
-    for (int i = 0; i < 2; ++i) {
-      c->units[2 + i] = lower[i]->units;
-      c->bytes[2 + i] = lower[i]->bytes;
-      c->bytes_written[2 + i] = lower[i]->bytes_written;
-      c->bytes_read[2 + i] = lower[i]->bytes_read;
-      c->evicted_capacity[2 + i] = lower[i]->evicted_capacity;
-      c->evicted_expired[2 + i] = lower[i]->evicted_expired;
-      c->corrupt_dropped += lower[i]->corrupt_dropped;
-    }
-    c->write_errors = t.write_errors;
-    c->writes_dropped = t.writes_dropped;
-    c->redis_healthy = t.redis_healthy;
   }
 
   StatusOr<std::vector<int32_t>> prompt_ids(const GenerateRequest& r) const {
@@ -494,29 +452,6 @@ class EngineImpl final : public Engine {
       if (auto it = seqs_.find(r.seq_id); it != seqs_.end()) fail_request(*it->second->req, st);
   }
 
-  // Speculative decoding: before scheduling, every decoding sequence gets its drafts (the
-  // scheduler decides how many it can verify this step).
-  void propose_drafts() {
-    if (!drafter_) return;
-    const int64_t max_drafts = switches_.nextn_decode;
-    for (auto& [id, s] : seqs_) {
-      s->spec_row.clear();
-      if (s->finished || s->out.token_ids.empty()) {  // its prompt is still running
-        sched_.set_draft(id, 0);
-        continue;
-      }
-      std::vector<int32_t> drafts;
-      drafter_->propose({id, s->tokens, static_cast<int64_t>(s->req->prompt.size()), max_drafts},
-                        &drafts);
-      drafts.resize(std::min<size_t>(drafts.size(), size_t(max_drafts)));
-      if (!drafts.empty()) {
-        s->spec_row.push_back(s->tokens.back());
-        s->spec_row.insert(s->spec_row.end(), drafts.begin(), drafts.end());
-      }
-      sched_.set_draft(id, static_cast<int64_t>(drafts.size()));  // 0 clears an older count
-    }
-  }
-
   struct Verification {
     SeqState* seq = nullptr;
     float* logits = nullptr;  // num_draft + 1 vocab-sized rows
@@ -661,7 +596,7 @@ class EngineImpl final : public Engine {
       if (sched_.has_work()) {
         auto t0 = Clock::now();
         local_ = EngineStats();
-        propose_drafts();
+        if (drafter_) propose_drafts(*drafter_, switches_.nextn_decode, seqs_, sched_);
         sched::StepPlan plan = sched_.schedule();
         local_.schedule_s = seconds_since(t0);
         for (uint64_t id : plan.preempted) {
