@@ -327,7 +327,7 @@ std::optional<double> isolated_decode_ms(const std::string& dir, int batch, int6
 deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs& base, int n,
                                                      int input_len, int output_len,
                                                      const EngineRun& off, int64_t off_steps,
-                                                     const ForwardFlags& f) {
+                                                     int64_t vocab_size, const ForwardFlags& f) {
   nlohmann::json rows = nlohmann::json::array();
   const double out_tok = static_cast<double>(n) * output_len;
   std::printf("\nspeculative decoding, oracle drafter (up to %lld drafts per step):\n",
@@ -343,10 +343,7 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
       return deepinfer::invalid_argument("--spec-oracle-accept " + std::to_string(rate) +
                                          ": rates are in [0, 1]");
     deepinfer::EngineArgs a = base;
-    auto engine0 = Engine::create(a);  // for the vocabulary size only
-    if (!engine0.ok()) return engine0.status();
-    auto oracle = std::make_shared<deepinfer::OracleDrafter>(rate, 7, (*engine0)->vocab_size());
-    engine0->reset();
+    auto oracle = std::make_shared<deepinfer::OracleDrafter>(rate, 7, vocab_size);
     for (int i = 0; i < n; ++i) oracle->add(off.prompts[size_t(i)], off.outputs[size_t(i)]);
     a.drafter = oracle;
     auto engine = Engine::create(a);
@@ -400,6 +397,7 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
   auto run = drive(**engine, n, input_len, output_len);
   if (!run.ok()) return fail(run.status());
   const deepinfer::EngineStats s = (*engine)->stats();
+  const int64_t vocab_size = (*engine)->vocab_size();
   engine->reset();  // frees the device before the isolated forward loads its own copy
 
   const bool cuda = args.device == Device::kCuda;
@@ -499,7 +497,7 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
     }
   }
   if (!f.spec_oracle_accept.empty()) {
-    auto spec = spec_oracle_runs(args, n, input_len, output_len, *run, s.steps, f);
+    auto spec = spec_oracle_runs(args, n, input_len, output_len, *run, s.steps, vocab_size, f);
     if (!spec.ok()) return fail(spec.status());
     j["spec_oracle"] = *spec;
   }
