@@ -2,9 +2,11 @@
 # deepinfer serve on a deepseek_v41 model (make-tiny-model v41-default) on the CPU, over loopback:
 # a chat request in thinking mode through the V4.1 recipe (reasoning_content), and a forced tool
 # call whose grammar-constrained DSML output comes back as a parsed tool call with JSON
-# arguments. Usage: serve_v41_smoke.sh path/to/deepinfer
+# arguments. Usage: serve_v41_smoke.sh path/to/deepinfer [serve flags...] (the GPU machine runs
+# it with --device cuda).
 set -u
 bin="$1"
+shift
 tmp=$(mktemp -d)
 pid=""
 cleanup() {
@@ -17,7 +19,7 @@ fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$tmp/server.log"; exi
 
 "$bin" make-tiny-model "$tmp/m" --preset v41-default --seed 5 2>/dev/null || fail "make-tiny-model"
 source "$(dirname "$0")/serve_helpers.sh"
-start_server "$bin" "$tmp/m"
+start_server "$bin" "$tmp/m" "$@"
 grep -q "numerics plain" "$tmp/server.log" || fail "V4.1 should serve plain numerics"
 c() { curl -sS --max-time 120 -H "Content-Type: application/json" "$@"; }
 

@@ -730,6 +730,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   ro.kv_memory_bytes = args.kv_memory_bytes;
   ro.gpu_memory_utilization = args.gpu_memory_utilization;
   ro.max_model_len = sched_config(args).max_model_len;
+  ro.max_model_len_defaulted = args.max_model_len <= 0;
   ro.max_num_seqs = args.max_num_seqs;
   ro.max_num_batched_tokens = args.max_num_batched_tokens;
   ro.cuda_graphs = args.cuda_graphs;
@@ -750,6 +751,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
     ASSIGN_OR_RETURN(scripted, tok->encode(args.debug_scripted_output));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRunner> runner, runtime::create_runner(ro));
+  // A runner that serves shorter sequences than the default lowered it.
+  if (args.max_model_len <= 0 && runner->info().max_model_len > 0)
+    args.max_model_len = runner->info().max_model_len;
   // A runner whose sequences hold fixed slots caps how many run at once.
   if (runner->info().max_sequences > 0)
     args.max_num_seqs =

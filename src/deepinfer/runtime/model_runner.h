@@ -30,7 +30,10 @@ struct RunnerOptions {
   // cuda: the fraction of the device's memory the runner may fill (weights, then the page pool
   // from what is left, as vLLM's --gpu-memory-utilization).
   double gpu_memory_utilization = 0.9;
-  int64_t max_model_len = 65536;          // the longest sequence (cuda: per-sequence capacity)
+  int64_t max_model_len = 65536;  // the longest sequence (cuda: per-sequence capacity)
+  // max_model_len was not asked for: a runner that serves less lowers it to what it serves and
+  // says so in ModelInfo::max_model_len (otherwise a longer one is refused, naming the flag).
+  bool max_model_len_defaulted = false;
   int max_num_seqs = 64;                  // sequences running at once
   int64_t max_num_batched_tokens = 2048;  // tokens per step
   bool cuda_graphs = true;                // cuda: replay decode steps from CUDA graphs
@@ -53,6 +56,8 @@ struct ModelInfo {
   // The most sequences the runner can hold at once whatever their length (0: only the pool
   // bounds it); the engine caps max_num_seqs by it.
   int64_t max_sequences = 0;
+  // > 0: the longest sequence the runner serves, when it lowered a defaulted max_model_len.
+  int64_t max_model_len = 0;
 };
 
 class ModelRunner {

@@ -1,6 +1,8 @@
 #include "deepinfer/backend/cpu/cpu_ops.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <numeric>
 
 #include "deepinfer/base/thread_pool.h"
@@ -18,7 +20,41 @@ float dot(const float* a, const float* b, int64_t n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
 }
 
+namespace {
+
+std::atomic<bool> g_bf16_operands{false};
+
+float round_bf16(float x) {
+  if (std::isnan(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+std::vector<float> rounded(const float* p, int64_t n) {
+  std::vector<float> v(p, p + n);
+  for (float& x : v) x = round_bf16(x);
+  return v;
+}
+
+}  // namespace
+
+void set_bf16_operands(bool on) { g_bf16_operands = on; }
+
 void linear(const float* w, int64_t out, int64_t in, const float* x, int64_t n, float* y) {
+  if (g_bf16_operands) {
+    const std::vector<float> wb = rounded(w, out * in), xb = rounded(x, n * in);
+    linear_fp32(wb.data(), out, in, xb.data(), n, y);
+    return;
+  }
+  linear_fp32(w, out, in, x, n, y);
+}
+
+void linear_fp32(const float* w, int64_t out, int64_t in, const float* x, int64_t n, float* y) {
   const int64_t work = out * n;
   auto body = [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
@@ -37,6 +73,11 @@ void linear(const float* w, int64_t out, int64_t in, const float* x, int64_t n, 
 void grouped_linear(const float* w, int groups, int64_t out_per_group, int64_t in_per_group,
                     const float* x, int64_t n, float* y) {
   const int64_t out = groups * out_per_group, in = groups * in_per_group;
+  std::vector<float> wb, xb;
+  if (g_bf16_operands) {
+    wb = rounded(w, out * in_per_group), xb = rounded(x, n * in);
+    w = wb.data(), x = xb.data();
+  }
   auto body = [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       const float* row = w + o * in_per_group;

@@ -13,6 +13,15 @@ float dot(const float* a, const float* b, int64_t n);
 // y[t, o] = sum_k x[t, k] * W[o, k] for t < n; W is [out, in] row-major. Multithreaded.
 void linear(const float* w, int64_t out, int64_t in, const float* x, int64_t n, float* y);
 
+// linear for GEMMs that stay fp32 on every device (MoE routers: their top-k is a discrete choice);
+// the operand rounding below never applies to it.
+void linear_fp32(const float* w, int64_t out, int64_t in, const float* x, int64_t n, float* y);
+
+// Tests of the GPU forwards only, process-wide: while on, linear() and grouped_linear() round
+// their weight and input operands to bf16 (nearest even) first, as the CUDA projections do, so a
+// CPU reference sees the GPU's operands and the two differ only in summation order.
+void set_bf16_operands(bool on);
+
 // Block-diagonal linear: x rows hold `groups` slices of in_per_group values, W is [groups *
 // out_per_group, in_per_group] and slice g goes through row block g only (the grouped output
 // projection, spec §6.5). Same reduction per element as linear().

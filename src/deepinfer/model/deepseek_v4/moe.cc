@@ -58,7 +58,7 @@ void moe_forward(const ModelContext& m, const std::string& p, bool hash, const f
   const int64_t H = c.hidden_size;
   const int E = c.n_routed_experts, K = c.experts_per_token;
   std::vector<float> logits(n * E);
-  cpu::linear(m.f(p + "ffn.gate.weight"), E, H, h, n, logits.data());
+  cpu::linear_fp32(m.f(p + "ffn.gate.weight"), E, H, h, n, logits.data());
   ThreadPool::default_pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
     std::vector<int> idx(K);
     std::vector<float> wts(K);

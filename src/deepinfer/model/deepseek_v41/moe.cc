@@ -39,7 +39,7 @@ void moe_forward(const ModelContext& m, int layer, const float* h, int64_t n, fl
   const float route_scale = static_cast<float>(c.routed_scaling_factor);
   const bool normalize = c.norm_topk_prob && K > 1;
   std::vector<float> logits(n * E);
-  cpu::linear(m.f(p + "gate.weight"), E, H, h, n, logits.data());
+  cpu::linear_fp32(m.f(p + "gate.weight"), E, H, h, n, logits.data());
   for (float& z : logits) z /= temp;
   ThreadPool::default_pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
     std::vector<int> idx(K);

@@ -10,14 +10,20 @@
 #include <utility>
 #include <vector>
 
+#include "deepinfer/model/config_field_reader.h"
+#include "deepinfer/model/deepseek_v41/config.h"
+#include "deepinfer/model/model_family.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
 #include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
+#include "deepinfer/runtime/cuda/forward_v41/cuda_v41_model.h"
 
 namespace deepinfer::runtime::cuda {
 namespace {
 
 using ::deepinfer::cuda::CudaModel;
 using ::deepinfer::cuda::CudaModelOptions;
+using ::deepinfer::cuda::CudaV41Model;
+using ::deepinfer::cuda::PagedForward;
 using ::deepinfer::cuda::PagedSequence;
 using ::deepinfer::cuda::PinnedBuffer;
 
@@ -45,7 +51,7 @@ std::string row_name(size_t i, const StepRow& r) {
 
 class CudaRunner final : public ModelRunner {
  public:
-  CudaRunner(std::unique_ptr<CudaModel> model, ModelInfo info, kv::PageSpec spec,
+  CudaRunner(std::unique_ptr<PagedForward> model, ModelInfo info, kv::PageSpec spec,
              int64_t max_model_len)
       : model_(std::move(model)),
         info_(std::move(info)),
@@ -74,7 +80,7 @@ class CudaRunner final : public ModelRunner {
     return q;
   }
 
-  std::unique_ptr<CudaModel> model_;
+  std::unique_ptr<PagedForward> model_;
   ModelInfo info_;
   kv::PageSpec spec_;
   int64_t max_model_len_;
@@ -278,9 +284,33 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
     mo.progress = [cb = o.on_load_progress](const v4::LoadProgress& p) {
       cb(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);
     };
-  auto loaded = CudaModel::load(o.model_dir, mo);
+  // config.json's model_type picks the family's GPU forward.
+  std::string config_path;
+  ASSIGN_OR_RETURN(std::string config_text,
+                   model_config::read_config_file(o.model_dir, &config_path));
+  ASSIGN_OR_RETURN(ModelFamily family, model_family_from_config_json(config_text, config_path));
+  StatusOr<std::unique_ptr<PagedForward>> loaded =
+      [&]() -> StatusOr<std::unique_ptr<PagedForward>> {
+    if (family == ModelFamily::kDeepseekV41) {
+      ASSIGN_OR_RETURN(v41::Config config, v41::parse_config_json(config_text, config_path));
+      const int64_t serves = CudaV41Model::max_supported_tokens(config);
+      if (o.max_model_len_defaulted && mo.max_tokens > serves) {
+        std::fprintf(stderr,
+                     "deepinfer: --max-model-len defaults to %lld for %s on the GPU (its indexer "
+                     "serves 16384 entries of the smallest compress ratio)\n",
+                     static_cast<long long>(serves), o.model_dir.c_str());
+        mo.max_tokens = serves;
+      }
+      ASSIGN_OR_RETURN(std::unique_ptr<CudaV41Model> m, CudaV41Model::load(o.model_dir, mo));
+      return std::unique_ptr<PagedForward>(std::move(m));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> m, CudaModel::load(o.model_dir, mo));
+    return std::unique_ptr<PagedForward>(std::move(m));
+  }();
   if (!loaded.ok()) {
     const Status& st = loaded.status();
+    if (st.message().rfind("max_tokens ", 0) == 0)  // the family's own capacity
+      return Status(st.code(), "--max-model-len: " + st.message());
     if (st.code() != StatusCode::kResourceExhausted) return st;
     char flag[64];
     if (o.kv_memory_bytes > 0)
@@ -292,25 +322,25 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
                                  "; raise it, or lower --max-model-len (the pool must hold one "
                                  "sequence of that many tokens)");
   }
-  std::unique_ptr<CudaModel> model = std::move(*loaded);
+  std::unique_ptr<PagedForward> model = std::move(*loaded);
   ASSIGN_OR_RETURN(std::string name, device_name());
 
-  const v4::Config& c = model->config();
   ModelInfo info;
-  info.model_type = "deepseek_v4";  // CudaModel::load refuses every other family
-  info.vocab_size = c.vocab_size;
-  info.eos_token_id = static_cast<int32_t>(c.eos_token_id);
+  info.model_type = model_family_name(family);
+  info.vocab_size = model->vocab_size();
+  info.eos_token_id = static_cast<int32_t>(model->eos_token_id());
   info.numerics = "plain";
   info.device = Device::kCuda;
   info.device_name = name;
   info.weight_bytes = model->weight_bytes();
   info.max_sequences = 0;  // the pool bounds it; decode rows past max_decode_rows() prefill
+  if (mo.max_tokens < o.max_model_len) info.max_model_len = mo.max_tokens;
   kv::PageSpec spec;
   spec.page_tokens = model->page_tokens();
   spec.page_bytes = model->page_bytes();
   spec.constant_pages_per_seq = model->constant_pages();
   spec.num_pages = model->num_pages();
-  const int64_t per_seq_max = spec.constant_pages_per_seq + spec.pages_for_tokens(o.max_model_len);
+  const int64_t per_seq_max = spec.constant_pages_per_seq + spec.pages_for_tokens(mo.max_tokens);
   std::fprintf(
       stderr,
       "deepinfer: cuda runner on %s: weights %s; KV pool %s = %lld pages of %d tokens "
@@ -321,10 +351,10 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
       spec.page_tokens, bytes_text(spec.page_bytes).c_str(),
       static_cast<long long>(spec.constant_pages_per_seq),
       static_cast<long long>((spec.num_pages - spec.constant_pages_per_seq) * spec.page_tokens),
-      static_cast<long long>(spec.num_pages / per_seq_max), static_cast<long long>(o.max_model_len),
+      static_cast<long long>(spec.num_pages / per_seq_max), static_cast<long long>(mo.max_tokens),
       static_cast<long long>(model->max_decode_rows()));
   return std::unique_ptr<ModelRunner>(
-      new CudaRunner(std::move(model), std::move(info), spec, o.max_model_len));
+      new CudaRunner(std::move(model), std::move(info), spec, mo.max_tokens));
 }
 
 }  // namespace deepinfer::runtime::cuda

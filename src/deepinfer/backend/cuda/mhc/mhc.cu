@@ -87,8 +87,11 @@ __device__ void mixes(const HcArgs& a, int rows, float* m) {
   __syncthreads();
 }
 
-__global__ void hc_pre_kernel(HcArgs a, const float* Xall, float* y, float* post, float* comb) {
-  __shared__ float m[kMaxMix], pre[kMaxHc], c[kMaxHc * kMaxHc];
+// pre_in null: the collapse uses the site's own pre (V4). Otherwise (V4.1's deferred mHC) it uses
+// pre_in (the previous site's), and the site's own pre goes to pre_out (which may alias pre_in).
+__global__ void hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out,
+                              float* y, float* post, float* comb) {
+  __shared__ float m[kMaxMix], pre[kMaxHc], c[kMaxHc * kMaxHc], collapse[kMaxHc];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
   const float* X = Xall + t * hc * H;
@@ -98,6 +101,8 @@ __global__ void hc_pre_kernel(HcArgs a, const float* Xall, float* y, float* post
     for (int j = 0; j < hc; ++j) {
       pre[j] = sigmoidf(m[j] * a.scale[0] + a.base[j]) + eps;
       post[t * hc + j] = 2.0f * sigmoidf(m[hc + j] * a.scale[1] + a.base[hc + j]);
+      collapse[j] = pre_in ? pre_in[t * hc + j] : pre[j];
+      if (pre_out) pre_out[t * hc + j] = pre[j];
     }
     // Sinkhorn: row softmax + eps, column normalize, then (iters - 1) x (row, column).
     for (int j = 0; j < hc; ++j) {
@@ -134,7 +139,18 @@ __global__ void hc_pre_kernel(HcArgs a, const float* Xall, float* y, float* post
   __syncthreads();
   for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
     float s = 0;
-    for (int j = 0; j < hc; ++j) s += pre[j] * X[j * H + d];
+    for (int j = 0; j < hc; ++j) s += collapse[j] * X[j * H + d];
+    y[t * H + d] = s;
+  }
+}
+
+__global__ void hc_collapse_kernel(const float* pre, const float* Xall, int hc, int64_t H,
+                                   float* y) {
+  const int64_t t = blockIdx.x;
+  const float* X = Xall + t * hc * H;
+  for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
+    float s = 0;
+    for (int j = 0; j < hc; ++j) s += pre[t * hc + j] * X[j * H + d];
     y[t * H + d] = s;
   }
 }
@@ -188,7 +204,26 @@ void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
   check_hc(a.hc);
   if (a.tokens == 0) return;
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
-  hc_pre_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, stream>>>(a, X, y, post, comb);
+  hc_pre_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, stream>>>(a, X, nullptr, nullptr, y,
+                                                                          post, comb);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void hc_pre_deferred(const HcArgs& a, const float* X, const float* pre_in, float* pre_out, float* y,
+                     float* post, float* comb, cudaStream_t stream) {
+  check_hc(a.hc);
+  if (a.tokens == 0) return;
+  launch_partials(a, X, (2 + a.hc) * a.hc, stream);
+  hc_pre_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, stream>>>(a, X, pre_in, pre_out, y,
+                                                                          post, comb);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void hc_collapse(const float* pre, const float* X, int64_t tokens, int hc, int64_t hidden, float* y,
+                 cudaStream_t stream) {
+  check_hc(hc);
+  if (tokens == 0) return;
+  hc_collapse_kernel<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(pre, X, hc, hidden, y);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -27,6 +27,14 @@ size_t hc_scratch_floats(int64_t tokens, int hc, int64_t hidden);
 // y [tokens, hidden], post [tokens, hc], comb [tokens, hc, hc] (row j = source stream).
 void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
             cudaStream_t stream);
+// V4.1's deferred mHC (spec §11): the site's mixes from X as hc_pre, but y collapses X with
+// pre_in (the previous site's pre, [tokens, hc]); the site's own pre goes to pre_out, which may
+// alias pre_in.
+void hc_pre_deferred(const HcArgs& a, const float* X, const float* pre_in, float* pre_out, float* y,
+                     float* post, float* comb, cudaStream_t stream);
+// y [tokens, hidden] = sum_j pre[t, j] X[t, j] (V4.1's final collapse, with the last site's pre).
+void hc_collapse(const float* pre, const float* X, int64_t tokens, int hc, int64_t hidden, float* y,
+                 cudaStream_t stream);
 // In place: X'[k] = post[k] * f + sum_j comb[j][k] * X[j].
 void hc_post(const float* f, const float* post, const float* comb, int64_t tokens, int hc,
              int64_t hidden, float* X, cudaStream_t stream);

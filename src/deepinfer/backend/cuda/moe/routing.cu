@@ -23,7 +23,7 @@ __global__ void route_kernel(RoutingArgs a, int32_t* expert_ids, float* weights)
   float* aff = smem + warp * 2 * E;
   float* sel = aff + E;
   for (int e = lane; e < E; e += 32) {
-    aff[e] = sqrtf(softplusf(a.logits[t * E + e]));
+    aff[e] = sqrtf(softplusf(a.logits[t * E + e] / a.temperature));
     if (!a.tid2eid) sel[e] = aff[e] + a.bias[e];
   }
   __syncwarp();
@@ -50,10 +50,10 @@ __global__ void route_kernel(RoutingArgs a, int32_t* expert_ids, float* weights)
   if (lane == 0) {
     float sum = 0;
     for (int k = 0; k < K; ++k) sum += aff[picked[k]];
-    const float scale = a.route_scale / (sum + 1e-20f);
+    const float scale = a.normalize ? a.route_scale / (sum + 1e-20f) : a.route_scale;
     for (int k = 0; k < K; ++k) {
       expert_ids[t * K + k] = picked[k];
-      weights[t * K + k] = aff[picked[k]] * scale;
+      weights[t * K + k] = aff[picked[k]] * scale;  // unnormalized: a * route_scale
     }
   }
 }

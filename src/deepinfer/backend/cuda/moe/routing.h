@@ -17,6 +17,10 @@ struct RoutingArgs {
   int64_t tokens = 0;
   int num_experts = 0, top_k = 0;
   float route_scale = 1.0f;
+  // V4.1 (spec §11.2.6): affinities of logit / temperature; normalize false (V4.1 with
+  // norm_topk_prob off or one expert) makes the weights a[e] * route_scale.
+  float temperature = 1.0f;
+  bool normalize = true;
 };
 
 void route(const RoutingArgs& a, int32_t* expert_ids, float* weights, cudaStream_t stream);

@@ -5,6 +5,8 @@
 // segment (prefill) or over all rows through the step's tables (batched decode, graph-safe); then
 // de-rotation and the grouped output projection over all rows again.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
@@ -242,21 +244,30 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
                      : "attention: sliding sink attention (window), ring write");
   rope(o + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, /*inverse=*/true, s);
 
-  // Grouped output: group g's heads (hpg * hd values) go through wo_a's g-th row block.
-  const int g = c.o_groups, ol = c.o_lora_rank;
-  const int64_t gin = int64_t(nh / g) * hd;
-  __nv_bfloat16* ob = grow(m.s.ob, n * nh * hd);
-  split_groups_bf16(o, n, g, gin, ob, s);
-  float* zg = grow(m.s.zg, n * g * ol);
-  for (int gg = 0; gg < g; ++gg)
-    m.linear(w.wo_a.row_slice(int64_t(gg) * ol, ol), ob + gg * n * gin, n, ol, gin,
-             zg + gg * n * ol);
-  float* z = grow(m.s.z, n * g * ol);
-  merge_groups(zg, n, g, ol, z, s);
-  __nv_bfloat16* zb = grow(m.s.zb, n * g * ol);
-  to_bf16(z, n * g * ol, zb, s);
-  m.linear(w.wo_b, zb, n, H, int64_t(g) * ol, out);
+  grouped_output(m.lin, m.s, w.wo_a, w.wo_b, o, n, c.o_groups, int64_t(nh / c.o_groups) * hd,
+                 c.o_lora_rank, H, s, out);
   m.mark("attention: output projection");
+}
+
+void grouped_output(Linear& lin, ForwardScratch& sc, const DeviceMatrix& wo_a,
+                    const DeviceMatrix& wo_b, const float* o, int64_t n, int groups, int64_t gin,
+                    int ol, int64_t hidden, cudaStream_t s, float* out) {
+  if (wo_a.rows != int64_t(groups) * ol || wo_a.cols != gin || wo_b.rows != hidden ||
+      wo_b.cols != int64_t(groups) * ol) {
+    std::fprintf(stderr, "cuda forward: wo_a/wo_b do not match the grouped output's dims\n");
+    std::abort();
+  }
+  // Group g's heads (gin values) go through wo_a's g-th row block.
+  __nv_bfloat16* ob = grow(sc.ob, n * groups * gin);
+  split_groups_bf16(o, n, groups, gin, ob, s);
+  float* zg = grow(sc.zg, n * groups * ol);
+  for (int gg = 0; gg < groups; ++gg)
+    lin.run(wo_a.row_slice(int64_t(gg) * ol, ol), ob + gg * n * gin, zg + gg * n * ol, n, s);
+  float* z = grow(sc.z, n * groups * ol);
+  merge_groups(zg, n, groups, ol, z, s);
+  __nv_bfloat16* zb = grow(sc.zb, n * groups * ol);
+  to_bf16(z, n * groups * ol, zb, s);
+  lin.run(wo_b, zb, out, n, s);
 }
 
 }  // namespace deepinfer::cuda

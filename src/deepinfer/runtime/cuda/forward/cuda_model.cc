@@ -20,6 +20,7 @@
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 #include "deepinfer/runtime/cuda/forward/paged_state.h"
 #include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
+#include "deepinfer/runtime/cuda/forward/pool_sizing.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -120,9 +121,6 @@ struct CudaModel::Impl {
   // Its hash layers then send every row to the same experts, the largest expert groups a chunk
   // can make.
   Status fill_memory(double fraction) {
-    // Graph execs, cuBLASLt's internal buffers, expert groups larger than the profile's, the
-    // allocator's rounding.
-    constexpr int64_t kMargin = int64_t{256} << 20;
     const int64_t per = pages_per_slot();
     state->allocate(per);
     set_slots(1);
@@ -132,51 +130,16 @@ struct CudaModel::Impl {
     const PagedSequence q = slot_sequence(0);
     state->reset(q, stream);
     chunk(q, ids.data(), rows, 1);
-    size_t free = 0, total = 0;
-    RETURN_IF_ERROR(mem_info(&free, &total));
-    const int64_t limit = static_cast<int64_t>(fraction * double(total)) - kMargin;
-    const int64_t slot = state->pool_bytes(per);
-    const int64_t used = int64_t(total - free);  // one slot's pages included
-    auto gib = [](double bytes) {                // MiB below a GiB (tiny test models)
-      char b[32];
-      if (bytes >= double(1 << 30))
-        std::snprintf(b, sizeof b, "%.2f GiB", bytes / double(1 << 30));
-      else
-        std::snprintf(b, sizeof b, "%.1f MiB", bytes / double(1 << 20));
-      return std::string(b);
-    };
-    if (options.pool_bytes == 0 && used > limit) {
-      char frac[32];
-      std::snprintf(frac, sizeof frac, "%g", fraction);
-      return resource_exhausted(
-          "the device's used memory after the weights (" + gib(double(w.bytes())) +
-          "), the forward's scratch and the pages of one sequence (" + gib(double(slot)) + ", " +
-          std::to_string(options.max_tokens) + " tokens) is " + gib(double(used)) +
-          " (other processes included), more than memory_fraction " + frac + " of its " +
-          gib(double(total)) + " less a " + gib(double(kMargin)) + " margin");
-    }
-    int64_t pages = (limit - used + slot) / state->page_bytes();
-    if (options.pool_bytes > 0) {
-      pages = options.pool_bytes / state->page_bytes();
-      if (pages < per)
-        return resource_exhausted("a pool of " + gib(double(options.pool_bytes)) +
-                                  " holds no sequence of " + std::to_string(options.max_tokens) +
-                                  " tokens (" + gib(double(slot)) + ")");
-      if (options.pool_bytes > int64_t(free) + slot - kMargin)
-        return resource_exhausted("a pool of " + gib(double(options.pool_bytes)) +
-                                  " exceeds the device's free memory (" + gib(double(free)) +
-                                  " after the weights and scratch, less a " + gib(double(kMargin)) +
-                                  " margin)");
-    }
+    PoolSizing ps;
+    ps.fraction = fraction;
+    ps.pool_bytes = options.pool_bytes;
+    ps.page_bytes = state->page_bytes();
+    ps.slot_bytes = state->pool_bytes(per);
+    ps.weight_bytes = w.bytes();
+    ps.max_tokens = options.max_tokens;
+    ASSIGN_OR_RETURN(const int64_t pages, pool_pages(ps));
     state->allocate(pages);
     set_slots(std::min<int64_t>(options.max_sequences, pages / per));
-    return ok_status();
-  }
-
-  static Status mem_info(size_t* free, size_t* total) {
-    const cudaError_t e = cudaMemGetInfo(free, total);
-    if (e != cudaSuccess)
-      return internal_error(std::string("cudaMemGetInfo failed: ") + cudaGetErrorString(e));
     return ok_status();
   }
 

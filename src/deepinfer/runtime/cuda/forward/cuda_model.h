@@ -16,6 +16,7 @@
 #include "deepinfer/base/status.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
+#include "deepinfer/runtime/cuda/forward/paged_forward.h"
 
 namespace deepinfer::cuda {
 
@@ -65,27 +66,29 @@ struct CudaModelOptions {
   std::function<void(const v4::LoadProgress&)> progress;  // load: called after every tensor
 };
 
-class CudaModel {
+class CudaModel final : public PagedForward {
  public:
   // unimplemented for official numerics (its simulated FP8/FP4 quantization is not on the GPU),
   // invalid_argument for capacities the ops can't serve; load errors name the file and tensor.
   static StatusOr<std::unique_ptr<CudaModel>> load(const std::string& dir,
                                                    const CudaModelOptions& options);
-  ~CudaModel();
+  ~CudaModel() override;
 
   // The longest max_tokens the ops can serve (the indexer's top-k capacity).
   static int64_t max_supported_tokens();
 
   const v4::Config& config() const;
-  int max_sequences() const;            // slots
-  int64_t weight_bytes() const;         // bytes of weights on the device
-  int64_t stored_weight_bytes() const;  // the same tensors' bytes in the checkpoint
+  int max_sequences() const;              // slots
+  int64_t weight_bytes() const override;  // bytes of weights on the device
+  int64_t stored_weight_bytes() const;    // the same tensors' bytes in the checkpoint
   // The page pool (v4::StateLayout(config, page_tokens)).
-  int page_tokens() const;
-  int64_t page_bytes() const;
-  int64_t constant_pages() const;  // per sequence
-  int64_t num_pages() const;
-  int64_t max_decode_rows() const;  // the most sequences one decode call takes
+  int page_tokens() const override;
+  int64_t page_bytes() const override;
+  int64_t constant_pages() const override;  // per sequence
+  int64_t num_pages() const override;
+  int64_t max_decode_rows() const override;  // the most sequences one decode call takes
+  int64_t vocab_size() const override { return config().vocab_size; }
+  int64_t eos_token_id() const override { return config().eos_token_id; }
   // Bytes of one slot's state as read_sequence writes it: its token count (int64), then its
   // pages (constant pages, then max_tokens' token pages).
   int64_t sequence_bytes() const;
@@ -118,14 +121,14 @@ class CudaModel {
   // argmax (if not null, and all_logits false): the last position's argmax (the CUDA argmax,
   // ties to the lower id), so a greedy caller can pass logits null and copy nothing back.
   Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
-                       float* logits, int32_t* argmax = nullptr);
+                       float* logits, int32_t* argmax = nullptr) override;
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
-                      std::vector<int32_t>* greedy);
+                      std::vector<int32_t>* greedy) override;
   // Page to page on the device (forks), and pages to and from host bytes (page_bytes() each,
   // page after page): the raw page I/O of the runner.
-  Status copy_pages(const int32_t* from, const int32_t* to, int64_t n);
-  Status read_pages(const int32_t* pages, int64_t n, void* dst);
-  Status write_pages(const int32_t* pages, int64_t n, const void* src);
+  Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) override;
+  Status read_pages(const int32_t* pages, int64_t n, void* dst) override;
+  Status write_pages(const int32_t* pages, int64_t n, const void* src) override;
 
   DecodeStepCounts decode_steps() const;
   // The row count a decode of `count` sequences runs at (its graph's bucket).

@@ -20,12 +20,15 @@
 #include "deepinfer/base/status.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/model/deepseek_v41/config.h"
 
 namespace deepinfer {
 class Checkpoint;
 }
 
 namespace deepinfer::cuda {
+
+struct SourceView;
 
 class DeviceWeights {
  public:
@@ -35,6 +38,9 @@ class DeviceWeights {
                                       const std::function<void(const v4::LoadProgress&)>& progress);
 
   // Abort naming the tensor when absent: the manifest was validated at load, so a miss is a bug.
+  // deepseek_v41: the same, less the Engram tables, which stay in host memory.
+  static StatusOr<DeviceWeights> load(const v41::Config& c, const Checkpoint& ckpt,
+                                      const std::function<void(const v4::LoadProgress&)>& progress);
   const DeviceMatrix& matrix(const std::string& name) const;
   const float* f(const std::string& name) const;
   const int32_t* i(const std::string& name) const;
@@ -45,6 +51,8 @@ class DeviceWeights {
 
  private:
   DeviceWeights() = default;
+  Status add(const SourceView& s, const std::function<Status(float*)>& load_float,
+             const std::function<Status(std::vector<int32_t>*)>& load_index, bool projection);
 
   // A projection's device bytes: the weight (bf16, E4M3 or packed FP4) and its scales.
   struct Matrix {

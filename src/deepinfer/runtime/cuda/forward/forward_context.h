@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
@@ -114,6 +115,12 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
                      int64_t rows, const int64_t* positions, const std::vector<RowSegment>& segs,
                      float* out);
 
+// The grouped output projection (spec §6.7): o [n, groups, gin] -> z = per-group wo_a
+// ([groups * ol, gin] row blocks) -> out [n, hidden] = wo_b z. Both families.
+void grouped_output(Linear& lin, ForwardScratch& sc, const DeviceMatrix& wo_a,
+                    const DeviceMatrix& wo_b, const float* o, int64_t n, int groups, int64_t gin,
+                    int ol, int64_t hidden, cudaStream_t s, float* out);
+
 // A compressor's two projections over n rows (hb: bf16 hidden states): kv, gate [n, width].
 void compressor_project(const ForwardContext& m, const CompressorWeights& w, int width,
                         const __nv_bfloat16* hb, int64_t n, float* kv, float* gate);
@@ -121,6 +128,27 @@ void compressor_project(const ForwardContext& m, const CompressorWeights& w, int
 // appended, normalized and rotated (spec §6.6).
 void compressor_update(const ForwardContext& m, const CompressorWeights& w, const CompressorView& s,
                        const float* kv, const float* gate, int64_t n, int64_t pos0);
+
+// What a MoE sub-layer computes, for either family.
+struct MoeSpec {
+  int64_t hidden = 0, inter = 0, shared_inter = 0;  // shared_inter 0: no shared expert
+  int experts = 0, top_k = 0;
+  float route_scale = 1.0f, temperature = 1.0f, swiglu_limit = 0.0f;
+  bool normalize = true, clamp_shared = true, weight_before_w2 = false;
+};
+// Where it runs. graph_safe: device-side grouping only (a batched decode step). routed, when
+// set, sees the device expert ids right after routing (traces, phase marks).
+struct MoeCall {
+  Gemm& gemm;
+  MoeRunner& moe;
+  ForwardScratch& s;
+  cudaStream_t stream;
+  bool graph_safe = false;
+  std::function<void(const int32_t*)> routed;
+};
+// Router, routing and experts over h [n, hidden] into out; token ids on the device (hash layers).
+void run_moe(const MoeSpec& spec, const MoeCall& call, const MoeWeights& w, bool hash,
+             const float* h, const int32_t* token_ids, int64_t n, float* out);
 
 // MoE sub-layer (spec §6.8): h [n, hidden], token ids on the device (hash layers).
 void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const float* h,

@@ -7,21 +7,37 @@
 namespace deepinfer::cuda {
 namespace {
 
-HcWeights hc(const DeviceWeights& w, const std::string& p) {
-  return HcWeights{w.f(p + "_fn"), w.f(p + "_base"), w.f(p + "_scale")};
-}
-
 CompressorWeights compressor(const DeviceWeights& w, const std::string& p) {
   return CompressorWeights{w.matrix(p + "wkv.weight"), w.matrix(p + "wgate.weight"), w.f(p + "ape"),
                            w.f(p + "norm.weight")};
 }
 
-ExpertWeights expert(const DeviceWeights& w, const std::string& p) {
+}  // namespace
+
+HcWeights resolve_hc(const DeviceWeights& w, const std::string& p) {
+  return HcWeights{w.f(p + "_fn"), w.f(p + "_base"), w.f(p + "_scale")};
+}
+
+ExpertWeights resolve_expert(const DeviceWeights& w, const std::string& p) {
   return ExpertWeights{w.matrix(p + "w1.weight"), w.matrix(p + "w3.weight"),
                        w.matrix(p + "w2.weight")};
 }
 
-}  // namespace
+void resolve_experts(const DeviceWeights& w, const std::string& p, int layer, int n_routed,
+                     bool shared, MoeWeights* f) {
+  f->experts.reserve(n_routed);
+  for (int e = 0; e < n_routed; ++e)
+    f->experts.push_back(resolve_expert(w, p + "ffn.experts." + std::to_string(e) + "."));
+  if (!f->experts.empty()) f->expert_format = f->experts[0].w1.format;
+  for (const ExpertWeights& e : f->experts)
+    for (const DeviceMatrix* m : {&e.w1, &e.w3, &e.w2})
+      if (m->format != f->expert_format) {
+        std::fprintf(stderr, "cuda forward: layer %d's routed experts mix weight formats\n", layer);
+        std::abort();
+      }
+  f->device_experts = DeviceBuffer<ExpertWeights>(f->experts);
+  if (shared) f->shared = resolve_expert(w, p + "ffn.shared_experts.");
+}
 
 std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeights& w) {
   std::vector<LayerWeights> layers(c.num_layers);
@@ -29,8 +45,8 @@ std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeight
     const std::string p = "layers." + std::to_string(l) + ".";
     const int ratio = c.compress_ratio(l);
     LayerWeights& L = layers[l];
-    L.hc_attn = hc(w, p + "hc_attn");
-    L.hc_ffn = hc(w, p + "hc_ffn");
+    L.hc_attn = resolve_hc(w, p + "hc_attn");
+    L.hc_ffn = resolve_hc(w, p + "hc_ffn");
     L.attn_norm = w.f(p + "attn_norm.weight");
     L.ffn_norm = w.f(p + "ffn_norm.weight");
 
@@ -56,24 +72,13 @@ std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeight
       f.tid2eid = w.i(p + "ffn.gate.tid2eid");
     else
       f.bias = w.f(p + "ffn.gate.bias");
-    f.experts.reserve(c.n_routed_experts);
-    for (int e = 0; e < c.n_routed_experts; ++e)
-      f.experts.push_back(expert(w, p + "ffn.experts." + std::to_string(e) + "."));
-    if (!f.experts.empty()) f.expert_format = f.experts[0].w1.format;
-    for (const ExpertWeights& e : f.experts)
-      for (const DeviceMatrix* m : {&e.w1, &e.w3, &e.w2})
-        if (m->format != f.expert_format) {
-          std::fprintf(stderr, "cuda forward: layer %d's routed experts mix weight formats\n", l);
-          std::abort();
-        }
-    f.device_experts = DeviceBuffer<ExpertWeights>(f.experts);
-    if (c.n_shared_experts > 0) f.shared = expert(w, p + "ffn.shared_experts.");
+    resolve_experts(w, p, l, c.n_routed_experts, c.n_shared_experts > 0, &f);
   }
   return layers;
 }
 
 HeadWeights resolve_head(const DeviceWeights& w) {
-  return HeadWeights{w.f("embed.weight"), hc(w, "hc_head"), w.f("norm.weight"),
+  return HeadWeights{w.f("embed.weight"), resolve_hc(w, "hc_head"), w.f("norm.weight"),
                      w.matrix("head.weight")};
 }
 

@@ -64,4 +64,13 @@ struct HeadWeights {
 std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeights& w);
 HeadWeights resolve_head(const DeviceWeights& w);
 
+// Pieces both families share. p is the tensor-name prefix ("layers.3.hc_attn", "layers.3.",
+// "layers.3.ffn.shared_experts.").
+HcWeights resolve_hc(const DeviceWeights& w, const std::string& p);
+ExpertWeights resolve_expert(const DeviceWeights& w, const std::string& p);
+// The routed experts (and the shared one when `shared`) of layer prefix p into f; aborts naming
+// the layer if the routed experts mix formats.
+void resolve_experts(const DeviceWeights& w, const std::string& p, int layer, int n_routed,
+                     bool shared, MoeWeights* f);
+
 }  // namespace deepinfer::cuda

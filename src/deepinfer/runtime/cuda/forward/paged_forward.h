@@ -1,0 +1,40 @@
+// What the CUDA runner needs of a family's GPU forward (deepseek_v4's CudaModel,
+// deepseek_v41's CudaV41Model): the page pool's geometry, prefill and batched decode over
+// sequences named by their pages, and raw page I/O. Plain C++: no CUDA header needed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "deepinfer/base/status.h"
+
+namespace deepinfer::cuda {
+
+struct PagedSequence;
+
+class PagedForward {
+ public:
+  virtual ~PagedForward() = default;
+  virtual int page_tokens() const = 0;
+  virtual int64_t page_bytes() const = 0;
+  virtual int64_t constant_pages() const = 0;  // per sequence
+  virtual int64_t num_pages() const = 0;
+  virtual int64_t max_decode_rows() const = 0;  // the most sequences one decode call takes
+  virtual int64_t weight_bytes() const = 0;     // on the device
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t eos_token_id() const = 0;
+
+  // Appends ids to seq at seq.num_tokens (a fresh sequence at 0); logits (host, or null) gets
+  // (all_logits ? n : 1) rows; argmax (if set, all_logits false) the last row's argmax.
+  virtual Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n,
+                               bool all_logits, float* logits, int32_t* argmax = nullptr) = 0;
+  // Appends ids[b] to seqs[b] (distinct constant pages); logits gets count rows; greedy each
+  // row's argmax.
+  virtual Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count,
+                              float* logits, std::vector<int32_t>* greedy) = 0;
+  virtual Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) = 0;
+  virtual Status read_pages(const int32_t* pages, int64_t n, void* dst) = 0;
+  virtual Status write_pages(const int32_t* pages, int64_t n, const void* src) = 0;
+};
+
+}  // namespace deepinfer::cuda
