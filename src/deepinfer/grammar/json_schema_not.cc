@@ -1,0 +1,128 @@
+// SchemaCompiler: `not`, as a narrowing of the schema beside it.
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "deepinfer/grammar/json_schema_compiler.h"
+
+namespace deepinfer::grammar::json_detail {
+
+Status SchemaCompiler::negate_into(Json* out, const Json& n0, const std::string& path, int depth) {
+  if (depth > 8) return unsupported("not", path, "nested too deeply");
+  const Json* n = &n0;
+  if (n->is_object() && n->contains("$ref") && (*n)["$ref"].is_string()) {
+    ASSIGN_OR_RETURN(n, json_detail::resolve_ref(root_, (*n)["$ref"].get<std::string>(), path));
+  }
+  if (n->is_boolean()) {
+    if (n->get<bool>()) return bad(path, "'not: true' accepts no value");
+    return ok_status();
+  }
+  if (!n->is_object()) return bad(path, "a schema must be an object or a boolean");
+  std::set<std::string> keys;
+  auto trivially_true = [](const Json& x) {
+    return x == true ||
+           (x.is_object() && std::all_of(x.items().begin(), x.items().end(), [](const auto& kv) {
+              return json_detail::is_inert(kv.key());
+            }));
+  };
+  for (const auto& [k, v] : n->items()) {
+    if (json_detail::is_inert(k)) continue;
+    // Parts of n that every value satisfies change nothing: `properties` of true schemas,
+    // `additionalProperties: true`, and `type: object` beside `required` (whose negation
+    // already asks for an object).
+    if (k == "properties" && v.is_object() &&
+        std::all_of(v.items().begin(), v.items().end(),
+                    [&](const auto& kv) { return trivially_true(kv.value()); }))
+      continue;
+    if (k == "additionalProperties" && trivially_true(v)) continue;
+    if (k == "type" && v == "object" && n->contains("required")) continue;
+    keys.insert(k);
+  }
+  auto types_of_out = [&]() -> StatusOr<std::set<std::string>> {
+    if (!out->contains("type")) return type_names();
+    return json_detail::type_set((*out)["type"], path);
+  };
+  auto set_types = [&](const std::set<std::string>& t) -> Status {
+    if (t.empty()) return bad(path, "'not' leaves no type: accepts no value");
+    Json arr = Json::array();
+    for (const std::string& x : t) arr.push_back(x);
+    (*out)["type"] = arr;
+    return ok_status();
+  };
+  if (keys.empty()) return bad(path, "'not: {}' accepts no value");
+  if (keys == std::set<std::string>{"type"}) {
+    ASSIGN_OR_RETURN(auto drop, json_detail::type_set((*n)["type"], path));
+    ASSIGN_OR_RETURN(auto have, types_of_out());
+    if (drop.count("number")) drop.insert("integer");
+    if (drop.count("integer") && !drop.count("number") && have.count("number"))
+      return unsupported("not", path, "not integer beside number");
+    for (const std::string& t : drop) have.erase(t);
+    return set_types(have);
+  }
+  if (keys == std::set<std::string>{"required"} && (*n)["required"].is_array()) {
+    std::set<std::string> required;
+    if (out->contains("required") && (*out)["required"].is_array())
+      for (const Json& r : (*out)["required"])
+        if (r.is_string()) required.insert(r.get<std::string>());
+    for (const Json& r : (*n)["required"]) {
+      if (!r.is_string() || required.count(r.get<std::string>())) continue;
+      ASSIGN_OR_RETURN(auto have, types_of_out());
+      if (!have.count("object")) return bad(path, "'not required' accepts no value");
+      RETURN_IF_ERROR(set_types({"object"}));  // 'required' holds for every non-object
+      if (!out->contains("properties") || !(*out)["properties"].is_object())
+        (*out)["properties"] = Json::object();
+      (*out)["properties"][r.get<std::string>()] = false;
+      return ok_status();
+    }
+    return bad(path, "'not required' accepts no value: every name is required");
+  }
+  if (keys == std::set<std::string>{"anyOf"} && (*n)["anyOf"].is_array()) {
+    for (const Json& b : (*n)["anyOf"]) RETURN_IF_ERROR(negate_into(out, b, path, depth + 1));
+    return ok_status();
+  }
+  if ((keys == std::set<std::string>{"enum"} || keys == std::set<std::string>{"const"}) &&
+      !out->contains("enum") && !out->contains("const")) {
+    // Strings struck from a plain string schema (json_detail::kNotInKey).
+    for (const char* k : {"pattern", "format", "minLength", "maxLength"})
+      if (out->contains(k)) return unsupported("not", path, "enum/const beside " + std::string(k));
+    ASSIGN_OR_RETURN(auto have, types_of_out());
+    std::vector<Json> drop;
+    if (n->contains("const")) drop.push_back((*n)["const"]);
+    if (n->contains("enum") && (*n)["enum"].is_array())
+      for (const Json& v : (*n)["enum"]) drop.push_back(v);
+    Json list =
+        out->contains(json_detail::kNotInKey) ? (*out)[json_detail::kNotInKey] : Json::array();
+    for (const Json& v : drop) {
+      if (v.is_string()) {
+        list.push_back(v);
+      } else if (json_detail::value_has_type(v, have)) {
+        return unsupported("not", path, "enum/const of values other than strings");
+      }
+    }
+    (*out)[json_detail::kNotInKey] = list;
+    return set_types(have);  // explicit, so the marker is seen (typed, not unconstrained)
+  }
+  if ((keys == std::set<std::string>{"enum"} || keys == std::set<std::string>{"const"}) &&
+      (out->contains("enum") || out->contains("const"))) {
+    std::vector<Json> drop;
+    if (n->contains("const")) drop.push_back((*n)["const"]);
+    if (n->contains("enum") && (*n)["enum"].is_array())
+      for (const Json& v : (*n)["enum"]) drop.push_back(v);
+    if (out->contains("const") && !json_detail::values_disjoint(drop, {(*out)["const"]}))
+      return bad(path, "'not' strikes the const: accepts no value");
+    if (out->contains("enum")) {
+      if (!(*out)["enum"].is_array()) return bad(path, "enum must be an array");
+      Json keep = Json::array();
+      for (const Json& v : (*out)["enum"])
+        if (json_detail::values_disjoint(drop, {v})) keep.push_back(v);
+      (*out)["enum"] = keep;
+    }
+    return ok_status();
+  }
+  return unsupported("not", path,
+                     "only not of type, required, anyOf of those, or enum/const values beside "
+                     "an enum");
+}
+
+}  // namespace deepinfer::grammar::json_detail
