@@ -238,6 +238,9 @@ void expect_steps(std::vector<Step> steps, const std::string& what) {
   std::sort(err.begin(), err.end());
   const double median = err[err.size() / 2];
   EXPECT_LE(median, kMedianTol) << what << ": median";
+  // Near-ties are the exception: nine rows in ten within kRowTol whatever their choices (a
+  // systematic error in a choice, which the 2^-4 gap alone could excuse, breaks this).
+  EXPECT_LE(err[err.size() * 9 / 10], kRowTol) << what << ": 90th percentile";
   std::printf(
       "%s: %zu rows, rel-L2 median %.2g, p90 %.2g, worst %.2g; %d past kRowTol after a "
       "near-tie\n",
