@@ -57,6 +57,18 @@ bool state_matches(const Config& c, const SequenceState& s) {
   return s.engram_history.size() == history;
 }
 
+// The mean over the hc streams of each row of X [n, hc, H], into row t of out at stride `stride`.
+void record_tap(const float* X, int64_t n, int hc, int64_t H, int64_t stride, float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = out + t * stride;
+    for (int64_t i = 0; i < H; ++i) {
+      float sum = 0.0f;
+      for (int j = 0; j < hc; ++j) sum += X[(t * hc + j) * H + i];
+      row[i] = sum / static_cast<float>(hc);
+    }
+  }
+}
+
 // Engram look-back rows hold compressed ids as int32 bits (exact, whatever the id).
 int64_t load_id(const float* row) {
   int32_t v;
@@ -103,43 +115,19 @@ CpuModel::CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoin
       ctx_{config_, weights_, rope_table(config_, config_.rope_main),
            rope_table(config_, config_.rope_compress)} {}
 
-void CpuModel::block_forward(int l, float* X, float* pre, EngramPrefetch* engram, int64_t n,
-                             int64_t pos0, SequenceState& st, ForwardShared& shared,
-                             int64_t ffn_from) const {
-  const Config& c = config_;
-  const v4::HcDims d = hc_dims(c);
-  const int hc = c.hc_mult;
-  const int64_t H = c.hidden_size;
+void CpuModel::block_forward(int l, float* X, float* pre, int64_t n, int64_t pos0,
+                             SequenceState& st, ForwardShared& shared, int64_t ffn_from) const {
   const std::string p = layer_prefix(l);
-  if (c.is_engram_layer(l))
-    engram_forward(ctx_, l, engram_->hasher, engram->rows_of(c.layers[l].engram_slot), n, X);
-  std::vector<float> y(n * H), site_pre(n * hc), post(n * hc), comb(n * hc * hc), f(n * H);
-  for (const char* site : {"attn", "ffn"}) {
-    const std::string s(site);
-    const int64_t t0 = s == "attn" ? 0 : ffn_from;  // every row is independent here
-    if (t0 >= n) continue;
-    const v4::HcWeights hw{weights_.f(p + "hc_" + s + "_fn"), weights_.f(p + "hc_" + s + "_base"),
-                           weights_.f(p + "hc_" + s + "_scale")};
-    const float* norm = weights_.f(p + s + "_norm.weight");
-    for (int64_t t = t0; t < n; ++t) {
-      const float* Xt = X + t * hc * H;
-      v4::hc_mixes(d, hw, Xt, &site_pre[t * hc], &post[t * hc], &comb[t * hc * hc]);
-      v4::hc_collapse(d, &pre[t * hc], Xt, &y[t * H]);
-      cpu::rms_norm(&y[t * H], norm, H, ctx_.eps(), &y[t * H]);
-    }
-    std::copy(site_pre.begin() + t0 * hc, site_pre.end(), pre + t0 * hc);
-    if (s == "attn") {
-      attention_forward(ctx_, l, y.data(), n, pos0, st, shared, f.data());
-    } else {
-      moe_forward(ctx_, l, &y[t0 * H], n - t0, &f[t0 * H]);
-    }
-    for (int64_t t = t0; t < n; ++t)
-      v4::hc_expand(d, &f[t * H], &post[t * hc], &comb[t * hc * hc], X + t * hc * H);
-  }
+  mhc_sublayer(ctx_, p, "attn", X, pre, 0, n, [&](const float* y, int64_t rows, float* f) {
+    attention_forward(ctx_, l, y, rows, pos0, st, shared, f);
+  });
+  mhc_sublayer(ctx_, p, "ffn", X, pre, ffn_from, n,
+               [&](const float* y, int64_t rows, float* f) { moe_forward(ctx_, l, y, rows, f); });
 }
 
 Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
-                         std::vector<float>* logits, int64_t keep_from_pos) const {
+                         std::vector<float>* logits, int64_t keep_from_pos,
+                         std::vector<float>* taps) const {
   const Config& c = config_;
   if (n <= 0) return invalid_argument("forward: no tokens");
   if (!state_matches(c, state))
@@ -181,9 +169,18 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   ForwardShared shared;
   // Rows [full_from, n) are computed in full; the rest skip the last layer's MoE and the head.
   const int64_t full_from = std::clamp<int64_t>(keep_from_pos - pos0, 0, n);
-  for (int l = 0; l < c.num_layers; ++l)
-    block_forward(l, X.data(), pre.data(), prefetch ? &*prefetch : nullptr, n, pos0, state, shared,
+  const std::vector<int>& tap_layers = c.dspark.target_layer_ids;
+  const int64_t tap_width = static_cast<int64_t>(tap_layers.size()) * H;
+  if (taps) taps->assign(n * tap_width, 0.0f);
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (c.is_engram_layer(l))
+      engram_forward(ctx_, l, engram_->hasher, prefetch->rows_of(c.layers[l].engram_slot), n,
+                     X.data());
+    for (size_t k = 0; taps && k < tap_layers.size(); ++k)
+      if (tap_layers[k] == l) record_tap(X.data(), n, hc, H, tap_width, taps->data() + k * H);
+    block_forward(l, X.data(), pre.data(), n, pos0, state, shared,
                   l + 1 == c.num_layers ? full_from : 0);
+  }
 
   const int64_t rows = all_logits ? n : 1;
   logits->resize(rows * c.vocab_size);

@@ -41,6 +41,12 @@ class CpuModel {
            std::optional<EngramTables> engram);
 
   const Config& config() const { return config_; }
+  // The fp32 weights by canonical name (the DSpark drafter reads its own and embed/head here).
+  const v4::Weights& weights() const { return weights_; }
+  // Config, weights and RoPE tables as the sub-layers read them (shared with the drafter).
+  const ModelContext& context() const { return ctx_; }
+  // Whether the checkpoint held the DSpark draft tensors (dspark.h runs them).
+  bool has_draft_weights() const { return weights_.has("mtp.0.main_proj.weight"); }
   int64_t weight_bytes() const { return weights_.bytes(); }
   SequenceState new_sequence() const { return make_sequence_state(config_); }
 
@@ -48,16 +54,19 @@ class CpuModel {
   // (all_logits) or the last position's row only. Positions before keep_from_pos skip the final
   // layer's MoE and the head (YOCO, as deepseek_v4's forward; the V4.1 form that also skips the
   // layers after the last KV source is not built yet): their logits rows are NaN.
+  // taps, when given, gets the DSpark drafter's input: n rows of the mean over the hc streams of
+  // each dspark_target_layer_ids layer's input (after its Engram), concatenated in that order
+  // (n x taps x hidden). It changes nothing else.
   Status forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
-                 std::vector<float>* logits, int64_t keep_from_pos = 0) const;
+                 std::vector<float>* logits, int64_t keep_from_pos = 0,
+                 std::vector<float>* taps = nullptr) const;
 
  private:
   // Deferred mHC (spec §11.2.1): a site collapses its input with the previous site's `pre` and
   // hands its own on. `pre` holds n x hc_mult coefficients.
   // The FFN sublayer runs for rows [ffn_from, n) only (YOCO).
-  void block_forward(int layer, float* X, float* pre, EngramPrefetch* engram, int64_t n,
-                     int64_t pos0, SequenceState& st, ForwardShared& shared,
-                     int64_t ffn_from = 0) const;
+  void block_forward(int layer, float* X, float* pre, int64_t n, int64_t pos0, SequenceState& st,
+                     ForwardShared& shared, int64_t ffn_from = 0) const;
 
   Config config_;
   v4::Weights weights_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,19 @@ void compressor_forward(const ModelContext& m, int layer, const float* h, int64_
 void indexer_forward(const ModelContext& m, int layer, const KvSourceState& src, const float* qr,
                      const float* h, int64_t n, int64_t pos0, ForwardShared& shared);
 
+// The attention pieces of block `prefix` ("layers.3.", "mtp.0.") for n rows at positions pos0...
+// that the backbone and the DSpark stages share. Query: qr = q_norm(wq_a h) [n, q_lora_rank],
+// q = RoPE(wq_b qr) [n, heads, head_dim] (no per-head norm).
+void attention_query(const ModelContext& m, const std::string& prefix, const v4::RopeTable& rope,
+                     const float* h, int64_t n, int64_t pos0, float* qr, float* q);
+// The window K=V rows [n, head_dim]: kv_norm(wkv h), RoPE, FP8-rounded as they are cached.
+void attention_window_kv(const ModelContext& m, const std::string& prefix,
+                         const v4::RopeTable& rope, const float* h, int64_t n, int64_t pos0,
+                         float* kv);
+// The output projection of the de-rotated heads o [n, heads, head_dim]: grouped wo_a, then wo_b.
+void attention_output(const ModelContext& m, const std::string& prefix, const float* o, int64_t n,
+                      float* out);
+
 // Attention sub-layer for n tokens at positions pos0...: sliding window plus the group's picked
 // compressed entries, one softmax with the per-head sink. Updates the layer's ring and, at a KV
 // source, its compressed branch.
@@ -57,5 +71,16 @@ void attention_forward(const ModelContext& m, int layer, const float* h, int64_t
 // MoE sub-layer for n tokens (spec §11.2.6): biased top-k routing, weights from the unbiased
 // sqrtsoftplus scores, SwiGLU experts and the clamped shared expert.
 void moe_forward(const ModelContext& m, int layer, const float* h, int64_t n, float* out);
+// The same for the MoE under `prefix` ("mtp.0.ffn.") with its own expert count and top-k.
+void moe_forward(const ModelContext& m, const std::string& prefix, int n_experts, int top_k,
+                 const float* h, int64_t n, float* out);
+
+// One deferred-mHC site (spec §11.2.1) of block `prefix`, `site` "attn" or "ffn", over rows
+// [t0, n) of X [n, hc_mult, hidden]: the site's (pre, post, comb) come from X; X collapses with
+// `pre` (the previous site's, [n, hc_mult]) and is normalized by the site's norm; `pre` then
+// holds this site's own; sublayer(y, rows, f) maps the rows, and f expands back into X.
+using Sublayer = std::function<void(const float* y, int64_t rows, float* f)>;
+void mhc_sublayer(const ModelContext& m, const std::string& prefix, const std::string& site,
+                  float* X, float* pre, int64_t t0, int64_t n, const Sublayer& sublayer);
 
 }  // namespace deepinfer::v41

@@ -31,10 +31,14 @@ void expert(const ModelContext& m, const std::string& p, int64_t inter, const fl
 }  // namespace
 
 void moe_forward(const ModelContext& m, int layer, const float* h, int64_t n, float* out) {
+  moe_forward(m, layer_prefix(layer) + "ffn.", m.c.n_routed_experts, m.c.experts_per_token, h, n,
+              out);
+}
+
+void moe_forward(const ModelContext& m, const std::string& p, int E, int K, const float* h,
+                 int64_t n, float* out) {
   const Config& c = m.c;
-  const std::string p = layer_prefix(layer) + "ffn.";
   const int64_t H = c.hidden_size;
-  const int E = c.n_routed_experts, K = c.experts_per_token;
   const float temp = static_cast<float>(c.gate_temp);
   const float route_scale = static_cast<float>(c.routed_scaling_factor);
   const bool normalize = c.norm_topk_prob && K > 1;

@@ -19,9 +19,28 @@ using nlohmann::json;
 struct Preset {
   const char* name;
   bool flash_dims;  // spec §11.1's dims, FP8 + MXFP4, generated in parallel
+  bool dspark;      // with DSpark draft layers and their tensors
 };
 
-const Preset kPresets[] = {{"v41-default", false}, {"v41-flash-8layer", true}};
+const Preset kPresets[] = {
+    {"v41-default", false, false}, {"v41-flash-8layer", true, false}, {"v41-dspark", false, true}};
+
+// v41-default's schedule plus three DSpark stages (as released) at tiny dims: taps from layers 3,
+// 5 and 6 (a consumer, a reuse layer, the last), blocks of 5, 4 experts top-2, Markov rank 8.
+void add_dspark(json& t) {
+  std::vector<int> ratios = t["compress_ratios"].get<std::vector<int>>();
+  ratios.insert(ratios.end(), {0, 0, 0});
+  const int64_t vocab = t["vocab_size"].get<int64_t>();
+  t.update(json{{"num_nextn_predict_layers", 3},
+                {"compress_ratios", ratios},
+                {"dspark_block_size", 5},
+                // The released id when the vocabulary has it (the bundled tokenizer's does).
+                {"dspark_noise_token_id", std::min<int64_t>(128799, vocab - 1)},
+                {"dspark_target_layer_ids", {3, 5, 6}},
+                {"dspark_markov_rank", 8},
+                {"dspark_n_routed_experts", 4},
+                {"dspark_num_experts_per_tok", 2}});
+}
 
 // The schedule both presets share: every layer role of spec §11.2 in 7 (tiny) or 8 layers.
 json schedule(bool flash) {
@@ -212,6 +231,7 @@ StatusOr<std::string> tiny_model_config_json(const std::string& preset,
   if (!p) return invalid_argument("unknown deepseek_v41 preset '" + preset + "'");
   json text = text_config(p->flash_dims);
   RETURN_IF_ERROR(fill_engram_sizes(text, tokenizer_dir, p->flash_dims));
+  if (p->dspark) add_dspark(text);
   // The released layout: composite config, the ids and quantization_config at the top.
   json cj = {{"architectures", {"DeepseekV41ForCausalLM"}},
              {"model_type", "deepseek_v41"},
@@ -260,7 +280,8 @@ Status write_tiny_model(const std::string& dir, const v4::TinyModelOptions& o) {
   ASSIGN_OR_RETURN(
       Config c,
       parse_config_json(cj.dump(), o.config_path.empty() ? "preset " + o.preset : o.config_path));
-  const std::vector<WeightSpec> manifest = weight_manifest(c);
+  // A config with draft layers gets their tensors too (the released checkpoint has them).
+  const std::vector<WeightSpec> manifest = weight_manifest(c, c.num_nextn_layers > 0);
   std::vector<std::vector<TensorRecord>> records(manifest.size());
   v4::generate_tensors(
       manifest.size(), flash, o.seed, o.progress,

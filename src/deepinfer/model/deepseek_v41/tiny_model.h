@@ -1,7 +1,7 @@
 // Random deepseek_v41 (DeepSeek-V4.1-Flash) models in the released checkpoint's on-disk format:
 // the composite config.json (model fields under text_config, quantization_config at the top),
 // safetensors with the Hub-style names weights.h expects, and the tokenizer the Engram layers
-// need. For tests (v41-default) and benchmarks (v41-flash-8layer).
+// need. For tests (v41-default, v41-dspark) and benchmarks (v41-flash-8layer).
 #pragma once
 
 #include <string>
@@ -17,6 +17,8 @@ namespace deepinfer::v41 {
 // Engram layer, a reuse layer, and an index source inside the candidate blocks), BF16 weights
 // (FP8 32x32 + MXFP4 with --quantized), vocab = the tokenizer's ids so every id has an Engram
 // entry.
+// v41-dspark: v41-default plus three DSpark draft stages (mtp.0-2, as released: taps from layers
+// 3, 5 and 6, blocks of 5, 4 experts top-2, Markov rank 8) and their tensors.
 // v41-flash-8layer: V4.1-Flash's real dims (spec §11.1) on the same 8-layer schedule shape
 // ([0,0,2,2,1,1,1,1], KV sources 2 and 4, index sources 2/4/6, candidate source 4, Engram
 // layers 1 and 4), FP8 32x32 dense, MXFP4 experts, FP8 Engram tables with E8M0 scales per 32

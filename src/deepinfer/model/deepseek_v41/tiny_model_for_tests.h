@@ -1,6 +1,7 @@
-// Tests' tiny V4.1 model: the v41-default preset written once per test process (ctest runs each
-// case as its own process) into the gtest temp dir with the bundled tokenizer, removed at exit.
-// Header-only and used only by tests (gtest, DEEPINFER_SOURCE_DIR from deepinfer_test()).
+// Tests' tiny V4.1 models: the v41-default (or v41-dspark) preset written once per test process
+// (ctest runs each case as its own process) into the gtest temp dir with the bundled tokenizer,
+// removed at exit. Header-only and used only by tests (gtest, DEEPINFER_SOURCE_DIR from
+// deepinfer_test()).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,11 +15,14 @@
 
 namespace deepinfer::v41 {
 
-// The directory of this process's v41-default model (quantized: FP8 32x32 + MXFP4), written on
-// the first call; a failure is a test failure. Not thread-safe (call it from the test body).
-inline const std::string& tiny_model_dir_for_test(bool quantized = false) {
-  static std::string dirs[2];  // plain, quantized
-  std::string& dir = dirs[quantized ? 1 : 0];
+// The directory of this process's model of `preset` (v41-default or v41-dspark; quantized: FP8
+// 32x32 + MXFP4), written on the first call; a failure is a test failure. Not thread-safe (call it
+// from the test body).
+inline const std::string& tiny_model_dir_for_test(bool quantized = false,
+                                                  const std::string& preset = "v41-default") {
+  static std::string dirs[4];  // plain, quantized; v41-default, v41-dspark
+  const int slot = (quantized ? 1 : 0) + (preset == "v41-dspark" ? 2 : 0);
+  std::string& dir = dirs[slot];
   if (!dir.empty()) return dir;
   static const bool hooked = [] {
     std::atexit([] {
@@ -28,9 +32,10 @@ inline const std::string& tiny_model_dir_for_test(bool quantized = false) {
     return true;
   }();
   (void)hooked;
-  dir = ::testing::TempDir() + "/v41_tiny_" + (quantized ? "q_" : "") + std::to_string(::getpid());
+  dir =
+      ::testing::TempDir() + "/v41_tiny_" + std::to_string(slot) + "_" + std::to_string(::getpid());
   v4::TinyModelOptions o;
-  o.preset = "v41-default";
+  o.preset = preset;
   o.quantized = quantized;
   o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
   Status st = v41::write_tiny_model(dir, o);

@@ -168,14 +168,61 @@ class Resolver {
 
 }  // namespace
 
-std::vector<WeightSpec> weight_manifest(const Config& c) {
+std::vector<WeightSpec> weight_manifest(const Config& c, bool with_draft) {
   std::vector<WeightSpec> m;
   const int64_t H = c.hidden_size;
   m.push_back({"embed.weight", {c.vocab_size, H}, WeightKind::kFloat});
   if (!c.tie_word_embeddings) m.push_back({"head.weight", {c.vocab_size, H}, WeightKind::kFloat});
   m.push_back({"norm.weight", {H}, WeightKind::kFloat});
   for (int l = 0; l < c.num_layers; ++l) add_layer(m, c, l);
+  if (with_draft)
+    for (WeightSpec& s : dspark_weight_manifest(c)) m.push_back(std::move(s));
   return m;
+}
+
+std::vector<WeightSpec> dspark_weight_manifest(const Config& c) {
+  std::vector<WeightSpec> m;
+  const int64_t H = c.hidden_size, V = c.vocab_size, R = c.dspark.markov_rank;
+  const int64_t taps = static_cast<int64_t>(c.dspark.target_layer_ids.size());
+  for (int s = 0; s < c.num_nextn_layers; ++s) {
+    const std::string p = "mtp." + std::to_string(s) + ".";
+    auto add = [&](const std::string& n, std::vector<int64_t> shape,
+                   WeightKind k = WeightKind::kFloat) {
+      m.push_back({p + n, std::move(shape), k});
+    };
+    const v4::TensorSink add_shared = [&](const std::string& n, std::vector<int64_t> shape,
+                                          v4::WeightKind k) {
+      add(n, std::move(shape),
+          k == v4::WeightKind::kExpert  ? WeightKind::kExpert
+          : k == v4::WeightKind::kDense ? WeightKind::kDense
+                                        : WeightKind::kFloat);
+    };
+    // A stage is a sliding-only V4.1 block (compress_ratios entry 0) with its own expert count.
+    v4::block_core_tensors(
+        {H, c.hc_mult, c.head_dim, c.num_heads, c.q_lora_rank, c.o_groups, c.o_lora_rank},
+        add_shared);
+    add("ffn.gate.weight", {c.dspark.n_routed_experts, H});
+    add("ffn.gate.bias", {c.dspark.n_routed_experts});
+    v4::expert_tensors(H, c.moe_intermediate_size, c.dspark.n_routed_experts, c.n_shared_experts,
+                       add_shared);
+    if (s == 0) {
+      add("main_proj.weight", {H, taps * H}, WeightKind::kDense);
+      add("main_norm.weight", {H});
+    }
+    if (s + 1 == c.num_nextn_layers) {
+      add("norm.weight", {H});
+      add("markov_head.embed.weight", {V, R});
+      add("markov_head.head.weight", {V, R}, WeightKind::kDense);
+      add("confidence_head.proj.weight", {1, H + R});
+    }
+  }
+  return m;
+}
+
+bool has_draft_weights(const Checkpoint& ckpt) {
+  for (const std::string& n : ckpt.canonical_names())
+    if (n.rfind("mtp.", 0) == 0) return true;
+  return false;
 }
 
 int64_t WeightSource::numel() const {
@@ -194,7 +241,8 @@ StatusOr<std::vector<WeightSource>> resolve_weights(const Checkpoint& ckpt, cons
   Resolver resolver(ckpt, c);
   std::vector<WeightSource> out;
   std::set<std::string> used;
-  for (const WeightSpec& s : weight_manifest(c)) {
+  const bool with_draft = c.num_nextn_layers > 0 && has_draft_weights(ckpt);
+  for (const WeightSpec& s : weight_manifest(c, with_draft)) {
     ASSIGN_OR_RETURN(WeightSource src, resolver.resolve(s));
     used.insert(s.name);
     if (src.scale) used.insert(scale_name(s.name));

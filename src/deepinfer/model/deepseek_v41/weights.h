@@ -42,9 +42,23 @@ struct WeightSpec {
 //   attn.indexer.{wk, k_norm};
 // - index sources (KV sources and Reindex layers): attn.indexer.{wq_b, weights_proj};
 // - Engram layers: engram.{embed.weight, embed.scale, wkv.weight, q_weight, k_weight}.
-// No hc_head, no compressor ape, no tid2eid, no draft (DSpark) or vision tensors. head.weight is
-// absent when tie_word_embeddings.
-std::vector<WeightSpec> weight_manifest(const Config& c);
+// No hc_head, no compressor ape, no tid2eid, no vision tensors. head.weight is absent when
+// tie_word_embeddings. with_draft appends dspark_weight_manifest(c).
+std::vector<WeightSpec> weight_manifest(const Config& c, bool with_draft = false);
+
+// The DSpark drafter's tensors (num_nextn_predict_layers stages, spec §11.2.9), empty without draft
+// layers. Names follow DeepSeek's inference code as two independent ports read it (README
+// "Weights"): per stage s, "mtp.{s}." + a V4.1 block (attention, norms, mHC, MoE with
+// dspark_n_routed_experts experts and gate.bias, no bias_vl); stage 0 adds main_proj.weight
+// [hidden, taps * hidden] and main_norm.weight; the last stage adds norm.weight,
+// markov_head.{embed,head}.weight [vocab, markov_rank] and confidence_head.proj.weight
+// [1, hidden + markov_rank] (no bias). The drafter shares embed.weight and head.weight.
+std::vector<WeightSpec> dspark_weight_manifest(const Config& c);
+
+// Whether the checkpoint holds any draft tensor (canonical name "mtp.…"). transformers'
+// save_pretrained writes none (the golden_v41 fixtures count one draft layer and hold no draft
+// tensor), so draft weights are all or nothing: none loads the target alone.
+bool has_draft_weights(const Checkpoint& ckpt);
 
 enum class WeightFormat {
   kFloat,     // F32/BF16/F16 as logically shaped
@@ -66,7 +80,8 @@ struct WeightSource {
 
 // Validates the checkpoint against the manifest without reading tensor data: missing tensors,
 // unexpected tensors, shapes, dtypes, missing or mis-shaped `.scale`. One source per manifest
-// entry, in manifest order. Errors name the tensor (as stored) and its file.
+// entry, in manifest order; the draft tensors are part of it when the config has draft layers and
+// has_draft_weights(ckpt). Errors name the tensor (as stored) and its file.
 StatusOr<std::vector<WeightSource>> resolve_weights(const Checkpoint& ckpt, const Config& c);
 
 // One source's values as fp32 (numel floats). A float-stored Engram table ignores its scale
