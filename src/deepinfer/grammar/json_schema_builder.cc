@@ -187,6 +187,10 @@ Element JsonBuilder::string_not_in(const std::vector<std::string>& names) {
 StatusOr<Element> JsonBuilder::regex(std::string_view pattern, bool json_string,
                                      std::string_view hint) {
   ASSIGN_OR_RETURN(Grammar g, parse_regex(pattern));
+  return embed(g, json_string, hint);
+}
+
+Element JsonBuilder::embed(const Grammar& g, bool json_string, std::string_view hint) {
   b_.count_elements(num_elements(g));
   return embed_grammar(g, &b_, json_string, hint);
 }

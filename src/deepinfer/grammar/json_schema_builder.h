@@ -45,6 +45,8 @@ class JsonBuilder {
   Element delimited(char open, Element item, char close, std::string_view hint);
   // Regex (our dialect) as raw bytes, or as the content of a JSON string when json_string.
   StatusOr<Element> regex(std::string_view pattern, bool json_string, std::string_view hint);
+  // A byte grammar (a regex's, a language product's) embedded the same way.
+  Element embed(const Grammar& g, bool json_string, std::string_view hint);
 
   Grammar finish(Element root) &&;
 

@@ -17,6 +17,9 @@ using Json = nlohmann::ordered_json;
 // A member the compiler adds to a narrowed oneOf branch (no keyword, so inert everywhere else):
 // the strings listed in it are not written (JsonBuilder::string_not_in).
 inline constexpr const char* kNotInKey = "$deepinfer:string-not-in";
+// Patterns a string must not match anywhere (`not: {pattern}` beside a string schema), added by
+// the compiler where it negates (inert likewise).
+inline constexpr const char* kNotPatternKey = "$deepinfer:string-not-pattern";
 
 // Annotation keywords, which do not constrain values and are ignored.
 bool is_annotation(const std::string& keyword);

@@ -1,5 +1,6 @@
 // SchemaCompiler: `not`, as a narrowing of the schema beside it.
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -9,7 +10,8 @@
 namespace deepinfer::grammar::json_detail {
 
 Status SchemaCompiler::negate_into(Json* out, const Json& n0, const std::string& path, int depth) {
-  if (depth > 8) return unsupported("not", path, "nested too deeply");
+  // allOf merges n `not`s into n-1 nested anyOfs (json_schema_merge.cc).
+  if (depth > 64) return unsupported("not", path, "nested too deeply");
   const Json* n = &n0;
   if (n->is_object() && n->contains("$ref") && (*n)["$ref"].is_string()) {
     ASSIGN_OR_RETURN(n, json_detail::resolve_ref(root_, (*n)["$ref"].get<std::string>(), path));
@@ -77,6 +79,36 @@ Status SchemaCompiler::negate_into(Json* out, const Json& n0, const std::string&
     }
     return bad(path, "'not required' accepts no value: every name is required");
   }
+  if (keys == std::set<std::string>{"pattern"} && (*n)["pattern"].is_string()) {
+    // {pattern: P} holds for every value but strings P finds no match in: only such strings
+    // remain. Beside enum/const the values are checked (where std::regex is certain);
+    // otherwise the string compiler excludes P's matches (kNotPatternKey).
+    const std::string p = (*n)["pattern"].get<std::string>();
+    if (out->contains("enum") && out->contains("const"))
+      return unsupported("not", path, "pattern beside both enum and const");
+    if (out->contains("enum") || out->contains("const")) {
+      std::vector<Json> vals;
+      if (out->contains("const")) vals.push_back((*out)["const"]);
+      if (out->contains("enum") && (*out)["enum"].is_array())
+        vals.insert(vals.end(), (*out)["enum"].begin(), (*out)["enum"].end());
+      Json keep = Json::array();
+      for (const Json& v : vals) {
+        if (!v.is_string()) continue;
+        std::optional<bool> found = pattern_finds(p, v);
+        if (!found) return unsupported("not", path, "pattern beside values it cannot check");
+        if (!*found) keep.push_back(v);
+      }
+      out->erase("const");
+      (*out)["enum"] = keep;
+      return ok_status();
+    }
+    ASSIGN_OR_RETURN(auto have, types_of_out());
+    if (!have.count("string")) return bad(path, "'not pattern' leaves no type: accepts no value");
+    Json list = out->contains(kNotPatternKey) ? (*out)[kNotPatternKey] : Json::array();
+    list.push_back(p);
+    (*out)[kNotPatternKey] = list;
+    return set_types({"string"});
+  }
   if (keys == std::set<std::string>{"anyOf"} && (*n)["anyOf"].is_array()) {
     for (const Json& b : (*n)["anyOf"]) RETURN_IF_ERROR(negate_into(out, b, path, depth + 1));
     return ok_status();
@@ -84,7 +116,7 @@ Status SchemaCompiler::negate_into(Json* out, const Json& n0, const std::string&
   if ((keys == std::set<std::string>{"enum"} || keys == std::set<std::string>{"const"}) &&
       !out->contains("enum") && !out->contains("const")) {
     // Strings struck from a plain string schema (json_detail::kNotInKey).
-    for (const char* k : {"pattern", "format", "minLength", "maxLength"})
+    for (const char* k : {"pattern", "format", "minLength", "maxLength", kNotPatternKey})
       if (out->contains(k)) return unsupported("not", path, "enum/const beside " + std::string(k));
     ASSIGN_OR_RETURN(auto have, types_of_out());
     std::vector<Json> drop;

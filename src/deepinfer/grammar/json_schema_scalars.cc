@@ -1,5 +1,4 @@
-// SchemaCompiler: type dispatch, numbers (bounds, multipleOf) and strings (lengths, pattern,
-// format).
+// SchemaCompiler: type dispatch and numbers (bounds, multipleOf).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -162,93 +161,6 @@ StatusOr<int64_t> SchemaCompiler::count(const Json& s, const char* key, const st
     if (d >= 0 && std::floor(d) == d) return d > kHuge ? kHuge : static_cast<int64_t>(d);
   }
   return bad(path + "/" + key, "must be a non-negative integer");
-}
-
-StatusOr<Element> SchemaCompiler::string(const Json& s, const std::string& path) {
-  if (s.contains(json_detail::kNotInKey)) {  // a narrowed oneOf branch (exclude_values_of)
-    for (const char* k : {"pattern", "format", "minLength", "maxLength"})
-      if (s.contains(k))
-        return unsupported("oneOf", path, "strings to strike beside " + std::string(k));
-    std::vector<std::string> out;
-    for (const Json& x : s[json_detail::kNotInKey])
-      if (x.is_string()) out.push_back(x.get<std::string>());
-    return jb_.string_not_in(out);
-  }
-  int64_t min = 0;
-  std::optional<int64_t> max;
-  bool has_len = s.contains("minLength") || s.contains("maxLength");
-  if (s.contains("minLength")) {
-    ASSIGN_OR_RETURN(min, count(s, "minLength", path));
-  }
-  if (s.contains("maxLength")) {
-    ASSIGN_OR_RETURN(max, count(s, "maxLength", path));
-  }
-  if (max && *max < min) return bad(path, "string length range accepts no value");
-  std::string re;
-  const char* source = nullptr;
-  if (s.contains("format")) {
-    if (!s["format"].is_string()) return bad(path + "/format", "must be a string");
-    std::string f = s["format"].get<std::string>();
-    auto r = json_detail::format_regex(f);
-    // A name no draft defines is a custom format: an annotation unless both sides agree on
-    // it (validators pass unknown formats), so it constrains nothing.
-    if (!r && json_detail::is_standard_format(f))
-      return unsupported("format", path, "format '" + f + "' is not supported");
-    if (r) {
-      re = *r;
-      source = "format";
-    }
-  }
-  if (s.contains("pattern")) {
-    if (source) return unsupported("pattern", path, "together with format");
-    if (!s["pattern"].is_string()) return bad(path + "/pattern", "must be a string");
-    re = s["pattern"].get<std::string>();
-    source = "pattern";
-  }
-  if (!source) return jb_.string(min, max);
-  if (has_len) {
-    // A length bound that every string of the pattern/format already meets is redundant.
-    // Otherwise, with a maxLength, the pattern's unbounded repetitions are capped at the
-    // largest k that keeps every string within the bounds (a subset of the pattern).
-    auto fits = [&](const std::string& r) {
-      auto g = parse_regex(r);
-      if (!g.ok()) return false;
-      auto [lo, hi] = json_detail::code_point_length_range(*g);
-      return lo >= min && (!max || (hi && *hi <= *max));
-    };
-    if (!fits(re)) {
-      std::optional<std::string> best;
-      if (max && *max >= 1) {
-        int64_t lo = 1, hi = std::min<int64_t>(*max, 10000);
-        while (lo <= hi) {
-          const int64_t k = lo + (hi - lo) / 2;
-          std::string r = json_detail::cap_repetitions(re, k);
-          if (fits(r)) {
-            best = r;
-            lo = k + 1;
-          } else {
-            hi = k - 1;
-          }
-        }
-      }
-      if (!best)
-        return unsupported(s.contains("minLength") ? "minLength" : "maxLength", path,
-                           std::string("together with ") + source +
-                               " whose strings are not all within the bounds");
-      re = *best;
-    }
-  }
-  // Our regex front end is full-match, so '^'/'$' at the ends are accepted and redundant.
-  StatusOr<Element> body = jb_.regex(re, true, source);
-  if (!body.ok())
-    return body.status().with_context("json schema " + std::string(source) + " at " +
-                                      (path.empty() ? "/" : path));
-  Element q = jb_.b().bytes([] {
-    ByteSet b;
-    b.set('"');
-    return b;
-  }());
-  return jb_.rule_of({Sequence{q, *body, q}}, source);
 }
 
 }  // namespace deepinfer::grammar::json_detail

@@ -42,8 +42,7 @@ class RegexParser {
 
   StatusOr<Grammar> parse() {
     uint32_t root = builder_.add_rule("root");
-    if (peek() == '^') ++pos_;
-    ASSIGN_OR_RETURN(Fragment f, parse_alternation(0));
+    ASSIGN_OR_RETURN(Fragment f, parse_alternation(0, /*at_start=*/true));
     if (!at_end()) {
       if (peek() == ')') return error("unbalanced ')'");
       return error("unexpected '" + char_for_message(p_, pos_) + "'");
@@ -67,11 +66,12 @@ class RegexParser {
                          " is not supported");
   }
 
-  StatusOr<Fragment> parse_alternation(int depth) {
+  // at_start: nothing can have been matched before this point on any path (a '^' here holds).
+  StatusOr<Fragment> parse_alternation(int depth, bool at_start) {
     if (depth > kMaxDepth) return error("nesting too deep");
     Fragment result;
     while (true) {
-      ASSIGN_OR_RETURN(Fragment seq, parse_sequence(depth));
+      ASSIGN_OR_RETURN(Fragment seq, parse_sequence(depth, at_start));
       for (auto& s : seq) result.push_back(std::move(s));
       if (peek() != '|') break;
       ++pos_;
@@ -79,18 +79,35 @@ class RegexParser {
     return result;
   }
 
-  StatusOr<Fragment> parse_sequence(int depth) {
+  // Anchors are kept only where full-match semantics makes them no-ops: '^' where nothing can
+  // have been matched yet, '$' where nothing more can be (at the end of an alternative, of
+  // groups that end the pattern); a group holding one may be quantified only by '?'.
+  StatusOr<Fragment> parse_sequence(int depth, bool at_start) {
     Fragment seq = {Sequence{}};
+    bool start = at_start;
     while (!at_end() && peek() != '|' && peek() != ')') {
       if (peek() == '$') {
-        // Only a final $ (possibly before ) or |) keeps full-match semantics simple.
-        size_t at = pos_;
         ++pos_;
-        if (at_end()) break;
-        return unsupported(at, "'$' before the end of the pattern");
+        anchor_in_atom_ = dollar_in_atom_ = true;
+        if (!at_end() && peek() != '|' && peek() != ')')
+          return unsupported(pos_ - 1, "'$' before the end of the pattern");
+        continue;
       }
-      if (peek() == '^') return unsupported(pos_, "'^' after the start of the pattern");
-      ASSIGN_OR_RETURN(Fragment atom, parse_quantified(depth));
+      if (peek() == '^') {
+        if (!start) return unsupported(pos_, "'^' after the start of the pattern");
+        ++pos_;
+        anchor_in_atom_ = true;
+        continue;
+      }
+      const bool outer_anchor = anchor_in_atom_, outer_dollar = dollar_in_atom_;
+      anchor_in_atom_ = dollar_in_atom_ = false;
+      const size_t atom_at = pos_;
+      ASSIGN_OR_RETURN(Fragment atom, parse_quantified(depth, start));
+      if (dollar_in_atom_ && !at_end() && peek() != '|' && peek() != ')')
+        return unsupported(atom_at, "'$' before the end of the pattern");
+      anchor_in_atom_ = anchor_in_atom_ || outer_anchor;
+      dollar_in_atom_ = dollar_in_atom_ || outer_dollar;
+      start = false;
       seq = builder_.concat(seq, atom, "seq");
     }
     return seq;
@@ -131,11 +148,13 @@ class RegexParser {
     return std::optional<std::pair<int, int>>(std::make_pair(*lo, hi));
   }
 
-  StatusOr<Fragment> parse_quantified(int depth) {
-    ASSIGN_OR_RETURN(Fragment f, parse_atom(depth));
+  StatusOr<Fragment> parse_quantified(int depth, bool at_start) {
+    ASSIGN_OR_RETURN(Fragment f, parse_atom(depth, at_start));
     while (!at_end()) {
       char c = peek();
       size_t qpos = pos_;
+      if (anchor_in_atom_ && (c == '*' || c == '+' || c == '{'))
+        return unsupported(qpos, "a repeated group holding an anchor");
       if (c == '*') {
         ++pos_;
         f = builder_.star(f, "star");
@@ -328,7 +347,7 @@ class RegexParser {
     return class_fragment(ranges, negate);
   }
 
-  StatusOr<Fragment> parse_atom(int depth) {
+  StatusOr<Fragment> parse_atom(int depth, bool at_start) {
     size_t start = pos_;
     char c = peek();
     switch (c) {
@@ -353,7 +372,7 @@ class RegexParser {
             return unsupported(start, "group modifier '(?" + char_for_message(p_, pos_ + 1) + "'");
           }
         }
-        ASSIGN_OR_RETURN(Fragment f, parse_alternation(depth + 1));
+        ASSIGN_OR_RETURN(Fragment f, parse_alternation(depth + 1, at_start));
         if (peek() != ')') return error_at(start, "unclosed '('");
         ++pos_;
         return f;
@@ -389,6 +408,9 @@ class RegexParser {
   std::string_view p_;
   size_t pos_ = 0;
   GrammarBuilder builder_;
+  // Set while parsing an atom that holds an anchor ('^' or '$') / a '$'.
+  bool anchor_in_atom_ = false;
+  bool dollar_in_atom_ = false;
 };
 
 }  // namespace
