@@ -180,8 +180,12 @@ StatusOr<DeviceWeights> DeviceWeights::load(
   for (const v41::WeightSource& s : sources) {
     p.bytes_done += s.stored_bytes();
     ++p.tensors_done;
-    // The Engram tables stay in host memory (read in place from the mapped checkpoint).
-    if (s.spec.kind != v41::WeightKind::kEngramTable) {
+    // The Engram tables stay in host memory (read in place from the mapped checkpoint); the
+    // DSpark drafter has no GPU forward yet, so its tensors are not uploaded.
+    const std::string& n = s.spec.name;
+    const bool drafter = n.rfind("mtp.", 0) == 0 || n.rfind("markov_head.", 0) == 0 ||
+                         n.rfind("confidence_head.", 0) == 0;
+    if (s.spec.kind != v41::WeightKind::kEngramTable && !drafter) {
       const std::string& name = s.spec.name;
       // The indexer's wk and the Engram wkv are projections too (FP8 32x32 when quantized).
       const bool projection = is_projection(name) || name.ends_with("indexer.wk.weight");
