@@ -47,7 +47,7 @@ def main():
                     textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.set_xlabel("TPOT p50 (ms)")
     ax.set_ylabel("output tokens/s per GPU")
-    ax.set_title(f"deepinfer, {a.device}: throughput per GPU vs TPOT (labels: concurrency)")
+    ax.set_title(f"deepinfer, {a.device}: throughput per GPU vs TPOT\n(point labels: concurrency)")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(os.path.join(a.out, "throughput_per_gpu_vs_tpot.png"), dpi=120)
