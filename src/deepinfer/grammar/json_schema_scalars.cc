@@ -118,9 +118,37 @@ StatusOr<Element> SchemaCompiler::number(const Json& s, bool integer, const std:
     Json rest = s;
     rest.erase("multipleOf");
     if (k == 1) return number(rest, true, path);
+    bool bounded = false;
     for (const char* b : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-      if (s.contains(b)) return unsupported("multipleOf", path, std::string("together with ") + b);
-    return multiples_of(static_cast<int64_t>(k));
+      bounded = bounded || s.contains(b);
+    if (!bounded) return multiples_of(static_cast<int64_t>(k));
+    // With bounds on both sides and at most kMaxListed multiples between them: each listed.
+    constexpr int64_t kMaxListed = 1000;
+    const int64_t step = static_cast<int64_t>(k);
+    bool lo_ex = false, hi_ex = false, lo_ex2 = false, hi_ex2 = false;
+    ASSIGN_OR_RETURN(auto lo, bound(s, "minimum", true, true, path, &lo_ex));
+    ASSIGN_OR_RETURN(auto hi, bound(s, "maximum", true, false, path, &hi_ex));
+    ASSIGN_OR_RETURN(auto xlo, bound(s, "exclusiveMinimum", true, true, path, &lo_ex2));
+    ASSIGN_OR_RETURN(auto xhi, bound(s, "exclusiveMaximum", true, false, path, &hi_ex2));
+    if (xlo && (!lo || *xlo >= *lo)) lo = xlo, lo_ex = lo_ex2;
+    if (xhi && (!hi || *xhi <= *hi)) hi = xhi, hi_ex = hi_ex2;
+    constexpr int64_t kHuge = int64_t{1} << 50;
+    if (!lo || !hi || *lo < -kHuge || *hi > kHuge)
+      return unsupported("multipleOf", path, "beside a bound on one side only, or a huge one");
+    const int64_t first_in = *lo + (lo_ex ? 1 : 0), last_in = *hi - (hi_ex ? 1 : 0);
+    // The smallest multiple >= first_in and the largest <= last_in.
+    const int64_t first =
+        first_in >= 0 ? (first_in + step - 1) / step * step : -((-first_in) / step * step);
+    const int64_t last =
+        last_in >= 0 ? last_in / step * step : -((-last_in + step - 1) / step * step);
+    if (first > last) return bad(path, "multipleOf within the bounds accepts no value");
+    if ((last - first) / step + 1 > kMaxListed)
+      return unsupported(
+          "multipleOf", path,
+          "more than " + std::to_string(kMaxListed) + " multiples within the bounds");
+    std::string re;
+    for (int64_t v = first; v <= last; v += step) re += (re.empty() ? "" : "|") + std::to_string(v);
+    return jb_.regex(re, false, "multiples");
   }
   bool lo_ex = false, hi_ex = false, lo_ex2 = false, hi_ex2 = false;
   ASSIGN_OR_RETURN(auto lo, bound(s, "minimum", integer, true, path, &lo_ex));

@@ -193,5 +193,21 @@ TEST(JsonSchemaStrings, NotPatternExcludesEveryStringItFindsAMatchIn) {
   expect_error(R"({"type":"string","not":{"pattern":"ab"}})", StatusCode::kUnimplemented, "'not'");
 }
 
+// Not a string keyword, but the same issue's coverage: integral multipleOf with bounds.
+TEST(JsonSchemaNumbers, MultipleOfWithinBothBoundsIsExact) {
+  auto g = compile(R"({"type":"integer","minimum":-40,"exclusiveMaximum":32,"multipleOf":16})");
+  ASSERT_NE(g, nullptr);
+  for (int v = -60; v <= 60; ++v) {
+    const bool in = v % 16 == 0 && v >= -40 && v < 32;
+    EXPECT_EQ(accepts(g, std::to_string(v)), in) << v;
+  }
+  EXPECT_FALSE(accepts(g, "-0"));
+  EXPECT_FALSE(accepts(g, "16.0"));  // valid, but integers are written without a fraction
+  expect_error(R"({"type":"integer","minimum":0,"multipleOf":16})", StatusCode::kUnimplemented,
+               "'multipleOf'");
+  expect_error(R"({"type":"integer","minimum":1,"maximum":15,"multipleOf":16})",
+               StatusCode::kInvalidArgument, "accepts no value");
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
