@@ -250,6 +250,64 @@ TEST(CudaIndexer, TopKMatchesCpuExactlyWithTiesToTheEarlierEntry) {
   }
 }
 
+// Past one block's sort (16,384 visible entries) the top-k runs in chunks and a merge: the same
+// choice as the CPU's, ties across chunk boundaries included, for one sequence and batched rows.
+TEST(CudaIndexer, ChunkedTopKMatchesCpuPastOneBlocksSort) {
+  const int ratio = 1, topk = 512;
+  ASSERT_GE(indexer_topk_capacity(topk), 100000);
+  for (int levels : {0, 3}) {
+    const int64_t pos0 = 70000, T = 3, E = (pos0 + T) / ratio;
+    auto scores = randn(T * E);
+    if (levels)  // few distinct values: ties everywhere, across chunks too
+      for (auto& s : scores) s = std::floor(std::fabs(s) * levels) * (s > 0 ? 1.0f : 0.0f);
+    DeviceBuffer<float> ds(scores);
+    DeviceBuffer<int32_t> dsel(T * topk), dn(T);
+    dsel.poison();
+    dn.poison();
+    indexer_topk_reserve(T, E, topk);
+    indexer_topk(ds.get(), T, E, pos0, ratio, topk, dsel.get(), dn.get(), nullptr);
+    const auto sel = dsel.download(), n = dn.download();
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t visible = (pos0 + t + 1) / ratio;
+      const auto want = cpu::top_k_indices(&scores[t * E], visible, topk);
+      ASSERT_EQ(n[t], static_cast<int32_t>(want.size())) << "query " << t;
+      for (int i = 0; i < topk; ++i)
+        ASSERT_EQ(sel[t * topk + i], i < n[t] ? static_cast<int32_t>(want[i]) : -1)
+            << "levels " << levels << " query " << t << " slot " << i;
+    }
+    // The same rows as batched decode rows at their own positions (one padding row).
+    const std::vector<int64_t> pos = {pos0, 20000, 0, pos0 + 2};
+    const std::vector<int32_t> seq = {0, 1, -1, 2};
+    std::vector<float> rows(4 * E, 0.0f);
+    for (int b = 0; b < 4; ++b)
+      std::copy(&scores[(b == 3   ? 2
+                         : b == 1 ? 1
+                                  : 0) *
+                        E],
+                &scores[(b == 3   ? 2
+                         : b == 1 ? 1
+                                  : 0) *
+                        E] +
+                    E,
+                &rows[b * E]);
+    DeviceBuffer<float> dr(rows);
+    DeviceBuffer<int64_t> dpos(pos);
+    DeviceBuffer<int32_t> dseq(seq), dsel4(4 * topk), dn4(4);
+    indexer_topk_reserve(4, E, topk);
+    indexer_topk_rows(dr.get(), 4, E, dpos.get(), dseq.get(), ratio, topk, dsel4.get(), dn4.get(),
+                      nullptr);
+    const auto sel4 = dsel4.download(), n4 = dn4.download();
+    for (int b = 0; b < 4; ++b) {
+      const int64_t visible = seq[b] < 0 ? 0 : (pos[b] + 1) / ratio;
+      const auto want = cpu::top_k_indices(&rows[b * E], visible, topk);
+      ASSERT_EQ(n4[b], static_cast<int32_t>(want.size())) << "row " << b;
+      for (int i = 0; i < topk; ++i)
+        ASSERT_EQ(sel4[b * topk + i], i < n4[b] ? static_cast<int32_t>(want[i]) : -1)
+            << "levels " << levels << " row " << b << " slot " << i;
+    }
+  }
+}
+
 // Batched decode: each query belongs to its own sequence (own ring, own position) reached through
 // device pointer tables, its entries through its row of the block tables (pages shuffled); a
 // padding row (sequence -1) outputs zeros.

@@ -379,8 +379,10 @@ TEST_P(CudaV41ModelTest, PagesMovedThroughPageIoContinueBitIdentically) {
 
 TEST(CudaV41Errors, RefusesWhatItCannotServe) {
   const std::string dir = shared_dir() + "/golden_v41/v41_engram_ratio1";
+  auto config = v41::load_config(dir);
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
   CudaModelOptions o;
-  o.max_tokens = 1 << 20;
+  o.max_tokens = CudaV41Model::max_supported_tokens(*config) + 1;
   auto too_long = CudaV41Model::load(dir, o);
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.status().message().find("max_tokens"), std::string::npos);

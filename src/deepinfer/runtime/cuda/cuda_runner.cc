@@ -296,8 +296,8 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
       const int64_t serves = CudaV41Model::max_supported_tokens(config);
       if (o.max_model_len_defaulted && mo.max_tokens > serves) {
         std::fprintf(stderr,
-                     "deepinfer: --max-model-len defaults to %lld for %s on the GPU (its indexer "
-                     "serves 16384 entries of the smallest compress ratio)\n",
+                     "deepinfer: --max-model-len defaults to %lld for %s on the GPU (the "
+                     "indexer's top-k capacity at the smallest compress ratio)\n",
                      static_cast<long long>(serves), o.model_dir.c_str());
         mo.max_tokens = serves;
       }

@@ -1,4 +1,9 @@
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
@@ -70,22 +75,16 @@ __device__ void bitonic_sort(unsigned long long* v, int n) {
 }
 
 // positions/query_seq: batched decode (see indexer_topk_rows); null for one sequence at pos0.
-__global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t pos0,
-                            const int64_t* positions, const int32_t* query_seq, int ratio,
-                            int top_k, int32_t* selected, int32_t* num_selected) {
-  extern __shared__ unsigned long long keys[];
-  const int64_t t = blockIdx.x;
-  const int visible = query_seq
-                          ? (query_seq[t] < 0 ? 0 : static_cast<int>((positions[t] + 1) / ratio))
-                          : static_cast<int>((pos0 + t + 1) / ratio);
-  const int k = visible < top_k ? visible : top_k;
-  int n = 1;
-  while (n < visible) n <<= 1;
-  for (int i = threadIdx.x; i < n; i += blockDim.x)
-    keys[i] = i < visible ? sort_key(scores[t * num_entries + i], i) : ~0ull;
-  __syncthreads();
-  bitonic_sort(keys, n);
-  // The winners' indices, re-sorted ascending (the CPU reference's order).
+__device__ inline int visible_of(int64_t t, int64_t pos0, const int64_t* positions,
+                                 const int32_t* query_seq, int ratio) {
+  return query_seq ? (query_seq[t] < 0 ? 0 : static_cast<int>((positions[t] + 1) / ratio))
+                   : static_cast<int>((pos0 + t + 1) / ratio);
+}
+
+// keys[0..n) hold sorted winners first: their indices re-sorted ascending (the CPU reference's
+// order) into selected, -1 padded.
+__device__ void write_winners(unsigned long long* keys, int n, int k, int top_k, int32_t* selected,
+                              int32_t* num_selected) {
   int m = 1;
   while (m < k) m <<= 1;
   unsigned long long* idx = keys + n;
@@ -94,8 +93,75 @@ __global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t po
   __syncthreads();
   bitonic_sort(idx, m);
   for (int i = threadIdx.x; i < top_k; i += blockDim.x)
-    selected[t * top_k + i] = i < k ? static_cast<int32_t>(idx[i]) : -1;
-  if (threadIdx.x == 0) num_selected[t] = k;
+    selected[i] = i < k ? static_cast<int32_t>(idx[i]) : -1;
+  if (threadIdx.x == 0) *num_selected = k;
+}
+
+__global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t pos0,
+                            const int64_t* positions, const int32_t* query_seq, int ratio,
+                            int top_k, int32_t* selected, int32_t* num_selected) {
+  extern __shared__ unsigned long long keys[];
+  const int64_t t = blockIdx.x;
+  const int visible = visible_of(t, pos0, positions, query_seq, ratio);
+  const int k = visible < top_k ? visible : top_k;
+  int n = 1;
+  while (n < visible) n <<= 1;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    keys[i] = i < visible ? sort_key(scores[t * num_entries + i], i) : ~0ull;
+  __syncthreads();
+  bitonic_sort(keys, n);
+  write_winners(keys, n, k, top_k, selected + t * top_k, num_selected + t);
+}
+
+// More visible entries than one block sorts: block (t, c) sorts chunk c (kMaxIndexerEntries
+// entries) of query t and keeps its best top_k keys in cand[t][c] (~0 padded); the merge then
+// sorts every chunk's survivors. The keys carry the global index, so ties still go to the
+// earlier entry whatever chunk it is in.
+__global__ void topk_chunk_kernel(const float* scores, int64_t num_entries, int64_t pos0,
+                                  const int64_t* positions, const int32_t* query_seq, int ratio,
+                                  int top_k, int chunks, unsigned long long* cand) {
+  extern __shared__ unsigned long long keys[];
+  const int64_t t = blockIdx.x;
+  const int c = blockIdx.y;
+  const int visible = visible_of(t, pos0, positions, query_seq, ratio);
+  const int lo = c * static_cast<int>(kMaxIndexerEntries);
+  const int count = visible - lo < int(kMaxIndexerEntries) ? visible - lo : int(kMaxIndexerEntries);
+  unsigned long long* out = cand + (t * chunks + c) * top_k;
+  if (count <= 0) {
+    for (int i = threadIdx.x; i < top_k; i += blockDim.x) out[i] = ~0ull;
+    return;
+  }
+  int n = 1;
+  while (n < count) n <<= 1;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    keys[i] = i < count ? sort_key(scores[t * num_entries + lo + i], lo + i) : ~0ull;
+  __syncthreads();
+  bitonic_sort(keys, n);
+  for (int i = threadIdx.x; i < top_k; i += blockDim.x) out[i] = i < count ? keys[i] : ~0ull;
+}
+
+__global__ void topk_merge_kernel(const unsigned long long* cand, int chunks, int64_t pos0,
+                                  const int64_t* positions, const int32_t* query_seq, int ratio,
+                                  int top_k, int32_t* selected, int32_t* num_selected) {
+  extern __shared__ unsigned long long keys[];
+  const int64_t t = blockIdx.x;
+  const int visible = visible_of(t, pos0, positions, query_seq, ratio);
+  const int k = visible < top_k ? visible : top_k;
+  const int total = chunks * top_k;
+  int n = 1;
+  while (n < total) n <<= 1;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    keys[i] = i < total ? cand[t * total + i] : ~0ull;
+  __syncthreads();
+  bitonic_sort(keys, n);
+  write_winners(keys, n, k, top_k, selected + t * top_k, num_selected + t);
+}
+
+// The chunked path's survivors, reserved before any graph capture (indexer_topk_reserve).
+DeviceBuffer<unsigned long long> g_candidates;
+
+int chunks_for(int64_t entries) {
+  return static_cast<int>((entries + kMaxIndexerEntries - 1) / kMaxIndexerEntries);
 }
 
 }  // namespace
@@ -120,23 +186,63 @@ void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, 
                  int64_t pos0, const int64_t* positions, const int32_t* query_seq, int ratio,
                  int top_k, int32_t* selected, int32_t* num_selected, cudaStream_t stream) {
   if (num_queries == 0) return;
-  if (most > kMaxIndexerEntries) {
-    std::fprintf(stderr, "indexer_topk: %lld visible entries exceed this build's %lld\n",
-                 (long long)most, (long long)kMaxIndexerEntries);
+  if (most > indexer_topk_capacity(top_k)) {
+    std::fprintf(stderr,
+                 "indexer_topk: %lld visible entries exceed the %lld this top-k (%d) serves\n",
+                 (long long)most, (long long)indexer_topk_capacity(top_k), top_k);
     std::abort();
   }
-  int64_t n = 1, m = 1;
-  while (n < most) n <<= 1;
+  int64_t m = 1;
   while (m < top_k) m <<= 1;
-  const size_t smem = sizeof(unsigned long long) * (n + m);
-  static SmemLimit limit(reinterpret_cast<const void*>(topk_kernel));
-  limit.ensure(smem);
-  topk_kernel<<<static_cast<unsigned>(num_queries), 512, smem, stream>>>(
-      scores, num_entries, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
+  if (most <= kMaxIndexerEntries) {
+    int64_t n = 1;
+    while (n < most) n <<= 1;
+    const size_t smem = sizeof(unsigned long long) * (n + m);
+    static SmemLimit limit(reinterpret_cast<const void*>(topk_kernel));
+    limit.ensure(smem);
+    topk_kernel<<<static_cast<unsigned>(num_queries), 512, smem, stream>>>(
+        scores, num_entries, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
+    DI_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  const int chunks = chunks_for(most);
+  const size_t need = size_t(num_queries) * chunks * top_k;
+  if (g_candidates.size() < need) {
+    std::fprintf(stderr,
+                 "indexer_topk: %lld queries over %lld entries need indexer_topk_reserve first\n",
+                 (long long)num_queries, (long long)most);
+    std::abort();
+  }
+  const size_t chunk_smem = sizeof(unsigned long long) * kMaxIndexerEntries;
+  static SmemLimit chunk_limit(reinterpret_cast<const void*>(topk_chunk_kernel));
+  chunk_limit.ensure(chunk_smem);
+  topk_chunk_kernel<<<dim3(unsigned(num_queries), unsigned(chunks)), 512, chunk_smem, stream>>>(
+      scores, num_entries, pos0, positions, query_seq, ratio, top_k, chunks, g_candidates.get());
+  DI_CUDA_LAUNCH_CHECK();
+  int64_t n = 1;
+  while (n < int64_t{chunks} * top_k) n <<= 1;
+  const size_t merge_smem = sizeof(unsigned long long) * (n + m);
+  static SmemLimit merge_limit(reinterpret_cast<const void*>(topk_merge_kernel));
+  merge_limit.ensure(merge_smem);
+  topk_merge_kernel<<<static_cast<unsigned>(num_queries), 512, merge_smem, stream>>>(
+      g_candidates.get(), chunks, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
+
+int64_t indexer_topk_capacity(int top_k) {
+  int64_t m = 1;
+  while (m < top_k) m <<= 1;
+  // The merge sorts every chunk's top_k survivors in one block of kMaxIndexerEntries keys.
+  return std::max<int64_t>(1, kMaxIndexerEntries / m) * kMaxIndexerEntries;
+}
+
+void indexer_topk_reserve(int64_t num_queries, int64_t num_entries, int top_k) {
+  if (num_entries <= kMaxIndexerEntries) return;
+  const size_t need = size_t(num_queries) * chunks_for(num_entries) * top_k;
+  if (g_candidates.size() < need) g_candidates = DeviceBuffer<unsigned long long>(need);
+}
 
 void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries, int64_t pos0,
                   int ratio, int top_k, int32_t* selected, int32_t* num_selected,

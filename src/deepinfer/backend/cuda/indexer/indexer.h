@@ -30,8 +30,15 @@ struct IndexerArgs {
 // scores: [num_queries, num_entries]; entries a query can't see are left unwritten.
 void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream);
 
-// Largest visible count this build can select from (shared-memory sort).
+// The most entries one block sorts in shared memory. Past it, top-k runs in two passes (each
+// chunk of kMaxIndexerEntries keeps its best top_k, then one block merges the survivors), up to
+// indexer_topk_capacity(top_k) visible entries (262,144 for V4's and V4.1's 512 and 1024...: see
+// there); the two-pass path needs indexer_topk_reserve first (outside any graph capture).
 inline constexpr int64_t kMaxIndexerEntries = 16384;
+int64_t indexer_topk_capacity(int top_k);
+// Scratch for num_queries queries over up to num_entries visible entries (grows, never shrinks;
+// nothing to do up to kMaxIndexerEntries).
+void indexer_topk_reserve(int64_t num_queries, int64_t num_entries, int top_k);
 
 void indexer_topk(const float* scores, int64_t num_queries, int64_t num_entries, int64_t pos0,
                   int ratio, int top_k, int32_t* selected, int32_t* num_selected,

@@ -46,6 +46,15 @@ float store_id(int64_t id) {
   return v;
 }
 
+// The smallest compress ratio of any layer (0: no compressed layer): it bounds the entries.
+int min_compress_ratio(const v41::Config& c) {
+  int r = 0;
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.compress_ratio(l) > 0)
+      r = r == 0 ? c.compress_ratio(l) : std::min(r, c.compress_ratio(l));
+  return r;
+}
+
 Status copy_status(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return ok_status();
   return internal_error(what + ": " + cudaGetErrorString(e));
@@ -70,11 +79,8 @@ struct CudaV41Model::Impl {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     linear.reserve(w.largest_quantized());
     const int bs = std::max(1, c.candidate_block_size);
-    int min_ratio = 0;
-    for (int l = 0; l < c.num_layers; ++l)
-      if (c.compress_ratio(l) > 0)
-        min_ratio = min_ratio == 0 ? c.compress_ratio(l) : std::min(min_ratio, c.compress_ratio(l));
-    const int64_t most_entries = min_ratio > 0 ? o.max_tokens / min_ratio : 0;
+    const int min_ratio = min_compress_ratio(c);
+    most_entries = min_ratio > 0 ? o.max_tokens / min_ratio : 0;
     max_blocks = static_cast<int>(std::max<int64_t>(1, (most_entries + bs - 1) / bs));
   }
   ~Impl() { cudaStreamDestroy(stream); }
@@ -87,6 +93,13 @@ struct CudaV41Model::Impl {
     state = std::make_unique<v41f::V41PagedState>(c, options.page_tokens, options.max_tokens,
                                                   std::max(max_rows, int64_t{1}));
     const int64_t per = per_sequence();
+    // What grows with positions, at its largest before the pool is sized: a chunk's indexer
+    // scores at the last position, and the chunked top-k's survivors.
+    const int64_t rows = std::max(max_rows, std::min(options.max_chunk, options.max_tokens));
+    if (most_entries > 0) {
+      grow(x.s.scores, rows * most_entries);
+      indexer_topk_reserve(rows, most_entries, std::max(1, c.index_topk));
+    }
     if (options.memory_fraction <= 0) {
       state->allocate(per * options.max_sequences);
       return ok_status();
@@ -100,9 +113,8 @@ struct CudaV41Model::Impl {
     q.constant_pages = pages.data();
     q.token_pages = pages.data() + state->layout().constant_pages();
     q.num_token_pages = state->max_token_pages();
-    const int64_t rows = std::min(options.max_chunk, options.max_tokens);
-    const std::vector<int32_t> ids(rows, 0);
-    RETURN_IF_ERROR(forward(q, ids.data(), rows, false, nullptr));
+    const std::vector<int32_t> ids(std::min(options.max_chunk, options.max_tokens), 0);
+    RETURN_IF_ERROR(forward(q, ids.data(), int64_t(ids.size()), false, nullptr));
     PoolSizing ps;
     ps.fraction = options.memory_fraction;
     ps.pool_bytes = options.pool_bytes;
@@ -421,6 +433,7 @@ struct CudaV41Model::Impl {
   v41f::V41Scratch x;
   std::unique_ptr<v41f::V41PagedState> state;
   int64_t max_rows = 1;
+  int64_t most_entries = 0;  // the most compressed entries a sequence of max_tokens has
   int max_blocks = 1;
   DeviceBuffer<double> main_inv_freq, compress_inv_freq;
   DeviceBuffer<float> xbuf, logits;
@@ -432,11 +445,7 @@ struct CudaV41Model::Impl {
 };
 
 int64_t CudaV41Model::max_supported_tokens(const v41::Config& c) {
-  int min_ratio = 0;
-  for (int l = 0; l < c.num_layers; ++l)
-    if (c.compress_ratio(l) > 0)
-      min_ratio = min_ratio == 0 ? c.compress_ratio(l) : std::min(min_ratio, c.compress_ratio(l));
-  return int64_t{kMaxIndexerEntries} * std::max(1, min_ratio);
+  return indexer_topk_capacity(std::max(1, c.index_topk)) * std::max(1, min_compress_ratio(c));
 }
 
 StatusOr<std::unique_ptr<CudaV41Model>> CudaV41Model::load(const std::string& dir,
@@ -462,7 +471,8 @@ StatusOr<std::unique_ptr<CudaV41Model>> CudaV41Model::load(const std::string& di
     return invalid_argument("max_tokens " + std::to_string(options.max_tokens) +
                             " exceeds what the GPU indexer serves for " + dir + " (" +
                             std::to_string(max_supported_tokens(config)) +
-                            " positions: 16384 entries of the smallest compress ratio)");
+                            " positions: the indexer's top-k capacity times the smallest compress "
+                            "ratio)");
   if (config.num_kv_heads != 1)
     return unimplemented(dir + "/config.json: text_config.num_key_value_heads must be 1");
   for (const v41::RopeConfig* r : {&config.rope_main, &config.rope_compress})

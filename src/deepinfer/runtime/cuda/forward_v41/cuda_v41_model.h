@@ -29,7 +29,8 @@ class CudaV41Model final : public PagedForward {
                                                       const CudaModelOptions& options);
   ~CudaV41Model() override;
 
-  // The indexer's top-k capacity in positions: 16,384 entries of the smallest source ratio.
+  // The indexer's top-k capacity (indexer_topk_capacity(index_topk) entries) in positions of the
+  // smallest compress ratio.
   static int64_t max_supported_tokens(const v41::Config& c);
 
   const v41::Config& config() const;
