@@ -3,8 +3,8 @@
 #   1. release build: all ctest suites (unit, golden/integration, CLI smoke);
 #   2. ASan+UBSan build: the unit-labelled suites, less some model-level ones (see below);
 #   3. the libFuzzer targets (safetensors header, OpenAI request mapping, HTTP request reader)
-#      for bounded times (scripts/run_fuzz.sh: FUZZ_SECONDS 20, OPENAI_FUZZ_SECONDS 10,
-#      HTTP_FUZZ_SECONDS 10 here; run it alone for longer campaigns).
+#      for bounded times (scripts/run_fuzz.sh: FUZZ_SECONDS 12, OPENAI_FUZZ_SECONDS 6,
+#      HTTP_FUZZ_SECONDS 6 here; run it alone for longer campaigns).
 # DEEPINFER_SKIP_ASAN=1 / DEEPINFER_SKIP_FUZZ=1 skip steps 2 / 3 for quick local runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,16 +20,17 @@ if [ "${DEEPINFER_SKIP_ASAN:-0}" != 1 ]; then
   # The model-level suites that only re-check arithmetic on paths the other ASan suites already
   # run (YOCO truncation, 100 batch compositions, 20 seq_seed runs, V4.1 rollbacks, the chunk
   # budget sweep, V4.1 path independence, three speculative decoding cases whose engine paths
-  # the other two cover) cost ~4 min under ASan, and five of the nine
+  # the other two cover, the DSpark drafter's chunking and taps re-runs) cost ~4 min under ASan,
+  # and five of the nine
   # prefix-cache torture cases another ~90 s (their paths are the four kept: eviction and
   # preemption, the host tier, corrupt disk units, Redis faults): they run in the release tree
   # above only (CI time).
   ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -L unit -E \
-    'YocoTruncation\.|DeterministicSampling\.|OneSequencesLogitsAreTheSameBits|SpeculativeRows\.DeepseekV41|BatchMatchesAloneForEveryChunkBudget|TinyModelV41Forward\.FiniteLogitsAndBitwisePathIndependence|SpeculativeDecoding\.(Mtp|Seeded|GrammarConstrained)|PrefixCacheTorture\.(LargePool|PreemptedSequences|RestartOver|AFullDisk|V41Matches)'
+    'YocoTruncation\.|DeterministicSampling\.|OneSequencesLogitsAreTheSameBits|SpeculativeRows\.DeepseekV41|BatchMatchesAloneForEveryChunkBudget|TinyModelV41Forward\.FiniteLogitsAndBitwisePathIndependence|SpeculativeDecoding\.(Mtp|Seeded|GrammarConstrained)|V41Dspark\.(DraftsAreDeterministic|TapsChangeNoLogit)|PrefixCacheTorture\.(LargePool|PreemptedSequences|RestartOver|AFullDisk|V41Matches)'
   phase "asan tests"
 fi
 if [ "${DEEPINFER_SKIP_FUZZ:-0}" != 1 ]; then
-  FUZZ_SECONDS=${FUZZ_SECONDS:-20} OPENAI_FUZZ_SECONDS=${OPENAI_FUZZ_SECONDS:-10} \
-    HTTP_FUZZ_SECONDS=${HTTP_FUZZ_SECONDS:-10} scripts/run_fuzz.sh
+  FUZZ_SECONDS=${FUZZ_SECONDS:-12} OPENAI_FUZZ_SECONDS=${OPENAI_FUZZ_SECONDS:-6} \
+    HTTP_FUZZ_SECONDS=${HTTP_FUZZ_SECONDS:-6} scripts/run_fuzz.sh
   phase "fuzzing"
 fi
