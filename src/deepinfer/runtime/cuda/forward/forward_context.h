@@ -27,6 +27,21 @@
 
 namespace deepinfer::cuda {
 
+// y[n, out] = W x through lin, W in its stored format; xb is the bf16 copy of x the caller made.
+// out and in are what the caller's dims say W is: a mismatch with the loaded matrix is a bug
+// (both families' forwards call this).
+inline void checked_linear(Linear& lin, const DeviceMatrix& w, const __nv_bfloat16* xb, int64_t n,
+                           int64_t out, int64_t in, float* y, cudaStream_t stream) {
+  if (w.rows != out || w.cols != in) {
+    std::fprintf(stderr,
+                 "cuda forward: a projection is %lld x %lld, the caller expects %lld x %lld\n",
+                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 static_cast<long long>(out), static_cast<long long>(in));
+    std::abort();
+  }
+  lin.run(w, xb, y, n, stream);
+}
+
 struct ForwardScratch {
   DeviceBuffer<float> y, post, comb, f, hc_partials;  // mHC around each sub-layer
   DeviceBuffer<__nv_bfloat16> hb, qrb, ob, zb;        // bf16 GEMM inputs
@@ -89,14 +104,7 @@ struct ForwardContext {
   // in are what the caller's dims say W is: a mismatch with the loaded matrix is a bug.
   void linear(const DeviceMatrix& w, const __nv_bfloat16* xb, int64_t n, int64_t out, int64_t in,
               float* y) const {
-    if (w.rows != out || w.cols != in) {
-      std::fprintf(stderr,
-                   "cuda forward: a projection is %lld x %lld, the caller expects %lld x %lld\n",
-                   static_cast<long long>(w.rows), static_cast<long long>(w.cols),
-                   static_cast<long long>(out), static_cast<long long>(in));
-      std::abort();
-    }
-    lin.run(w, xb, y, n, stream);
+    checked_linear(lin, w, xb, n, out, in, y, stream);
   }
 };
 

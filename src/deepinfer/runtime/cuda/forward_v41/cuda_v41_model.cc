@@ -571,19 +571,4 @@ void CudaV41Model::set_trace(std::vector<double>* gaps) {
   impl_->trace_out = gaps;
 }
 
-void CudaV41Model::poison_scratch() {
-  Impl& m = *impl_;
-  DI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  auto p = [](auto& b) {
-    if (b.size()) b.poison();
-  };
-  ForwardScratch& s = m.x.s;
-  p(s.y), p(s.post), p(s.comb), p(s.f), p(s.hb), p(s.qrb), p(s.ob), p(s.zb), p(s.qr), p(s.q);
-  p(s.kv), p(s.o), p(s.zg), p(s.z), p(s.ckv), p(s.cgate), p(s.qi), p(s.wi), p(s.scores);
-  p(s.selected), p(s.num_selected), p(s.router), p(s.route_w), p(s.route_ids);
-  p(m.x.pre), p(m.x.latents), p(m.x.keys), p(m.x.group_kv), p(m.x.group_gate);
-  p(m.x.engram_emb), p(m.x.engram_kv), p(m.x.keep), p(m.xbuf), p(m.logits);
-  DI_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
 }  // namespace deepinfer::cuda

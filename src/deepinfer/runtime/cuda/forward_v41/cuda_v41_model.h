@@ -64,9 +64,6 @@ class CudaV41Model final : public PagedForward {
   // may differ under bf16 rounding shows a gap near 0.
   void set_trace(std::vector<double>* gaps);
 
-  // Tests: every scratch buffer to NaN, so whatever a run leaves unwritten fails.
-  void poison_scratch();
-
   struct Impl;
 
  private:

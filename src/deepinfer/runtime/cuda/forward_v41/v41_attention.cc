@@ -5,8 +5,6 @@
 // entries, then the ring write; then de-rotation and the grouped output projection over all rows.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
@@ -23,14 +21,7 @@ namespace deepinfer::cuda::v41f {
 
 void V41Context::linear(const DeviceMatrix& w, const __nv_bfloat16* xb, int64_t n, int64_t out,
                         int64_t in, float* y) const {
-  if (w.rows != out || w.cols != in) {
-    std::fprintf(stderr,
-                 "cuda v41 forward: a projection is %lld x %lld, the caller expects %lld x %lld\n",
-                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
-                 static_cast<long long>(out), static_cast<long long>(in));
-    std::abort();
-  }
-  lin.run(w, xb, y, n, stream);
+  checked_linear(lin, w, xb, n, out, in, y, stream);
 }
 
 namespace {
