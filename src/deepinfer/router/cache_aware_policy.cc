@@ -1,6 +1,7 @@
 // cache_aware: SGLang's router's rule over PrefixIndex. Loads balanced: the worker that has served
 // the longest prefix of the prompt, if that prefix is more than cache_threshold of it, else the
-// worker holding the smallest tree (the most room). Loads imbalanced: the idlest worker. Ties go
+// worker holding the smallest tree (the most room). Loads imbalanced: the idlest worker (load:
+// outstanding requests, or pending prefill tokens on PD's prefill side). Ties go
 // to fewer outstanding requests, then the lower index. The chosen worker records the prompt.
 #include <limits>
 
@@ -13,22 +14,26 @@ namespace {
 
 class CacheAware : public Policy {
  public:
-  CacheAware(size_t num_workers, CacheAwareConfig config)
-      : config_(config), index_(num_workers, config.max_tree_chars) {}
+  explicit CacheAware(CacheAwareConfig config)
+      : config_(config), index_(0, config.max_tree_chars) {}
 
   std::optional<Pick> pick(std::string_view text, std::span<const WorkerLoad> workers) override {
+    index_.ensure_workers(workers.size());
+    auto load = [&](const WorkerLoad& w) {
+      return config_.balance_on_prefill_tokens ? w.pending_prefill_tokens : w.outstanding;
+    };
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
     for (const auto& w : workers) {
       if (!w.available) continue;
-      lo = std::min(lo, w.outstanding);
-      hi = std::max(hi, w.outstanding);
+      lo = std::min(lo, load(w));
+      hi = std::max(hi, load(w));
     }
     if (hi < 0) return std::nullopt;
     bool imbalanced = hi - lo > config_.balance_abs_threshold &&
                       static_cast<double>(hi) > config_.balance_rel_threshold * lo;
     Pick pick;
     if (imbalanced) {
-      pick.worker = best(workers, [](size_t) { return 0.0; });
+      pick.worker = best(workers, [&](size_t i) { return static_cast<double>(load(workers[i])); });
     } else {
       std::vector<size_t> matched = index_.match(text);
       size_t w = best(workers, [&](size_t i) { return -static_cast<double>(matched[i]); });
@@ -68,8 +73,8 @@ class CacheAware : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> make_cache_aware_policy(size_t num_workers, CacheAwareConfig config) {
-  return std::make_unique<CacheAware>(num_workers, config);
+std::unique_ptr<Policy> make_cache_aware_policy(CacheAwareConfig config) {
+  return std::make_unique<CacheAware>(config);
 }
 
 }  // namespace deepinfer::router

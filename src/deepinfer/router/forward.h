@@ -4,7 +4,7 @@
 // answer in time, a 503 from a loading or draining worker, a stream that ends before its first
 // whole event) moves to a worker not yet tried. A non-streamed answer is read whole before it is
 // sent, so it can always move. Once a stream's first event has gone out, a failure ends it with
-// an SSE error event and `[DONE]`.
+// an SSE error event and `[DONE]`. PD mode's two phases: pd_forward.h.
 #pragma once
 
 #include "deepinfer/router/asio_includes.h"
@@ -12,8 +12,9 @@
 
 namespace deepinfer::router {
 
-// generation: a completions route, picked by the policy; otherwise (GET /v1/models) any worker.
-// Returns whether the client connection may stay open.
+// generation: a completions route, picked by the policy (PD: a prefill/decode pair); otherwise
+// (GET /v1/models) any worker of the first pool. Returns whether the client connection may stay
+// open.
 asio::awaitable<bool> forward(beast::tcp_stream& client,
                               const http::request<http::string_body>& req, RouterState& state,
                               bool generation);

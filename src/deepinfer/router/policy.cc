@@ -6,12 +6,13 @@
 
 namespace deepinfer::router {
 
-StatusOr<PolicyKind> parse_policy(std::string_view name) {
+StatusOr<PolicyKind> parse_policy(std::string_view name, std::string_view flag) {
   if (name == "cache_aware") return PolicyKind::kCacheAware;
   if (name == "round_robin") return PolicyKind::kRoundRobin;
   if (name == "random") return PolicyKind::kRandom;
-  return invalid_argument("--policy '" + std::string(name) +
-                          "': one of cache_aware, round_robin, random");
+  if (name == "power_of_two") return PolicyKind::kPowerOfTwo;
+  return invalid_argument(std::string(flag) + " '" + std::string(name) +
+                          "': one of cache_aware, round_robin, random, power_of_two");
 }
 
 std::string_view policy_name(PolicyKind kind) {
@@ -22,6 +23,8 @@ std::string_view policy_name(PolicyKind kind) {
       return "round_robin";
     case PolicyKind::kRandom:
       return "random";
+    case PolicyKind::kPowerOfTwo:
+      return "power_of_two";
   }
   return "?";
 }
@@ -66,10 +69,18 @@ class Random : public Policy {
 std::unique_ptr<Policy> make_round_robin_policy() { return std::make_unique<RoundRobin>(); }
 std::unique_ptr<Policy> make_random_policy(uint64_t seed) { return std::make_unique<Random>(seed); }
 
-std::unique_ptr<Policy> make_policy(PolicyKind kind, size_t num_workers, uint64_t seed) {
+std::unique_ptr<Policy> make_policy(PolicyKind kind, uint64_t seed, bool prefill) {
   switch (kind) {
-    case PolicyKind::kCacheAware:
-      return make_cache_aware_policy(num_workers, CacheAwareConfig{});
+    case PolicyKind::kCacheAware: {
+      CacheAwareConfig config;
+      if (prefill) {
+        config.balance_on_prefill_tokens = true;
+        config.balance_abs_threshold = kPrefillTokensAbsThreshold;
+      }
+      return make_cache_aware_policy(config);
+    }
+    case PolicyKind::kPowerOfTwo:
+      return make_power_of_two_policy(seed);
     case PolicyKind::kRoundRobin:
       return make_round_robin_policy();
     case PolicyKind::kRandom:

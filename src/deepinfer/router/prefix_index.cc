@@ -21,6 +21,10 @@ PrefixIndex::PrefixIndex(size_t num_workers, size_t max_chars_per_worker)
 
 PrefixIndex::~PrefixIndex() = default;
 
+void PrefixIndex::ensure_workers(size_t num_workers) {
+  if (chars_.size() < num_workers) chars_.resize(num_workers, 0);
+}
+
 void PrefixIndex::add_worker(Node* node, size_t worker) {
   auto [it, added] = node->last_use.try_emplace(worker, tick_);
   if (added)
@@ -56,6 +60,7 @@ PrefixIndex::Node* PrefixIndex::split(Node* node, size_t at) {
 }
 
 void PrefixIndex::insert(std::string_view text, size_t worker) {
+  ensure_workers(worker + 1);
   ++tick_;
   Node* node = root_.get();
   size_t pos = 0;
@@ -126,6 +131,7 @@ void PrefixIndex::evict(size_t worker) {
 }
 
 void PrefixIndex::remove_worker(size_t worker) {
+  if (worker >= chars_.size()) return;
   std::function<void(Node*)> strip = [&](Node* n) {
     for (auto it = n->children.begin(); it != n->children.end();) {
       Node* child = it->second.get();

@@ -26,7 +26,9 @@ class PrefixIndex {
   // Per worker, the length in bytes of the longest prefix of `text` it has served.
   std::vector<size_t> match(std::string_view text) const;
   // Bytes of tree the worker holds (the sum of the labels of the nodes that list it).
-  size_t chars(size_t worker) const { return chars_[worker]; }
+  size_t chars(size_t worker) const { return worker < chars_.size() ? chars_[worker] : 0; }
+  // Workers may join after construction (self-registration); indices stay stable.
+  void ensure_workers(size_t num_workers);
   // The worker's cache is gone (it was ejected and may come back restarted).
   void remove_worker(size_t worker);
   size_t num_nodes() const;

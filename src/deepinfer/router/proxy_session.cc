@@ -1,6 +1,7 @@
 #include "deepinfer/router/proxy_session.h"
 
 #include "deepinfer/router/forward.h"
+#include "deepinfer/router/registration.h"
 
 namespace deepinfer::router {
 
@@ -47,7 +48,7 @@ asio::awaitable<bool> handle(beast::tcp_stream& client, const http::request<http
   };
   if (path == "/health") {
     if (!get) co_return co_await wrong_method("GET");
-    bool ready = !state.draining && state.pool.num_healthy() > 0;
+    bool ready = !state.draining && state.num_healthy() > 0;
     co_return co_await reply(
         client, ready ? http::status::ok : http::status::service_unavailable, "application/json",
         ready ? R"({"status":"ok"})"
@@ -57,8 +58,25 @@ asio::awaitable<bool> handle(beast::tcp_stream& client, const http::request<http
   if (path == "/metrics") {
     if (!get) co_return co_await wrong_method("GET");
     co_return co_await reply(client, http::status::ok, "text/plain; version=0.0.4",
-                             render_router_metrics(state.pool, state.retries, state.in_flight),
-                             keep);
+                             render_router_metrics(state.pool_views(), state.counters), keep);
+  }
+  if (path == "/router/workers" || path == "/router/workers/leave") {
+    if (!post) co_return co_await wrong_method("POST");
+    if (!state.options.allow_register)
+      co_return co_await error_reply(client, http::status::forbidden,
+                                     "worker registration is off (start the router with "
+                                     "--allow-register)",
+                                     "registration_disabled", keep);
+    bool leave = path == "/router/workers/leave";
+    auto r = parse_registration(req.body(), leave);
+    if (!r.ok())
+      co_return co_await error_reply(client, http::status::bad_request, r.status().message(),
+                                     "invalid_registration", keep);
+    if (leave)
+      state.leave(r->url);
+    else
+      state.join(*r, Clock::now());
+    co_return co_await reply(client, http::status::ok, "application/json", "{}", keep);
   }
   bool generation = path == "/v1/chat/completions" || path == "/v1/completions";
   bool models = path == "/v1/models" || path.rfind("/v1/models/", 0) == 0;

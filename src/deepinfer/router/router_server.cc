@@ -9,10 +9,46 @@
 
 namespace deepinfer::router {
 
-RouterState::RouterState(RouterOptions o)
-    : options(std::move(o)),
-      policy(make_policy(options.policy, options.workers.size(), options.seed)),
-      pool(options.workers, policy.get()) {}
+RouterState::RouterState(RouterOptions o) : options(std::move(o)) {
+  const auto& op = options;
+  if (!op.pd) {
+    pools.push_back(
+        std::make_unique<WorkerPool>("worker", op.workers, make_policy(op.policy, op.seed)));
+    return;
+  }
+  // Distinct seeds: the two sides' random draws are independent.
+  pools.push_back(std::make_unique<WorkerPool>(
+      "prefill", op.prefill, make_policy(op.prefill_policy, op.seed, /*prefill=*/true)));
+  pools.push_back(std::make_unique<WorkerPool>("decode", op.decode,
+                                               make_policy(op.decode_policy, op.seed + 1)));
+}
+
+size_t RouterState::num_healthy() const {
+  size_t n = 0;
+  for (const auto& p : pools) n += p->num_healthy();
+  return n;
+}
+
+void RouterState::join(const Registration& r, Clock::time_point now) {
+  if (!options.pd) {
+    workers().join(r.url, r.ttl_s, now);
+    return;
+  }
+  if (r.role != "decode") prefill().join(r.url, r.ttl_s, now);
+  if (r.role != "prefill") decode().join(r.url, r.ttl_s, now);
+}
+
+bool RouterState::leave(const WorkerUrl& url) {
+  bool any = false;
+  for (auto& p : pools) any = p->leave(url) || any;
+  return any;
+}
+
+std::vector<const WorkerPool*> RouterState::pool_views() const {
+  std::vector<const WorkerPool*> out;
+  for (const auto& p : pools) out.push_back(p.get());
+  return out;
+}
 
 namespace {
 
@@ -51,14 +87,14 @@ asio::awaitable<void> drain(asio::io_context& io, RouterState& state) {
   auto ex = co_await asio::this_coro::executor;
   auto deadline = std::chrono::steady_clock::now() + seconds(state.options.shutdown_grace_s);
   asio::steady_timer tick(ex);
-  while (state.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
+  while (state.counters.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
     tick.expires_after(std::chrono::milliseconds(20));
     boost::system::error_code ec;
     co_await tick.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  if (state.in_flight > 0)
+  if (state.counters.in_flight > 0)
     std::fprintf(stderr, "deepinfer router: grace over, %lld request(s) cut\n",
-                 static_cast<long long>(state.in_flight));
+                 static_cast<long long>(state.counters.in_flight));
   io.stop();
 }
 
@@ -84,6 +120,7 @@ Status run_router(const RouterOptions& options) {
   bool stop_checks = false;
   asio::co_spawn(io, accept_loop(acceptor, state), log_exception);
   asio::co_spawn(io, health_loop(state, stop_checks), log_exception);
+  if (options.allow_register) asio::co_spawn(io, expiry_loop(state, stop_checks), log_exception);
 
   asio::signal_set signals(io, SIGTERM, SIGINT);
   std::function<void(const boost::system::error_code&, int)> on_signal =
@@ -104,11 +141,16 @@ Status run_router(const RouterOptions& options) {
       };
   signals.async_wait(on_signal);
 
-  std::fprintf(stderr,
-               "deepinfer router: listening on http://%s:%d, %zu worker(s), policy %s, health "
-               "every %.1f s\n",
+  std::string layout = options.pd
+                           ? std::to_string(options.prefill.size()) + " prefill worker(s) (" +
+                                 std::string(policy_name(options.prefill_policy)) + "), " +
+                                 std::to_string(options.decode.size()) + " decode worker(s) (" +
+                                 std::string(policy_name(options.decode_policy)) + ")"
+                           : std::to_string(options.workers.size()) + " worker(s), policy " +
+                                 std::string(policy_name(options.policy));
+  std::fprintf(stderr, "deepinfer router: listening on http://%s:%d, %s%s, health every %.1f s\n",
                options.host.c_str(), static_cast<int>(acceptor.local_endpoint().port()),
-               options.workers.size(), std::string(policy_name(options.policy)).c_str(),
+               layout.c_str(), options.allow_register ? ", registration open" : "",
                options.health_interval_s);
   io.run();
   return ok_status();

@@ -44,8 +44,11 @@ asio::awaitable<Status> UpstreamCall::start(const WorkerUrl& url, const ForwardR
   co_await http::async_write(stream_, out, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return internal_error("sending the request: " + describe(ec));
   stream_.expires_after(seconds(timeouts.idle_s));
+  auto sent = std::chrono::steady_clock::now();
   co_await http::async_read_header(stream_, buf_, parser_,
                                    asio::redirect_error(asio::use_awaitable, ec));
+  first_byte_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  waited_s_ += first_byte_s_;
   if (ec) co_return internal_error("reading the response head: " + describe(ec));
   co_return ok_status();
 }
@@ -56,8 +59,10 @@ asio::awaitable<StatusOr<std::string_view>> UpstreamCall::read_some() {
     parser_.get().body().size = sizeof chunk_;
     boost::system::error_code ec;
     stream_.expires_after(seconds(timeouts_.idle_s));
+    auto t0 = std::chrono::steady_clock::now();
     co_await http::async_read_some(stream_, buf_, parser_,
                                    asio::redirect_error(asio::use_awaitable, ec));
+    waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return internal_error("reading the response: " + describe(ec));
     size_t n = sizeof chunk_ - parser_.get().body().size;
@@ -76,16 +81,16 @@ asio::awaitable<StatusOr<std::string>> UpstreamCall::read_all() {
   }
 }
 
-asio::awaitable<Status> probe_health(asio::any_io_executor ex, const WorkerUrl& url,
-                                     double timeout_s) {
+asio::awaitable<StatusOr<SmallAnswer>> get_small(asio::any_io_executor ex, const WorkerUrl& url,
+                                                 std::string target, double timeout_s) {
   UpstreamCall call(ex);
   ForwardRequest req;
-  req.target = "/health";
+  req.target = std::move(target);
   Status st = co_await call.start(url, req, {timeout_s, timeout_s});
   if (!st.ok()) co_return st;
-  if (call.status() != 200)
-    co_return internal_error("GET /health answered " + std::to_string(call.status()));
-  co_return ok_status();
+  auto body = co_await call.read_all();
+  if (!body.ok()) co_return body.status();
+  co_return SmallAnswer{call.status(), std::move(*body)};
 }
 
 }  // namespace deepinfer::router

@@ -40,6 +40,11 @@ class UpstreamCall {
   asio::awaitable<StatusOr<std::string_view>> read_some();
   // The whole (rest of the) body.
   asio::awaitable<StatusOr<std::string>> read_all();
+  // Seconds from the request written to the response head (the worker's queue time).
+  double first_byte_s() const { return first_byte_s_; }
+  // Seconds spent waiting for the worker's bytes (head and body reads): the worker's time, not
+  // the router's.
+  double waited_s() const { return waited_s_; }
 
  private:
   tcp::resolver resolver_;
@@ -48,11 +53,17 @@ class UpstreamCall {
   http::response_parser<http::buffer_body> parser_;
   UpstreamTimeouts timeouts_;
   bool connected_ = false;
+  double first_byte_s_ = 0;
+  double waited_s_ = 0;
   char chunk_[16384];
 };
 
-// GET /health within timeout_s: OK for a 200, else the reason.
-asio::awaitable<Status> probe_health(asio::any_io_executor ex, const WorkerUrl& url,
-                                     double timeout_s);
+struct SmallAnswer {
+  int status = 0;
+  std::string body;
+};
+// GET `target` within timeout_s (each wait), the whole answer; an error when there is none.
+asio::awaitable<StatusOr<SmallAnswer>> get_small(asio::any_io_executor ex, const WorkerUrl& url,
+                                                 std::string target, double timeout_s);
 
 }  // namespace deepinfer::router

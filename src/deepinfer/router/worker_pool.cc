@@ -1,25 +1,49 @@
 #include "deepinfer/router/worker_pool.h"
 
 #include <cstdio>
-#include <functional>
 
 namespace deepinfer::router {
 
-WorkerPool::WorkerPool(std::vector<WorkerUrl> urls, Policy* policy) : policy_(policy) {
-  for (auto& u : urls) workers_.push_back(WorkerState{std::move(u)});
+WorkerPool::WorkerPool(std::string name, std::vector<WorkerUrl> urls,
+                       std::unique_ptr<Policy> policy)
+    : name_(std::move(name)), policy_(std::move(policy)) {
+  for (auto& u : urls) {
+    workers_.emplace_back();
+    workers_.back().url = std::move(u);
+  }
 }
 
 size_t WorkerPool::num_healthy() const {
   size_t n = 0;
-  for (const auto& w : workers_) n += w.healthy;
+  for (const auto& w : workers_) n += w.present && w.healthy;
   return n;
+}
+
+std::optional<size_t> WorkerPool::find(const WorkerUrl& url) const {
+  for (size_t i = 0; i < workers_.size(); ++i)
+    if (workers_[i].url.host == url.host && workers_[i].url.port == url.port) return i;
+  return std::nullopt;
 }
 
 std::vector<WorkerLoad> WorkerPool::loads(const std::vector<bool>& tried) const {
   std::vector<WorkerLoad> out(workers_.size());
-  for (size_t i = 0; i < workers_.size(); ++i)
-    out[i] = {workers_[i].healthy && !tried[i], workers_[i].outstanding};
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const WorkerState& w = workers_[i];
+    out[i] = w.load;
+    out[i].available = w.present && w.healthy && !(i < tried.size() && tried[i]);
+    out[i].outstanding = w.outstanding;
+    out[i].pending_prefill_tokens = w.pending_prefill_tokens;
+  }
   return out;
+}
+
+std::optional<Pick> WorkerPool::pick(std::string_view text, const std::vector<bool>& tried) {
+  auto got = policy_->pick(text, loads(tried));
+  if (got) {
+    ++workers_[got->worker].picks;
+    if (got->cache_hit) ++workers_[got->worker].cache_hits;
+  }
+  return got;
 }
 
 void WorkerPool::eject(size_t i, const std::string& why) {
@@ -28,8 +52,8 @@ void WorkerPool::eject(size_t i, const std::string& why) {
   w.healthy = false;
   ++w.ejections;
   policy_->forget(i);  // it may come back restarted, with an empty cache
-  std::fprintf(stderr, "deepinfer router: ejected worker %s: %s\n", w.url.text.c_str(),
-               why.c_str());
+  std::fprintf(stderr, "deepinfer router: ejected %s worker %s: %s\n", name_.c_str(),
+               w.url.text.c_str(), why.c_str());
 }
 
 void WorkerPool::record_check(size_t i, bool ok, const std::string& why) {
@@ -38,64 +62,74 @@ void WorkerPool::record_check(size_t i, bool ok, const std::string& why) {
     w.failed_checks = 0;
     if (!w.healthy) {
       w.healthy = true;
-      std::fprintf(stderr, "deepinfer router: readmitted worker %s\n", w.url.text.c_str());
+      std::fprintf(stderr, "deepinfer router: readmitted %s worker %s\n", name_.c_str(),
+                   w.url.text.c_str());
     }
     return;
   }
   if (++w.failed_checks >= kFailedChecksToEject) eject(i, "health check: " + why);
 }
 
-namespace {
-
-std::string label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
+bool WorkerPool::join(const WorkerUrl& url, double ttl_s, Clock::time_point now) {
+  auto deadline =
+      now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s));
+  auto at = find(url);
+  if (at && !workers_[*at].registered) return false;  // static: health checks decide
+  if (at && workers_[*at].present) {
+    workers_[*at].expires = deadline;
+    return false;
   }
-  return out;
+  if (!at) {
+    workers_.emplace_back();
+    workers_.back().url = url;
+    at = workers_.size() - 1;
+  }
+  WorkerState& w = workers_[*at];
+  w.registered = true;
+  w.present = true;
+  w.expires = deadline;
+  // It announced itself just now: in rotation until a check says otherwise.
+  w.healthy = true;
+  w.failed_checks = 0;
+  w.load = WorkerLoad{};
+  ++joins;
+  std::fprintf(stderr, "deepinfer router: %s worker %s registered (ttl %.1f s)\n", name_.c_str(),
+               w.url.text.c_str(), ttl_s);
+  return true;
 }
 
-}  // namespace
+void WorkerPool::drop(size_t i, const char* why) {
+  WorkerState& w = workers_[i];
+  w.present = false;
+  w.load = WorkerLoad{};
+  policy_->forget(i);
+  std::fprintf(stderr, "deepinfer router: %s worker %s %s\n", name_.c_str(), w.url.text.c_str(),
+               why);
+}
 
-std::string render_router_metrics(const WorkerPool& pool, uint64_t retries, int64_t in_flight) {
-  std::string out;
-  auto family = [&](const char* name, const char* type, const char* help,
-                    const std::function<double(const WorkerState&)>& value) {
-    out += std::string("# HELP deepinfer_router:") + name + " " + help + "\n";
-    out += std::string("# TYPE deepinfer_router:") + name + " " + type + "\n";
-    for (size_t i = 0; i < pool.size(); ++i) {
-      char num[32];
-      std::snprintf(num, sizeof num, "%.17g", value(pool[i]));
-      out += std::string("deepinfer_router:") + name + "{worker=\"" + label(pool[i].url.text) +
-             "\"} " + num + "\n";
-    }
-  };
-  family("worker_requests_total", "counter", "Attempts sent to the worker, retries included.",
-         [](const WorkerState& w) { return static_cast<double>(w.requests); });
-  family("worker_failures_total", "counter",
-         "Attempts that failed: no connection, no answer in time, or cut mid-response.",
-         [](const WorkerState& w) { return static_cast<double>(w.failures); });
-  family("worker_ejections_total", "counter", "Times the worker was taken out of rotation.",
-         [](const WorkerState& w) { return static_cast<double>(w.ejections); });
-  family("worker_healthy", "gauge", "1 in rotation, 0 ejected.",
-         [](const WorkerState& w) { return w.healthy ? 1.0 : 0.0; });
-  family("worker_outstanding_requests", "gauge", "Requests sent to the worker and not finished.",
-         [](const WorkerState& w) { return static_cast<double>(w.outstanding); });
-  family("worker_cache_aware_hits_total", "counter",
-         "cache_aware picks made for the prompt prefix the worker had served.",
-         [](const WorkerState& w) { return static_cast<double>(w.cache_hits); });
-  out += "# HELP deepinfer_router:retries_total Attempts sent to another worker after a failure.\n";
-  out += "# TYPE deepinfer_router:retries_total counter\n";
-  out += "deepinfer_router:retries_total " + std::to_string(retries) + "\n";
-  out += "# HELP deepinfer_router:requests_in_flight Client requests being proxied.\n";
-  out += "# TYPE deepinfer_router:requests_in_flight gauge\n";
-  out += "deepinfer_router:requests_in_flight " + std::to_string(in_flight) + "\n";
-  return out;
+bool WorkerPool::leave(const WorkerUrl& url) {
+  auto at = find(url);
+  if (!at) return false;
+  if (!workers_[*at].registered) {
+    eject(*at, "it said it is leaving");
+    return true;
+  }
+  if (!workers_[*at].present) return true;
+  ++leaves;
+  drop(*at, "left");
+  return true;
+}
+
+size_t WorkerPool::expire(Clock::time_point now) {
+  size_t n = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    WorkerState& w = workers_[i];
+    if (!w.registered || !w.present || now < w.expires) continue;
+    ++expiries;
+    ++n;
+    drop(i, "expired (no heartbeat within its ttl)");
+  }
+  return n;
 }
 
 }  // namespace deepinfer::router

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "deepinfer/cli/command_registry.h"
@@ -28,22 +29,49 @@ void raise_fd_limit() {
 int run_router_command(int argc, char** argv) {
   using namespace deepinfer::router;
   RouterOptions o;
-  std::vector<std::string> workers;
-  std::string policy = "cache_aware";
+  std::vector<std::string> workers, prefill, decode;
+  std::string policy = "cache_aware", prefill_policy = "cache_aware",
+              decode_policy = "power_of_two";
   CLI::App app{
-      "Balance OpenAI-compatible requests over `deepinfer serve` workers (data-parallel "
-      "replicas): /v1/chat/completions, /v1/completions and /v1/models go to a worker, answers "
-      "and SSE streams pass through unchanged; /health and /metrics are the router's own. "
-      "Workers failing GET /health are ejected and readmitted when they pass. SIGTERM/SIGINT: "
-      "stop accepting, let requests in flight finish for --shutdown-grace seconds, exit 0.",
+      "Balance OpenAI-compatible requests over `deepinfer serve` workers: /v1/chat/completions, "
+      "/v1/completions and /v1/models go to a worker, answers and SSE streams pass through "
+      "unchanged; /health and /metrics are the router's own. Data-parallel (--worker): each "
+      "request goes whole to one worker. Prefill/decode (--prefill and --decode, or --pd): each "
+      "request is prefilled on a prefill worker and decoded on a decode worker, which fetches "
+      "the state from it. Workers failing GET /health are ejected and readmitted when they "
+      "pass; with --allow-register, workers also join by POST /router/workers and leave by POST "
+      "/router/workers/leave (or when their heartbeats stop). SIGTERM/SIGINT: stop accepting, "
+      "let requests in flight finish for --shutdown-grace seconds, exit 0.",
       "deepinfer router"};
   app.add_option("--host", o.host, "IP address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "TCP port (0: any free port)")->capture_default_str();
-  app.add_option("--worker", workers, "a worker, http://host:port (repeat for each)")
-      ->required()
+  app.add_option("--worker", workers,
+                 "data-parallel: a worker, http://host:port (several after one flag, or repeat)")
       ->take_all();
-  app.add_option("--policy", policy, "cache_aware, round_robin or random")->capture_default_str();
-  app.add_option("--seed", o.seed, "random policy's seed")->capture_default_str();
+  app.add_option("--prefill", prefill,
+                 "PD: prefill worker URL(s) (`serve --role prefill` or both); implies --pd")
+      ->take_all();
+  app.add_option("--decode", decode,
+                 "PD: decode worker URL(s) (`serve --role decode` or both); implies --pd")
+      ->take_all();
+  app.add_flag("--pd", o.pd,
+               "prefill/decode mode even with no --prefill/--decode (workers register)");
+  app.add_flag("--allow-register", o.allow_register,
+               "accept POST /router/workers {url, role, ttl_s} and /router/workers/leave {url}; "
+               "without it they answer 403");
+  app.add_option("--policy", policy,
+                 "data-parallel: cache_aware, round_robin, random or power_of_two")
+      ->capture_default_str();
+  app.add_option("--prefill-policy", prefill_policy,
+                 "PD prefill side: cache_aware (balanced against pending prefill tokens), "
+                 "round_robin or random")
+      ->capture_default_str();
+  app.add_option("--decode-policy", decode_policy,
+                 "PD decode side: power_of_two (KV usage and running sequences), round_robin or "
+                 "random")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the random and power_of_two policies")
+      ->capture_default_str();
   app.add_option("--health-interval-s", o.health_interval_s, "seconds between health checks")
       ->capture_default_str();
   app.add_option("--health-timeout-s", o.health_timeout_s,
@@ -67,14 +95,56 @@ int run_router_command(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  for (const auto& w : workers) {
-    auto url = parse_worker_url(w);
-    if (!url.ok()) return fail("--worker: " + url.status().message());
-    o.workers.push_back(*url);
-  }
-  auto kind = parse_policy(policy);
+  auto urls = [](const char* flag, const std::vector<std::string>& in,
+                 std::vector<WorkerUrl>& out) -> std::string {
+    for (const auto& w : in) {
+      auto url = parse_worker_url(w);
+      if (!url.ok()) return std::string(flag) + ": " + url.status().message();
+      out.push_back(*url);
+    }
+    return "";
+  };
+  for (auto [flag, in, out] : {std::tuple{"--worker", &workers, &o.workers},
+                               {"--prefill", &prefill, &o.prefill},
+                               {"--decode", &decode, &o.decode}})
+    if (auto err = urls(flag, *in, *out); !err.empty()) return fail(err);
+  o.pd = o.pd || !o.prefill.empty() || !o.decode.empty();
+  if (o.pd && !o.workers.empty())
+    return fail(
+        "--worker is data-parallel mode; with --prefill/--decode/--pd list workers "
+        "under --prefill and --decode (a `both` worker may be under both)");
+  if (!o.pd && o.workers.empty() && !o.allow_register)
+    return fail(
+        "no workers: give --worker URL... (data-parallel), --prefill URL... --decode "
+        "URL... (PD), or --allow-register for workers that register themselves");
+  if (o.pd && !o.allow_register && (o.prefill.empty() || o.decode.empty()))
+    return fail(std::string(o.prefill.empty() ? "--prefill" : "--decode") +
+                ": PD mode needs at least one worker on each side (or --allow-register)");
+  if (o.pd && app.count("--policy"))
+    return fail(
+        "--policy is data-parallel mode's; in PD mode use --prefill-policy and "
+        "--decode-policy");
+  if (!o.pd && (app.count("--prefill-policy") || app.count("--decode-policy")))
+    return fail(
+        std::string(app.count("--prefill-policy") ? "--prefill-policy" : "--decode-policy") +
+        " applies to PD mode (--prefill/--decode or --pd)");
+  auto kind = parse_policy(policy, "--policy");
   if (!kind.ok()) return fail(kind.status().message());
   o.policy = *kind;
+  auto pkind = parse_policy(prefill_policy, "--prefill-policy");
+  if (!pkind.ok()) return fail(pkind.status().message());
+  if (*pkind == PolicyKind::kPowerOfTwo)
+    return fail(
+        "--prefill-policy 'power_of_two': the prefill side is cache_aware, round_robin or "
+        "random");
+  o.prefill_policy = *pkind;
+  auto dkind = parse_policy(decode_policy, "--decode-policy");
+  if (!dkind.ok()) return fail(dkind.status().message());
+  if (*dkind == PolicyKind::kCacheAware)
+    return fail(
+        "--decode-policy 'cache_aware': the decode side is power_of_two, round_robin or "
+        "random (prefixes matter where the prompt is computed)");
+  o.decode_policy = *dkind;
   if (o.port < 0 || o.port > 65535) return fail("--port " + std::to_string(o.port) + ": 0-65535");
   auto positive = [](double v) { return v > 0; };
   for (auto [flag, value] : {std::pair{"--health-interval-s", o.health_interval_s},
