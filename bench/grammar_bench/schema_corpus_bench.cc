@@ -6,7 +6,7 @@
 //
 // Usage: schema_corpus_bench [--corpus DIR] [--tokenizer DIR] [--walks N] [--max-tokens N]
 //          [--seed N] [--item-budget-s S] [--workdir DIR] [--only SUBSTR] [--validate 0|1]
-//          [--python PATH] [--list-errors 0|1]
+//          [--python PATH] [--list-errors 0|1] [--slow-log PATH]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -102,6 +102,7 @@ struct Args {
   uint64_t seed = 1;
   double item_budget_s = 20;
   bool validate = true, list_errors = false;
+  std::string slow_log;  // every mask over 100 us: file, walk, step, the output's tail
 };
 
 struct Walk {
@@ -116,7 +117,8 @@ struct Walk {
 Walk walk(const std::shared_ptr<const CompiledGrammar>& g,
           const std::shared_ptr<const TokenizerInfo>& info, const std::vector<uint32_t>& closing,
           int32_t eos, uint64_t seed, int max_tokens, Clock::time_point deadline,
-          const std::shared_ptr<MaskCache>& cache, std::vector<double>* times) {
+          const std::shared_ptr<MaskCache>& cache, std::vector<double>* times,
+          std::ostream* slow_log, const std::string& file, int walk_index) {
   std::mt19937_64 rng(seed);
   GrammarMatcher m(g, info, cache);
   std::vector<uint32_t> mask(info->mask_words()), pick(info->mask_words());
@@ -130,6 +132,13 @@ Walk walk(const std::shared_ptr<const CompiledGrammar>& g,
     auto t0 = Clock::now();
     const bool filled = m.fill_next_token_bitmask(mask.data());
     times->push_back(us_since(t0));
+    if (slow_log && times->back() > 100) {
+      std::string tail = w.out.substr(w.out.size() > 60 ? w.out.size() - 60 : 0);
+      for (char& c : tail)
+        if (c == '\n' || c == '\t') c = ' ';
+      *slow_log << file << '\t' << walk_index << '\t' << step << '\t' << times->back() << '\t'
+                << m.last_work() << '\t' << tail << '\n';
+    }
     if (!filled) {
       w.status = "work_budget";
       return w;
@@ -191,6 +200,8 @@ int main(int argc, char** argv) {
       a.validate = v != "0";
     else if (k == "--list-errors")
       a.list_errors = v != "0";
+    else if (k == "--slow-log")
+      a.slow_log = v;
     else {
       std::fprintf(stderr, "unknown flag %s\n", k.c_str());
       return 2;
@@ -229,6 +240,8 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(a.workdir);
   const std::string walks_path = a.workdir + "/walks.jsonl";
   std::ofstream walks_out(walks_path);
+  std::ofstream slow_out;
+  if (!a.slow_log.empty()) slow_out.open(a.slow_log);
 
   int compiled = 0;
   std::map<std::string, int> first_tally, named_tally, status_tally;
@@ -260,7 +273,8 @@ int main(int argc, char** argv) {
     double worst = 0;
     for (int w = 0; w < a.walks; ++w) {
       std::vector<double> t;
-      Walk r = walk(cg, info, closing, eos, base + w, a.max_tokens, deadline, cache, &t);
+      Walk r = walk(cg, info, closing, eos, base + w, a.max_tokens, deadline, cache, &t,
+                    a.slow_log.empty() ? nullptr : &slow_out, f, w);
       ++status_tally[r.status];
       if (r.status == "dead" || r.status == "refused")
         std::printf("BUG: %s walk %d: %s after '%s'\n", f.c_str(), w, r.status.c_str(),

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "deepinfer/grammar/byte_classes.h"
+#include "deepinfer/grammar/continuation_ids.h"
 #include "deepinfer/grammar/grammar.h"
 
 namespace deepinfer::grammar {
@@ -67,6 +68,12 @@ class EarleyMatcher {
   // set's items waiting on r (transitively), with sets renumbered in visit order. Equal keys =>
   // equal behaviour on every byte string, so masks and DFA states may be keyed by it.
   void state_key(std::vector<uint32_t>* out) const;
+  // The same future, named compactly (earley_compact_key.cc): the current set's unfinished
+  // items, each with the id (in `ids`) of the continuation its origin set holds for its rule,
+  // or a self marker when it was predicted in the current set. Ids are memoized per (set,
+  // rule), so a key costs O(current set) however deep the stack. Equal keys (same `ids`) =>
+  // equal behaviour on every byte string. Out of work: the key is incomplete, as state_key's.
+  void compact_state_key(std::vector<uint32_t>* out, ContinuationIds* ids) const;
 
   // Work budget (issue 14): item operations (items added or looked at, dedup probes, key
   // entries) from now on; 0 = unlimited. Deterministic, unlike a clock. Once it is spent,
@@ -97,6 +104,11 @@ class EarleyMatcher {
   bool leo_top(uint32_t j, uint32_t rule, Item* top) const;
 
   void begin_set();
+  // Interns the continuation (set j < current, rule r) and every one it refers to; false when
+  // out of work.
+  bool continuation_id(uint32_t j, uint32_t r, ContinuationIds* ids, uint32_t* id) const;
+  bool memo_get(uint32_t j, uint32_t r, uint32_t* id) const;
+  void memo_put(uint32_t j, uint32_t r, uint32_t id) const;
 
   std::shared_ptr<const CompiledGrammar> g_;
   std::vector<Item> items_;
@@ -117,6 +129,12 @@ class EarleyMatcher {
   mutable uint32_t key_gen_ = 0;
   mutable std::vector<std::pair<uint32_t, uint32_t>> key_pairs_;  // scratch: (set, rule)
   mutable std::vector<uint32_t> key_pair_next_, key_pair_head_, key_pair_stamp_;
+  // compact_state_key's memo: (set id << 32 | rule) -> continuation id of generation
+  // cont_generation_; sets whose id an epoch wrap reset (0) use cont_tmp_ for one call.
+  mutable std::unordered_map<uint64_t, uint32_t> cont_memo_, cont_tmp_;
+  mutable uint64_t cont_generation_ = 0;
+  mutable std::vector<std::pair<uint32_t, uint32_t>> cont_stack_;  // scratch: (set, rule)
+  mutable std::vector<uint32_t> cont_local_, cont_buf_;            // scratch
   mutable uint64_t work_ = 0;
   uint64_t work_limit_ = 0;
   mutable bool out_of_work_ = false;

@@ -155,8 +155,9 @@ bool GrammarMatcher::fill_next_token_bitmask(uint32_t* mask) {
     return true;
   }
   const size_t base = bytes_.num_bytes();
+  if (cache_->continuation_ids().words() > kMaxContinuationWords) cache_->clear_all();
   key_.clear();
-  bytes_.state_key(&key_);
+  bytes_.compact_state_key(&key_, &cache_->continuation_ids());
   if (!bytes_.out_of_work()) {
     const uint64_t h = MaskCache::hash(key_);
     if (const uint32_t* hit = cache_->find(key_, h)) {
@@ -220,7 +221,7 @@ int32_t GrammarMatcher::earley_step(int32_t state, uint8_t b) {
   int32_t t = ByteDfa::kDead;
   if (bytes_.accept_byte(b)) {
     dfa_key_.clear();
-    bytes_.state_key(&dfa_key_);
+    bytes_.compact_state_key(&dfa_key_, &cache_->continuation_ids());
     if (bytes_.out_of_work()) {  // incomplete key: undo the byte, learn nothing
       bytes_.rollback_bytes(1);
       return ByteDfa::kDead;

@@ -124,7 +124,8 @@ class GrammarMatcher {
 
   std::shared_ptr<const TokenizerInfo> info_;
   std::shared_ptr<MaskCache> cache_;
-  static constexpr size_t kMaxDfaStates = 4096;  // 1 KiB each
+  static constexpr size_t kMaxDfaStates = 4096;                     // 1 KiB each
+  static constexpr size_t kMaxContinuationWords = size_t{4} << 20;  // 16 MiB of encodings
   static constexpr size_t kFastPathMinTokens = 8192;
   std::vector<uint32_t> key_, dfa_key_;  // scratch for state keys
   std::vector<int32_t> path_state_;      // DFA state per depth of the trie walk

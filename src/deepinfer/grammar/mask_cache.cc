@@ -6,7 +6,19 @@ namespace deepinfer::grammar {
 
 MaskCache::MaskCache(int32_t mask_words, size_t max_bytes)
     : mask_words_(mask_words),
-      max_entries_(std::max<size_t>(1, max_bytes / (sizeof(uint32_t) * std::max(1, mask_words)))) {}
+      max_entries_(std::max<size_t>(1, max_bytes / (sizeof(uint32_t) * std::max(1, mask_words)))) {
+  // Address space only (pages are touched as masks arrive): growing by copying would stall a
+  // mask for milliseconds once the cache holds megabytes.
+  masks_.reserve(max_entries_ * static_cast<size_t>(mask_words_));
+}
+
+void MaskCache::clear_all() {
+  index_.clear();
+  keys_.clear();
+  masks_.clear();
+  dfa_.clear();
+  ids_.clear();
+}
 
 uint64_t MaskCache::hash(const std::vector<uint32_t>& key) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ key.size();

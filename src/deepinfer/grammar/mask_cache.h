@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "deepinfer/grammar/byte_dfa.h"
+#include "deepinfer/grammar/continuation_ids.h"
 
 namespace deepinfer::grammar {
 
@@ -27,6 +28,10 @@ class MaskCache {
 
   int32_t mask_words() const { return mask_words_; }
   ByteDfa& dfa() { return dfa_; }
+  // The ids the keys of masks and DFA states are made with (compact_state_key).
+  ContinuationIds& continuation_ids() { return ids_; }
+  // Forgets masks, DFA and ids together (keys name ids); only between walks.
+  void clear_all();
   size_t size() const { return keys_.size(); }
   mutable int64_t hits = 0, misses = 0;
   int64_t fast_walks = 0;  // misses whose walk took the text fast path
@@ -38,6 +43,7 @@ class MaskCache {
   std::vector<std::vector<uint32_t>> keys_;
   std::vector<uint32_t> masks_;  // entry e at [e * mask_words_, (e + 1) * mask_words_)
   ByteDfa dfa_;
+  ContinuationIds ids_;
 };
 
 }  // namespace deepinfer::grammar
