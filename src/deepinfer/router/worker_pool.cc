@@ -4,6 +4,15 @@
 
 namespace deepinfer::router {
 
+namespace {
+
+// "worker URL" (data-parallel) or "prefill worker URL".
+std::string who(const std::string& pool, const WorkerState& w) {
+  return (pool == "worker" ? "" : pool + " ") + "worker " + w.url.text;
+}
+
+}  // namespace
+
 WorkerPool::WorkerPool(std::string name, std::vector<WorkerUrl> urls,
                        std::unique_ptr<Policy> policy)
     : name_(std::move(name)), policy_(std::move(policy)) {
@@ -52,8 +61,7 @@ void WorkerPool::eject(size_t i, const std::string& why) {
   w.healthy = false;
   ++w.ejections;
   policy_->forget(i);  // it may come back restarted, with an empty cache
-  std::fprintf(stderr, "deepinfer router: ejected %s worker %s: %s\n", name_.c_str(),
-               w.url.text.c_str(), why.c_str());
+  std::fprintf(stderr, "deepinfer router: ejected %s: %s\n", who(name_, w).c_str(), why.c_str());
 }
 
 void WorkerPool::record_check(size_t i, bool ok, const std::string& why) {
@@ -62,8 +70,7 @@ void WorkerPool::record_check(size_t i, bool ok, const std::string& why) {
     w.failed_checks = 0;
     if (!w.healthy) {
       w.healthy = true;
-      std::fprintf(stderr, "deepinfer router: readmitted %s worker %s\n", name_.c_str(),
-                   w.url.text.c_str());
+      std::fprintf(stderr, "deepinfer router: readmitted %s\n", who(name_, w).c_str());
     }
     return;
   }
@@ -93,8 +100,8 @@ bool WorkerPool::join(const WorkerUrl& url, double ttl_s, Clock::time_point now)
   w.failed_checks = 0;
   w.load = WorkerLoad{};
   ++joins;
-  std::fprintf(stderr, "deepinfer router: %s worker %s registered (ttl %.1f s)\n", name_.c_str(),
-               w.url.text.c_str(), ttl_s);
+  std::fprintf(stderr, "deepinfer router: %s registered (ttl %.1f s)\n", who(name_, w).c_str(),
+               ttl_s);
   return true;
 }
 
@@ -103,8 +110,7 @@ void WorkerPool::drop(size_t i, const char* why) {
   w.present = false;
   w.load = WorkerLoad{};
   policy_->forget(i);
-  std::fprintf(stderr, "deepinfer router: %s worker %s %s\n", name_.c_str(), w.url.text.c_str(),
-               why);
+  std::fprintf(stderr, "deepinfer router: %s %s\n", who(name_, w).c_str(), why);
 }
 
 bool WorkerPool::leave(const WorkerUrl& url) {
