@@ -226,6 +226,18 @@ ByteSet EarleyMatcher::allowed_bytes() const {
   return out;
 }
 
+void EarleyMatcher::scanned_sets(std::vector<uint32_t>* out) const {
+  const auto& pos = g_->positions_;
+  const size_t first = out->size();
+  for (size_t i = set_begin_.back(); i < items_.size(); ++i) {
+    const auto& p = pos[items_[i].position];
+    if (p.index != CompiledGrammar::kEnd && p.kind == Element::Kind::kBytes)
+      out->push_back(p.index);
+  }
+  std::sort(out->begin() + first, out->end());
+  out->erase(std::unique(out->begin() + first, out->end()), out->end());
+}
+
 void EarleyMatcher::rollback_bytes(size_t n) {
   DI_CHECK(n <= num_bytes());
   if (n == 0) return;

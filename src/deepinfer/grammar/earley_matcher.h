@@ -60,6 +60,9 @@ class EarleyMatcher {
   bool is_terminated() const { return can_terminate() && !allowed_bytes().any(); }
   // Bytes that accept_byte would take now.
   ByteSet allowed_bytes() const;
+  // The byte sets (indices into the grammar's byte_sets) the current set's items scan, each
+  // once. The next set after byte b depends only on which of them hold b.
+  void scanned_sets(std::vector<uint32_t>* out) const;
   size_t num_bytes() const { return set_begin_.size() - 1; }
   void rollback_bytes(size_t n);
   void reset();

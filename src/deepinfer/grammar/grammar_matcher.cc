@@ -219,6 +219,8 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
 
 int32_t GrammarMatcher::earley_step(int32_t state, uint8_t b) {
   int32_t t = ByteDfa::kDead;
+  scan_sets_.clear();
+  bytes_.scanned_sets(&scan_sets_);  // what the step depends on, read before it
   if (bytes_.accept_byte(b)) {
     dfa_key_.clear();
     bytes_.compact_state_key(&dfa_key_, &cache_->continuation_ids());
@@ -234,8 +236,27 @@ int32_t GrammarMatcher::earley_step(int32_t state, uint8_t b) {
 }
 
 void GrammarMatcher::learn(int32_t state, uint8_t b, int32_t to) {
+  // Bytes in the same grammar-wide class as b behave alike from every state; from this state
+  // so do all bytes that the sets its items scan (scan_sets_) treat as they treat b: inside a
+  // string, every letter, although property names split the letters into many classes.
   const ByteClasses& classes = grammar_->byte_classes();
-  for (uint8_t m : classes.members(classes.of(b))) cache_->dfa().set_next(state, m, to);
+  ByteDfa& dfa = cache_->dfa();
+  const auto& sets = grammar_->grammar().byte_sets;
+  const bool local = scan_sets_.size() <= kMaxLocalClassSets;
+  auto same = [&](uint8_t c) {
+    for (uint32_t s : scan_sets_) {
+      if (sets[s].test(c) != sets[s].test(b)) return false;
+    }
+    return true;
+  };
+  const uint8_t own = classes.of(b);
+  for (int c = 0; c < classes.count(); ++c) {
+    const auto& members = classes.members(static_cast<uint8_t>(c));
+    if (c != own &&
+        (!local || dfa.next(state, members[0]) != ByteDfa::kUnknown || !same(members[0])))
+      continue;
+    for (uint8_t m : members) dfa.set_next(state, m, to);
+  }
 }
 
 void GrammarMatcher::walk_tokens(int32_t root, const uint64_t* fast, uint32_t* mask) {

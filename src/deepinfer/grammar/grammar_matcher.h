@@ -124,10 +124,14 @@ class GrammarMatcher {
 
   std::shared_ptr<const TokenizerInfo> info_;
   std::shared_ptr<MaskCache> cache_;
-  static constexpr size_t kMaxDfaStates = 4096;                     // 1 KiB each
+  static constexpr size_t kMaxDfaStates = 4096;  // 1 KiB each
+  // learn() widens a transition to the bytes the state's own scanned sets cannot tell apart,
+  // unless the state scans more sets than this (the comparison would cost more than a step).
+  static constexpr size_t kMaxLocalClassSets = 64;
   static constexpr size_t kMaxContinuationWords = size_t{4} << 20;  // 16 MiB of encodings
   static constexpr size_t kFastPathMinTokens = 8192;
   std::vector<uint32_t> key_, dfa_key_;  // scratch for state keys
+  std::vector<uint32_t> scan_sets_;      // scratch: byte sets the stepped state scans
   std::vector<int32_t> path_state_;      // DFA state per depth of the trie walk
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::vector<uint8_t> probe_;
