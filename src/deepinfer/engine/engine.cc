@@ -53,9 +53,11 @@ class EngineImpl final : public Engine {
   EngineImpl(const EngineArgs& args, std::unique_ptr<runtime::ModelRunner> runner,
              std::unique_ptr<tokenizer::Tokenizer> tok, kv::KvManager kv,
              std::vector<int32_t> scripted, std::optional<PrefixCachingOptions> cache,
-             kv::UnitKey cache_root, std::unique_ptr<kv::UnitTiers> tiers, Switches switches)
+             kv::UnitKey cache_root, std::unique_ptr<kv::UnitTiers> tiers, Switches switches,
+             std::string fingerprint)
       : args_(args),
         switches_(switches),
+        fingerprint_(std::move(fingerprint)),
         runner_(std::move(runner)),
         tok_(std::move(tok)),
         kv_(std::move(kv)),
@@ -96,6 +98,7 @@ class EngineImpl final : public Engine {
         return invalid_argument("prompt token id " + std::to_string(id) +
                                 " is outside the vocabulary");
     if (rs->prompt.empty()) return invalid_argument("prompt is empty");
+    RETURN_IF_ERROR(check_handoff(r, rs->prompt));
     const int64_t need = static_cast<int64_t>(rs->prompt.size()) + r.params.max_tokens;
     if (need > max_model_len())
       return invalid_argument("prompt (" + std::to_string(rs->prompt.size()) +
@@ -188,6 +191,37 @@ class EngineImpl final : public Engine {
  private:
   int64_t max_model_len() const { return args_.max_model_len > 0 ? args_.max_model_len : 65536; }
 
+  // export_state / import_state: one sample, and an imported state this engine can continue.
+  Status check_handoff(const GenerateRequest& r, const std::vector<int32_t>& prompt) const {
+    if (!r.export_state && !r.import_state) return ok_status();
+    if (r.export_state && r.import_state)
+      return invalid_argument("export_state and import_state exclude each other");
+    if (r.params.n > 1)
+      return invalid_argument("prefill/decode disaggregation needs n = 1, got n = " +
+                              std::to_string(r.params.n));
+    if (!r.import_state) return ok_status();
+    const SequenceHandoff& h = *r.import_state;
+    if (h.fingerprint != fingerprint_)
+      return failed_precondition(
+          "import_state: the state comes from another model, device, numerics or page layout "
+          "(its fingerprint differs from this engine's)");
+    if (h.prompt_ids != prompt)
+      return failed_precondition("import_state: the request's prompt (" +
+                                 std::to_string(prompt.size()) +
+                                 " tokens) differs from the prompt of the state (" +
+                                 std::to_string(h.prompt_ids.size()) + " tokens)");
+    const kv::PageSpec& spec = kv_.spec();
+    const int64_t prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(prompt.size()));
+    if (h.page_bytes != spec.page_bytes || h.constant_pages != spec.constant_pages_per_seq ||
+        h.prompt_pages != prompt_pages ||
+        static_cast<int64_t>(h.pages.size()) != h.num_pages() * h.page_bytes)
+      return failed_precondition("import_state: pages do not match this engine's page layout");
+    if (h.first_token < 0 || h.first_token >= vocab_size())
+      return invalid_argument("import_state: first token " + std::to_string(h.first_token) +
+                              " is outside the vocabulary");
+    return ok_status();
+  }
+
   static kv::Retention retention_of(const GenerateRequest& r) {
     const bool tools = r.chat && r.chat->contains("tools") && (*r.chat)["tools"].is_array() &&
                        !(*r.chat)["tools"].empty();
@@ -241,7 +275,11 @@ class EngineImpl final : public Engine {
       s->parked = i > 0;
       rs->seqs.push_back(std::move(s));
     }
-    start_seq(*rs->seqs[0]);
+    if (rs->req.import_state) {
+      pending_imports_.push_back(rs->seqs[0].get());
+    } else {
+      start_seq(*rs->seqs[0]);
+    }
     if (rs->seqs[0]->finished)  // could not be scheduled at all: neither can its siblings
       for (size_t i = 1; i < rs->seqs.size(); ++i)
         reject(*rs->seqs[i], rs->seqs[0]->out.stop_reason.value_or(""));
@@ -276,8 +314,76 @@ class EngineImpl final : public Engine {
   }
 
   sched::SchedRequest sched_request(const SeqState& s) {
-    return {s.seq_id, static_cast<int64_t>(s.req->prompt.size()), s.req->req.params.max_tokens,
-            s.req->req.priority, arrival_++};
+    // An export runs the prompt and its first token only.
+    sched::SchedRequest r;
+    r.seq_id = s.seq_id;
+    r.prompt_len = static_cast<int64_t>(s.req->prompt.size());
+    r.max_new_tokens = s.req->req.export_state ? 1 : s.req->req.params.max_tokens;
+    r.priority = s.req->req.priority;
+    r.arrival = arrival_++;
+    return r;
+  }
+
+  // Imported sequences wait here, in arrival order, until a slot and their pages are free.
+  void start_pending_imports() {
+    std::erase_if(pending_imports_, [](const SeqState* s) { return s->finished; });  // cancelled
+    while (!pending_imports_.empty()) {
+      SeqState& s = *pending_imports_.front();
+      StatusOr<bool> started = sched_.add_prefilled(sched_request(s));
+      if (started.ok() && !*started && sched_.has_work()) return;  // room comes back later
+      pending_imports_.pop_front();
+      if (!started.ok() || !*started) {
+        reject(s, started.ok() ? "the KV pool cannot hold the imported state"
+                               : started.status().message());
+        continue;
+      }
+      start_imported(s);
+    }
+  }
+
+  // The handoff's pages into the sequence's own, then its first token as if sampled here. The
+  // decode side caches nothing of it (it holds no key chain; a preemption recomputes it).
+  void start_imported(SeqState& s) {
+    RequestState& r = *s.req;
+    seqs_[s.seq_id] = &s;
+    s.cache.retention = kv::Retention::kNone;
+    const SequenceHandoff& h = *r.req.import_state;
+    r.cached_tokens = h.cached_tokens;
+    std::vector<int32_t> pages = *kv_.state_pages(s.seq_id);
+    const std::vector<int32_t>& table = *kv_.block_table(s.seq_id);
+    pages.insert(pages.end(), table.begin(), table.begin() + h.prompt_pages);
+    Status st = runner_->write_pages(pages, h.pages);
+    StatusOr<TokenChoice> c = st.ok() ? outputs_.replay(s, h) : StatusOr<TokenChoice>(st);
+    r.req.import_state.reset();  // the pages are in the pool now
+    if (!c.ok()) return fail_request(r, c.status());
+    const bool length_reached = sched_.on_token_appended(s.seq_id);
+    const std::string reason = outputs_.append(s, *c, length_reached);
+    if (!reason.empty()) finish_seq(s, reason);
+  }
+
+  // export_state: the sequence's pages after its prompt, before its first token frees them.
+  void export_handoff(SeqState& s, const TokenChoice& c) {
+    RequestState& r = *s.req;
+    auto h = std::make_shared<SequenceHandoff>();
+    h->fingerprint = fingerprint_;
+    h->prompt_ids = r.prompt;
+    h->cached_tokens = std::max<int64_t>(0, r.cached_tokens);
+    h->first_token = c.result.token;
+    h->first_drew = c.result.drew;
+    h->has_logprobs = r.req.params.logprobs.has_value();
+    h->first_logprob = c.result.logprob;
+    for (const sample::TokenLogprob& t : c.result.top) h->first_top.emplace_back(t.id, t.logprob);
+    const kv::PageSpec& spec = kv_.spec();
+    h->page_bytes = spec.page_bytes;
+    h->constant_pages = spec.constant_pages_per_seq;
+    h->prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(r.prompt.size()));
+    std::vector<int32_t> pages = *kv_.state_pages(s.seq_id);
+    const std::vector<int32_t>& table = *kv_.block_table(s.seq_id);
+    pages.insert(pages.end(), table.begin(), table.begin() + h->prompt_pages);
+    StatusOr<std::string> bytes = runner_->read_pages(pages);
+    if (!bytes.ok()) return fail_request(r, bytes.status());
+    h->pages = std::move(*bytes);
+    r.handoff = std::move(h);
   }
 
   void finish_seq(SeqState& s, const std::string& reason, bool free_sched = true) {
@@ -427,6 +533,10 @@ class EngineImpl final : public Engine {
         fail_request(*s.req, std::move(p.status));
         continue;
       }
+      if (s.req->req.export_state) {  // read before the scheduler frees the pages
+        export_handoff(s, p.choice);
+        if (s.finished) continue;
+      }
       const bool length_reached = sched_.on_token_appended(s.seq_id);  // true: max_tokens
       const std::string reason = outputs_.append(s, p.choice, length_reached);
       if (!reason.empty()) finish_seq(s, reason);
@@ -553,6 +663,7 @@ class EngineImpl final : public Engine {
       o.prompt_token_ids = r.prompt;
       o.finished = r.num_finished == static_cast<int>(r.seqs.size());
       o.status = r.status;
+      if (o.finished && r.status.ok()) o.handoff = r.handoff;
       o.usage.prompt_tokens = static_cast<int64_t>(r.prompt.size());
       o.usage.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
       for (auto& s : r.seqs) {
@@ -585,7 +696,8 @@ class EngineImpl final : public Engine {
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
-          return stop_ || !inbox_.empty() || !cancels_.empty() || sched_.has_work();
+          return stop_ || !inbox_.empty() || !cancels_.empty() || sched_.has_work() ||
+                 !pending_imports_.empty();
         });
         if (stop_) return;
         inbox.swap(inbox_);
@@ -593,6 +705,7 @@ class EngineImpl final : public Engine {
       }
       for (auto& r : inbox) admit(std::move(r));
       for (auto& id : cancels) handle_cancel(id);
+      start_pending_imports();
       if (sched_.has_work()) {
         auto t0 = Clock::now();
         local_ = EngineStats();
@@ -641,7 +754,8 @@ class EngineImpl final : public Engine {
   }
 
   EngineArgs args_;
-  Switches switches_;  // args_.switches resolved against the environment, once
+  Switches switches_;        // args_.switches resolved against the environment, once
+  std::string fingerprint_;  // of the state (cache_fingerprint): handoffs carry it
   std::unique_ptr<runtime::ModelRunner> runner_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   kv::KvManager kv_;
@@ -652,6 +766,7 @@ class EngineImpl final : public Engine {
   std::vector<std::unique_ptr<RequestState>> requests_;
   std::unordered_map<std::string, RequestState*> by_id_;
   std::unordered_map<uint64_t, SeqState*> seqs_;
+  std::deque<SeqState*> pending_imports_;  // import_state sequences not yet started
   uint64_t next_seq_ = 1, arrival_ = 0;
   EngineStats local_;
   runtime::StepBatch batch_;  // reused: steady-state steps allocate nothing here
@@ -759,6 +874,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
     args.max_num_seqs =
         static_cast<int>(std::min<int64_t>(args.max_num_seqs, runner->info().max_sequences));
   ASSIGN_OR_RETURN(kv::KvManager kv, kv::KvManager::create(runner->page_spec()));
+  ASSIGN_OR_RETURN(std::string fp, cache_fingerprint(args.model, runner->info(),
+                                                     runner->page_spec(), args.kv_cache_salt));
   std::optional<PrefixCachingOptions> cache;
   kv::UnitKey cache_root;
   std::unique_ptr<kv::UnitTiers> tiers;
@@ -769,8 +886,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
     o.chat_retention_s = args.kv_retention_chat_s;
     o.clock = args.clock.get();
     RETURN_IF_ERROR(PrefixCaching::validate(o, runner->page_spec().page_tokens));
-    ASSIGN_OR_RETURN(std::string fp, cache_fingerprint(args.model, runner->info(),
-                                                       runner->page_spec(), args.kv_cache_salt));
     cache_root = kv::root_key(fp);
     if (args.kv_host_memory_bytes < 0 || args.kv_disk_bytes < 0 || args.kv_cluster_bytes < 0)
       return invalid_argument(
@@ -793,7 +908,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   }
   auto e = std::make_unique<EngineImpl>(args, std::move(runner), std::move(tok), std::move(kv),
                                         std::move(scripted), std::move(cache), cache_root,
-                                        std::move(tiers), switches);
+                                        std::move(tiers), switches, fp);
   return std::unique_ptr<Engine>(std::move(e));
 }
 

@@ -17,6 +17,7 @@
 #include "deepinfer/base/status.h"
 #include "deepinfer/engine/cache_retention.h"
 #include "deepinfer/engine/drafter.h"
+#include "deepinfer/engine/sequence_handoff.h"
 #include "deepinfer/engine/switches.h"
 #include "deepinfer/recipe/markers.h"
 #include "deepinfer/runtime/device.h"
@@ -113,6 +114,8 @@ struct RequestOutput {
   bool finished = false;
   Usage usage;
   Status status;  // not ok: the request ended on this error after it started (outputs are partial)
+  // export_state: the final output's sequence state (null on an error).
+  std::shared_ptr<const SequenceHandoff> handoff;
 };
 
 struct GenerateRequest {
@@ -123,6 +126,14 @@ struct GenerateRequest {
   sample::SamplingParams params;
   int priority = 0;  // lower runs first under the priority policy
   CacheRetention cache_retention = CacheRetention::kDefault;
+  // Prefill/decode disaggregation (n = 1 only). export_state: compute the prompt and sample the
+  // first token, then finish ("length") with the sequence's state in RequestOutput::handoff.
+  // import_state: start from such a state instead of computing the prompt: the prompt must
+  // tokenize to its prompt_ids and the engine must have its fingerprint; the first token is the
+  // handoff's (reported with the first output) and decoding goes on from there, giving the
+  // tokens one engine would have given for the same params and seed.
+  bool export_state = false;
+  std::shared_ptr<const SequenceHandoff> import_state;
 };
 
 // Per-step time split, accumulated since start (for `deepinfer bench`).

@@ -37,6 +37,25 @@ TokenChoice OutputProcessor::take_argmax(SeqState& s, int32_t token) const {
   return c;
 }
 
+StatusOr<TokenChoice> OutputProcessor::replay(SeqState& s, const SequenceHandoff& h) const {
+  TokenChoice c;
+  c.result.token = h.first_token;
+  c.result.logprob = h.first_logprob;
+  for (const auto& [id, lp] : h.first_top) c.result.top.push_back({id, lp});
+  // choose() put eos in place of a token the grammar refused, so the same token replays the
+  // same verdict: accepted, or refused with the grammar unable to end (dead).
+  if (s.constraint && !scripted()) {
+    if (!s.constraint->accept(c.result.token)) {
+      if (s.constraint->budget_exceeded()) return s.constraint->budget_error();
+      c.grammar_dead = true;
+    }
+    c.grammar_stop = s.constraint->is_terminated() && c.result.token == eos_;
+  }
+  s.sampler->accept_external(c.result.token, h.first_drew);
+  s.tokens.push_back(c.result.token);
+  return c;
+}
+
 std::string OutputProcessor::append(SeqState& s, const TokenChoice& c, bool length_reached) const {
   const int32_t token = c.result.token;
   std::string delta;

@@ -37,6 +37,11 @@ class OutputProcessor {
   // choose() for such a sample, given the runner's argmax.
   TokenChoice take_argmax(SeqState& s, int32_t token) const;
 
+  // The first token of an imported sequence (GenerateRequest::import_state), taken as choose()
+  // took it on the exporting engine: the grammar, the sampler (and its seeded stream) and the
+  // tokens advance the same way. Not ok when the grammar ran out of its work budget.
+  StatusOr<TokenChoice> replay(SeqState& s, const SequenceHandoff& h) const;
+
   // Appends the chosen token to s.out and s.tokens, with its text after the stop rules.
   // length_reached: the scheduler ended the sample at max_tokens. Returns the finish reason when
   // the sample is done ("stop", "length", "abort"), else an empty string.

@@ -52,7 +52,8 @@ struct RequestState {
   std::shared_ptr<grammar::MaskCache> mask_cache;
   Status status;  // not ok: ended on this error while running (RequestOutput::status)
   kv::Retention retention = kv::Retention::kChat;
-  int64_t cached_tokens = -1;  // set when sample 0 first starts (-1: not yet)
+  int64_t cached_tokens = -1;                      // set when sample 0 first starts (-1: not yet)
+  std::shared_ptr<const SequenceHandoff> handoff;  // export_state: the state, once read
 };
 
 }  // namespace deepinfer

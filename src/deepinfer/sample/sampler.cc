@@ -55,6 +55,11 @@ void SequenceSampler::accept(int32_t token) {
   if (penalize_ && vocab_ > 0) count_token(token, /*output=*/true);
 }
 
+void SequenceSampler::accept_external(int32_t token, bool drew) {
+  if (drew) rng_.discard(1);
+  accept(token);
+}
+
 void SequenceSampler::apply_penalties(float* logits) const {
   const float rep = p_.repetition_penalty;
   for (int32_t t : seen_ids_) {
@@ -148,6 +153,7 @@ void SequenceSampler::sample(float* logits, int64_t vocab, int32_t eos_token_id,
   }
 
   int32_t token = argmax;
+  bool drew = false;
   if (!greedy_ && max_logit > kNegInf) {
     int64_t n = 0;
     for (int64_t i = 0; i < vocab; ++i) {
@@ -157,9 +163,11 @@ void SequenceSampler::sample(float* logits, int64_t vocab, int32_t eos_token_id,
     n = top_p_filter(logits, cand_.data(), n, p_.top_p);
     n = min_p_filter(logits, cand_.data(), n, p_.min_p);
     token = draw(logits, n);
+    drew = !p_.seq_seed.has_value();
   }
 
   out->token = token;
+  out->drew = drew;
   out->logprob = want_logprobs ? static_cast<float>(logits[token] - log_z) : 0.0f;
   out->top.clear();
   if (p_.logprobs.has_value() && *p_.logprobs > 0) {

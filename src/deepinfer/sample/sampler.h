@@ -20,6 +20,7 @@ struct SampleResult {
   int32_t token = -1;
   float logprob = 0.0f;           // of `token` when params.logprobs is set (else 0); see below
   std::vector<TokenLogprob> top;  // params.logprobs most likely tokens, most likely first
+  bool drew = false;              // the draw took one output of the seeded stream
 };
 
 // One per sequence. It owns its RNG, so a given seed yields the same tokens whatever else is
@@ -51,6 +52,10 @@ class SequenceSampler {
 
   // Records an output token (for penalties and min_tokens). Called by the engine after sample.
   void accept(int32_t token);
+  // Records a token another sampler of the same params and seed sampled for this position
+  // (prefill/decode disaggregation): accept() plus the stream output that sample drew
+  // (SampleResult::drew), so later draws are the ones this sampler would have made.
+  void accept_external(int32_t token, bool drew);
   const std::vector<int32_t>& output_ids() const { return output_ids_; }
   bool greedy() const { return greedy_; }
   // The next sample is the plain argmax of the raw logits (ties to the lowest id): greedy, no

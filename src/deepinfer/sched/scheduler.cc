@@ -93,6 +93,20 @@ StatusOr<bool> Scheduler::fork(uint64_t parent, const SchedRequest& child,
   return true;
 }
 
+StatusOr<bool> Scheduler::add_prefilled(const SchedRequest& r) {
+  RETURN_IF_ERROR(check_request(r));
+  if (num_running() >= cfg_.max_num_seqs || !kv_->reserve(r.seq_id, r.prompt_len)) return false;
+  Seq s;
+  s.req = r;
+  s.key = make_key(r);
+  s.num_computed = r.prompt_len;
+  s.running = true;
+  s.awaiting = true;
+  running_.push_back(r.seq_id);
+  seqs_.emplace(r.seq_id, s);
+  return true;
+}
+
 void Scheduler::remove(uint64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;

@@ -50,6 +50,12 @@ class Scheduler {
   // for a child that could never run.
   StatusOr<bool> fork(uint64_t parent, const SchedRequest& child,
                       std::vector<kv::PageCopy>* copies);
+  // Prefill/decode disaggregation: starts r running with its whole prompt computed elsewhere and
+  // its first sample owed, as fork()'s child is. The caller writes the prompt's state into the
+  // seq's pages (KvManager::state_pages, then block_table) before its next step and reports the
+  // sample (on_token_appended or finish). false, with nothing changed, when no slot (max_num_seqs)
+  // or pool pages are free now. Errors are add()'s, for a request that could never run.
+  StatusOr<bool> add_prefilled(const SchedRequest& r);
   // Any time: frees every page and forgets the seq. No-op for an unknown seq.
   void cancel(uint64_t seq_id);
 

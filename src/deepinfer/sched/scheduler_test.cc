@@ -316,6 +316,42 @@ TEST(SchedulerFork, ChildSharesThePromptAndDecodesNext) {
   EXPECT_EQ(kv.num_free_pages(), 100);
 }
 
+// Disaggregation: a sequence whose prompt was computed elsewhere starts running with its pages
+// reserved and its first sample owed, then decodes from its prompt's end.
+TEST(SchedulerPrefilled, StartsRunningWithItsSampleOwedAndDecodesNext) {
+  kv::KvManager kv = make_kv(4, 1, 100);
+  Scheduler s(make_config(100, 4, 1024), &kv);
+  auto started = s.add_prefilled(req(1, 10, 3));
+  ASSERT_TRUE(started.ok()) << started.status().to_string();
+  EXPECT_TRUE(*started);
+  EXPECT_EQ(kv.state_pages(1)->size(), 1u);
+  EXPECT_EQ(kv.block_table(1)->size(), 3u);  // 10 tokens in pages of 4
+  EXPECT_EQ(s.num_running(), 1);
+  EXPECT_EQ(s.num_computed(1), 10);
+  EXPECT_TRUE(s.schedule().items.empty());  // its sample is owed: nothing until it is reported
+  EXPECT_FALSE(s.on_token_appended(1));
+  EXPECT_EQ(step(s).items, (Items{{1, 10, 1, true}}));
+  EXPECT_EQ(step(s).items, (Items{{1, 11, 1, true}}));
+  EXPECT_FALSE(s.has_work());  // 3 tokens
+  EXPECT_EQ(kv.num_free_pages(), 100);
+}
+
+TEST(SchedulerPrefilled, NoSlotOrNoPagesMeansFalseAndNothingChanged) {
+  kv::KvManager kv = make_kv(4, 1, 6);
+  Scheduler s(make_config(100, 1, 1024), &kv);
+  ASSERT_TRUE(*s.add_prefilled(req(1, 4, 2)));  // 1 + 1 pages
+  auto no_slot = s.add_prefilled(req(2, 4, 2));
+  ASSERT_TRUE(no_slot.ok());
+  EXPECT_FALSE(*no_slot);
+  Scheduler wide(make_config(100, 4, 1024), &kv);
+  auto no_pages = wide.add_prefilled(req(3, 17, 2));  // 1 + 5 pages, 4 free
+  ASSERT_TRUE(no_pages.ok());
+  EXPECT_FALSE(*no_pages);
+  EXPECT_EQ(kv.num_free_pages(), 4);
+  EXPECT_FALSE(kv.contains(3));
+  EXPECT_FALSE(s.add_prefilled(req(4, 0, 2)).ok());  // could never run: add()'s error
+}
+
 TEST(SchedulerFork, ChildOfOneTokenFinishesOnItsFirstSample) {
   kv::KvManager kv = make_kv(4, 1, 100);
   Scheduler s(make_config(100, 4, 1024), &kv);
