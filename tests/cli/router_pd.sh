@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# deepinfer router in PD mode over real workers (embedded tiny model, CPU, loopback):
+# prefill workers P0 P1 (`serve --role prefill`), decode workers D0 D1 (`--role decode`), and a
+# reference `serve` (role both) that nothing routes to.
+#   1. 1 prefill + 1 decode (router A: --prefill P0 --decode D0): greedy and seeded requests,
+#      completions and chat, streamed and not, give the reference's choices (tokens via
+#      per-token logprobs) and usage; a long prompt sent twice reports the same cached tokens;
+#      every request was a transfer pair; n = 2 (no handoff) goes plain and still answers;
+#   2. the decode workers' GET /load reaches /metrics;
+#   3. 2 + 2 (router B, round_robin prefill): P0 killed, the request whose phase 1 went to it is
+#      retried on P1 and answered;
+#   4. the decode worker of a long stream killed mid-stream: an error event and [DONE]; the
+#      next request is answered by the other decode worker.
+# Usage: router_pd.sh path/to/deepinfer
+set -u
+bin="$1"
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  for f in "$tmp"/*.log; do echo "--- $f"; tail -12 "$f"; done
+  exit 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_health() {  # URL PID
+  for _ in $(seq 1 240); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1/health")" = 200 ] && return 0
+    kill -0 "$2" 2>/dev/null || fail "$1 exited"
+    sleep 0.25
+  done
+  fail "$1/health never became 200"
+}
+value() {  # ROUTER SERIES
+  curl -s "$1/metrics" | awk -v k="deepinfer_router:$2" '$1 == k {print $2}'
+}
+declare -A url pid
+start() {  # NAME ROLE
+  local port
+  port=$(free_port)
+  url[$1]="http://127.0.0.1:$port"
+  "$bin" serve --host 127.0.0.1 --port "$port" --role "$2" >"$tmp/$1.log" 2>&1 &
+  pid[$1]=$!
+  pids+=("$!")
+}
+start P0 prefill
+start P1 prefill
+start D0 decode
+start D1 decode
+start REF both
+for w in P0 P1 D0 D1 REF; do wait_health "${url[$w]}" "${pid[$w]}"; done
+start_router() {  # NAME ARGS...: sets $router
+  local port
+  port=$(free_port)
+  router="http://127.0.0.1:$port"
+  "$bin" router --port "$port" --health-timeout-s 1 "$@" \
+    >"$tmp/router_$1.log" 2>&1 &
+  pids+=("$!")
+  wait_health "$router" "$!"
+}
+start_router A --prefill "${url[P0]}" --decode "${url[D0]}" --health-interval-s 0.3
+a="$router"
+json='Content-Type: application/json'
+
+# 1. Identity with the reference server.
+long=$(python3 -c 'print(" ".join(f"word{i}" for i in range(200)))')
+i=0
+while IFS= read -r line; do
+  i=$((i + 1))
+  path=${line%% *}
+  body=${line#* }
+  curl -sfN "$a$path" -H "$json" -d "$body" >"$tmp/r$i.txt" || fail "request $i via the router: $body"
+  curl -sfN "${url[REF]}$path" -H "$json" -d "$body" >"$tmp/d$i.txt" || fail "request $i direct"
+done <<EOF2
+/v1/completions {"prompt": "Disaggregated greedy", "max_tokens": 12, "temperature": 0, "logprobs": 2}
+/v1/completions {"prompt": "Disaggregated seeded", "max_tokens": 12, "temperature": 0.9, "seed": 42, "logprobs": 1}
+/v1/chat/completions {"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 10, "temperature": 0, "logprobs": true, "top_logprobs": 2}
+/v1/chat/completions {"messages": [{"role": "user", "content": "Seeded chat"}], "max_tokens": 10, "temperature": 0.8, "seed": 7, "logprobs": true}
+/v1/completions {"prompt": "Streamed greedy", "max_tokens": 10, "temperature": 0, "logprobs": 1, "stream": true, "stream_options": {"include_usage": true}}
+/v1/chat/completions {"messages": [{"role": "user", "content": "Streamed seeded"}], "max_tokens": 10, "temperature": 0.7, "seed": 3, "logprobs": true, "stream": true, "stream_options": {"include_usage": true}}
+/v1/completions {"prompt": "$long", "max_tokens": 6, "temperature": 0, "logprobs": 1}
+/v1/completions {"prompt": "$long and again", "max_tokens": 6, "temperature": 0, "logprobs": 1}
+EOF2
+python3 - "$tmp" "$i" <<'PY' || fail "router (PD) and reference answers differ"
+import json, sys
+t, n = sys.argv[1], int(sys.argv[2])
+def events(raw):
+    assert raw.endswith("data: [DONE]\n\n"), raw[-200:]
+    out = []
+    for block in raw.split("\n\n")[:-2]:
+        e = json.loads(block[6:])
+        e.pop("id"), e.pop("created")
+        out.append(e)
+    return out
+for k in range(1, n + 1):
+    r, d = (open(f"{t}/{s}{k}.txt").read() for s in "rd")
+    if r.startswith("data: "):
+        assert events(r) == events(d), (k, r[:600], d[:600])
+        continue
+    r, d = json.loads(r), json.loads(d)
+    assert r["choices"] == d["choices"], (k, r["choices"], d["choices"])
+    assert r["usage"] == d["usage"], (k, r["usage"], d["usage"])
+    assert r["choices"][0]["logprobs"], k
+last = json.loads(open(f"{t}/r{n}.txt").read())["usage"]
+assert last["prompt_tokens_details"]["cached_tokens"] > 0, last  # the long prompt's blocks
+PY
+[ "$(value "$a" pd_pairs_total)" = "$i" ] || fail "pd_pairs_total $(value "$a" pd_pairs_total), want $i"
+[ "$(value "$a" pd_transfer_failures_total)" = 0 ] || fail "transfer failures"
+n2='{"prompt": "Two at once", "max_tokens": 4, "temperature": 0.5, "seed": 1, "n": 2}'
+curl -sf "$a/v1/completions" -H "$json" -d "$n2" >"$tmp/n2.json" || fail "n = 2 via the router"
+python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1]))["choices"]) == 2' "$tmp/n2.json" ||
+  fail "n = 2 answer: $(cat "$tmp/n2.json")"
+[ "$(value "$a" 'pd_plain_total{reason="no_handoff"}')" = 1 ] || fail "n = 2 not counted no_handoff"
+
+# 2. /load polled.
+for _ in $(seq 1 50); do
+  [ -n "$(value "$a" "worker_kv_usage{pool=\"decode\",worker=\"${url[D0]}\"}")" ] && break
+  sleep 0.1
+done
+[ -n "$(value "$a" "worker_kv_usage{pool=\"decode\",worker=\"${url[D0]}\"}")" ] || fail "no /load in /metrics"
+
+# 3. 2 + 2; P0 dies; round robin's cursor is on P0 for the next request (health checks every
+# 60 s: the first ran at start, so the request meets the dead worker itself).
+start_router B --prefill "${url[P0]}" "${url[P1]}" --decode "${url[D0]}" "${url[D1]}" \
+  --prefill-policy round_robin --decode-policy round_robin --worker-timeout-s 20 \
+  --health-interval-s 60  # only the requests themselves find the dead workers
+b="$router"
+kill -9 "${pid[P0]}"
+wait "${pid[P0]}" 2>/dev/null
+ask='{"prompt": "After the prefill worker died", "max_tokens": 5, "temperature": 0}'
+curl -sf --max-time 30 "$b/v1/completions" -H "$json" -d "$ask" >"$tmp/after.json" ||
+  fail "request after P0 died"
+[ "$(value "$b" "worker_failures_total{pool=\"prefill\",worker=\"${url[P0]}\"}")" = 1 ] ||
+  fail "phase 1 did not go to P0 first"
+[ "$(value "$b" "worker_requests_total{pool=\"prefill\",worker=\"${url[P1]}\"}")" = 1 ] ||
+  fail "not retried on P1"
+[ "$(value "$b" retries_total)" -ge 1 ] || fail "no retry counted"
+
+# 4. The decode worker of a long stream dies mid-stream.
+longreq='{"prompt": "A long one", "max_tokens": 60000, "ignore_eos": true, "stream": true}'
+curl -sN --max-time 30 "$b/v1/completions" -H "$json" -d "$longreq" >"$tmp/mid.txt" &
+cpid=$!
+for _ in $(seq 1 200); do grep -q '^data: {' "$tmp/mid.txt" 2>/dev/null && break; sleep 0.05; done
+victim=""
+for w in D0 D1; do
+  [ "$(value "$b" "worker_outstanding_requests{pool=\"decode\",worker=\"${url[$w]}\"}")" = 1 ] && victim=$w
+done
+[ -n "$victim" ] || fail "no decode worker has the stream"
+kill -9 "${pid[$victim]}"
+wait "$cpid" || fail "the client of the killed stream saw curl rc $?"
+python3 - "$tmp/mid.txt" <<'PY' || fail "not a clean error event: $(tail -c 400 "$tmp/mid.txt")"
+import json, sys
+blocks = open(sys.argv[1]).read().split("\n\n")
+assert blocks[-1] == "" and blocks[-2] == "data: [DONE]", blocks[-3:]
+err = json.loads(blocks[-3][6:])["error"]
+assert err["code"] == "worker_failed" and "mid-stream" in err["message"], err
+for b in blocks[:-3]:
+    assert "choices" in json.loads(b[6:]), b
+PY
+curl -sf --max-time 30 "$b/v1/completions" -H "$json" -d "$ask" >/dev/null ||
+  fail "request after the decode worker died"
+echo "PASS router pd"
