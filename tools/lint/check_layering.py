@@ -42,7 +42,9 @@ ALLOWED = {
     "runtime": {"base", "tensor", "loader", "backend", "model", "kv"},
     "engine": {"base", "tensor", "kv", "sched", "sample", "grammar", "tokenizer", "recipe",
                "runtime"},
-    "server": {"base", "tensor", "tokenizer", "recipe", "grammar", "sample", "engine"},
+    # disagg moves opaque states (header + bytes) between workers: it knows no engine.
+    "disagg": {"base"},
+    "server": {"base", "tensor", "tokenizer", "recipe", "grammar", "sample", "engine", "disagg"},
     # router never links the engine: it reaches the replicas over HTTP (docs/decisions/0010).
     "router": {"base"},
 }

@@ -1,0 +1,186 @@
+#include "deepinfer/disagg/transfer_client.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "deepinfer/disagg/transfer_wire.h"
+
+namespace deepinfer::disagg {
+
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+wire::Deadline after(double seconds) {
+  return Steady::now() +
+         std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(seconds));
+}
+
+StatusOr<wire::Fd> connect_to(const HandoffAddress& at, double timeout_s, const std::string& what) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(at.host.c_str(), std::to_string(at.port).c_str(), &hints, &res))
+    return failed_precondition(what + ": " + ::gai_strerror(rc));
+  wire::Fd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  int rc = fd.get() < 0 ? -1 : ::connect(fd.get(), res->ai_addr, res->ai_addrlen);
+  int err = errno;
+  ::freeaddrinfo(res);
+  if (rc != 0 && err == EINPROGRESS) {
+    pollfd p{fd.get(), POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0)
+      return failed_precondition(what + ": connect timed out");
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    rc = err == 0 ? 0 : -1;
+  }
+  if (rc != 0) return failed_precondition(what + ": connect: " + std::strerror(err));
+  int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+std::string request(wire::Op op, const std::string& id, const std::vector<uint32_t>& idx = {}) {
+  std::string r(wire::kMagic);
+  wire::put_u32(&r, op);
+  r += id;
+  wire::put_u32(&r, static_cast<uint32_t>(idx.size()));
+  for (uint32_t i : idx) wire::put_u32(&r, i);
+  return r;
+}
+
+// Reads `n` chunk frames into payload, recording which failed their checksum.
+Status read_chunks(int fd, uint64_t n, uint64_t chunk, std::string* payload,
+                   std::vector<uint32_t>* bad, double io_timeout_s, const std::string& what) {
+  const uint64_t chunks = (payload->size() + chunk - 1) / chunk;
+  char head[wire::kChunkHeadBytes];
+  for (uint64_t k = 0; k < n; ++k) {
+    RETURN_IF_ERROR(wire::read_exact(fd, head, sizeof(head), after(io_timeout_s), what));
+    const uint32_t c = wire::get_u32(head);
+    const uint32_t len = wire::get_u32(head + 4);
+    const uint64_t begin = static_cast<uint64_t>(c) * chunk;
+    if (c >= chunks || len != std::min<uint64_t>(chunk, payload->size() - begin))
+      return data_loss(what + ": chunk " + std::to_string(c) + " of " + std::to_string(len) +
+                       " bytes does not fit the announced state");
+    char* dst = payload->data() + begin;
+    RETURN_IF_ERROR(wire::read_exact(fd, dst, len, after(io_timeout_s), what));
+    if (wire::sha256(std::string_view(dst, len)) !=
+        *reinterpret_cast<const wire::Digest*>(head + 8))
+      bad->push_back(c);
+  }
+  return ok_status();
+}
+
+// One connection's worth: FETCH, RESENDs, DONE. `retry` says whether a new connection may help.
+StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bool* retry) {
+  const std::string what = "state transfer from " + at.host + ":" + std::to_string(at.port);
+  *retry = true;
+  ASSIGN_OR_RETURN(wire::Fd fd, connect_to(at, o.connect_timeout_s, what));
+  RETURN_IF_ERROR(
+      wire::write_all(fd.get(), request(wire::kFetch, at.id), after(o.io_timeout_s), what));
+  char head[wire::kHeaderBytes];
+  RETURN_IF_ERROR(wire::read_exact(fd.get(), head, sizeof(head), after(o.io_timeout_s), what));
+  *retry = false;
+  if (std::string_view(head, 8) != wire::kMagic)
+    return failed_precondition(what + ": the peer does not speak the transfer protocol");
+  if (wire::get_u32(head + 8) == wire::kUnknownId)
+    return not_found(what + ": handoff " + at.id + " is unknown or expired there");
+  const uint64_t meta_len = wire::get_u64(head + 12);
+  const uint64_t payload_len = wire::get_u64(head + 20);
+  const uint64_t chunk = wire::get_u32(head + 28);
+  const uint64_t chunks = wire::get_u32(head + 32);
+  if (meta_len > (uint64_t{64} << 20) || payload_len > (uint64_t{1} << 40) || chunk == 0 ||
+      chunks != (payload_len + chunk - 1) / chunk)
+    return data_loss(what + ": malformed transfer header");
+  *retry = true;
+  Fetched f;
+  f.meta.resize(meta_len);
+  RETURN_IF_ERROR(wire::read_exact(fd.get(), f.meta.data(), meta_len, after(o.io_timeout_s), what));
+  if (wire::sha256(f.meta) != *reinterpret_cast<const wire::Digest*>(head + 36))
+    return data_loss(what + ": the state's header failed its checksum");
+  f.payload.resize(payload_len);
+  std::vector<uint32_t> bad;
+  RETURN_IF_ERROR(read_chunks(fd.get(), chunks, chunk, &f.payload, &bad, o.io_timeout_s, what));
+  for (int round = 0; !bad.empty(); ++round) {
+    f.corrupt_chunks += static_cast<int64_t>(bad.size());
+    if (round >= o.resend_rounds)
+      return data_loss(what + ": " + std::to_string(bad.size()) + " chunks still fail their " +
+                       "checksum after " + std::to_string(o.resend_rounds) + " resends");
+    RETURN_IF_ERROR(
+        wire::write_all(fd.get(), request(wire::kResend, at.id, bad), after(o.io_timeout_s), what));
+    const uint64_t n = bad.size();
+    bad.clear();
+    RETURN_IF_ERROR(read_chunks(fd.get(), n, chunk, &f.payload, &bad, o.io_timeout_s, what));
+  }
+  RETURN_IF_ERROR(
+      wire::write_all(fd.get(), request(wire::kDone, at.id), after(o.io_timeout_s), what));
+  char ack[4];
+  // The state is whole and verified; a lost acknowledgement only leaves it parked until its TTL.
+  (void)wire::read_exact(fd.get(), ack, sizeof(ack), after(o.io_timeout_s), what);
+  return f;
+}
+
+}  // namespace
+
+std::string HandoffAddress::token() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return "tcp://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + id;
+}
+
+StatusOr<HandoffAddress> parse_handoff_token(const std::string& token) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("handoff token '" + token.substr(0, 200) + "': " + why);
+  };
+  constexpr std::string_view kScheme = "tcp://";
+  if (token.rfind(kScheme, 0) != 0) return bad("must start with tcp://");
+  const size_t slash = token.rfind('/');
+  if (slash < kScheme.size()) return bad("no handoff id");
+  HandoffAddress a;
+  a.id = token.substr(slash + 1);
+  if (a.id.size() != wire::kIdBytes ||
+      a.id.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return bad("the handoff id must be 32 lowercase hex digits");
+  std::string hostport = token.substr(kScheme.size(), slash - kScheme.size());
+  const size_t colon = hostport.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad("expected host:port");
+  a.host = hostport.substr(0, colon);
+  if (a.host.size() > 2 && a.host.front() == '[' && a.host.back() == ']')
+    a.host = a.host.substr(1, a.host.size() - 2);
+  const std::string port = hostport.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return bad("port must be a number");
+  a.port = std::stoi(port);
+  if (a.port < 1 || a.port > 65535) return bad("port must be in 1..65535");
+  return a;
+}
+
+StatusOr<Fetched> fetch_handoff(const HandoffAddress& at, const FetchOptions& o) {
+  const auto t0 = Steady::now();
+  Status last = failed_precondition("no attempt made");
+  for (int attempt = 1; attempt <= std::max(1, o.attempts); ++attempt) {
+    bool retry = false;
+    StatusOr<Fetched> f = fetch_once(at, o, &retry);
+    if (f.ok()) {
+      f->attempts = attempt;
+      f->seconds = std::chrono::duration<double>(Steady::now() - t0).count();
+      return f;
+    }
+    last = f.status();
+    if (!retry) break;
+  }
+  return last;
+}
+
+}  // namespace deepinfer::disagg

@@ -1,0 +1,225 @@
+#include "deepinfer/disagg/transfer_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "deepinfer/disagg/transfer_wire.h"
+
+namespace deepinfer::disagg {
+
+using Steady = std::chrono::steady_clock;
+
+StatusOr<std::unique_ptr<TransferServer>> TransferServer::start(
+    TransferServerOptions o, std::shared_ptr<HandoffStore> store) {
+  if (o.chunk_bytes <= 0 || o.chunk_bytes > (int64_t{1} << 30))
+    return invalid_argument("transfer chunk_bytes must be in (0, 1 GiB], got " +
+                            std::to_string(o.chunk_bytes));
+  const std::string where = "--disagg-host/--disagg-port " + o.host + ":" + std::to_string(o.port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(o.port);
+  if (int rc = ::getaddrinfo(o.host.empty() ? nullptr : o.host.c_str(), port.c_str(), &hints, &res))
+    return invalid_argument(where + ": " + ::gai_strerror(rc));
+  wire::Fd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  const bool bound = fd.get() >= 0 && ::bind(fd.get(), res->ai_addr, res->ai_addrlen) == 0 &&
+                     ::listen(fd.get(), 128) == 0;
+  const int err = errno;
+  ::freeaddrinfo(res);
+  if (!bound) return failed_precondition(where + ": cannot listen: " + std::strerror(err));
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  const int bound_port =
+      ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                       : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return std::unique_ptr<TransferServer>(
+      new TransferServer(std::move(o), std::move(store), fd.release(), bound_port));
+}
+
+TransferServer::TransferServer(TransferServerOptions o, std::shared_ptr<HandoffStore> store, int fd,
+                               int port)
+    : o_(std::move(o)), store_(std::move(store)), listen_fd_(fd), port_(port) {
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+TransferServer::~TransferServer() {
+  stop_ = true;
+  acceptor_.join();
+  ::close(listen_fd_);
+  reap(/*all=*/true);
+}
+
+void TransferServer::reap(bool all) {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (!all && !it->ended->load()) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = connections_.erase(it);
+  }
+}
+
+TransferServerStats TransferServer::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void TransferServer::accept_loop() {
+  while (!stop_) {
+    reap(/*all=*/false);
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;  // wakes up to notice stop_
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    if (active_ >= o_.max_connections) {
+      ::close(fd);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ++active_;
+    auto ended = std::make_shared<std::atomic<bool>>(false);
+    connections_.push_back({std::thread([this, fd, ended] {
+                              serve(fd);
+                              ::close(fd);
+                              --active_;
+                              *ended = true;
+                            }),
+                            ended});
+  }
+}
+
+void TransferServer::serve(int fd) {
+  // One request after another on the connection: FETCH, any RESENDs, then DONE.
+  std::string id;
+  bool done = false;
+  while (!done && !stop_) {
+    const auto deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(
+                                              std::chrono::duration<double>(o_.io_timeout_s));
+    char head[8 + 4 + wire::kIdBytes + 4];
+    Status st = wire::read_exact(fd, head, sizeof(head), deadline, "transfer request");
+    if (st.ok() && std::string_view(head, 8) != wire::kMagic)
+      st = invalid_argument("transfer request: bad magic");
+    if (!st.ok()) {
+      // A peer that leaves after DONE's answer, or between requests, is not a failure.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (id.empty() || !done) ++stats_.failed;
+      return;
+    }
+    const uint32_t op = wire::get_u32(head + 8);
+    const std::string req_id(head + 12, wire::kIdBytes);
+    const uint32_t n = wire::get_u32(head + 12 + wire::kIdBytes);
+    if (op == wire::kFetch) {
+      id = req_id;
+      st = serve_fetch(fd, id, &done);
+    } else if (op == wire::kResend && req_id == id && n <= wire::kMaxResendIndices) {
+      std::string idx(static_cast<size_t>(n) * 4, '\0');
+      st = wire::read_exact(fd, idx.data(), idx.size(), deadline, "transfer resend");
+      std::shared_ptr<const Handoff> h = st.ok() ? store_->get(id) : nullptr;
+      if (st.ok() && !h) st = failed_precondition("handoff expired during its transfer");
+      for (uint32_t i = 0; st.ok() && i < n; ++i) {
+        const uint64_t c = wire::get_u32(idx.data() + 4 * i);
+        const uint64_t begin = c * static_cast<uint64_t>(o_.chunk_bytes);
+        if (begin >= h->payload.size()) {
+          st = invalid_argument("transfer resend: no chunk " + std::to_string(c));
+          break;
+        }
+        const std::string_view bytes =
+            std::string_view(h->payload).substr(begin, static_cast<size_t>(o_.chunk_bytes));
+        std::string frame;
+        wire::put_u32(&frame, static_cast<uint32_t>(c));
+        wire::put_u32(&frame, static_cast<uint32_t>(bytes.size()));
+        const wire::Digest d = wire::sha256(bytes);
+        frame.append(reinterpret_cast<const char*>(d.data()), d.size());
+        st = wire::write_all(fd, frame, deadline, "transfer resend");
+        if (st.ok()) st = wire::write_all(fd, bytes, deadline, "transfer resend");
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.resent_chunks;
+        stats_.bytes_sent += static_cast<int64_t>(bytes.size());
+      }
+    } else if (op == wire::kDone && req_id == id) {
+      store_->erase(id);
+      std::string ack;
+      wire::put_u32(&ack, 0);
+      (void)wire::write_all(fd, ack, deadline, "transfer done");
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.completed;
+      return;
+    } else {
+      st = invalid_argument("transfer request: op " + std::to_string(op) + " out of order");
+    }
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.failed;
+      return;
+    }
+  }
+}
+
+Status TransferServer::serve_fetch(int fd, const std::string& id, bool* done) {
+  const auto deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(
+                                            std::chrono::duration<double>(o_.io_timeout_s));
+  std::shared_ptr<const Handoff> h = store_->get(id);
+  std::string head(wire::kMagic);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(h ? stats_.fetches : stats_.unknown);
+  }
+  if (!h) {
+    wire::put_u32(&head, wire::kUnknownId);
+    head.resize(wire::kHeaderBytes, '\0');
+    *done = true;  // nothing more to say on this connection
+    return wire::write_all(fd, head, deadline, "transfer header");
+  }
+  const uint64_t chunk = static_cast<uint64_t>(o_.chunk_bytes);
+  const uint64_t chunks = (h->payload.size() + chunk - 1) / chunk;
+  wire::put_u32(&head, wire::kOk);
+  wire::put_u64(&head, h->meta.size());
+  wire::put_u64(&head, h->payload.size());
+  wire::put_u32(&head, static_cast<uint32_t>(chunk));
+  wire::put_u32(&head, static_cast<uint32_t>(chunks));
+  const wire::Digest md = wire::sha256(h->meta);
+  head.append(reinterpret_cast<const char*>(md.data()), md.size());
+  head += h->meta;
+  RETURN_IF_ERROR(wire::write_all(fd, head, deadline, "transfer header"));
+  std::string frame;
+  for (uint64_t c = 0; c < chunks; ++c) {
+    // Every chunk gets its own time limit: a large state on a slow link is not a stall.
+    const auto chunk_deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(
+                                                    std::chrono::duration<double>(o_.io_timeout_s));
+    std::string_view bytes = std::string_view(h->payload).substr(c * chunk, chunk);
+    frame.clear();
+    wire::put_u32(&frame, static_cast<uint32_t>(c));
+    wire::put_u32(&frame, static_cast<uint32_t>(bytes.size()));
+    const wire::Digest d = wire::sha256(bytes);
+    frame.append(reinterpret_cast<const char*>(d.data()), d.size());
+    std::string flipped;
+    if (static_cast<int64_t>(c) == o_.corrupt_chunk && !corrupted_.exchange(true)) {
+      flipped.assign(bytes);
+      flipped[flipped.size() / 2] ^= 0x10;
+      bytes = flipped;
+    }
+    RETURN_IF_ERROR(wire::write_all(fd, frame, chunk_deadline, "transfer chunk"));
+    RETURN_IF_ERROR(wire::write_all(fd, bytes, chunk_deadline, "transfer chunk"));
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.bytes_sent += static_cast<int64_t>(bytes.size());
+  }
+  return ok_status();
+}
+
+}  // namespace deepinfer::disagg

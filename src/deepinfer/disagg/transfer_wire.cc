@@ -1,0 +1,101 @@
+#include "deepinfer/disagg/transfer_wire.h"
+
+#include <openssl/evp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace deepinfer::disagg::wire {
+
+Digest sha256(std::string_view bytes) {
+  Digest d{};
+  unsigned int n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), d.data(), &n, EVP_sha256(), nullptr);
+  return d;
+}
+
+void put_u32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void put_u64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint32_t get_u32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+uint64_t get_u64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+namespace {
+// Waits until fd is ready for `events` or the deadline passes.
+Status wait_ready(int fd, short events, Deadline deadline, const std::string& what) {
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return failed_precondition(what + ": timed out");
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (r > 0) return ok_status();
+    if (r < 0 && errno != EINTR)
+      return failed_precondition(what + ": poll: " + std::strerror(errno));
+  }
+}
+}  // namespace
+
+Status write_all(int fd, std::string_view bytes, Deadline deadline, const std::string& what) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      RETURN_IF_ERROR(wait_ready(fd, POLLOUT, deadline, what));
+      continue;
+    }
+    return failed_precondition(what + ": send: " + std::strerror(errno));
+  }
+  return ok_status();
+}
+
+Status read_exact(int fd, char* out, size_t n, Deadline deadline, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::recv(fd, out + done, n - done, MSG_DONTWAIT);
+    if (r > 0) {
+      done += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return failed_precondition(what + ": the peer closed the connection");
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      RETURN_IF_ERROR(wait_ready(fd, POLLIN, deadline, what));
+      continue;
+    }
+    return failed_precondition(what + ": recv: " + std::strerror(errno));
+  }
+  return ok_status();
+}
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace deepinfer::disagg::wire
