@@ -70,9 +70,12 @@ int run_router_command(int argc, char** argv) {
                  "PD decode side: power_of_two (KV usage and running sequences), round_robin or "
                  "random")
       ->capture_default_str();
-  app.add_option("--seed", o.seed, "seed of the random and power_of_two policies")
+  app.add_option(
+         "--seed", o.seed,
+         "seed of the random and power_of_two policies (PD's decode side draws with seed + 1)")
       ->capture_default_str();
-  app.add_option("--health-interval-s", o.health_interval_s, "seconds between health checks")
+  app.add_option("--health-interval-s", o.health_interval_s,
+                 "seconds between health checks (GET /health, then GET /load)")
       ->capture_default_str();
   app.add_option("--health-timeout-s", o.health_timeout_s,
                  "seconds a health check may wait (each of connect, send, answer)")
