@@ -1,11 +1,15 @@
 // EarleyMatcher::compact_state_key: state keys with each older set's part interned
 // (continuation_ids.h). The future of the matcher is the union, over the current set's
-// unfinished items, of the item's remaining elements followed by its continuation: what
-// completing its rule back into its origin set leads to. A continuation (j, r) is encoded as
-// the items of set j waiting on r, each with its position and its own continuation, breadth
-// first from r; items predicted in j itself refer to j's rules by visit order (left
-// recursion makes cycles there), older ones by id. By induction on j, equal ids mean equal
-// continuation languages, so equal keys mean equal futures.
+// unfinished items with an older origin, of the item's remaining elements followed by its
+// continuation: what completing its rule back into its origin set leads to (items predicted
+// in the current set are the closure of those, so they add nothing). A continuation (j, r) is
+// encoded as the items of set j waiting on r, each with its position and its own
+// continuation, breadth first from r; items predicted in j itself refer to j's rules by visit
+// order (left recursion makes cycles there), older ones by id. Positions are canonical: a
+// position and its representative have suffixes (and, for an item waiting on a rule, suffixes
+// after that rule) that no string of kMaxLookahead + 1 bytes tells apart, followed by any
+// continuation. By induction on j, equal ids mean continuations that agree on every string
+// that long (as prefixes and as complete sentences), so equal keys mean such futures.
 #include <algorithm>
 
 #include "deepinfer/grammar/earley_matcher.h"
@@ -80,7 +84,7 @@ bool EarleyMatcher::continuation_id(uint32_t j0, uint32_t r0, ContinuationIds* i
       Item top;
       if (leo_ && leo_top(j, rule, &top)) {
         cont_buf_.push_back(kLeo);
-        cont_buf_.push_back(top.position);
+        cont_buf_.push_back(g_->canon_[top.position]);
         ref(top.origin, pos[top.position].rule);
         continue;
       }
@@ -89,7 +93,7 @@ bool EarleyMatcher::continuation_id(uint32_t j0, uint32_t r0, ContinuationIds* i
         const Item& it = items_[i];
         const auto& p = pos[it.position];
         if (p.index != rule || p.kind != Element::Kind::kRule) continue;
-        cont_buf_.push_back(it.position);
+        cont_buf_.push_back(g_->canon_[it.position]);
         ref(it.origin, p.rule);
       }
     }
@@ -115,9 +119,10 @@ void EarleyMatcher::compact_state_key(std::vector<uint32_t>* out, ContinuationId
     const auto& p = pos[it.position];
     // Finished items are never consulted again, except the accept item (can terminate).
     if (p.index == CompiledGrammar::kEnd && it.position != g_->accept_position_) continue;
-    out->push_back(it.position);
-    uint32_t id = kSelf;
-    if (it.origin != k && !continuation_id(it.origin, p.rule, ids, &id)) return;
+    if (it.origin == k) continue;  // predicted here: follows from the items below
+    uint32_t id;
+    if (!continuation_id(it.origin, p.rule, ids, &id)) return;
+    out->push_back(g_->canon_[it.position]);
     out->push_back(id);
   }
 }

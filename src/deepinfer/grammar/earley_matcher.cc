@@ -18,6 +18,7 @@ CompiledGrammar::CompiledGrammar(Grammar g) : grammar_(std::move(g)), classes_(g
     }
   }
   accept_position_ = rule_starts_[start_rule_][0] + 1;
+  compute_canonical_positions();
   // Nullable fixpoint.
   nullable_.assign(grammar_.rules.size(), false);
   for (bool changed = true; changed;) {

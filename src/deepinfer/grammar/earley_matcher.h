@@ -25,6 +25,9 @@ class CompiledGrammar {
   explicit CompiledGrammar(Grammar g);
   const Grammar& grammar() const { return grammar_; }
   const ByteClasses& byte_classes() const { return classes_; }
+  // Tokens are at most this many bytes (TokenizerInfo enforces it); compact state keys only
+  // tell states apart as far as strings this long can (lookahead_canon.cc).
+  static constexpr uint32_t kMaxLookahead = 255;
 
  private:
   friend class EarleyMatcher;
@@ -39,6 +42,11 @@ class CompiledGrammar {
   std::vector<Position> positions_;
   std::vector<std::vector<uint32_t>> rule_starts_;  // rule -> first position of each alt
   std::vector<bool> nullable_;
+  // Position -> a representative whose remaining suffix no string of kMaxLookahead + 1 bytes
+  // tells apart: deep inside a long run of one element (x{3000}) or a long chain of nested
+  // optionals (x{0,10000}) every position looks the same that far ahead.
+  void compute_canonical_positions();
+  std::vector<uint32_t> canon_;
   uint32_t start_rule_ = 0;  // synthetic S ::= root
   uint32_t accept_position_ = 0;
 };
@@ -71,11 +79,14 @@ class EarleyMatcher {
   // set's items waiting on r (transitively), with sets renumbered in visit order. Equal keys =>
   // equal behaviour on every byte string, so masks and DFA states may be keyed by it.
   void state_key(std::vector<uint32_t>* out) const;
-  // The same future, named compactly (earley_compact_key.cc): the current set's unfinished
-  // items, each with the id (in `ids`) of the continuation its origin set holds for its rule,
-  // or a self marker when it was predicted in the current set. Ids are memoized per (set,
-  // rule), so a key costs O(current set) however deep the stack. Equal keys (same `ids`) =>
-  // equal behaviour on every byte string. Out of work: the key is incomplete, as state_key's.
+  // The future as far as a token can see, named compactly (earley_compact_key.cc): the current
+  // set's unfinished items not predicted in it (those follow from the others), each with the
+  // id (in `ids`) of the continuation its origin set holds for its rule; positions are
+  // canonical (CompiledGrammar::canon_). Ids are memoized per (set, rule), so a key costs
+  // O(current set) however deep the stack. Equal keys (same `ids`) => equal behaviour on every
+  // byte string of at most kMaxLookahead bytes (also which of them complete the sentence), so
+  // masks and a DFA walked no deeper than one token may be keyed by it. Out of work: the key
+  // is incomplete, as state_key's.
   void compact_state_key(std::vector<uint32_t>* out, ContinuationIds* ids) const;
 
   // Work budget (issue 14): item operations (items added or looked at, dedup probes, key

@@ -376,6 +376,62 @@ TEST(GrammarMatcher, TextFastPathMaskEqualsBruteForce) {
   EXPECT_GE(states, 20);
 }
 
+// Deep inside a long counted string every position is new to the Earley matcher, but the
+// state keys treat positions with more than a token's length of room alike (lookahead_canon.cc),
+// so one cached mask serves them all. Masks there, near the bounds (where they must differ:
+// closing is allowed only from minLength on, nothing but the quote after maxLength) and in the
+// pairwise lowering of a bound over 10000 must still equal trying every token.
+TEST(GrammarMatcher, LongCountedStringsShareMasksExactly) {
+  auto ti = info();
+  std::mt19937_64 rng(23);
+  struct Case {
+    const char* schema;
+    std::vector<std::string> prefixes;
+  };
+  const Case cases[] = {
+      {R"({"type":"string","minLength":600,"maxLength":1400})",
+       {"\"" + std::string(300, 'a'), "\"" + std::string(310, 'a'), "\"" + std::string(450, 'b'),
+        "\"" + std::string(599, 'b'), "\"" + std::string(900, 'c'), "\"" + std::string(1300, 'd'),
+        "\"" + std::string(1399, 'd')}},
+      {R"({"type":"string","maxLength":20000})",
+       {"\"" + std::string(3000, 'e'), "\"" + std::string(19800, 'f')}},
+  };
+  int states = 0;
+  for (const Case& c : cases) {
+    auto schema = compile_json_schema_text(c.schema, {});
+    ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+    auto g = std::make_shared<const CompiledGrammar>(std::move(*schema));
+    auto cache = std::make_shared<MaskCache>(ti->mask_words(), 8 << 20);
+    for (const std::string& prefix : c.prefixes)
+      check_masks_on_random_walks(g, cache, 1, 2, /*rollbacks=*/false, rng, &states, prefix);
+  }
+  EXPECT_GE(states, 18);
+}
+
+// The key of a state deep in a long run names its canonical position: the 300th and the 310th
+// character of a 600-character minimum give equal masks from one cache entry.
+TEST(GrammarMatcher, DeepCountedPositionsShareOneCachedMask) {
+  auto ti = info();
+  auto schema = compile_json_schema_text(R"({"type":"string","minLength":600})", {});
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  auto g = std::make_shared<const CompiledGrammar>(std::move(*schema));
+  auto cache = std::make_shared<MaskCache>(ti->mask_words(), 8 << 20);
+  std::vector<uint32_t> first(ti->mask_words()), second(ti->mask_words());
+  for (int n : {300, 310}) {
+    GrammarMatcher m(g, ti, cache);
+    auto ids = tok().encode("\"" + std::string(n, 'a'), false);
+    ASSERT_TRUE(ids.ok());
+    for (int32_t id : *ids) ASSERT_TRUE(m.accept_token(id));
+    ASSERT_TRUE(m.fill_next_token_bitmask(n == 300 ? first.data() : second.data()));
+  }
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(cache->hits, 1);
+  // A quote there would end a string of 300 characters: not allowed.
+  auto quote = tok().token_to_id("\"");
+  ASSERT_TRUE(quote.has_value());
+  EXPECT_FALSE(allowed(first, *quote));
+}
+
 // Uniform random walks over allowed tokens; finished outputs must satisfy an independent
 // checker (PCRE2 for regexes, hand-written recognizers for the EBNF grammars).
 bool nested_list(const std::string& s, size_t* i) {

@@ -44,6 +44,9 @@ Element JsonBuilder::lit(std::string_view s, std::string_view hint) {
 }
 
 Element JsonBuilder::exactly(Element x, int64_t n, std::string_view hint) {
+  // One run of n copies: its positions deep inside look alike to the matcher's state keys
+  // (lookahead_canon.cc), so a long minLength costs one cached mask, not one walk per position.
+  if (n <= kLinearUpTo) return b_.as_element({Sequence(static_cast<size_t>(n), x)}, hint);
   // Binary powers x^(2^k), so x{n} needs O(log n) rules.
   Sequence seq;
   Element power = x;
