@@ -26,32 +26,6 @@ wire::Deadline after(double seconds) {
          std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(seconds));
 }
 
-StatusOr<wire::Fd> connect_to(const HandoffAddress& at, double timeout_s, const std::string& what) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(at.host.c_str(), std::to_string(at.port).c_str(), &hints, &res))
-    return failed_precondition(what + ": " + ::gai_strerror(rc));
-  wire::Fd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  int rc = fd.get() < 0 ? -1 : ::connect(fd.get(), res->ai_addr, res->ai_addrlen);
-  int err = errno;
-  ::freeaddrinfo(res);
-  if (rc != 0 && err == EINPROGRESS) {
-    pollfd p{fd.get(), POLLOUT, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0)
-      return failed_precondition(what + ": connect timed out");
-    socklen_t len = sizeof(err);
-    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    rc = err == 0 ? 0 : -1;
-  }
-  if (rc != 0) return failed_precondition(what + ": connect: " + std::strerror(err));
-  int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
 std::string request(wire::Op op, const std::string& id, const std::vector<uint32_t>& idx = {}) {
   std::string r(wire::kMagic);
   wire::put_u32(&r, op);
@@ -87,7 +61,7 @@ Status read_chunks(int fd, uint64_t n, uint64_t chunk, std::string* payload,
 StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bool* retry) {
   const std::string what = "state transfer from " + at.host + ":" + std::to_string(at.port);
   *retry = true;
-  ASSIGN_OR_RETURN(wire::Fd fd, connect_to(at, o.connect_timeout_s, what));
+  ASSIGN_OR_RETURN(wire::Fd fd, wire::connect_tcp(at.host, at.port, o.connect_timeout_s, what));
   RETURN_IF_ERROR(
       wire::write_all(fd.get(), request(wire::kFetch, at.id), after(o.io_timeout_s), what));
   char head[wire::kHeaderBytes];

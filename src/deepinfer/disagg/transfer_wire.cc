@@ -1,6 +1,10 @@
 #include "deepinfer/disagg/transfer_wire.h"
 
 #include <openssl/evp.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -84,6 +88,33 @@ Status read_exact(int fd, char* out, size_t n, Deadline deadline, const std::str
     return failed_precondition(what + ": recv: " + std::strerror(errno));
   }
   return ok_status();
+}
+
+StatusOr<Fd> connect_tcp(const std::string& host, int port, double timeout_s,
+                         const std::string& what) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res))
+    return failed_precondition(what + ": " + ::gai_strerror(rc));
+  Fd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  int rc = fd.get() < 0 ? -1 : ::connect(fd.get(), res->ai_addr, res->ai_addrlen);
+  int err = errno;
+  ::freeaddrinfo(res);
+  if (rc != 0 && err == EINPROGRESS) {
+    pollfd p{fd.get(), POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0)
+      return failed_precondition(what + ": connect timed out");
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    rc = err == 0 ? 0 : -1;
+  }
+  if (rc != 0) return failed_precondition(what + ": connect: " + std::strerror(err));
+  int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
 }
 
 Fd& Fd::operator=(Fd&& o) noexcept {

@@ -64,4 +64,9 @@ class Fd {
   int fd_ = -1;
 };
 
+// A non-blocking TCP connection (TCP_NODELAY) to host:port within timeout_s; errors
+// (failed_precondition) name `what` and the cause.
+StatusOr<Fd> connect_tcp(const std::string& host, int port, double timeout_s,
+                         const std::string& what);
+
 }  // namespace deepinfer::disagg::wire

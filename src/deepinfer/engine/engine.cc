@@ -325,12 +325,14 @@ class EngineImpl final : public Engine {
   }
 
   // Imported sequences wait here, in arrival order, until a slot and their pages are free.
-  void start_pending_imports() {
+  // Returns whether any started (or was refused).
+  bool start_pending_imports() {
+    const size_t before = pending_imports_.size();
     std::erase_if(pending_imports_, [](const SeqState* s) { return s->finished; });  // cancelled
     while (!pending_imports_.empty()) {
       SeqState& s = *pending_imports_.front();
       StatusOr<bool> started = sched_.add_prefilled(sched_request(s));
-      if (started.ok() && !*started && sched_.has_work()) return;  // room comes back later
+      if (started.ok() && !*started && sched_.has_work()) break;  // room comes back later
       pending_imports_.pop_front();
       if (!started.ok() || !*started) {
         reject(s, started.ok() ? "the KV pool cannot hold the imported state"
@@ -339,6 +341,7 @@ class EngineImpl final : public Engine {
       }
       start_imported(s);
     }
+    return pending_imports_.size() != before;
   }
 
   // The handoff's pages into the sequence's own, then its first token as if sampled here. The
@@ -705,7 +708,8 @@ class EngineImpl final : public Engine {
       }
       for (auto& r : inbox) admit(std::move(r));
       for (auto& id : cancels) handle_cancel(id);
-      start_pending_imports();
+      // An imported sequence's first token goes out now, not with the next step's token.
+      if (start_pending_imports()) emit_outputs();
       if (sched_.has_work()) {
         auto t0 = Clock::now();
         local_ = EngineStats();

@@ -58,6 +58,26 @@ class BeastServer final : public HttpServer {
                                  std::to_string(options.port) + ": " + ec.message());
     port_ = acceptor_.local_endpoint().port();
     spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return start_disagg();
+  }
+
+  // --role: prefill and both park states for decode workers and listen for their fetches.
+  Status start_disagg() {
+    const ServerOptions& o = state_.options;
+    if (o.role != "both" && o.role != "prefill" && o.role != "decode")
+      return invalid_argument("--role must be both, prefill or decode, got '" + o.role + "'");
+    if (o.role == "decode") return ok_status();
+    state_.handoffs = std::make_shared<disagg::HandoffStore>(o.handoffs);
+    ASSIGN_OR_RETURN(state_.transfer, disagg::TransferServer::start(o.transfer, state_.handoffs));
+    state_.transfer_host = o.transfer_advertise_host;
+    if (state_.transfer_host.empty()) state_.transfer_host = o.transfer.host;
+    // A wildcard bind is no address to hand out: loopback, unless --disagg-advertise-host says.
+    if (state_.transfer_host.empty() || state_.transfer_host == "0.0.0.0" ||
+        state_.transfer_host == "::")
+      state_.transfer_host = "127.0.0.1";
+    std::fprintf(stderr, "deepinfer serve: role %s, state transfer on %s:%d (advertised as %s)\n",
+                 o.role.c_str(), o.transfer.host.c_str(), state_.transfer->port(),
+                 state_.transfer_host.c_str());
     return ok_status();
   }
 

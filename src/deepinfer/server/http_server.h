@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "deepinfer/base/status.h"
+#include "deepinfer/disagg/handoff_store.h"
+#include "deepinfer/disagg/transfer_client.h"
+#include "deepinfer/disagg/transfer_server.h"
 #include "deepinfer/engine/engine.h"
 
 namespace deepinfer::server {
@@ -31,6 +34,14 @@ struct ServerOptions {
   std::vector<std::string> allowed_hosts;  // extra Host names accepted without a key; "*": any
   bool metrics_require_key = false;        // /metrics needs the key too
   std::string access_log = "-";            // "-": stderr, "": off, else a file (JSON lines)
+  // Prefill/decode disaggregation (--role; disagg/, server/README.md): "both" (default),
+  // "prefill" or "decode". Every role answers plain requests too.
+  std::string role = "both";
+  // prefill and both: where decode workers fetch parked states, and how long/much they wait.
+  disagg::TransferServerOptions transfer;
+  std::string transfer_advertise_host;  // in handoff tokens; empty: --disagg-host
+  disagg::HandoffStoreOptions handoffs;
+  disagg::FetchOptions fetch;  // decode and both: fetching a state
 
   const std::string& primary_model() const { return model_names.front(); }
 };

@@ -10,6 +10,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "deepinfer/disagg/handoff_store.h"
+#include "deepinfer/disagg/transfer_server.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/server/access_log.h"
 #include "deepinfer/server/http_parse.h"
@@ -30,6 +32,16 @@ struct ServerState {
   int64_t connections = 0;  // open sessions
   // Engine request id -> its session, while the request runs (drain cancels them).
   std::unordered_map<std::string, std::weak_ptr<Session>> live;
+  // Prefill/decode disaggregation: parked states and the listener decode workers fetch them
+  // from (prefill and both roles); the handoff tokens' host; counters (io thread).
+  std::shared_ptr<disagg::HandoffStore> handoffs;
+  std::unique_ptr<disagg::TransferServer> transfer;
+  std::string transfer_host;
+  struct DisaggCounters {
+    int64_t exported = 0, imported = 0, fallbacks = 0, fetch_failures = 0;
+    int64_t fetched_bytes = 0, corrupt_chunks = 0;
+    double fetch_seconds = 0;
+  } disagg;
   boost::asio::io_context* ioc = nullptr;
   boost::asio::thread_pool* prep = nullptr;
 };

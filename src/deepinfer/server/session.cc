@@ -188,8 +188,9 @@ void Session::handle_request() {
                                                              : "{\"status\":\"loading\"}"));
   }
   if (path_ == "/metrics" && get)
-    return send(200, state_->metrics.render(o.primary_model(), engine),
+    return send(200, state_->metrics.render(o.primary_model(), engine) + render_disagg_metrics(),
                 "text/plain; version=0.0.4; charset=utf-8");
+  if (path_ == "/load" && get) return send_load();
   if (path_ == "/v1/models" && get) return send_json(200, models_response(o.model_names, created_));
   constexpr std::string_view kModelPrefix = "/v1/models/";
   if (get && path_.size() > kModelPrefix.size() && path_.rfind(kModelPrefix, 0) == 0) {
@@ -202,7 +203,7 @@ void Session::handle_request() {
   if (path_ == "/v1/completions") ep = Endpoint::kCompletions;
   if (path_ == "/v1/chat/completions") ep = Endpoint::kChatCompletions;
   if (!ep || !post) {
-    if (ep || path_ == "/v1/models" || path_ == "/metrics")
+    if (ep || path_ == "/v1/models" || path_ == "/metrics" || path_ == "/load")
       return send_error({405, req.method_string().to_string() + " is not allowed on " + path_,
                          "invalid_request_error", "", "method_not_allowed"},
                         {{"Allow", ep ? "POST" : "GET"}});
@@ -214,6 +215,7 @@ void Session::handle_request() {
     return send_error({503, "the model is still loading", "server_error", "", "loading"},
                       {{"Retry-After", "5"}});
   engine_ = engine;
+  if (!read_disagg_headers()) return;
   start_generation(*ep);
 }
 

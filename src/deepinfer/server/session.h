@@ -64,6 +64,17 @@ class Session : public std::enable_shared_from_this<Session> {
   void close();
   void log_access(int status);
 
+  // ---- prefill/decode disaggregation (session_disagg.cc)
+  // Reads the X-Deepinfer-Disagg/-Handoff headers; false when it answered (an error).
+  bool read_disagg_headers();
+  // After parsing: false to go on as usual; true when it answered or went to fetch the state
+  // (on_prepared runs again once the state is in).
+  bool disagg_prepared(const std::shared_ptr<ParsedRequest>& req);
+  // The prefill phase's answer (the handoff token); false when this is no prefill phase.
+  bool disagg_finished(const std::optional<ApiError>& error);
+  void send_load();
+  std::string render_disagg_metrics() const;
+
   // ---- generation (session_generation.cc)
   void start_generation(Endpoint endpoint);
   void on_prepared(std::shared_ptr<ParsedRequest> req, std::optional<ApiError> error);
@@ -126,6 +137,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool generating_ = false, admitted_ = false, cancelled_ = false, timed_out_ = false;
   bool streaming_ = false, writing_ = false, write_failed_ = false, close_after_writes_ = false;
   std::deque<std::string> queue_;
+  enum class DisaggPhase { kNone, kPrefill, kDecode };
+  DisaggPhase disagg_ = DisaggPhase::kNone;
+  std::string handoff_token_;  // the decode phase's X-Deepinfer-Handoff
 };
 
 }  // namespace deepinfer::server

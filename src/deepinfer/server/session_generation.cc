@@ -118,6 +118,7 @@ void Session::on_prepared(std::shared_ptr<ParsedRequest> req, std::optional<ApiE
     generating_ = false;
     return send_error(*error);
   }
+  if (disagg_prepared(req)) return;
   req_ = std::move(req);
   const bool chat = req_->endpoint == Endpoint::kChatCompletions;
   const size_t prompts = chat ? 1 : std::max<size_t>(1, req_->prompts.size());
@@ -259,6 +260,7 @@ void Session::on_all_finished() {
       timed_out_       ? std::optional<ApiError>(timeout_error(state_->options.request_timeout_s))
       : !failure_.ok() ? std::optional<ApiError>(error_from_status(failure_, *req_))
                        : std::nullopt;
+  if (disagg_finished(error)) return;
   if (!req_->stream) {
     if (peer_gone_) {
       log_access(499);  // nginx's "client closed request": nobody is left to answer

@@ -10,12 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "deepinfer/cli/command_registry.h"
 #include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
+#include "deepinfer/cli/serve_disagg_flags.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/server/http_server.h"
 
@@ -90,6 +92,8 @@ int run_serve(int argc, char** argv) {
                  "TEST HOOK: every sample's output is this file's text (then EOS) instead of "
                  "sampled tokens, still through the real detokenizer, output parser and streaming");
   deepinfer::cli::add_engine_flags(app, &args);
+  deepinfer::server::RegistrationOptions registration;
+  deepinfer::cli::add_serve_disagg_flags(app, &opts, &registration);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -129,12 +133,25 @@ int run_serve(int argc, char** argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+  // The transfer listener binds with the server; --advertise-url defaults to the bound port.
+  if (auto st = deepinfer::cli::resolve_serve_disagg_flags(&opts, &registration, opts.port);
+      !st.ok())
+    return fail(st);
   auto server = deepinfer::server::HttpServer::create(opts);
   if (!server.ok()) return fail(server.status());
+  if (!registration.router_url.empty() && opts.port == 0) {
+    registration.worker_url.clear();  // the default needs the port the kernel picked
+    if (auto st =
+            deepinfer::cli::resolve_serve_disagg_flags(&opts, &registration, (*server)->port());
+        !st.ok())
+      return fail(st);
+  }
   std::fprintf(stderr, "deepinfer serve: listening on http://%s:%u (model %s)\n", opts.host.c_str(),
                (*server)->port(), args.model.c_str());
 
   std::unique_ptr<deepinfer::Engine> engine;
+  std::unique_ptr<deepinfer::server::WorkerRegistration> registered;
+  std::mutex registration_mu;  // the loader starts it, the signal thread ends it
   std::atomic<bool> load_failed{false}, serving_done{false};
   std::thread signal_thread([&] {
     for (int count = 0;; ++count) {
@@ -143,6 +160,10 @@ int run_serve(int argc, char** argv) {
       if (serving_done) return;
       if (count == 0) {
         std::fprintf(stderr, "deepinfer serve: signal %d, draining (grace %.1f s)\n", sig, grace_s);
+        {
+          std::lock_guard<std::mutex> lock(registration_mu);
+          if (registered) registered->leave();  // no new requests from the router
+        }
         (*server)->shutdown(grace_s);
       } else {
         (*server)->stop();
@@ -161,12 +182,25 @@ int run_serve(int argc, char** argv) {
     deepinfer::cli::print_engine_capacity("serve", engine->capacity());
     (*server)->set_engine(engine.get());
     std::fprintf(stderr, "deepinfer serve: model loaded, ready\n");
+    if (!registration.router_url.empty()) {
+      auto r = deepinfer::server::WorkerRegistration::start(registration);
+      if (!r.ok()) {
+        fail(r.status());
+        return;
+      }
+      std::lock_guard<std::mutex> lock(registration_mu);
+      registered = std::move(*r);
+      std::fprintf(stderr, "deepinfer serve: registering with %s as %s (%s)\n",
+                   registration.router_url.c_str(), registration.worker_url.c_str(),
+                   registration.role.c_str());
+    }
   });
   (*server)->run();
   serving_done = true;
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // wakes its sigwait
   loader.join();
   signal_thread.join();
+  registered.reset();  // leaves the router, if draining did not
   (*server)->set_engine(nullptr);
   engine.reset();  // stops the step loop before the sessions go away
   server->reset();
