@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Prefill/decode disaggregation on one machine, no router: a plain server (role both), a prefill
+# worker and a decode worker (CPU, the embedded tiny model unless MODEL is given, prefix cache
+# off so every prompt is computed). For prompts of about 2k, 11k and 23k tokens (max_tokens 1):
+# the plain request's time, the prefill phase's, and the decode phase's (fetch over loopback TCP
+# with per-chunk SHA-256, write into the pool, first token out), whose answers must be equal;
+# then the state bytes moved and the transfer rate from the decode worker's /metrics.
+# Usage: bench/disagg_transfer.sh [path/to/deepinfer] [MODEL_DIR]
+set -eu
+bin="${1:-build/deepinfer}"
+model="${2:-}"
+tmp=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+declare -A url
+for role in both prefill decode; do
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  url[$role]="http://127.0.0.1:$port"
+  # shellcheck disable=SC2086
+  "$bin" serve $model --host 127.0.0.1 --port "$port" --role "$role" --access-log '' \
+    --no-prefix-cache >"$tmp/$role.log" 2>&1 &
+  pids+=("$!")
+done
+for role in both prefill decode; do
+  for _ in $(seq 1 240); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "${url[$role]}/health")" = 200 ] && break
+    sleep 0.25
+  done
+done
+python3 - "${url[both]}" "${url[prefill]}" "${url[decode]}" <<'PY'
+import json, sys, time, urllib.request
+both, prefill, decode = sys.argv[1:]
+def post(url, body, headers={}):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json", **headers})
+    t = time.perf_counter()
+    out = json.loads(urllib.request.urlopen(req).read())
+    return (time.perf_counter() - t) * 1000, out
+print("| prompt tokens | plain (ms) | prefill phase (ms) | decode phase (ms) | PD - plain (ms) |")
+print("|---:|---:|---:|---:|---:|")
+for n in (1000, 5500, 11500):
+    body = {"prompt": " ".join(f"w{i}" for i in range(n)), "max_tokens": 1, "temperature": 0}
+    t_plain, ref = post(both + "/v1/completions", body)
+    t_pre, h = post(prefill + "/v1/completions", body, {"X-Deepinfer-Disagg": "prefill"})
+    t_dec, got = post(decode + "/v1/completions", body,
+                      {"X-Deepinfer-Disagg": "decode", "X-Deepinfer-Handoff": h["handoff"]})
+    assert got["choices"] == ref["choices"], "the disaggregated answer differs"
+    print(f"| {ref['usage']['prompt_tokens']} | {t_plain:.1f} | {t_pre:.1f} | {t_dec:.1f} | "
+          f"{t_pre + t_dec - t_plain:+.1f} |")
+metrics = urllib.request.urlopen(decode + "/metrics").read().decode()
+val = {l.split("{")[0]: float(l.split()[-1]) for l in metrics.splitlines()
+       if l.startswith("deepinfer:disagg_")}
+b, s = val["deepinfer:disagg_fetched_bytes_total"], val["deepinfer:disagg_fetch_seconds_total"]
+print(f"\nstate fetched: {b / 1e6:.2f} MB in {s * 1000:.1f} ms of fetches: {b / s / 1e9:.2f} GB/s "
+      f"(loopback TCP, SHA-256 per 4 MiB chunk on both ends)")
+PY
