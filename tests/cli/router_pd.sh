@@ -10,7 +10,9 @@
 #   3. 2 + 2 (router B, round_robin prefill): P0 killed, the request whose phase 1 went to it is
 #      retried on P1 and answered;
 #   4. the decode worker of a long stream killed mid-stream: an error event and [DONE]; the
-#      next request is answered by the other decode worker.
+#      next request is answered by the other decode worker;
+#   5. `serve --register-with` joins a `--pd --allow-register` router, serves, and leaves on
+#      SIGTERM.
 # Usage: router_pd.sh path/to/deepinfer
 set -u
 bin="$1"
@@ -55,13 +57,16 @@ start D1 decode
 start REF both
 for w in P0 P1 D0 D1 REF; do wait_health "${url[$w]}" "${pid[$w]}"; done
 start_router() {  # NAME ARGS...: sets $router
-  local port
+  local port name="$1"
+  shift
   port=$(free_port)
   router="http://127.0.0.1:$port"
   "$bin" router --port "$port" --health-timeout-s 1 "$@" \
-    >"$tmp/router_$1.log" 2>&1 &
+    >"$tmp/router_$name.log" 2>&1 &
   pids+=("$!")
-  wait_health "$router" "$!"
+  # /metrics, not /health: a router with no workers yet is up but not healthy.
+  for _ in $(seq 1 100); do curl -s -o /dev/null "$router/metrics" && return 0; sleep 0.05; done
+  fail "router $name did not start"
 }
 start_router A --prefill "${url[P0]}" --decode "${url[D0]}" --health-interval-s 0.3
 a="$router"
@@ -152,6 +157,7 @@ for w in D0 D1; do
 done
 [ -n "$victim" ] || fail "no decode worker has the stream"
 kill -9 "${pid[$victim]}"
+wait "${pid[$victim]}" 2>/dev/null
 wait "$cpid" || fail "the client of the killed stream saw curl rc $?"
 python3 - "$tmp/mid.txt" <<'PY' || fail "not a clean error event: $(tail -c 400 "$tmp/mid.txt")"
 import json, sys
@@ -164,4 +170,30 @@ for b in blocks[:-3]:
 PY
 curl -sf --max-time 30 "$b/v1/completions" -H "$json" -d "$ask" >/dev/null ||
   fail "request after the decode worker died"
+
+# 5. A worker started with --register-with joins a registration-only PD router on both sides,
+#    serves, and leaves when it drains.
+start_router C --pd --allow-register --health-interval-s 0.3
+c="$router"
+port=$(free_port)
+"$bin" serve --host 127.0.0.1 --port "$port" --role both --register-with "$c" >"$tmp/REG.log" 2>&1 &
+regpid=$!
+pids+=("$regpid")
+reg="http://127.0.0.1:$port"
+for _ in $(seq 1 200); do
+  [ "$(value "$c" "worker_registered{pool=\"decode\",worker=\"$reg\"}")" = 1 ] && break
+  sleep 0.1
+done
+for side in prefill decode; do
+  [ "$(value "$c" "worker_registered{pool=\"$side\",worker=\"$reg\"}")" = 1 ] ||
+    fail "--register-with worker not on the $side side"
+done
+wait_health "$reg" "$regpid"
+curl -sf --max-time 30 "$c/v1/completions" -H "$json" -d "$ask" >/dev/null || fail "request via registration"
+[ "$(value "$c" 'pd_plain_total{reason="same_worker"}')" = 1 ] || fail "registered both worker not used"
+kill -TERM "$regpid"
+wait "$regpid" 2>/dev/null
+[ "$(value "$c" "worker_registered{pool=\"prefill\",worker=\"$reg\"}")" = 0 ] ||
+  fail "a drained worker is still registered"
+[ "$(value "$c" 'workers_left_total{pool="prefill"}')" = 1 ] || fail "leave not counted"
 echo "PASS router pd"
