@@ -73,7 +73,7 @@ StatusOr<Element> SchemaCompiler::value_unchecked(const Json& s, const std::stri
   if (!s.is_object()) return bad(path, "a schema must be an object or a boolean");
   RETURN_IF_ERROR(json_detail::check_keywords(s, path, at_root));
   if (s.contains("$ref")) return ref(s, path, depth);
-  if (s.contains("allOf")) {
+  if (s.contains("allOf") || s.contains("unevaluatedProperties")) {
     ASSIGN_OR_RETURN(Json merged, json_detail::merge_all_of(root_, s, path));
     return value_memo(merged, path, depth + 1);
   }

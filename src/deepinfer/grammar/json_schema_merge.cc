@@ -48,7 +48,8 @@ const std::set<std::string>& handled_keywords() {
                                           "propertyNames",
                                           "if",
                                           "then",
-                                          "else"};
+                                          "else",
+                                          "unevaluatedProperties"};
   return k;
 }
 
@@ -77,21 +78,39 @@ StatusOr<const Json*> deref(const Json& root, const Json* s, std::string* path) 
   return unsupported("$ref", *path, "a chain of more than 32 references");
 }
 
+// The parts [begin, end) collected under a schema with `unevaluatedProperties: S`: the ones
+// whose annotations it sees (its own keywords, allOf, $ref; branches of a union are compiled
+// later, each merged with these).
+struct UnevaluatedScope {
+  size_t begin, end;
+  Json schema;
+  std::string path;
+};
+
 Status collect(const Json& root, const Json& s, std::string path,
-               std::vector<std::pair<Json, std::string>>* parts, int depth) {
+               std::vector<std::pair<Json, std::string>>* parts, int depth,
+               std::vector<UnevaluatedScope>* scopes) {
   if (depth > 32) return unsupported("allOf", path, "nested too deeply");
+  if (s.is_object() && s.contains("unevaluatedProperties")) {
+    Json inner = s;
+    inner.erase("unevaluatedProperties");
+    const size_t begin = parts->size();
+    RETURN_IF_ERROR(collect(root, inner, path, parts, depth + 1, scopes));
+    scopes->push_back({begin, parts->size(), s["unevaluatedProperties"], path});
+    return ok_status();
+  }
   if (s.is_object() && s.contains("$ref")) {
     // Keywords beside $ref apply too (2019-09 on; drafts 4-7 ignore them, so requiring them
     // only narrows the output there).
     Json rest = Json::object();
     for (const auto& [k, v] : s.items())
       if (k != "$ref" && !is_inert(k)) rest[k] = v;
-    if (!rest.empty()) RETURN_IF_ERROR(collect(root, rest, path, parts, depth + 1));
+    if (!rest.empty()) RETURN_IF_ERROR(collect(root, rest, path, parts, depth + 1, scopes));
     if (!s["$ref"].is_string())
       return invalid_argument("json schema at " + at(path) + ": $ref must be a string");
     const std::string r = s["$ref"].get<std::string>();
     ASSIGN_OR_RETURN(const Json* target, resolve_ref(root, r, path));
-    return collect(root, *target, r.substr(1), parts, depth + 1);
+    return collect(root, *target, r.substr(1), parts, depth + 1, scopes);
   }
   const Json* t = &s;
   if (t->is_boolean()) {
@@ -113,7 +132,7 @@ Status collect(const Json& root, const Json& s, std::string path,
     base.erase("else");
   }
   parts->emplace_back(base, path);
-  if (approx) RETURN_IF_ERROR(collect(root, *approx, path, parts, depth + 1));
+  if (approx) RETURN_IF_ERROR(collect(root, *approx, path, parts, depth + 1, scopes));
   if (t->contains("allOf")) {
     const Json& all = (*t)["allOf"];
     if (!all.is_array() || all.empty()) {
@@ -121,7 +140,7 @@ Status collect(const Json& root, const Json& s, std::string path,
     }
     for (size_t i = 0; i < all.size(); ++i) {
       RETURN_IF_ERROR(
-          collect(root, all[i], path + "/allOf/" + std::to_string(i), parts, depth + 1));
+          collect(root, all[i], path + "/allOf/" + std::to_string(i), parts, depth + 1, scopes));
     }
   }
   return ok_status();
@@ -190,6 +209,20 @@ Status merge_into(Json* out, const Json& part, const std::string& path) {
       }
     } else if (k == "not") {
       o = Json{{"anyOf", Json::array({o, v})}};  // not A and not B = not (A or B)
+    } else if ((k == "dependencies" || k == "dependentRequired") && o.is_object() &&
+               v.is_object()) {
+      // Every part's dependencies hold: per name, names united or schemas both applied.
+      auto as_schema = [](const Json& d) { return d.is_array() ? Json{{"required", d}} : d; };
+      for (const auto& [name, d] : v.items()) {
+        if (!o.contains(name)) {
+          o[name] = d;
+        } else if (o[name].is_array() && d.is_array()) {
+          for (const Json& x : d)
+            if (std::find(o[name].begin(), o[name].end(), x) == o[name].end()) o[name].push_back(x);
+        } else if (o[name] != d) {
+          o[name] = Json{{"allOf", Json::array({as_schema(o[name]), as_schema(d)})}};
+        }
+      }
     } else if (k == "enum" && o.is_array() && v.is_array()) {
       Json keep = Json::array();
       for (const Json& x : o) {
@@ -203,7 +236,16 @@ Status merge_into(Json* out, const Json& part, const std::string& path) {
   return ok_status();
 }
 
-std::set<std::string> possible_types(const Json& s) {
+// Drafts 4-7 ignore the keywords beside a $ref.
+bool siblings_ignored(const Json& root) {
+  if (!root.is_object() || !root.contains("$schema") || !root["$schema"].is_string()) return false;
+  const std::string d = root["$schema"].get<std::string>();
+  for (const char* old : {"draft-03", "draft-04", "draft-06", "draft-07"})
+    if (d.find(old) != std::string::npos) return true;
+  return false;
+}
+
+std::set<std::string> possible_types(const Json& s, const Json* root = nullptr, int depth = 0) {
   static const std::set<std::string> all = {"null",   "boolean", "integer", "number",
                                             "string", "array",   "object"};
   auto of_value = [](const Json& v) -> std::string {
@@ -214,8 +256,15 @@ std::set<std::string> possible_types(const Json& s) {
     if (v.is_array()) return "array";
     return "object";
   };
-  if (!s.is_object()) return all;
+  if (!s.is_object() || depth > 32) return all;
   std::set<std::string> out = all;
+  // A reference holds beside the other keywords (drafts 4-7 ignore those, so the target's
+  // types alone are a superset there too).
+  if (root && s.contains("$ref") && s["$ref"].is_string()) {
+    auto target = resolve_ref(*root, s["$ref"].get<std::string>(), "");
+    if (target.ok()) out = possible_types(**target, root, depth + 1);
+    if (siblings_ignored(*root)) return out;
+  }
   if (s.contains("type")) {
     auto t = type_set(s["type"], "");
     if (t.ok()) out = *t;
@@ -228,12 +277,13 @@ std::set<std::string> possible_types(const Json& s) {
   }
   // Every allOf part holds; some anyOf/oneOf branch holds ($ref parts are not followed).
   if (s.contains("allOf") && s["allOf"].is_array())
-    for (const Json& part : s["allOf"]) out = intersect_types(out, possible_types(part));
+    for (const Json& part : s["allOf"])
+      out = intersect_types(out, possible_types(part, root, depth + 1));
   for (const char* k : {"anyOf", "oneOf"}) {
     if (!s.contains(k) || !s[k].is_array()) continue;
     std::set<std::string> some;
     for (const Json& b : s[k])
-      for (const std::string& t : possible_types(b)) some.insert(t);
+      for (const std::string& t : possible_types(b, root, depth + 1)) some.insert(t);
     if (some.count("number")) some.insert("integer");
     out = intersect_types(out, some);
   }
@@ -376,7 +426,8 @@ bool value_fails(const Json& root, const Json& v, const Json& s0, int depth) {
 
 // Every object valid under a has a member that no object valid under b can have.
 bool object_excludes(const Json& root, const Json& a, const Json& b, int depth) {
-  if (intersect_types(possible_types(a), possible_types(b)) != std::set<std::string>{"object"})
+  if (intersect_types(possible_types(a, &root), possible_types(b, &root)) !=
+      std::set<std::string>{"object"})
     return false;
   if (!a.contains("required") || !a["required"].is_array()) return false;
   for (const Json& key : a["required"]) {
@@ -399,12 +450,14 @@ bool object_excludes(const Json& root, const Json& a, const Json& b, int depth) 
 
 bool disjoint(const Json& root, const Json& a0, const Json& b0, int depth) {
   if (depth > 16) return false;
+  // Types first, on the schemas as written ($ref beside other keywords is followed there).
+  if (!types_overlap(possible_types(a0, &root), possible_types(b0, &root))) return true;
   const Json* a = resolved(root, a0);
   const Json* b = resolved(root, b0);
   if (!a || !b) return false;
   if (a->is_boolean() || b->is_boolean())
     return (a->is_boolean() && !a->get<bool>()) || (b->is_boolean() && !b->get<bool>());
-  if (!types_overlap(possible_types(*a), possible_types(*b))) return true;
+  if (!types_overlap(possible_types(*a, &root), possible_types(*b, &root))) return true;
   auto va = values_of(*a), vb = values_of(*b);
   if (va && vb && values_disjoint(*va, *vb)) return true;
   // A finite value set all of whose members the other schema rejects.
@@ -415,7 +468,8 @@ bool disjoint(const Json& root, const Json& a0, const Json& b0, int depth) {
     if (all_fail) return true;
   }
   // Strings only, each with an anchored pattern whose literal prefixes diverge.
-  if (intersect_types(possible_types(*a), possible_types(*b)) == std::set<std::string>{"string"} &&
+  if (intersect_types(possible_types(*a, &root), possible_types(*b, &root)) ==
+          std::set<std::string>{"string"} &&
       a->contains("pattern") && b->contains("pattern") && (*a)["pattern"].is_string() &&
       (*b)["pattern"].is_string()) {
     const std::string pa = literal_prefix((*a)["pattern"].get<std::string>());
@@ -609,9 +663,31 @@ bool value_has_type(const Json& v, const std::set<std::string>& types) {
 
 StatusOr<Json> merge_all_of(const Json& root, const Json& schema, const std::string& path) {
   std::vector<std::pair<Json, std::string>> parts;
-  RETURN_IF_ERROR(collect(root, schema, path, &parts, 0));
+  std::vector<UnevaluatedScope> scopes;
+  RETURN_IF_ERROR(collect(root, schema, path, &parts, 0, &scopes));
   Json out = Json::object();
   for (const auto& [part, ppath] : parts) RETURN_IF_ERROR(merge_into(&out, part, ppath));
+  // unevaluatedProperties: S is met when additionalProperties: S holds beside the properties
+  // its scope lists (what the scope evaluates is a superset of those): S then judges every
+  // other member, as a part's additionalProperties does below. Where a part of the scope has
+  // additionalProperties, every member is evaluated and S says nothing.
+  for (const UnevaluatedScope& sc : scopes) {
+    if (sc.schema == true) continue;
+    bool evaluates_all = false;
+    Json listed = Json::object();
+    for (size_t i = sc.begin; i < sc.end; ++i) {
+      const Json& part = parts[i].first;
+      if (part.contains("additionalProperties")) evaluates_all = true;
+      if (part.contains("properties") && part["properties"].is_object())
+        for (const auto& [k, v] : part["properties"].items()) listed[k] = true;
+    }
+    if (evaluates_all) continue;
+    Json judge = Json::object();
+    judge["additionalProperties"] = sc.schema;
+    RETURN_IF_ERROR(merge_into(&out, judge, sc.path));
+    judge["properties"] = listed;
+    parts.emplace_back(judge, sc.path);
+  }
   // A part's additionalProperties (other than true) must accept every property of the merge.
   for (const auto& [part, ppath] : parts) {
     if (!part.contains("additionalProperties") || part["additionalProperties"] == true) continue;
@@ -660,7 +736,8 @@ bool output_excludes(const Json& root, const Json& a0, const Json& b0, bool stri
   const Json* b = resolved(root, b0);
   if (!a || !b || !a->is_object() || !b->is_object()) return false;
   // Values of a's other types fail b by type; so only a's objects matter.
-  if (intersect_types(possible_types(*a), possible_types(*b)) != std::set<std::string>{"object"})
+  if (intersect_types(possible_types(*a, &root), possible_types(*b, &root)) !=
+      std::set<std::string>{"object"})
     return false;
   if (!b->contains("required") || !(*b)["required"].is_array()) return false;
   for (const Json& r : (*b)["required"])

@@ -1,5 +1,6 @@
 // SchemaCompiler: `not`, as a narrowing of the schema beside it.
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <set>
 #include <string>
@@ -8,6 +9,27 @@
 #include "deepinfer/grammar/json_schema_compiler.h"
 
 namespace deepinfer::grammar::json_detail {
+namespace {
+
+// The pattern that matches exactly the string s (each ASCII punctuation character escaped,
+// the rest literal), for excluding s as a `not: {pattern}` does.
+std::string not_literal_pattern(const std::string& s) {
+  std::string out = "^";
+  for (unsigned char c : s) {
+    if (c < 0x80 && !std::isalnum(c) && c != ' ' && c >= 0x20) out += '\\';
+    if (c < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+      continue;
+    }
+    out += static_cast<char>(c);
+  }
+  return out + "$";
+}
+
+}  // namespace
 
 Status SchemaCompiler::negate_into(Json* out, const Json& n0, const std::string& path, int depth) {
   // allOf merges n `not`s into n-1 nested anyOfs (json_schema_merge.cc).
@@ -109,20 +131,39 @@ Status SchemaCompiler::negate_into(Json* out, const Json& n0, const std::string&
     (*out)[kNotPatternKey] = list;
     return set_types({"string"});
   }
+  if (keys.count("required") && keys.size() > 1 && (*n)["required"].is_array()) {
+    // not (R and P) holds wherever not R does: the value is made to lack a required name
+    // (sound, not complete: values that fail only P are not written).
+    return negate_into(out, Json{{"required", (*n)["required"]}}, path, depth + 1);
+  }
   if (keys == std::set<std::string>{"anyOf"} && (*n)["anyOf"].is_array()) {
     for (const Json& b : (*n)["anyOf"]) RETURN_IF_ERROR(negate_into(out, b, path, depth + 1));
     return ok_status();
   }
   if ((keys == std::set<std::string>{"enum"} || keys == std::set<std::string>{"const"}) &&
       !out->contains("enum") && !out->contains("const")) {
-    // Strings struck from a plain string schema (json_detail::kNotInKey).
-    for (const char* k : {"pattern", "format", "minLength", "maxLength", kNotPatternKey})
-      if (out->contains(k)) return unsupported("not", path, "enum/const beside " + std::string(k));
+    // Strings struck from a plain string schema (json_detail::kNotInKey); beside a pattern,
+    // format or length each string is excluded as the pattern ^s$ (not_literal_pattern).
     ASSIGN_OR_RETURN(auto have, types_of_out());
     std::vector<Json> drop;
     if (n->contains("const")) drop.push_back((*n)["const"]);
     if (n->contains("enum") && (*n)["enum"].is_array())
       for (const Json& v : (*n)["enum"]) drop.push_back(v);
+    bool shaped = false;
+    for (const char* k : {"pattern", "format", "minLength", "maxLength", kNotPatternKey})
+      shaped = shaped || out->contains(k);
+    if (shaped) {
+      Json list = out->contains(kNotPatternKey) ? (*out)[kNotPatternKey] : Json::array();
+      for (const Json& v : drop) {
+        if (v.is_string()) {
+          list.push_back(not_literal_pattern(v.get<std::string>()));
+        } else if (json_detail::value_has_type(v, have)) {
+          return unsupported("not", path, "enum/const of values other than strings");
+        }
+      }
+      (*out)[kNotPatternKey] = list;
+      return set_types(have);
+    }
     Json list =
         out->contains(json_detail::kNotInKey) ? (*out)[json_detail::kNotInKey] : Json::array();
     for (const Json& v : drop) {

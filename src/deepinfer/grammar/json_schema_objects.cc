@@ -95,12 +95,24 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
   // dependentRequired (and draft 4-7 `dependencies` with arrays): "A present => D present". A
   // required A makes D required (to a fixpoint); an optional A whose dependents are not all
   // required is never written. Sound, not complete: documented in README.md.
+  // Schema dependencies (`dependencies` with a schema, draft 4-7): "A present => the object
+  // meets D". An optional A is never written (sound, not complete); a required A is refused.
   std::map<std::string, std::vector<std::string>> depends;
+  std::set<std::string> schema_dependent;
   for (const char* key : {"dependentRequired", "dependencies"}) {
     if (!s.contains(key)) continue;
     if (!s[key].is_object()) return bad(path + "/" + key, "must be an object");
-    for (const auto& [name, deps] : s[key].items()) {
-      if (!deps.is_array()) return unsupported(key, path, "schema dependencies ('" + name + "')");
+    for (const auto& [name, deps0] : s[key].items()) {
+      const Json* dp = &deps0;
+      if (deps0.is_object() && deps0.size() == 1 && deps0.contains("required"))
+        dp = &deps0["required"];  // {required: [..]} is the array form
+      const Json& deps = *dp;
+      if (!deps.is_array()) {
+        if (std::string(key) != "dependencies" || (!deps.is_object() && !deps.is_boolean()))
+          return bad(path + "/" + key + "/" + name, "must be an array");
+        if (deps != true) schema_dependent.insert(name);
+        continue;
+      }
       for (const Json& d : deps) {
         if (!d.is_string()) return bad(path + "/" + key + "/" + name, "must hold strings");
         depends[name].push_back(d.get<std::string>());
@@ -118,6 +130,11 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
     if (!required.count(name))
       for (const std::string& d : deps)
         if (!required.count(d)) never.insert(name);
+  for (const std::string& name : schema_dependent) {
+    if (required.count(name))
+      return unsupported("dependencies", path, "schema dependencies of required '" + name + "'");
+    never.insert(name);
+  }
   // patternProperties: a listed name that a pattern matches takes that schema too; an
   // additional member takes every pattern's schema besides additionalProperties (whatever its
   // name matches, it then validates: sound, not complete).

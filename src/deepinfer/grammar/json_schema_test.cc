@@ -192,8 +192,8 @@ TEST(JsonSchema, UnsupportedKeywordsNameKeywordAndPath) {
   expect_error(
       R"({"type":"object","properties":{"a":{"type":"object","dependentSchemas":{"x":{}}}}})",
       StatusCode::kUnimplemented, "'dependentSchemas' at /properties/a");
-  expect_error(R"({"type":"object","unevaluatedProperties":false})", StatusCode::kUnimplemented,
-               "'unevaluatedProperties' at /");
+  expect_error(R"({"type":"array","unevaluatedItems":false})", StatusCode::kUnimplemented,
+               "'unevaluatedItems' at /");
   expect_error(R"({"type":"array","items":{"not":{"minLength":3}}})", StatusCode::kUnimplemented,
                "'not' at /items");
   expect_error(R"({"type":"array","items":{"type":"string"},"uniqueItems":true,"minItems":2})",
@@ -328,18 +328,39 @@ TEST(JsonSchema, DependentRequiredIsSound) {
   ASSERT_NE(open, nullptr);
   EXPECT_TRUE(accepts(open, R"({"x":1})"));
   EXPECT_FALSE(accepts(open, R"({"k":1})"));
-  expect_error(R"({"type":"object","dependencies":{"a":{"required":["b"]}}})",
-               StatusCode::kUnimplemented, "schema dependencies");
+  // {required: [..]} is the array form.
+  auto req = compile(R"({"type":"object","properties":{"a":{"type":"integer"},
+      "b":{"type":"integer"}},"required":["a"],"dependencies":{"a":{"required":["b"]}}})");
+  ASSERT_NE(req, nullptr);
+  EXPECT_TRUE(accepts(req, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(req, R"({"a":1})"));
+  // Schema dependencies: "a present => the object meets D". An optional a is never written
+  // (an object without a meets every dependency of a); a required one is refused.
+  auto dep = compile(R"({"type":"object","properties":{"a":{"type":"integer"},
+      "b":{"type":"integer"}},"dependencies":{"a":{"properties":{"b":{"minimum":5}}}}})");
+  ASSERT_NE(dep, nullptr);
+  EXPECT_TRUE(accepts(dep, R"({"b":1})"));
+  EXPECT_FALSE(accepts(dep, R"({"a":1,"b":9})"));  // valid, but never written
+  EXPECT_FALSE(accepts(dep, R"({"a":1,"b":1})"));  // invalid
+  expect_error(R"({"type":"object","required":["a"],"dependencies":{"a":{"minProperties":2}}})",
+               StatusCode::kUnimplemented, "schema dependencies of required 'a'");
+  // allOf parts' dependencies all hold: names united per key.
+  auto both = compile(R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"required":["a"],
+      "allOf":[{"dependencies":{"a":["b"]}},{"dependencies":{"a":["c"]}}]})");
+  ASSERT_NE(both, nullptr);
+  EXPECT_TRUE(accepts(both, R"({"a":1,"b":2,"c":3})"));
+  EXPECT_FALSE(accepts(both, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(both, R"({"a":1,"c":3})"));
 }
 
 // The error names every unsupported keyword of the document with its path, not just the first.
 TEST(JsonSchema, TheErrorListsEveryUnsupportedKeyword) {
-  auto g = compile_json_schema_text(R"({"type":"object","unevaluatedProperties":false,
+  auto g = compile_json_schema_text(R"({"type":"object","unevaluatedItems":false,
       "properties":{"a":{"type":"array","contains":{"type":"integer"}},
                     "b":{"type":"object","dependentSchemas":{"x":{}}}}})");
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
-  for (const char* want : {"'unevaluatedProperties' at /", "'contains' at /properties/a",
+  for (const char* want : {"'unevaluatedItems' at /", "'contains' at /properties/a",
                            "'dependentSchemas' at /properties/b"})
     EXPECT_NE(g.status().message().find(want), std::string::npos)
         << g.status().message() << " lacks " << want;
@@ -573,6 +594,19 @@ TEST(JsonSchemaCoverage, NotOfSimpleForms) {
       {R"({"anyOf":[{"enum":["json","yaml","toml"]},{"type":"string"}],"not":{"enum":["toml"]}})",
        {R"("json")", R"("x")"},
        {R"("toml")"}},
+      // not (required and more): the value lacks a required name (not written: values that
+      // fail only the rest, such as {"env":{}}).
+      {R"({"type":"object","properties":{"env":{},"x":{}},
+          "not":{"properties":{"env":{"type":"object","minProperties":1}},"required":["env"]}})",
+       {"{}", R"({"x":1})"},
+       {R"({"env":{"a":1}})", R"({"env":{}})"}},
+      // Strings struck beside a pattern or a length: excluded as the pattern ^s$.
+      {R"({"type":"string","pattern":"^[a-zA-Z_][a-zA-Z0-9_]*$","not":{"const":"Default"}})",
+       {R"("Defaults")", R"("default")", R"("x")"},
+       {R"("Default")", R"("1a")"}},
+      {R"({"type":"string","maxLength":4,"not":{"enum":["a.b","*"]}})",
+       {R"("a-b")", R"("ab")", R"("")", R"("**")"},
+       {R"("a.b")", R"("*")", R"("abcde")"}},
   });
   expect_error(R"({"type":"string","not":{"minLength":3}})", StatusCode::kUnimplemented, "'not'");
   // An anyOf branch with an unsupported keyword drops out while a substantial one compiles ...
@@ -583,6 +617,42 @@ TEST(JsonSchemaCoverage, NotOfSimpleForms) {
   expect_error(R"({"anyOf":[{"type":"string","not":{"minLength":3}},{"type":"null"}]})",
                StatusCode::kUnimplemented, "'not'");
   expect_error(R"({"type":"integer","not":{}})", StatusCode::kInvalidArgument, "accepts no value");
+}
+
+// unevaluatedProperties: S holds where additionalProperties: S does beside the properties its
+// scope (own keywords, allOf, $ref) lists; a part with additionalProperties evaluates every
+// member. In an allOf part it sees only that part's names.
+TEST(JsonSchemaCoverage, UnevaluatedPropertiesAsAdditionalOverItsScope) {
+  check_cases({
+      {R"({"$schema":"https://json-schema.org/draft/2020-12/schema",
+          "$defs":{"base":{"properties":{"name":{"type":"string"}},"required":["name"]}},
+          "allOf":[{"$ref":"#/$defs/base"}],"properties":{"kind":{"const":"x"}},
+          "unevaluatedProperties":false})",
+       {R"({"name":"a"})", R"({"kind":"x","name":"a"})"},  // written in merged order
+       {R"({"name":"a","other":1})", R"({"kind":"x"})"}},
+      {R"({"type":"object","properties":{"a":{}},"unevaluatedProperties":{"type":"integer"}})",
+       {R"({"a":"s","b":1})", "{}"},
+       {R"({"b":"s"})"}},
+      {R"({"type":"object","properties":{"a":{}},"additionalProperties":{"type":"string"},
+          "unevaluatedProperties":false})",
+       {R"({"b":"x"})"},
+       {R"({"b":1})"}},
+      {R"({"type":"object","allOf":[{"properties":{"a":{}},"unevaluatedProperties":false}],
+          "properties":{"b":{}}})",
+       {R"({"a":1})", "{}"},
+       {R"({"b":1})"}},  // b is unevaluated in the part: invalid
+  });
+}
+
+// oneOf branches behind $refs whose types differ are exclusive.
+TEST(JsonSchemaCoverage, OneOfOfReferencesWithDisjointTypes) {
+  check_cases({{R"({"$defs":{"t":{"oneOf":[{"enum":["on","off"]},{"type":"boolean"}]},
+                   "r":{"type":"object","properties":{"level":{"enum":["error"]}}}},
+                   "type":"object","properties":{"x":{"oneOf":[{"$ref":"#/$defs/t"},
+                   {"$ref":"#/$defs/r","properties":{"extra":{"type":"integer"}}}]}},
+                   "required":["x"]})",
+                {R"({"x":"on"})", R"({"x":true})", R"({"x":{"level":"error"}})"},
+                {R"({"x":1})", R"({"x":"maybe"})"}}});
 }
 
 TEST(JsonSchemaCoverage, MoreFormats) {
