@@ -9,6 +9,9 @@
 #   2. the decode workers' GET /load reaches /metrics;
 #   3. 2 + 2 (router B, round_robin prefill): P0 killed, the request whose phase 1 went to it is
 #      retried on P1 and answered;
+#   3b. a prefill worker whose state cannot be fetched (it advertises an address nothing
+#      listens on): the decode worker's kv_transfer_failed makes the router retry the pair on
+#      the other prefill worker, with the reference's tokens;
 #   4. the decode worker of a long stream killed mid-stream: an error event and [DONE]; the
 #      next request is answered by the other decode worker;
 #   5. `serve --register-with` joins a `--pd --allow-register` router, serves, and leaves on
@@ -145,6 +148,32 @@ curl -sf --max-time 30 "$b/v1/completions" -H "$json" -d "$ask" >"$tmp/after.jso
 [ "$(value "$b" "worker_requests_total{pool=\"prefill\",worker=\"${url[P1]}\"}")" = 1 ] ||
   fail "not retried on P1"
 [ "$(value "$b" retries_total)" -ge 1 ] || fail "no retry counted"
+
+# 3b. A transfer that fails: PX advertises a state-transfer address nothing listens on, so D0
+#     answers 502 kv_transfer_failed; the router retries the pair with P1 and answers the
+#     reference's tokens.
+port=$(free_port)
+url[PX]="http://127.0.0.1:$port"
+"$bin" serve --host 127.0.0.1 --port "$port" --role prefill --disagg-advertise-host 127.0.0.2 \
+  >"$tmp/PX.log" 2>&1 &
+pid[PX]=$!
+pids+=("$!")
+wait_health "${url[PX]}" "${pid[PX]}"
+start_router X --prefill "${url[PX]}" "${url[P1]}" --decode "${url[D0]}" --prefill-policy round_robin \
+  --health-interval-s 60
+x="$router"
+greedy='{"prompt": "Transfer retried", "max_tokens": 8, "temperature": 0, "logprobs": 1}'
+curl -sf --max-time 60 "$x/v1/completions" -H "$json" -d "$greedy" >"$tmp/x_r.json" ||
+  fail "request whose first transfer fails"
+curl -sf "${url[REF]}/v1/completions" -H "$json" -d "$greedy" >"$tmp/x_d.json" || fail "reference"
+[ "$(value "$x" pd_transfer_failures_total)" = 1 ] || fail "transfer failure not counted"
+[ "$(value "$x" "worker_requests_total{pool=\"prefill\",worker=\"${url[P1]}\"}")" = 1 ] ||
+  fail "the pair was not retried with P1"
+python3 - "$tmp/x_r.json" "$tmp/x_d.json" <<'PY' || fail "retried pair's answer differs from the reference"
+import json, sys
+r, d = (json.load(open(p)) for p in sys.argv[1:])
+assert r["choices"] == d["choices"] and r["usage"] == d["usage"], (r, d)
+PY
 
 # 4. The decode worker of a long stream dies mid-stream.
 longreq='{"prompt": "A long one", "max_tokens": 60000, "ignore_eos": true, "stream": true}'
