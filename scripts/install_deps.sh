@@ -6,7 +6,8 @@ pkgs=(build-essential cmake ninja-build pkg-config git clang clang-format clang-
       libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
       libpcre2-dev libcli11-dev pybind11-dev python3 python3-dev python3-jsonschema python3-pytest
       python3-matplotlib
-      libboost-dev libicu-dev curl libssl-dev libhiredis-dev redis-server)
+      libboost-dev libicu-dev curl libssl-dev libhiredis-dev redis-server
+      libucx-dev)
 # Node.js for the e2e tests: Debian's packages only where no node/npm is installed (a
 # NodeSource nodejs bundles npm and conflicts with Debian's npm package).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

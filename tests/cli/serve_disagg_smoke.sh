@@ -10,7 +10,8 @@
 #      phase at a decode worker and a decode phase at a prefill worker 400 disagg_role, n = 2
 #      gets "handoff": null;
 #   3. a prefill worker that corrupts a chunk on the wire (--debug-corrupt-transfer-chunk 0): the
-#      decode side detects it, fetches it again and answers the reference's tokens;
+#      decode side detects it, fetches it again and answers the reference's tokens; the same
+#      over UCX (--disagg-transport ucx);
 #   4. a prefill worker killed before the fetch: 502 kv_transfer_failed, and the decode worker
 #      serves the next request; GET /load; --register-with a closed port logs once and serves.
 # Usage: serve_disagg_smoke.sh path/to/deepinfer
@@ -53,7 +54,8 @@ start REF
 start P --role prefill
 start D --role decode --register-with "http://127.0.0.1:$dead_port"
 start PC --role prefill --debug-corrupt-transfer-chunk 0
-for w in REF P D PC; do wait_health "$w"; done
+start PU --role prefill --disagg-transport ucx
+for w in REF P D PC PU; do wait_health "$w"; done
 
 post() {  # URL PATH BODY [HEADER...]: the body to stdout, the status to $tmp/status
   local u="$1" path="$2" body="$3"
@@ -136,6 +138,11 @@ curl -s "${url[D]}/metrics" | grep -q '^deepinfer:disagg_corrupt_chunks_total{[^
 curl -s "${url[PC]}/metrics" | grep -q '^deepinfer:disagg_transfer_resent_chunks_total{[^}]*} 1$' ||
   fail "the prefill worker did not resend the chunk"
 echo "corrupt chunk: ok"
+token=$(handoff PU /v1/chat/completions "$chat")
+case "$token" in ucx://*) ;; *) fail "a --disagg-transport ucx worker handed out $token" ;; esac
+decode D /v1/chat/completions "$chat" "$token" >"$tmp/got5"
+same "$tmp/ref1" "$tmp/got5" "a state fetched over UCX"
+echo "ucx: ok"
 
 # 4. A prefill worker gone before the fetch; /load; registration with a dead router.
 token=$(handoff P /v1/chat/completions "$chat")

@@ -10,6 +10,12 @@ void add_serve_disagg_flags(CLI::App& app, server::ServerOptions* o,
                  "either; every role also answers plain requests")
       ->check(CLI::IsMember({"both", "prefill", "decode"}))
       ->capture_default_str();
+  app.add_option("--disagg-transport", o->transfer.transport,
+                 "prefill/both: how decode workers fetch parked states: tcp, or ucx (UCX picks "
+                 "RDMA, shared memory or TCP); the handoff token names it, so decode workers "
+                 "need no flag")
+      ->check(CLI::IsMember({"tcp", "ucx"}))
+      ->capture_default_str();
   app.add_option("--disagg-host", o->transfer.host,
                  "prefill/both: address the state-transfer listener binds (default: --host)");
   app.add_option("--disagg-port", o->transfer.port, "prefill/both: its TCP port (0: any free port)")

@@ -13,7 +13,9 @@
 #include <cstring>
 #include <vector>
 
+#include "deepinfer/disagg/transfer_channel.h"
 #include "deepinfer/disagg/transfer_wire.h"
+#include "deepinfer/disagg/ucx_channel.h"
 
 namespace deepinfer::disagg {
 
@@ -36,12 +38,12 @@ std::string request(wire::Op op, const std::string& id, const std::vector<uint32
 }
 
 // Reads `n` chunk frames into payload, recording which failed their checksum.
-Status read_chunks(int fd, uint64_t n, uint64_t chunk, std::string* payload,
+Status read_chunks(Channel& ch, uint64_t n, uint64_t chunk, std::string* payload,
                    std::vector<uint32_t>* bad, double io_timeout_s, const std::string& what) {
   const uint64_t chunks = (payload->size() + chunk - 1) / chunk;
   char head[wire::kChunkHeadBytes];
   for (uint64_t k = 0; k < n; ++k) {
-    RETURN_IF_ERROR(wire::read_exact(fd, head, sizeof(head), after(io_timeout_s), what));
+    RETURN_IF_ERROR(ch.read(head, sizeof(head), after(io_timeout_s)));
     const uint32_t c = wire::get_u32(head);
     const uint32_t len = wire::get_u32(head + 4);
     const uint64_t begin = static_cast<uint64_t>(c) * chunk;
@@ -49,7 +51,7 @@ Status read_chunks(int fd, uint64_t n, uint64_t chunk, std::string* payload,
       return data_loss(what + ": chunk " + std::to_string(c) + " of " + std::to_string(len) +
                        " bytes does not fit the announced state");
     char* dst = payload->data() + begin;
-    RETURN_IF_ERROR(wire::read_exact(fd, dst, len, after(io_timeout_s), what));
+    RETURN_IF_ERROR(ch.read(dst, len, after(io_timeout_s)));
     if (wire::sha256(std::string_view(dst, len)) !=
         *reinterpret_cast<const wire::Digest*>(head + 8))
       bad->push_back(c);
@@ -59,13 +61,19 @@ Status read_chunks(int fd, uint64_t n, uint64_t chunk, std::string* payload,
 
 // One connection's worth: FETCH, RESENDs, DONE. `retry` says whether a new connection may help.
 StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bool* retry) {
-  const std::string what = "state transfer from " + at.host + ":" + std::to_string(at.port);
+  const std::string what = "state transfer from " + at.host + ":" + std::to_string(at.port) +
+                           (at.transport == "ucx" ? " (UCX)" : "");
   *retry = true;
-  ASSIGN_OR_RETURN(wire::Fd fd, wire::connect_tcp(at.host, at.port, o.connect_timeout_s, what));
-  RETURN_IF_ERROR(
-      wire::write_all(fd.get(), request(wire::kFetch, at.id), after(o.io_timeout_s), what));
+  std::unique_ptr<Channel> ch;
+  if (at.transport == "ucx") {
+    ASSIGN_OR_RETURN(ch, ucx_connect(at.host, at.port, o.connect_timeout_s, what));
+  } else {
+    ASSIGN_OR_RETURN(wire::Fd fd, wire::connect_tcp(at.host, at.port, o.connect_timeout_s, what));
+    ch = std::make_unique<TcpChannel>(std::move(fd), what);
+  }
+  RETURN_IF_ERROR(ch->write(request(wire::kFetch, at.id), after(o.io_timeout_s)));
   char head[wire::kHeaderBytes];
-  RETURN_IF_ERROR(wire::read_exact(fd.get(), head, sizeof(head), after(o.io_timeout_s), what));
+  RETURN_IF_ERROR(ch->read(head, sizeof(head), after(o.io_timeout_s)));
   *retry = false;
   if (std::string_view(head, 8) != wire::kMagic)
     return failed_precondition(what + ": the peer does not speak the transfer protocol");
@@ -81,28 +89,26 @@ StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bo
   *retry = true;
   Fetched f;
   f.meta.resize(meta_len);
-  RETURN_IF_ERROR(wire::read_exact(fd.get(), f.meta.data(), meta_len, after(o.io_timeout_s), what));
+  RETURN_IF_ERROR(ch->read(f.meta.data(), meta_len, after(o.io_timeout_s)));
   if (wire::sha256(f.meta) != *reinterpret_cast<const wire::Digest*>(head + 36))
     return data_loss(what + ": the state's header failed its checksum");
   f.payload.resize(payload_len);
   std::vector<uint32_t> bad;
-  RETURN_IF_ERROR(read_chunks(fd.get(), chunks, chunk, &f.payload, &bad, o.io_timeout_s, what));
+  RETURN_IF_ERROR(read_chunks(*ch, chunks, chunk, &f.payload, &bad, o.io_timeout_s, what));
   for (int round = 0; !bad.empty(); ++round) {
     f.corrupt_chunks += static_cast<int64_t>(bad.size());
     if (round >= o.resend_rounds)
       return data_loss(what + ": " + std::to_string(bad.size()) + " chunks still fail their " +
                        "checksum after " + std::to_string(o.resend_rounds) + " resends");
-    RETURN_IF_ERROR(
-        wire::write_all(fd.get(), request(wire::kResend, at.id, bad), after(o.io_timeout_s), what));
+    RETURN_IF_ERROR(ch->write(request(wire::kResend, at.id, bad), after(o.io_timeout_s)));
     const uint64_t n = bad.size();
     bad.clear();
-    RETURN_IF_ERROR(read_chunks(fd.get(), n, chunk, &f.payload, &bad, o.io_timeout_s, what));
+    RETURN_IF_ERROR(read_chunks(*ch, n, chunk, &f.payload, &bad, o.io_timeout_s, what));
   }
-  RETURN_IF_ERROR(
-      wire::write_all(fd.get(), request(wire::kDone, at.id), after(o.io_timeout_s), what));
+  RETURN_IF_ERROR(ch->write(request(wire::kDone, at.id), after(o.io_timeout_s)));
   char ack[4];
   // The state is whole and verified; a lost acknowledgement only leaves it parked until its TTL.
-  (void)wire::read_exact(fd.get(), ack, sizeof(ack), after(o.io_timeout_s), what);
+  (void)ch->read(ack, sizeof(ack), after(o.io_timeout_s));
   return f;
 }
 
@@ -110,23 +116,24 @@ StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bo
 
 std::string HandoffAddress::token() const {
   const bool v6 = host.find(':') != std::string::npos;
-  return "tcp://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + id;
+  return transport + "://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + id;
 }
 
 StatusOr<HandoffAddress> parse_handoff_token(const std::string& token) {
   auto bad = [&](const std::string& why) {
     return invalid_argument("handoff token '" + token.substr(0, 200) + "': " + why);
   };
-  constexpr std::string_view kScheme = "tcp://";
-  if (token.rfind(kScheme, 0) != 0) return bad("must start with tcp://");
-  const size_t slash = token.rfind('/');
-  if (slash < kScheme.size()) return bad("no handoff id");
   HandoffAddress a;
+  if (token.rfind("ucx://", 0) == 0) a.transport = "ucx";
+  const std::string scheme = a.transport + "://";
+  if (token.rfind(scheme, 0) != 0) return bad("must start with tcp:// or ucx://");
+  const size_t slash = token.rfind('/');
+  if (slash < scheme.size()) return bad("no handoff id");
   a.id = token.substr(slash + 1);
   if (a.id.size() != wire::kIdBytes ||
       a.id.find_first_not_of("0123456789abcdef") != std::string::npos)
     return bad("the handoff id must be 32 lowercase hex digits");
-  std::string hostport = token.substr(kScheme.size(), slash - kScheme.size());
+  std::string hostport = token.substr(scheme.size(), slash - scheme.size());
   const size_t colon = hostport.rfind(':');
   if (colon == std::string::npos || colon == 0) return bad("expected host:port");
   a.host = hostport.substr(0, colon);

@@ -11,12 +11,13 @@
 
 namespace deepinfer::disagg {
 
-// tcp://host:port/<32 hex digits>: where a handoff waits. Handed from the prefill worker to
-// the decode worker (through the router) as an opaque token.
+// tcp://host:port/<32 hex digits> (or ucx://...): where a handoff waits and how to reach it.
+// Handed from the prefill worker to the decode worker (through the router) as an opaque token.
 struct HandoffAddress {
   std::string host;
   int port = 0;
   std::string id;
+  std::string transport = "tcp";  // tcp | ucx
   std::string token() const;
 };
 // invalid_argument naming the token when it is malformed.

@@ -12,25 +12,26 @@
 #include <cstring>
 #include <vector>
 
+#include "deepinfer/disagg/transfer_channel.h"
 #include "deepinfer/disagg/transfer_wire.h"
+#include "deepinfer/disagg/ucx_channel.h"
 
 namespace deepinfer::disagg {
 
 using Steady = std::chrono::steady_clock;
 
-StatusOr<std::unique_ptr<TransferServer>> TransferServer::start(
-    TransferServerOptions o, std::shared_ptr<HandoffStore> store) {
-  if (o.chunk_bytes <= 0 || o.chunk_bytes > (int64_t{1} << 30))
-    return invalid_argument("transfer chunk_bytes must be in (0, 1 GiB], got " +
-                            std::to_string(o.chunk_bytes));
-  const std::string where = "--disagg-host/--disagg-port " + o.host + ":" + std::to_string(o.port);
+namespace {
+
+// The TCP listener: a bound, listening socket and its port.
+StatusOr<std::pair<wire::Fd, int>> listen_tcp(const std::string& host, int port,
+                                              const std::string& where) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
-  const std::string port = std::to_string(o.port);
-  if (int rc = ::getaddrinfo(o.host.empty() ? nullptr : o.host.c_str(), port.c_str(), &hints, &res))
+  const std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res))
     return invalid_argument(where + ": " + ::gai_strerror(rc));
   wire::Fd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int one = 1;
@@ -46,21 +47,40 @@ StatusOr<std::unique_ptr<TransferServer>> TransferServer::start(
   const int bound_port =
       ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                        : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return std::unique_ptr<TransferServer>(
-      new TransferServer(std::move(o), std::move(store), fd.release(), bound_port));
+  return std::make_pair(std::move(fd), bound_port);
 }
 
-TransferServer::TransferServer(TransferServerOptions o, std::shared_ptr<HandoffStore> store, int fd,
-                               int port)
-    : o_(std::move(o)), store_(std::move(store)), listen_fd_(fd), port_(port) {
-  acceptor_ = std::thread([this] { accept_loop(); });
+}  // namespace
+
+StatusOr<std::unique_ptr<TransferServer>> TransferServer::start(
+    TransferServerOptions o, std::shared_ptr<HandoffStore> store) {
+  if (o.chunk_bytes <= 0 || o.chunk_bytes > (int64_t{1} << 30))
+    return invalid_argument("transfer chunk_bytes must be in (0, 1 GiB], got " +
+                            std::to_string(o.chunk_bytes));
+  if (o.transport != "tcp" && o.transport != "ucx")
+    return invalid_argument("--disagg-transport must be tcp or ucx, got '" + o.transport + "'");
+  const std::string where = "--disagg-host/--disagg-port " + o.host + ":" + std::to_string(o.port);
+  std::unique_ptr<TransferServer> s(new TransferServer(std::move(o), std::move(store)));
+  if (s->o_.transport == "ucx") {
+    ASSIGN_OR_RETURN(s->ucx_, UcxListener::start(s->o_.host, s->o_.port));
+    s->port_ = s->ucx_->port();
+  } else {
+    ASSIGN_OR_RETURN(auto tcp, listen_tcp(s->o_.host, s->o_.port, where));
+    s->listen_fd_ = tcp.first.release();
+    s->port_ = tcp.second;
+  }
+  s->acceptor_ = std::thread([raw = s.get()] { raw->accept_loop(); });
+  return s;
 }
+
+TransferServer::TransferServer(TransferServerOptions o, std::shared_ptr<HandoffStore> store)
+    : o_(std::move(o)), store_(std::move(store)) {}
 
 TransferServer::~TransferServer() {
   stop_ = true;
-  acceptor_.join();
-  ::close(listen_fd_);
-  reap(/*all=*/true);
+  if (acceptor_.joinable()) acceptor_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  reap(/*all=*/true);  // before the UCX listener goes (connections were accepted from it)
 }
 
 void TransferServer::reap(bool all) {
@@ -79,32 +99,50 @@ TransferServerStats TransferServer::stats() const {
   return stats_;
 }
 
+void TransferServer::spawn(std::function<std::unique_ptr<Channel>()> open) {
+  ++active_;
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  connections_.push_back({std::thread([this, open = std::move(open), ended] {
+                            if (std::unique_ptr<Channel> ch = open()) serve(*ch);
+                            --active_;
+                            *ended = true;
+                          }),
+                          ended});
+}
+
 void TransferServer::accept_loop() {
   while (!stop_) {
     reap(/*all=*/false);
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;  // wakes up to notice stop_
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    if (active_ >= o_.max_connections) {
-      ::close(fd);
+    if (ucx_) {
+      for (UcxPending& p : ucx_->poll(100)) {  // wakes up to notice stop_
+        if (active_ >= o_.max_connections) {
+          p.reject();
+          continue;
+        }
+        spawn([this, p]() mutable -> std::unique_ptr<Channel> {
+          StatusOr<std::unique_ptr<Channel>> ch = p.accept(o_.io_timeout_s);
+          if (ch.ok()) return std::move(*ch);
+          std::lock_guard<std::mutex> lock(mu_);
+          ++stats_.failed;
+          return nullptr;
+        });
+      }
       continue;
     }
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;  // wakes up to notice stop_
+    wire::Fd fd(::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
+    if (fd.get() < 0 || active_ >= o_.max_connections) continue;  // over the cap: closed
     int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    ++active_;
-    auto ended = std::make_shared<std::atomic<bool>>(false);
-    connections_.push_back({std::thread([this, fd, ended] {
-                              serve(fd);
-                              ::close(fd);
-                              --active_;
-                              *ended = true;
-                            }),
-                            ended});
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto shared = std::make_shared<wire::Fd>(std::move(fd));
+    spawn([shared]() -> std::unique_ptr<Channel> {
+      return std::make_unique<TcpChannel>(std::move(*shared), "state transfer connection");
+    });
   }
 }
 
-void TransferServer::serve(int fd) {
+void TransferServer::serve(Channel& ch) {
   // One request after another on the connection: FETCH, any RESENDs, then DONE.
   std::string id;
   bool done = false;
@@ -112,7 +150,7 @@ void TransferServer::serve(int fd) {
     const auto deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(
                                               std::chrono::duration<double>(o_.io_timeout_s));
     char head[8 + 4 + wire::kIdBytes + 4];
-    Status st = wire::read_exact(fd, head, sizeof(head), deadline, "transfer request");
+    Status st = ch.read(head, sizeof(head), deadline);
     if (st.ok() && std::string_view(head, 8) != wire::kMagic)
       st = invalid_argument("transfer request: bad magic");
     if (!st.ok()) {
@@ -126,10 +164,10 @@ void TransferServer::serve(int fd) {
     const uint32_t n = wire::get_u32(head + 12 + wire::kIdBytes);
     if (op == wire::kFetch) {
       id = req_id;
-      st = serve_fetch(fd, id, &done);
+      st = serve_fetch(ch, id, &done);
     } else if (op == wire::kResend && req_id == id && n <= wire::kMaxResendIndices) {
       std::string idx(static_cast<size_t>(n) * 4, '\0');
-      st = wire::read_exact(fd, idx.data(), idx.size(), deadline, "transfer resend");
+      st = ch.read(idx.data(), idx.size(), deadline);
       std::shared_ptr<const Handoff> h = st.ok() ? store_->get(id) : nullptr;
       if (st.ok() && !h) st = failed_precondition("handoff expired during its transfer");
       for (uint32_t i = 0; st.ok() && i < n; ++i) {
@@ -146,8 +184,8 @@ void TransferServer::serve(int fd) {
         wire::put_u32(&frame, static_cast<uint32_t>(bytes.size()));
         const wire::Digest d = wire::sha256(bytes);
         frame.append(reinterpret_cast<const char*>(d.data()), d.size());
-        st = wire::write_all(fd, frame, deadline, "transfer resend");
-        if (st.ok()) st = wire::write_all(fd, bytes, deadline, "transfer resend");
+        st = ch.write(frame, deadline);
+        if (st.ok()) st = ch.write(bytes, deadline);
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.resent_chunks;
         stats_.bytes_sent += static_cast<int64_t>(bytes.size());
@@ -156,7 +194,7 @@ void TransferServer::serve(int fd) {
       store_->erase(id);
       std::string ack;
       wire::put_u32(&ack, 0);
-      (void)wire::write_all(fd, ack, deadline, "transfer done");
+      (void)ch.write(ack, deadline);
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.completed;
       return;
@@ -171,7 +209,7 @@ void TransferServer::serve(int fd) {
   }
 }
 
-Status TransferServer::serve_fetch(int fd, const std::string& id, bool* done) {
+Status TransferServer::serve_fetch(Channel& ch, const std::string& id, bool* done) {
   const auto deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(
                                             std::chrono::duration<double>(o_.io_timeout_s));
   std::shared_ptr<const Handoff> h = store_->get(id);
@@ -184,7 +222,7 @@ Status TransferServer::serve_fetch(int fd, const std::string& id, bool* done) {
     wire::put_u32(&head, wire::kUnknownId);
     head.resize(wire::kHeaderBytes, '\0');
     *done = true;  // nothing more to say on this connection
-    return wire::write_all(fd, head, deadline, "transfer header");
+    return ch.write(head, deadline);
   }
   const uint64_t chunk = static_cast<uint64_t>(o_.chunk_bytes);
   const uint64_t chunks = (h->payload.size() + chunk - 1) / chunk;
@@ -196,7 +234,7 @@ Status TransferServer::serve_fetch(int fd, const std::string& id, bool* done) {
   const wire::Digest md = wire::sha256(h->meta);
   head.append(reinterpret_cast<const char*>(md.data()), md.size());
   head += h->meta;
-  RETURN_IF_ERROR(wire::write_all(fd, head, deadline, "transfer header"));
+  RETURN_IF_ERROR(ch.write(head, deadline));
   std::string frame;
   for (uint64_t c = 0; c < chunks; ++c) {
     // Every chunk gets its own time limit: a large state on a slow link is not a stall.
@@ -214,8 +252,8 @@ Status TransferServer::serve_fetch(int fd, const std::string& id, bool* done) {
       flipped[flipped.size() / 2] ^= 0x10;
       bytes = flipped;
     }
-    RETURN_IF_ERROR(wire::write_all(fd, frame, chunk_deadline, "transfer chunk"));
-    RETURN_IF_ERROR(wire::write_all(fd, bytes, chunk_deadline, "transfer chunk"));
+    RETURN_IF_ERROR(ch.write(frame, chunk_deadline));
+    RETURN_IF_ERROR(ch.write(bytes, chunk_deadline));
     std::lock_guard<std::mutex> lock(mu_);
     stats_.bytes_sent += static_cast<int64_t>(bytes.size());
   }

@@ -1,4 +1,4 @@
-// A prefill worker's state-transfer listener: decode workers connect over TCP and fetch the
+// A prefill worker's state-transfer listener: decode workers connect (TCP, or UCX) and fetch the
 // handoffs parked in a HandoffStore (transfer_wire.h gives the protocol). One thread accepts;
 // each connection gets its own thread, every wait bounded by io_timeout_s, so a stalled or
 // vanished decode worker holds nothing for long.
@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -14,11 +15,14 @@
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/disagg/handoff_store.h"
+#include "deepinfer/disagg/transfer_channel.h"
+#include "deepinfer/disagg/ucx_channel.h"
 
 namespace deepinfer::disagg {
 
 struct TransferServerOptions {
   std::string host = "127.0.0.1";  // --disagg-host: the address to bind
+  std::string transport = "tcp";   // --disagg-transport: tcp | ucx
   int port = 0;                    // --disagg-port (0: any free port)
   int64_t chunk_bytes = int64_t{4} << 20;
   double io_timeout_s = 10;
@@ -43,15 +47,18 @@ class TransferServer {
   TransferServerStats stats() const;
 
  private:
-  TransferServer(TransferServerOptions o, std::shared_ptr<HandoffStore> store, int fd, int port);
+  TransferServer(TransferServerOptions o, std::shared_ptr<HandoffStore> store);
   void accept_loop();
-  void serve(int fd);
-  Status serve_fetch(int fd, const std::string& id, bool* done);
+  // A connection thread: opens its channel (a UCX accept runs on that thread), then serves it.
+  void spawn(std::function<std::unique_ptr<Channel>()> open);
+  void serve(Channel& ch);
+  Status serve_fetch(Channel& ch, const std::string& id, bool* done);
 
   TransferServerOptions o_;
   std::shared_ptr<HandoffStore> store_;
-  int listen_fd_;
-  int port_;
+  int listen_fd_ = -1;                // tcp
+  std::unique_ptr<UcxListener> ucx_;  // ucx
+  int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> active_{0};
   std::atomic<bool> corrupted_{false};

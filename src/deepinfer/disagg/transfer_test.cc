@@ -71,6 +71,10 @@ TEST(HandoffToken, RoundTripsAndNamesWhatIsWrong) {
   auto v6 = parse_handoff_token(HandoffAddress{"::1", 80, a.id}.token());
   ASSERT_TRUE(v6.ok());
   EXPECT_EQ(v6->host, "::1");
+  auto ucx = parse_handoff_token("ucx://10.0.0.2:99/" + a.id);
+  ASSERT_TRUE(ucx.ok());
+  EXPECT_EQ(ucx->transport, "ucx");
+  EXPECT_EQ(ucx->host, "10.0.0.2");
   for (const std::string& bad :
        std::vector<std::string>{"http://h:1/" + a.id, "tcp://h:1/abc", "tcp://h/" + a.id,
                                 "tcp://h:99999/" + a.id, "tcp://h:1/" + std::string(32, 'G')}) {
@@ -83,7 +87,8 @@ TEST(HandoffToken, RoundTripsAndNamesWhatIsWrong) {
 struct Loopback {
   std::shared_ptr<HandoffStore> store = std::make_shared<HandoffStore>(HandoffStoreOptions{});
   std::unique_ptr<TransferServer> server;
-  explicit Loopback(TransferServerOptions o = {}) {
+  std::string transport;
+  explicit Loopback(TransferServerOptions o = {}) : transport(o.transport) {
     o.chunk_bytes = 1 << 20;
     auto s = TransferServer::start(o, store);
     EXPECT_TRUE(s.ok()) << s.status().to_string();
@@ -92,9 +97,61 @@ struct Loopback {
   HandoffAddress park(std::string meta, std::string payload) {
     auto id = store->put(std::move(meta), std::move(payload));
     EXPECT_TRUE(id.ok());
-    return {"127.0.0.1", server->port(), id.ok() ? *id : ""};
+    return {"127.0.0.1", server->port(), id.ok() ? *id : "", transport};
   }
 };
+
+// The same protocol over UCX (Debian's libucx; on loopback it picks shared memory or TCP).
+TEST(TransferUcx, StatesArriveWholeCorruptChunksAreRefetchedUnknownIdsAreNotFound) {
+  TransferServerOptions o;
+  o.transport = "ucx";
+  o.corrupt_chunk = 2;
+  Loopback lb(o);
+  ASSERT_TRUE(lb.server);
+  const std::string payload = random_bytes((6 << 20) + 777, 3);
+  const HandoffAddress at = lb.park("{\"ucx\": true}", payload);
+  EXPECT_EQ(at.token().rfind("ucx://127.0.0.1:", 0), 0u) << at.token();
+  auto f = fetch_handoff(at);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(f->meta, "{\"ucx\": true}");
+  EXPECT_TRUE(f->payload == payload);
+  EXPECT_EQ(f->corrupt_chunks, 1);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(8, 0);
+  std::vector<std::string> payloads;
+  std::vector<HandoffAddress> many;
+  for (int i = 0; i < 8; ++i) {
+    payloads.push_back(random_bytes(200000 + 313 * i, 40 + i));
+    many.push_back(lb.park(std::to_string(i), payloads.back()));
+  }
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      auto g = fetch_handoff(many[i]);
+      ok[i] = g.ok() && g->meta == std::to_string(i) && g->payload == payloads[i];
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(ok[i]) << "UCX fetch " << i;
+  auto unknown = fetch_handoff({"127.0.0.1", lb.server->port(), std::string(32, '0'), "ucx"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound) << unknown.status().to_string();
+}
+
+TEST(TransferUcx, NobodyListeningIsAnErrorWithinTheTimeout) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int closed_port = ntohs(addr.sin_port);
+  ::close(fd);
+  FetchOptions quick;
+  quick.io_timeout_s = 2;
+  auto f = fetch_handoff({"127.0.0.1", closed_port, std::string(32, '0'), "ucx"}, quick);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("UCX"), std::string::npos) << f.status().to_string();
+}
 
 TEST(Transfer, AWholeStateArrivesByteForByteAndIsForgottenThere) {
   Loopback lb;

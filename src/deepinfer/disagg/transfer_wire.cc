@@ -1,10 +1,10 @@
 #include "deepinfer/disagg/transfer_wire.h"
 
-#include <openssl/evp.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>

@@ -75,9 +75,10 @@ class BeastServer final : public HttpServer {
     if (state_.transfer_host.empty() || state_.transfer_host == "0.0.0.0" ||
         state_.transfer_host == "::")
       state_.transfer_host = "127.0.0.1";
-    std::fprintf(stderr, "deepinfer serve: role %s, state transfer on %s:%d (advertised as %s)\n",
-                 o.role.c_str(), o.transfer.host.c_str(), state_.transfer->port(),
-                 state_.transfer_host.c_str());
+    std::fprintf(stderr,
+                 "deepinfer serve: role %s, state transfer (%s) on %s:%d (advertised as %s)\n",
+                 o.role.c_str(), o.transfer.transport.c_str(), o.transfer.host.c_str(),
+                 state_.transfer->port(), state_.transfer_host.c_str());
     return ok_status();
   }
 

@@ -154,7 +154,8 @@ bool Session::disagg_finished(const std::optional<ApiError>& error) {
     return true;
   }
   ++state_->disagg.exported;
-  const disagg::HandoffAddress at{state_->transfer_host, state_->transfer->port(), *id};
+  const disagg::HandoffAddress at{state_->transfer_host, state_->transfer->port(), *id,
+                                  state_->options.transfer.transport};
   send_json(200, {{"object", "deepinfer.prefill_handoff"},
                   {"handoff", at.token()},
                   {"prompt_tokens", out.usage.prompt_tokens},
