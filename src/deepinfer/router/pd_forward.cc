@@ -1,6 +1,7 @@
 #include "deepinfer/router/pd_forward.h"
 
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 namespace deepinfer::router {
@@ -114,7 +115,16 @@ asio::awaitable<bool> forward_pd(beast::tcp_stream& client, bool keep_alive, For
       continue;
     }
     ++counters.pd_pairs;
+    // The decode worker counts this request as outstanding from the pick on, so that a burst
+    // of pairs chosen while their phase 1 runs does not all see the same idle worker.
+    struct Reserved {
+      WorkerState& w;
+      explicit Reserved(WorkerState& x) : w(x) { ++w.outstanding; }
+      ~Reserved() { --w.outstanding; }
+    };
+    auto reserved = std::make_unique<Reserved>(decode[*d]);
     Phase1 one = co_await prefill_phase(client, keep_alive, fwd, prompt_tokens, *p, state, timer);
+    reserved.reset();  // phase 2's Attempt counts it from here
     if (one.kind == Phase1::kAnswered) co_return one.keep_alive;
     if (one.kind == Phase1::kFailed) {
       tried_p[*p] = true;
