@@ -83,6 +83,9 @@ class SchemaCompiler {
   // Makes *a require a property whose schemas in a and b are provably disjoint (an optional
   // discriminator such as `type: {const: X}`), so that its output fails b. False when none.
   bool require_discriminator(Json* a, const Json& b0, const std::string& path);
+  // Narrows a to objects that carry a member a lists and b forbids (json_detail::
+  // name_forbidden): b rejects them all.
+  bool require_forbidden_member(Json* a, const Json& b0, const std::string& path);
 
   // The values member p may take in an object valid under s (whatever s says of other types),
   // where s pins p to a finite set: `properties/p` with enum/const, through $ref, any allOf part,

@@ -382,6 +382,16 @@ bool value_fails(const Json& root, const Json& v, const Json& s0, int depth) {
   if (v.is_string() && s->contains(kNotInKey) && (*s)[kNotInKey].is_array())
     for (const Json& x : (*s)[kNotInKey])
       if (x == v) return true;
+  // not: {enum/const} that lists v.
+  if (s->contains("not") && (*s)["not"].is_object()) {
+    const Json& n = (*s)["not"];
+    if (auto struck = values_of(n); struck && !values_disjoint(*struck, {v})) {
+      bool only_values = true;
+      for (const auto& [k, x] : n.items())
+        only_values = only_values && (k == "enum" || k == "const" || is_inert(k));
+      if (only_values) return true;
+    }
+  }
   if (v.is_string()) {
     const std::string str = v.get<std::string>();
     auto num = [&](const char* k) -> std::optional<double> {
@@ -425,6 +435,29 @@ bool value_fails(const Json& root, const Json& v, const Json& s0, int depth) {
 }
 
 // Every object valid under a has a member that no object valid under b can have.
+}  // namespace
+
+bool name_forbidden(const Json& b, const std::string& k) {
+  if (!b.is_object() || !b.contains("additionalProperties") || b["additionalProperties"] != false)
+    return false;
+  if (b.contains("properties") && b["properties"].is_object() && b["properties"].contains(k))
+    return false;
+  if (!b.contains("patternProperties") || b["patternProperties"].empty()) return true;
+  if (!b["patternProperties"].is_object()) return false;
+  // Whether a pattern finds k: std::regex agrees with the validators' on printable ASCII.
+  if (!std::all_of(k.begin(), k.end(), [](char c) { return c >= 0x20 && c < 0x7F; })) return false;
+  for (const auto& [p, sub] : b["patternProperties"].items()) {
+    try {
+      if (std::regex_search(k, std::regex(p, std::regex::ECMAScript))) return false;
+    } catch (const std::regex_error&) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
 bool object_excludes(const Json& root, const Json& a, const Json& b, int depth) {
   if (intersect_types(possible_types(a, &root), possible_types(b, &root)) !=
       std::set<std::string>{"object"})
@@ -436,7 +469,7 @@ bool object_excludes(const Json& root, const Json& a, const Json& b, int depth) 
     bool b_has =
         b.contains("properties") && b["properties"].is_object() && b["properties"].contains(k);
     if (!b_has) {
-      if (b.contains("additionalProperties") && b["additionalProperties"] == false) return true;
+      if (name_forbidden(b, k)) return true;
       continue;
     }
     const Json* pb = resolved(root, b["properties"][k]);

@@ -62,6 +62,9 @@ StatusOr<Json> merge_all_of(const Json& root, const Json& schema, const std::str
 // (recursively: a discriminator with disjoint const/enum values), or a required key the other
 // forbids.
 bool provably_disjoint(const Json& root, const Json& a, const Json& b);
+// b rejects every object with member k: additionalProperties false, k not listed, and no
+// pattern of patternProperties finds k (checked where std::regex is certain, else false).
+bool name_forbidden(const Json& b, const std::string& k);
 
 // True only when no value the compiler writes for schema `a` (merged, with strict mode as given)
 // satisfies schema `b`: provably_disjoint, or `a` writes only objects and `b` requires a key that

@@ -42,6 +42,29 @@ bool SchemaCompiler::require_discriminator(Json* a, const Json& b0, const std::s
   return false;
 }
 
+bool SchemaCompiler::require_forbidden_member(Json* a, const Json& b0, const std::string& path) {
+  const Json b = flattened(b0, path);
+  Json fa = flattened(*a, path);
+  if (!fa.is_object() || !b.is_object() || !fa.contains("properties") ||
+      !fa["properties"].is_object())
+    return false;
+  std::optional<std::string> found;
+  for (const auto& [name, sub] : fa["properties"].items()) {
+    if (sub == false || !json_detail::name_forbidden(b, name)) continue;
+    found = name;
+    break;
+  }
+  if (found) {
+    const std::string name = *found;  // fa changes below
+    if (!fa.contains("required") || !fa["required"].is_array()) fa["required"] = Json::array();
+    if (std::find(fa["required"].begin(), fa["required"].end(), Json(name)) == fa["required"].end())
+      fa["required"].push_back(name);
+    *a = std::move(fa);
+    return true;
+  }
+  return false;
+}
+
 std::optional<std::vector<Json>> SchemaCompiler::pinned_values(const Json& s0, const std::string& p,
                                                                int depth) {
   if (depth > 16) return std::nullopt;
@@ -245,6 +268,11 @@ StatusOr<Element> SchemaCompiler::union_of(const Json& s, const std::string& pat
         if (require_pinned_discriminator(&merged[i], as_written[j], path)) continue;
         // Against b merged flat (the same schema), with a discriminator a now requires.
         if (require_discriminator(&merged[i], as_written[j], path) &&
+            json_detail::output_excludes(root_, merged[i], flattened(as_written[j], path),
+                                         options_.strict))
+          continue;
+        // A member j forbids, made required.
+        if (require_forbidden_member(&merged[i], as_written[j], path) &&
             json_detail::output_excludes(root_, merged[i], flattened(as_written[j], path),
                                          options_.strict))
           continue;

@@ -655,6 +655,33 @@ TEST(JsonSchemaCoverage, OneOfOfReferencesWithDisjointTypes) {
                 {R"({"x":1})", R"({"x":"maybe"})"}}});
 }
 
+// oneOf branches that both accept {}: a branch listing a member the other forbids (closed,
+// not listed, no pattern of its patternProperties finds it) is narrowed to require it. A
+// string branch with not: {enum} excludes exactly those values of an enum branch.
+TEST(JsonSchemaCoverage, OneOfNarrowedByAMemberTheOtherForbids) {
+  check_cases({
+      {R"({"oneOf":[{"enum":["pinned","latest"]},{"type":"string","not":{"enum":["pinned","latest"]}},
+          {"type":"object","additionalProperties":false,"properties":{"file":{"type":"string"}}},
+          {"type":"object","additionalProperties":false,
+           "properties":{"packages":{"type":"array","items":{"type":"string"}}}}]})",
+       {R"("pinned")", R"("x")", R"({"file":"a"})", R"({"packages":[]})"},
+       {"{}", R"({"file":"a","packages":[]})", "1"}},  // {} matches both object branches
+      {R"({"oneOf":[{"type":"object","additionalProperties":false,
+                     "patternProperties":{"^schema ":{"type":"object"}}},
+                    {"type":"object","additionalProperties":false,
+                     "patternProperties":{"^table ":{"type":"object"}},
+                     "properties":{"owner":{"type":"string"}}}]})",
+       {R"({"owner":"me"})"},
+       {"{}", R"({"schema x":{}})"}},  // the first branch cannot be narrowed: not written
+  });
+  // A pattern of the other branch finds the member: it is not forbidden there.
+  expect_error(R"({"oneOf":[{"type":"object","additionalProperties":false,
+                             "patternProperties":{"^own":{"type":"string"}}},
+                            {"type":"object","additionalProperties":false,
+                             "properties":{"owner":{"type":"string"}}}]})",
+               StatusCode::kUnimplemented, "may overlap");
+}
+
 TEST(JsonSchemaCoverage, MoreFormats) {
   check_cases({
       {R"({"type":"string","format":"hostname"})",
