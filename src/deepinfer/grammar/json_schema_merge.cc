@@ -763,11 +763,32 @@ bool provably_disjoint(const Json& root, const Json& a, const Json& b) {
   return disjoint(root, a, b, 0);
 }
 
-bool output_excludes(const Json& root, const Json& a0, const Json& b0, bool strict) {
+namespace {
+
+bool output_excludes_at(const Json& root, const Json& a0, const Json& b0, bool strict, int depth) {
+  if (depth > 8) return false;
   if (disjoint(root, a0, b0, 0)) return true;
   const Json* a = resolved(root, a0);
   const Json* b = resolved(root, b0);
   if (!a || !b || !a->is_object() || !b->is_object()) return false;
+  // A value that fails every branch of b's union fails b, whatever b says beside it.
+  for (const char* k : {"anyOf", "oneOf"}) {
+    if (!b->contains(k) || !(*b)[k].is_array() || (*b)[k].empty()) continue;
+    bool all = true;
+    for (const Json& br : (*b)[k]) all = all && output_excludes_at(root, *a, br, strict, depth + 1);
+    if (all) return true;
+  }
+  // A union with nothing beside it writes only its branches' output (siblings would be merged
+  // into each branch and could widen what a branch alone writes).
+  for (const char* k : {"anyOf", "oneOf"}) {
+    if (!a->contains(k) || !(*a)[k].is_array() || (*a)[k].empty()) continue;
+    bool pure = true;
+    for (const auto& [kk, v] : a->items()) pure = pure && (kk == k || is_inert(kk));
+    if (!pure) continue;
+    bool all = true;
+    for (const Json& br : (*a)[k]) all = all && output_excludes_at(root, br, *b, strict, depth + 1);
+    if (all) return true;
+  }
   // Values of a's other types fail b by type; so only a's objects matter.
   if (intersect_types(possible_types(*a, &root), possible_types(*b, &root)) !=
       std::set<std::string>{"object"})
@@ -777,6 +798,12 @@ bool output_excludes(const Json& root, const Json& a0, const Json& b0, bool stri
     if (r.is_string() && never_writes(root, *a, r.get<std::string>(), strict, false, 0))
       return true;
   return false;
+}
+
+}  // namespace
+
+bool output_excludes(const Json& root, const Json& a0, const Json& b0, bool strict) {
+  return output_excludes_at(root, a0, b0, strict, 0);
 }
 
 }  // namespace deepinfer::grammar::json_detail

@@ -682,6 +682,26 @@ TEST(JsonSchemaCoverage, OneOfNarrowedByAMemberTheOtherForbids) {
                StatusCode::kUnimplemented, "may overlap");
 }
 
+// A branch's output fails a union when it fails each of its branches; a pure union branch
+// excludes another when each of its own branches does.
+TEST(JsonSchemaCoverage, OneOfOfUnionsOfClosedObjects) {
+  check_cases({{R"({"definitions":{
+      "ent":{"oneOf":[{"type":"object","properties":{"Table":{"type":"string"}},
+                       "required":["Table"],"additionalProperties":false},
+                      {"type":"object","properties":{"Entity":{"type":"string"}},
+                       "required":["Entity"],"additionalProperties":false}]},
+      "prop":{"oneOf":[{"type":"object","properties":{"Table":{"type":"string"},
+                        "Column":{"type":"string"}},"required":["Table","Column"],
+                        "additionalProperties":false},
+                       {"type":"object","properties":{"Entity":{"type":"string"},
+                        "Property":{"type":"string"}},"required":["Entity","Property"],
+                        "additionalProperties":false}]}},
+      "oneOf":[{"$ref":"#/definitions/ent"},{"$ref":"#/definitions/prop"}]})",
+                {R"({"Table":"t"})", R"({"Entity":"e"})", R"({"Table":"t","Column":"c"})",
+                 R"({"Entity":"e","Property":"p"})"},
+                {R"({"Table":"t","Entity":"e"})", "{}", R"({"Column":"c"})"}}});
+}
+
 TEST(JsonSchemaCoverage, MoreFormats) {
   check_cases({
       {R"({"type":"string","format":"hostname"})",
