@@ -6,7 +6,8 @@
 # HTTP error as failed, and the script prints the first), and reports bench serve's TTFT/E2E
 # with the router's own added-latency quantiles (deepinfer_router:added_latency_seconds: time
 # to the client's first byte less the time spent waiting on workers) and per-worker requests.
-# Not a test. Usage:
+# ROUTER_NICE=-10 runs the router at that nice value (a diagnostic: how much of the added latency
+# is the router waiting for a CPU on a machine its workers saturate). Not a test. Usage:
 #   bench/router_load.sh [path/to/deepinfer] [pd|dp] [num_prompts] [concurrency] [in_len] [out_len]
 set -eu
 bin="${1:-build/deepinfer}"
@@ -37,7 +38,8 @@ if [ "$mode" = pd ]; then
 else
   layout=(--worker "${urls[@]}")
 fi
-"$bin" router --port "$rp" "${layout[@]}" --health-interval-s 1 >"$tmp/router.log" 2>&1 &
+nice -n "${ROUTER_NICE:-0}" "$bin" router --port "$rp" "${layout[@]}" --health-interval-s 1 \
+  >"$tmp/router.log" 2>&1 &
 pids+=($!)
 wait_health "$router"
 "$bin" bench serve --base-url "$router" --num-prompts "$n" --max-concurrency "$c" \
