@@ -5,7 +5,8 @@
 #   1. 1 prefill + 1 decode (router A: --prefill P0 --decode D0): greedy and seeded requests,
 #      completions and chat, streamed and not, give the reference's choices (tokens via
 #      per-token logprobs) and usage; a long prompt sent twice reports the same cached tokens;
-#      every request was a transfer pair; n = 2 (no handoff) goes plain and still answers;
+#      every request was a transfer pair; n = 2 (no handoff) goes plain and still answers; a
+#      refused request (400 from phase 1) reaches the client as the reference words it;
 #   2. the decode workers' GET /load reaches /metrics;
 #   3. 2 + 2 (router B, round_robin prefill): P0 killed, the request whose phase 1 went to it is
 #      retried on P1 and answered;
@@ -124,6 +125,13 @@ curl -sf "$a/v1/completions" -H "$json" -d "$n2" >"$tmp/n2.json" || fail "n = 2 
 python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1]))["choices"]) == 2' "$tmp/n2.json" ||
   fail "n = 2 answer: $(cat "$tmp/n2.json")"
 [ "$(value "$a" 'pd_plain_total{reason="no_handoff"}')" = 1 ] || fail "n = 2 not counted no_handoff"
+
+# A request the worker refuses: phase 1's 400 is the client's answer, as the reference words it.
+bad='{"prompt": "Refused", "max_tokens": -1}'
+code=$(curl -s -o "$tmp/bad_r.json" -w '%{http_code}' "$a/v1/completions" -H "$json" -d "$bad")
+curl -s -o "$tmp/bad_d.json" "${url[REF]}/v1/completions" -H "$json" -d "$bad"
+[ "$code" = 400 ] || fail "a refused request via PD: $code $(cat "$tmp/bad_r.json")"
+cmp -s "$tmp/bad_r.json" "$tmp/bad_d.json" || fail "400 bodies differ: $(cat "$tmp/bad_r.json")"
 
 # 2. /load polled.
 for _ in $(seq 1 50); do
