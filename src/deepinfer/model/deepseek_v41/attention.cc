@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/base/check.h"
 #include "deepinfer/model/deepseek_v4/sink_attention_rows.h"
 #include "deepinfer/model/deepseek_v41/model_context.h"
 #include "deepinfer/model/deepseek_v41/qat.h"
@@ -50,13 +51,15 @@ void attention_output(const ModelContext& m, const std::string& p, const float* 
 }
 
 void attention_forward(const ModelContext& m, int layer, const float* h, int64_t n, int64_t pos0,
-                       SequenceState& st, ForwardShared& shared, float* out) {
+                       SequenceState& st, ForwardShared& shared, float* out, int64_t row0) {
   const Config& c = m.c;
   const std::string p = layer_prefix(layer);
   const int ratio = c.compress_ratio(layer);
   const int nh = c.num_heads, hd = c.head_dim, rd = c.rope_dim, W = c.sliding_window;
   const v4::RopeTable& rope = m.rope_for(ratio);
 
+  // Only trailing layers (no state of their own besides the ring) start past the first row.
+  DI_CHECK(row0 == 0 || (!c.is_kv_source(layer) && !c.is_index_source(layer)));
   std::vector<float> qr(n * c.q_lora_rank), q(n * nh * hd), kv(n * hd);
   attention_query(m, p, rope, h, n, pos0, qr.data(), q.data());
   attention_window_kv(m, p, rope, h, n, pos0, kv.data());
@@ -81,7 +84,7 @@ void attention_forward(const ModelContext& m, int layer, const float* h, int64_t
       q.data(), n, nh, hd, rd, W, pos0, sinks, scale, rope, window_row,
       [&](int64_t t, std::vector<const float*>* keys) {
         if (src)
-          for (int64_t ent : shared.picks[t]) keys->push_back(src->entries[ent]);
+          for (int64_t ent : shared.picks[row0 + t]) keys->push_back(src->entries[ent]);
       },
       o.data());
   for (int64_t t = std::max<int64_t>(0, n - W); t < n; ++t)

@@ -116,13 +116,14 @@ CpuModel::CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoin
            rope_table(config_, config_.rope_compress)} {}
 
 void CpuModel::block_forward(int l, float* X, float* pre, int64_t n, int64_t pos0,
-                             SequenceState& st, ForwardShared& shared, int64_t ffn_from) const {
+                             SequenceState& st, ForwardShared& shared, LayerRows rows) const {
   const std::string p = layer_prefix(l);
-  mhc_sublayer(ctx_, p, "attn", X, pre, 0, n, [&](const float* y, int64_t rows, float* f) {
-    attention_forward(ctx_, l, y, rows, pos0, st, shared, f);
+  const int64_t a = rows.attn_from;
+  mhc_sublayer(ctx_, p, "attn", X, pre, a, n, [&](const float* y, int64_t m, float* f) {
+    attention_forward(ctx_, l, y, m, pos0 + a, st, shared, f, a);
   });
-  mhc_sublayer(ctx_, p, "ffn", X, pre, ffn_from, n,
-               [&](const float* y, int64_t rows, float* f) { moe_forward(ctx_, l, y, rows, f); });
+  mhc_sublayer(ctx_, p, "ffn", X, pre, rows.ffn_from, n,
+               [&](const float* y, int64_t m, float* f) { moe_forward(ctx_, l, y, m, f); });
 }
 
 Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
@@ -172,14 +173,19 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   const std::vector<int>& tap_layers = c.dspark.target_layer_ids;
   const int64_t tap_width = static_cast<int64_t>(tap_layers.size()) * H;
   if (taps) taps->assign(n * tap_width, 0.0f);
+  // The taps read every row of their layers: with them only the last layer's MoE is trimmed.
+  std::vector<LayerRows> layer_rows(static_cast<size_t>(c.num_layers));
+  if (taps && c.num_layers > 0)
+    layer_rows.back().ffn_from = full_from;
+  else
+    layer_rows = yoco_layer_rows(c, n, full_from);
   for (int l = 0; l < c.num_layers; ++l) {
     if (c.is_engram_layer(l))
       engram_forward(ctx_, l, engram_->hasher, prefetch->rows_of(c.layers[l].engram_slot), n,
                      X.data());
     for (size_t k = 0; taps && k < tap_layers.size(); ++k)
       if (tap_layers[k] == l) record_tap(X.data(), n, hc, H, tap_width, taps->data() + k * H);
-    block_forward(l, X.data(), pre.data(), n, pos0, state, shared,
-                  l + 1 == c.num_layers ? full_from : 0);
+    block_forward(l, X.data(), pre.data(), n, pos0, state, shared, layer_rows[l]);
   }
 
   const int64_t rows = all_logits ? n : 1;

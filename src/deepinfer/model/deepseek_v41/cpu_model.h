@@ -15,6 +15,7 @@
 #include "deepinfer/model/deepseek_v41/engram.h"
 #include "deepinfer/model/deepseek_v41/model_context.h"
 #include "deepinfer/model/deepseek_v41/sequence_state.h"
+#include "deepinfer/model/deepseek_v41/yoco_rows.h"
 
 namespace deepinfer::v41 {
 
@@ -51,9 +52,10 @@ class CpuModel {
   SequenceState new_sequence() const { return make_sequence_state(config_); }
 
   // Appends ids[0..n) at positions state.num_tokens... . logits gets n x vocab rows
-  // (all_logits) or the last position's row only. Positions before keep_from_pos skip the final
-  // layer's MoE and the head (YOCO, as deepseek_v4's forward; the V4.1 form that also skips the
-  // layers after the last KV source is not built yet): their logits rows are NaN.
+  // (all_logits) or the last position's row only. Positions before keep_from_pos get no logits
+  // (NaN rows), and the layers after the last one with cached state compute only what later
+  // positions and steps read (YOCO compact, yoco_rows.h); with taps only the last layer's MoE
+  // is trimmed (the taps need every row).
   // taps, when given, gets the DSpark drafter's input: n rows of the mean over the hc streams of
   // each dspark_target_layer_ids layer's input (after its Engram), concatenated in that order
   // (n x taps x hidden). It changes nothing else.
@@ -64,9 +66,9 @@ class CpuModel {
  private:
   // Deferred mHC (spec §11.2.1): a site collapses its input with the previous site's `pre` and
   // hands its own on. `pre` holds n x hc_mult coefficients.
-  // The FFN sublayer runs for rows [ffn_from, n) only (YOCO).
+  // The sub-layers run for the rows `rows` gives (YOCO, yoco_rows.h).
   void block_forward(int layer, float* X, float* pre, int64_t n, int64_t pos0, SequenceState& st,
-                     ForwardShared& shared, int64_t ffn_from = 0) const;
+                     ForwardShared& shared, LayerRows rows) const;
 
   Config config_;
   v4::Weights weights_;

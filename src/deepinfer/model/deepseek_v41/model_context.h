@@ -64,9 +64,10 @@ void attention_output(const ModelContext& m, const std::string& prefix, const fl
 
 // Attention sub-layer for n tokens at positions pos0...: sliding window plus the group's picked
 // compressed entries, one softmax with the per-head sink. Updates the layer's ring and, at a KV
-// source, its compressed branch.
+// source, its compressed branch. The tokens are rows [row0, row0 + n) of the forward (`shared`
+// is indexed by forward row): a YOCO-trimmed trailing layer starts past row 0 (yoco_rows.h).
 void attention_forward(const ModelContext& m, int layer, const float* h, int64_t n, int64_t pos0,
-                       SequenceState& st, ForwardShared& shared, float* out);
+                       SequenceState& st, ForwardShared& shared, float* out, int64_t row0 = 0);
 
 // MoE sub-layer for n tokens (spec §11.2.6): biased top-k routing, weights from the unbiased
 // sqrtsoftplus scores, SwiGLU experts and the clamped shared expert.
