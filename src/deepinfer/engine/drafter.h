@@ -4,8 +4,8 @@
 // and accepting a draft when the sampled token equals it: greedy or seeded outputs are the same
 // with and without a drafter, whatever it proposes, and only the step count changes.
 //
-// MtpDrafter (mtp_drafter.h) asks the runner's MTP layer (ModelRunner::mtp_draft; the CPU runner
-// so far); DSpark (V4.1) is not built yet. OracleDrafter (oracle_drafter.h) replays a known
+// MtpDrafter (mtp_drafter.h) asks the runner's own drafter (ModelRunner::mtp_draft; the CPU
+// runner so far): V4's MTP layer or V4.1's DSpark. OracleDrafter (oracle_drafter.h) replays a known
 // continuation at a chosen acceptance rate, for tests and for measuring what verification buys.
 #pragma once
 

@@ -856,6 +856,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   ro.on_load_progress = args.on_load_progress;
   ASSIGN_OR_RETURN(const Switches switches, resolve_switches(args.switches));
   ro.batch_invariant = switches.batch_invariant;
+  ro.drafting = switches.enable_mtp;  // V4.1 keeps its DSpark windows only when asked
   if ((switches.enable_mtp || args.drafter) && ro.device == runtime::Device::kCuda)
     return unimplemented(
         "DEEPINFER_ENABLE_MTP_VARLEN / --enable-mtp: speculative decoding runs on the CPU runner "

@@ -1,7 +1,8 @@
-// The drafter behind DEEPINFER_ENABLE_MTP_VARLEN: the runner's MTP layer proposes the tokens
-// after each decoding sequence's sampled one (ModelRunner::mtp_draft). A runner or checkpoint
-// without MTP drafting turns it off for good, with one line on stderr; a sequence whose state
-// the runner does not hold (just preempted) gets no drafts that step.
+// The drafter behind DEEPINFER_ENABLE_MTP_VARLEN: the runner's own drafter (V4's MTP layer,
+// V4.1's DSpark) proposes the tokens after each decoding sequence's sampled one
+// (ModelRunner::mtp_draft). A runner or checkpoint without one turns it off for good, with one
+// line on stderr saying why; a sequence whose state the runner does not hold (just preempted) or
+// whose drafter state it is rebuilding gets no drafts that step.
 #pragma once
 
 #include <cstdio>
@@ -23,7 +24,8 @@ class MtpDrafter : public Drafter {
     out->resize(before);
     if (st.code() == StatusCode::kUnimplemented) {
       off_ = true;
-      std::fprintf(stderr, "deepinfer: MTP speculative decoding off: %s\n", st.message().c_str());
+      std::fprintf(stderr, "deepinfer: MTP/DSpark speculative decoding off: %s\n",
+                   st.message().c_str());
     }
   }
 

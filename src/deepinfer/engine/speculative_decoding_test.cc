@@ -6,6 +6,8 @@
 // a pool small enough to preempt are covered, and a grammar-constrained request.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -15,6 +17,7 @@
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/engine/oracle_drafter.h"
+#include "deepinfer/loader/checkpoint_copy_for_tests.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 
 namespace deepinfer {
@@ -196,6 +199,31 @@ TEST(SpeculativeDecoding, MtpOnACheckpointWithoutMtpDecodesPlainly) {
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   expect_same_outputs(testing::run_batch(**e, reqs), ref, "no MTP layer");
   EXPECT_EQ((*e)->stats().spec_verifications, 0);
+}
+
+// What transformers' save_pretrained writes: config.json counts the MTP layer, no shard holds an
+// mtp.* tensor. It loads with MTP off (one line when loading says so), the switch then adds
+// one line of its own, and the engine decodes plainly.
+TEST(SpeculativeDecoding, SavePretrainedCheckpointWithoutMtpTensorsDecodesPlainly) {
+  const std::string dir = ::testing::TempDir() + "spec_decode_no_mtp_tensors";
+  std::filesystem::create_directories(dir);
+  const Status copied = testing::copy_checkpoint_without_draft_tensors(model_dir(), dir);
+  ASSERT_TRUE(copied.ok()) << copied.to_string();
+  const auto reqs = workload(4, /*sampled=*/false);
+  const auto ref = testing::run_batch(*make_engine(256, nullptr), reqs);
+  EngineArgs a;
+  a.model = dir;
+  a.switches.enable_mtp = true;
+  ::testing::internal::CaptureStderr();
+  auto e = Engine::create(a);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  const auto got = testing::run_batch(**e, reqs);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  expect_same_outputs(got, ref, "save_pretrained");
+  EXPECT_EQ((*e)->stats().spec_verifications, 0);
+  EXPECT_NE(err.find("has no MTP weights (mtp.*)"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SpeculativeDecoding, SmallBudgetsAndAPreemptingPoolKeepOutputsUnchanged) {

@@ -41,6 +41,11 @@ struct RunnerOptions {
   // runner is so by construction (each row runs alone, DESIGN.md); the CUDA runner has no such
   // kernels yet and refuses it.
   bool batch_invariant = false;
+  // Speculative decoding (DEEPINFER_ENABLE_MTP_VARLEN): keep what mtp_draft needs from each
+  // sequence's first token on. V4.1 on the CPU: the DSpark drafter's windows of the target's
+  // taps, which cost a projection per position, so they are kept only when asked for; without
+  // it mtp_draft is unimplemented there. V4's MTP layer needs nothing more.
+  bool drafting = false;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
 };
@@ -75,10 +80,12 @@ class ModelRunner {
   // the runner keeps for it. No-op for an unknown sequence.
   virtual void release(uint64_t seq_id) = 0;
 
-  // Speculative decoding with the model's MTP layer: up to max_drafts tokens to follow `token`,
-  // the one just sampled for the sequence's next position (its state holds every position before
-  // it: call after the step's rollbacks). Writes only the MTP layer's own state. unimplemented
-  // where the runner or the model has no MTP drafting (the default).
+  // Speculative decoding with the model's own drafter (V4: the MTP layer; V4.1: DSpark, whose
+  // block caps the drafts): up to max_drafts tokens to follow `token`, the one just sampled for
+  // the sequence's next position (its state holds every position before it: call after the
+  // step's rollbacks). Writes only the drafter's own state. unimplemented, saying why, where the
+  // runner or the checkpoint has no drafting (the default); ok with no drafts while a drafter's
+  // state is being rebuilt (a sequence restarted from cached or imported pages).
   virtual Status mtp_draft(uint64_t seq_id, int32_t token, int64_t max_drafts,
                            std::vector<int32_t>* out) {
     (void)seq_id, (void)token, (void)max_drafts, (void)out;

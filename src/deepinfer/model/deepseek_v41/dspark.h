@@ -60,6 +60,9 @@ class DsparkDrafter {
   static StatusOr<std::unique_ptr<DsparkDrafter>> create(const CpuModel& target);
 
   int block_size() const { return m_.c.dspark.block_size; }
+  // Absorbed positions a proposal reads (sliding_window): the state's rows older than that are
+  // never read again.
+  int64_t window() const { return m_.c.sliding_window; }
   // Floats per context row of taps (CpuModel::forward's `taps`): taps x hidden.
   int64_t tap_width() const;
   DsparkState new_state() const;

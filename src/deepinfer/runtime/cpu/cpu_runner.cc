@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "deepinfer/runtime/cpu/dspark_track.h"
 #include "deepinfer/runtime/cpu/paged_model.h"
 #include "deepinfer/runtime/cpu/step_pages.h"
 
@@ -38,10 +39,12 @@ class CpuRunner final : public ModelRunner {
   const kv::PageSpec& page_spec() const override { return spec_; }
 
   Status execute(const StepBatch& batch, StepOutput* out) override {
+    fork_tracks_.clear();
     for (const Rollback& r : batch.rollbacks) RETURN_IF_ERROR(roll_back(r));
     for (const kv::PageCopy& c : batch.page_copies) {
       RETURN_IF_ERROR(check_page(c.from));
       RETURN_IF_ERROR(check_page(c.to));
+      RETURN_IF_ERROR(note_fork(c));
       std::memcpy(page(c.to), page(c.from), static_cast<size_t>(spec_.page_bytes));
     }
     // A burst's buffer (rows x vocab floats) goes back once steps are much smaller again, so an
@@ -61,12 +64,24 @@ class CpuRunner final : public ModelRunner {
     for (const StepRow& row : batch.rows) {
       ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(row));
       Sequence& s = seqs_.at(row.seq_id);
+      RETURN_IF_ERROR(settle_taps(row.seq_id, s));  // no rollback came: its row was all accepted
       s.speculated.reset();
       if (row.speculative) {
         ASSIGN_OR_RETURN(s.speculated, snapshot(row));
       }
+      if (s.draft && s.draft->num_tokens() != row.start_pos)
+        return internal_error("sequence " + std::to_string(row.seq_id) +
+                              ": its DSpark state holds " + std::to_string(s.draft->num_tokens()) +
+                              " positions, the step starts it at " + std::to_string(row.start_pos));
       RETURN_IF_ERROR(model_->forward(*seq, row.tokens, row.num_tokens, row.keep_from_pos,
-                                      row.speculative, &logits_));
+                                      row.speculative, &logits_, s.draft ? &taps_ : nullptr));
+      if (s.draft) {  // only committed positions enter the drafter (decision 0011)
+        if (row.speculative) {
+          s.speculated->taps.swap(taps_);
+        } else {
+          RETURN_IF_ERROR(s.draft->absorb(taps_.data(), row.num_tokens));
+        }
+      }
       if (row.speculative) {
         out_logits_.insert(out_logits_.end(), logits_.begin(), logits_.end());
         out_argmax_.insert(out_argmax_.end(), static_cast<size_t>(row.num_tokens), -1);
@@ -86,7 +101,8 @@ class CpuRunner final : public ModelRunner {
 
   void release(uint64_t seq_id) override { seqs_.erase(seq_id); }
 
-  // The MTP layer's greedy drafts, chained (PagedModel::mtp_draft).
+  // V4.1: DSpark's block from the sequence's track (none while it is rebuilt); V4: the MTP
+  // layer's greedy drafts, chained (PagedModel::mtp_draft).
   Status mtp_draft(uint64_t seq_id, int32_t token, int64_t max_drafts,
                    std::vector<int32_t>* out) override {
     if (max_drafts < 1) return ok_status();
@@ -94,7 +110,15 @@ class CpuRunner final : public ModelRunner {
     if (it == seqs_.end() || it->second.state == nullptr)
       return invalid_argument("mtp_draft: sequence " + std::to_string(seq_id) +
                               " has no state in the runner");
-    return model_->mtp_draft(*it->second.state, token, max_drafts, out);
+    Sequence& s = it->second;
+    if (!s.draft) return model_->mtp_draft(*s.state, token, max_drafts, out);
+    // The step's rollbacks are done (the contract): a row still held was accepted whole.
+    RETURN_IF_ERROR(settle_taps(seq_id, s));
+    if (s.draft->num_tokens() != s.state->num_tokens())
+      return internal_error("mtp_draft: sequence " + std::to_string(seq_id) +
+                            ": its DSpark state holds " + std::to_string(s.draft->num_tokens()) +
+                            " positions, its state " + std::to_string(s.state->num_tokens()));
+    return s.draft->propose(token, max_drafts, out);
   }
 
   StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) override {
@@ -124,17 +148,51 @@ class CpuRunner final : public ModelRunner {
   // What a speculative row needs to be rolled back: the sequence's constant pages as they were
   // before it (rings and compressor partial windows change in place; growing state is
   // positional and rewritten) and its tokens, to replay the accepted ones.
+  // With DSpark, also the row's taps: absorbed up to the verified length once it is known.
   struct Speculated {
     int64_t start_pos = 0;
     std::vector<int32_t> tokens;
     std::vector<int32_t> constant_pages;
     std::string constant_bytes;
+    std::vector<float> taps;     // num_tokens rows (DSpark only)
+    bool taps_absorbed = false;  // all of them, the row taken as accepted whole
   };
   struct Sequence {
     std::unique_ptr<PagedSequence> state;
     StepPages* pages = nullptr;              // owned by state
     std::unique_ptr<Speculated> speculated;  // its latest row was speculative
+    std::unique_ptr<DsparkTrack> draft;      // V4.1 drafting: the DSpark state, beside the pages
+    int32_t first_constant_page = -1;        // names the sequence in a fork's page copies
   };
+
+  // A speculative row nobody rolled back was accepted whole: its taps enter the drafter.
+  Status settle_taps(uint64_t seq_id, Sequence& s) {
+    if (!s.draft || !s.speculated || s.speculated->taps_absorbed) return ok_status();
+    Speculated& h = *s.speculated;
+    if (s.draft->num_tokens() != h.start_pos)
+      return internal_error("sequence " + std::to_string(seq_id) + ": its DSpark state holds " +
+                            std::to_string(s.draft->num_tokens()) +
+                            " positions, its speculative row started at " +
+                            std::to_string(h.start_pos));
+    h.taps_absorbed = true;
+    return s.draft->absorb(h.taps.data(), static_cast<int64_t>(h.tokens.size()));
+  }
+
+  // n > 1 forks copy the parent's constant pages to the child (kv::KvManager::fork): a copy of a
+  // live sequence's first constant page hands the child a copy of the parent's DSpark state, as
+  // of now (rows run after the copies), for the child's first row in this step. Other copies
+  // (prefix-cache attaches, snapshots) come from pages no live sequence starts with.
+  Status note_fork(const kv::PageCopy& c) {
+    if (model_->dspark() == nullptr) return ok_status();
+    for (auto& [id, s] : seqs_) {
+      if (s.first_constant_page != c.from || !s.draft) continue;
+      RETURN_IF_ERROR(settle_taps(id, s));
+      fork_tracks_.insert_or_assign(c.to, std::make_unique<DsparkTrack>(*s.draft));
+      return ok_status();
+    }
+    fork_tracks_.erase(c.to);
+    return ok_status();
+  }
 
   StatusOr<std::unique_ptr<Speculated>> snapshot(const StepRow& row) {
     auto s = std::make_unique<Speculated>();
@@ -163,8 +221,13 @@ class CpuRunner final : public ModelRunner {
     if (r.state_pages == nullptr || r.block_table == nullptr)
       return invalid_argument("rollback of sequence " + std::to_string(r.seq_id) +
                               " has no page tables");
+    if (r.num_tokens == end) {  // every draft accepted: nothing to undo
+      RETURN_IF_ERROR(settle_taps(r.seq_id, it->second));
+      it->second.speculated.reset();
+      return ok_status();
+    }
     std::unique_ptr<Speculated> spec = std::move(it->second.speculated);
-    if (r.num_tokens == end) return ok_status();  // every draft accepted: nothing to undo
+    std::unique_ptr<DsparkTrack> draft = std::move(it->second.draft);
     RETURN_IF_ERROR(write_pages(spec->constant_pages, spec->constant_bytes));
     StepRow replay;
     replay.seq_id = r.seq_id;
@@ -173,9 +236,20 @@ class CpuRunner final : public ModelRunner {
     replay.block_table = r.block_table;
     seqs_.erase(it);  // adopted afresh from the restored pages
     ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(replay));
+    if (draft) {
+      // The drafter takes the verified rows' taps, computed by the speculative row (the forward
+      // is chunking-invariant). Taps already taken whole (a draft asked before this rollback)
+      // cannot be taken back: the track restarts and drafts again once its window refills.
+      if (spec->taps_absorbed) {
+        draft = std::make_unique<DsparkTrack>(*model_->dspark(), r.num_tokens);
+      } else {
+        RETURN_IF_ERROR(draft->absorb(spec->taps.data(), r.num_tokens - spec->start_pos));
+      }
+      seqs_.at(r.seq_id).draft = std::move(draft);
+    }
     if (r.num_tokens == spec->start_pos) return ok_status();
     return model_->forward(*seq, spec->tokens.data(), r.num_tokens - spec->start_pos, 0, false,
-                           &logits_);
+                           &logits_);  // no taps: the drafter has them already
   }
 
   float* page(int32_t p) const { return arena_.get() + int64_t{p} * model_->page_floats(); }
@@ -187,7 +261,9 @@ class CpuRunner final : public ModelRunner {
   }
 
   // The row's sequence bound to the row's pages: fresh at position 0, adopted from the pages
-  // when the runner hasn't seen the sequence (a fork's copies), else the one it keeps.
+  // when the runner hasn't seen the sequence (a fork's copies), else the one it keeps. With
+  // DSpark a new sequence gets its track: fresh at 0, its parent's after a fork, else one that
+  // rebuilds its window before it drafts.
   StatusOr<PagedSequence*> sequence_for(const StepRow& row) {
     if (row.state_pages == nullptr || row.block_table == nullptr)
       return invalid_argument("step row of sequence " + std::to_string(row.seq_id) +
@@ -200,6 +276,16 @@ class CpuRunner final : public ModelRunner {
       Sequence s;
       s.pages = raw;
       s.state = model_->start(std::move(pages), row.start_pos);
+      if (!row.state_pages->empty()) s.first_constant_page = row.state_pages->front();
+      if (const v41::DsparkDrafter* d = model_->dspark()) {
+        auto parent = fork_tracks_.find(s.first_constant_page);
+        if (row.start_pos > 0 && parent != fork_tracks_.end() &&
+            parent->second->num_tokens() == row.start_pos)
+          s.draft = std::move(parent->second);
+        else
+          s.draft = std::make_unique<DsparkTrack>(*d, row.start_pos);
+        if (parent != fork_tracks_.end()) fork_tracks_.erase(parent);
+      }
       it = seqs_.insert_or_assign(row.seq_id, std::move(s)).first;
     }
     Sequence& s = it->second;
@@ -216,7 +302,10 @@ class CpuRunner final : public ModelRunner {
   ModelInfo info_;
   std::unique_ptr<float[]> arena_;
   std::unordered_map<uint64_t, Sequence> seqs_;
+  // This step's forks: the parent's DSpark state by the child's first constant page.
+  std::unordered_map<int32_t, std::unique_ptr<DsparkTrack>> fork_tracks_;
   std::vector<float> logits_;
+  std::vector<float> taps_;          // the latest forward's DSpark input
   std::vector<float> out_logits_;    // StepOutput::logits of the latest step
   std::vector<int32_t> out_argmax_;  // StepOutput::argmax of the latest step
 };

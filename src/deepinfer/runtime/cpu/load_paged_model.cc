@@ -5,6 +5,7 @@
 #include "deepinfer/model/deepseek_v4/sequence_state.h"
 #include "deepinfer/model/deepseek_v4/state_layout.h"
 #include "deepinfer/model/deepseek_v41/cpu_model.h"
+#include "deepinfer/model/deepseek_v41/dspark.h"
 #include "deepinfer/model/deepseek_v41/sequence_state.h"
 #include "deepinfer/model/deepseek_v41/state_layout.h"
 #include "deepinfer/model/model_family.h"
@@ -54,9 +55,21 @@ StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, const std
   info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
   info.numerics = "plain";
   info.weight_bytes = model->weight_bytes();
-  return std::unique_ptr<PagedModel>(
-      new PagedModelOf<v41::CpuModel, v41::StateLayout, v41::SequenceState>(
-          std::move(model), page_tokens, std::move(info)));
+  // The DSpark drafter reads the model's weights in place (the model object does not move).
+  std::unique_ptr<v41::DsparkDrafter> drafter;
+  std::string why_not = "the runner was created without drafting (RunnerOptions::drafting)";
+  if (o.drafting) {
+    StatusOr<std::unique_ptr<v41::DsparkDrafter>> d = v41::DsparkDrafter::create(*model);
+    if (d.ok()) {
+      drafter = std::move(d).value();
+    } else {
+      why_not = d.status().message();
+    }
+  }
+  auto paged = std::make_unique<PagedModelOf<v41::CpuModel, v41::StateLayout, v41::SequenceState>>(
+      std::move(model), page_tokens, std::move(info));
+  paged->set_dspark(std::move(drafter), std::move(why_not));
+  return std::unique_ptr<PagedModel>(std::move(paged));
 }
 
 }  // namespace

@@ -6,11 +6,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/model/deepseek_v4/state_pages.h"
+#include "deepinfer/model/deepseek_v41/dspark.h"
 #include "deepinfer/runtime/model_runner.h"
 
 namespace deepinfer::runtime::cpu {
@@ -35,13 +38,19 @@ class PagedModel {
   virtual std::unique_ptr<PagedSequence> start(std::unique_ptr<v4::StatePages> pages,
                                                int64_t start_pos) const = 0;
   // Appends ids[0..n) to the sequence; `logits` gets the last position's row, or every
-  // position's with all_logits (NaN rows before keep_from_pos, StepRow's YOCO bound).
+  // position's with all_logits (NaN rows before keep_from_pos, StepRow's YOCO bound). taps, when
+  // given and the model has dspark(), gets the drafter's input rows (v41::CpuModel::forward).
   virtual Status forward(PagedSequence& seq, const int32_t* ids, int64_t n, int64_t keep_from_pos,
-                         bool all_logits, std::vector<float>* logits) const = 0;
+                         bool all_logits, std::vector<float>* logits,
+                         std::vector<float>* taps = nullptr) const = 0;
+  // V4.1's DSpark drafter, when the runner drafts (RunnerOptions::drafting) and the checkpoint
+  // holds its weights; its state lives beside the pages (dspark_track.h). Null otherwise: V4
+  // drafts through mtp_draft, from its pages.
+  virtual const v41::DsparkDrafter* dspark() const { return nullptr; }
   // Up to k greedy drafts from the MTP layer after `token` (just sampled for position
   // seq.num_tokens()), from the last forward's final hidden state, chained through the MTP
   // layer's own output; it writes the MTP layer's own ring (constant state) and nothing else.
-  // unimplemented for a family or checkpoint without one.
+  // unimplemented for a family or checkpoint without one (the message says why).
   virtual Status mtp_draft(PagedSequence& seq, int32_t token, int64_t k,
                            std::vector<int32_t>* drafts) const = 0;
 };
@@ -76,9 +85,22 @@ class PagedModelOf final : public PagedModel {
   }
 
   Status forward(PagedSequence& seq, const int32_t* ids, int64_t n, int64_t keep_from_pos,
-                 bool all_logits, std::vector<float>* logits) const override {
-    return model_->forward(static_cast<Sequence&>(seq).state, ids, n, all_logits, logits,
-                           keep_from_pos);
+                 bool all_logits, std::vector<float>* logits,
+                 std::vector<float>* taps) const override {
+    State& st = static_cast<Sequence&>(seq).state;
+    if constexpr (std::is_same_v<Model, v41::CpuModel>) {
+      return model_->forward(st, ids, n, all_logits, logits, keep_from_pos,
+                             dspark_ ? taps : nullptr);
+    } else {
+      return model_->forward(st, ids, n, all_logits, logits, keep_from_pos);
+    }
+  }
+
+  const v41::DsparkDrafter* dspark() const override { return dspark_.get(); }
+  // V4.1: the drafter (reading this model's weights), or why there is none.
+  void set_dspark(std::unique_ptr<v41::DsparkDrafter> d, std::string why_not) {
+    dspark_ = std::move(d);
+    no_draft_ = std::move(why_not);
   }
 
   Status mtp_draft(PagedSequence& seq, int32_t token, int64_t k,
@@ -88,7 +110,7 @@ class PagedModelOf final : public PagedModel {
         return unimplemented("this checkpoint has no MTP layer");
       return model_->mtp_draft(static_cast<Sequence&>(seq).state, token, k, drafts);
     } else {
-      return unimplemented("this model family drafts with DSpark, not an MTP layer");
+      return unimplemented(no_draft_);
     }
   }
 
@@ -102,6 +124,8 @@ class PagedModelOf final : public PagedModel {
   std::unique_ptr<Model> model_;
   std::shared_ptr<const Layout> layout_;
   ModelInfo info_;
+  std::unique_ptr<v41::DsparkDrafter> dspark_;  // after model_: destroyed before it
+  std::string no_draft_ = "this model family drafts with DSpark, not an MTP layer";
 };
 
 }  // namespace deepinfer::runtime::cpu
