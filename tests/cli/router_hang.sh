@@ -45,14 +45,16 @@ for i in 0 1; do
   wpid[$i]=$!
   pids+=("$!")
 done
+# The router starts once the workers are loaded, so no check ejects a loading one.
+for i in 0 1; do wait_health "${wurl[$i]}" "${wpid[$i]}"; done
 rport=$(free_port)
 router="http://127.0.0.1:$rport"
 "$bin" router --port "$rport" --worker "${wurl[0]}" "${wurl[1]}" --policy round_robin \
-  --health-interval-s 0.3 --health-timeout-s 1 --worker-timeout-s 4 >"$tmp/router.log" 2>&1 &
+  --health-interval-s 0.3 --health-timeout-s 2 --worker-timeout-s 4 >"$tmp/router.log" 2>&1 &
 rpid=$!
 pids+=("$rpid")
-for i in 0 1; do wait_health "${wurl[$i]}" "${wpid[$i]}"; done
 wait_health "$router" "$rpid"
+for i in 0 1; do wait_metric worker_healthy "${wurl[$i]}" 1; done
 ask() {  # PROMPT -> HTTP code; the answer in $tmp/answer.json
   curl -s -o "$tmp/answer.json" -w '%{http_code}' --max-time 30 "$router/v1/completions" -H "$json" \
     -d "{\"prompt\": \"$1\", \"max_tokens\": 4, \"temperature\": 0}"

@@ -65,7 +65,7 @@ start_router() {  # NAME ARGS...: sets $router
   shift
   port=$(free_port)
   router="http://127.0.0.1:$port"
-  "$bin" router --port "$port" --health-timeout-s 1 "$@" \
+  "$bin" router --port "$port" --health-timeout-s 3 "$@" \
     >"$tmp/router_$name.log" 2>&1 &
   pids+=("$!")
   # /metrics, not /health: a router with no workers yet is up but not healthy.

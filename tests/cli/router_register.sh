@@ -76,7 +76,7 @@ start_router() {  # NAME ARGS...: sets $url
   shift
   port=$(free_port)
   url="http://127.0.0.1:$port"
-  "$bin" router --port "$port" --health-interval-s 0.3 --health-timeout-s 1 "$@" \
+  "$bin" router --port "$port" --health-interval-s 0.3 --health-timeout-s 3 "$@" \
     >"$tmp/$name.log" 2>&1 &
   pids+=("$!")
   for _ in $(seq 1 100); do curl -s -o /dev/null "$url/metrics" && return 0; sleep 0.05; done
