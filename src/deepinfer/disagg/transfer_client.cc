@@ -133,17 +133,10 @@ StatusOr<HandoffAddress> parse_handoff_token(const std::string& token) {
   if (a.id.size() != wire::kIdBytes ||
       a.id.find_first_not_of("0123456789abcdef") != std::string::npos)
     return bad("the handoff id must be 32 lowercase hex digits");
-  std::string hostport = token.substr(scheme.size(), slash - scheme.size());
-  const size_t colon = hostport.rfind(':');
-  if (colon == std::string::npos || colon == 0) return bad("expected host:port");
-  a.host = hostport.substr(0, colon);
-  if (a.host.size() > 2 && a.host.front() == '[' && a.host.back() == ']')
-    a.host = a.host.substr(1, a.host.size() - 2);
-  const std::string port = hostport.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
-    return bad("port must be a number");
-  a.port = std::stoi(port);
-  if (a.port < 1 || a.port > 65535) return bad("port must be in 1..65535");
+  auto hp = wire::split_host_port(token.substr(scheme.size(), slash - scheme.size()));
+  if (!hp.ok()) return bad(hp.status().message());
+  a.host = std::move(hp->first);
+  a.port = hp->second;
   return a;
 }
 

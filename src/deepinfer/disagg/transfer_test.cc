@@ -84,6 +84,19 @@ TEST(HandoffToken, RoundTripsAndNamesWhatIsWrong) {
   }
 }
 
+// A loopback port nobody listens on: bound, noted, closed.
+int closed_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
 struct Loopback {
   std::shared_ptr<HandoffStore> store = std::make_shared<HandoffStore>(HandoffStoreOptions{});
   std::unique_ptr<TransferServer> server;
@@ -137,15 +150,7 @@ TEST(TransferUcx, StatesArriveWholeCorruptChunksAreRefetchedUnknownIdsAreNotFoun
 }
 
 TEST(TransferUcx, NobodyListeningIsAnErrorWithinTheTimeout) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int closed_port = ntohs(addr.sin_port);
-  ::close(fd);
+  const int closed_port = closed_loopback_port();
   FetchOptions quick;
   quick.io_timeout_s = 2;
   auto f = fetch_handoff({"127.0.0.1", closed_port, std::string(32, '0'), "ucx"}, quick);
@@ -214,16 +219,7 @@ TEST(Transfer, UnknownIdClosedPortAndSilentPeerAreErrorsNamingTheAddress) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
 
-  // A port nobody listens on: bind one, note it, close it.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int closed_port = ntohs(addr.sin_port);
-  ::close(fd);
+  const int closed_port = closed_loopback_port();
   auto refused = fetch_handoff({"127.0.0.1", closed_port, std::string(32, '0')});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("127.0.0.1:" + std::to_string(closed_port)),
@@ -232,7 +228,10 @@ TEST(Transfer, UnknownIdClosedPortAndSilentPeerAreErrorsNamingTheAddress) {
 
   // A peer that accepts and never answers: each attempt ends at the I/O timeout.
   int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  addr.sin_port = 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
   ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   ASSERT_EQ(::listen(silent, 4), 0);
   len = sizeof(addr);

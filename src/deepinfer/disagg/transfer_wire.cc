@@ -117,6 +117,20 @@ StatusOr<Fd> connect_tcp(const std::string& host, int port, double timeout_s,
   return fd;
 }
 
+StatusOr<std::pair<std::string, int>> split_host_port(const std::string& hostport) {
+  const size_t colon = hostport.rfind(':');
+  if (colon == std::string::npos || colon == 0) return invalid_argument("expected host:port");
+  std::string host = hostport.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  const std::string port = hostport.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return invalid_argument("the port must be a number");
+  const int p = std::stoi(port);
+  if (p < 1 || p > 65535) return invalid_argument("the port must be in 1..65535");
+  return std::make_pair(std::move(host), p);
+}
+
 Fd& Fd::operator=(Fd&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);

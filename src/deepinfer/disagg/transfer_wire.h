@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "deepinfer/base/status.h"
 
@@ -63,6 +64,10 @@ class Fd {
  private:
   int fd_ = -1;
 };
+
+// "host:port" or "[v6]:port" into the host (brackets dropped) and a port in 1..65535; the error
+// (invalid_argument) says what is wrong, for the caller to prefix with what it parsed.
+StatusOr<std::pair<std::string, int>> split_host_port(const std::string& hostport);
 
 // A non-blocking TCP connection (TCP_NODELAY) to host:port within timeout_s; errors
 // (failed_precondition) name `what` and the cause.

@@ -82,20 +82,11 @@ StatusOr<bool> Scheduler::fork(uint64_t parent, const SchedRequest& child,
       num_running() >= cfg_.max_num_seqs)
     return false;
   if (!kv_->fork(parent, child.seq_id, child.prompt_len, copies)) return false;
-  Seq s;
-  s.req = child;
-  s.key = make_key(child);
-  s.num_computed = child.prompt_len;
-  s.running = true;
-  s.awaiting = true;
-  running_.push_back(child.seq_id);
-  seqs_.emplace(child.seq_id, s);
+  start_with_prompt_computed(child);
   return true;
 }
 
-StatusOr<bool> Scheduler::add_prefilled(const SchedRequest& r) {
-  RETURN_IF_ERROR(check_request(r));
-  if (num_running() >= cfg_.max_num_seqs || !kv_->reserve(r.seq_id, r.prompt_len)) return false;
+void Scheduler::start_with_prompt_computed(const SchedRequest& r) {
   Seq s;
   s.req = r;
   s.key = make_key(r);
@@ -104,6 +95,12 @@ StatusOr<bool> Scheduler::add_prefilled(const SchedRequest& r) {
   s.awaiting = true;
   running_.push_back(r.seq_id);
   seqs_.emplace(r.seq_id, s);
+}
+
+StatusOr<bool> Scheduler::add_prefilled(const SchedRequest& r) {
+  RETURN_IF_ERROR(check_request(r));
+  if (num_running() >= cfg_.max_num_seqs || !kv_->reserve(r.seq_id, r.prompt_len)) return false;
+  start_with_prompt_computed(r);
   return true;
 }
 

@@ -115,6 +115,8 @@ class Scheduler {
   // add()'s checks: invalid_argument naming the field for a request that can never run.
   Status check_request(const SchedRequest& r) const;
   Key make_key(const SchedRequest& r);
+  // fork and add_prefilled: r runs (its pages held) with its prompt computed, a sample owed.
+  void start_with_prompt_computed(const SchedRequest& r);
   void remove(uint64_t seq_id);
   // Preempts the lowest-key running seq; returns its id. Drops its item from `plan` if it has one.
   uint64_t preempt_lowest(StepPlan& plan, int64_t& budget);

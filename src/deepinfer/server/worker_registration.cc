@@ -18,18 +18,10 @@ StatusOr<HttpAddress> parse_http_url(const std::string& url, const std::string& 
   std::string rest = url.substr(kScheme.size());
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
   if (rest.find('/') != std::string::npos) return bad("must be http://host:port, with no path");
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0) return bad("must name a port (http://host:port)");
-  HttpAddress a;
-  a.host = rest.substr(0, colon);
-  if (a.host.size() > 2 && a.host.front() == '[' && a.host.back() == ']')
-    a.host = a.host.substr(1, a.host.size() - 2);
-  const std::string port = rest.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
-    return bad("the port must be a number");
-  a.port = std::stoi(port);
-  if (a.port < 1 || a.port > 65535) return bad("the port must be in 1..65535");
-  return a;
+  if (rest.rfind(':') == std::string::npos) return bad("must name a port (http://host:port)");
+  auto hp = wire::split_host_port(rest);
+  if (!hp.ok()) return bad(hp.status().message());
+  return HttpAddress{std::move(hp->first), hp->second};
 }
 
 StatusOr<int> post_json(const HttpAddress& at, const std::string& path, const std::string& body,
