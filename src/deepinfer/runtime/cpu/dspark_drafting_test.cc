@@ -3,8 +3,9 @@
 // one token a step and asks for DSpark's block at every position; the runs under test must get
 // the same blocks, bit for bit: after speculative rows rolled back at every draft position (and
 // accepted whole), after a fork (the child takes its parent's state), after a preemption (state
-// dropped, recomputed), and, for a sequence adopted from pages without its drafter state (prefix
-// cache, handoff), none until a whole window was absorbed again and the reference's from then on.
+// dropped, recomputed, under YOCO truncation), and, for a sequence adopted from pages without its
+// drafter state (prefix cache, handoff), none until a whole window was absorbed again and the
+// reference's from then on.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -146,12 +147,22 @@ TEST(DsparkDrafting, ForkPreemptionAndAdoptedPagesKeepOrRebuildTheState) {
   ASSERT_TRUE(kv.ok());
   const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + kPrompt);
 
-  // Preemption: the state is dropped and the sequence recomputed from position 0 (another
-  // chunking), drafting as before.
+  // Preemption: the state is dropped and the sequence recomputed from position 0, in chunks of
+  // 15 under YOCO compact truncation (only the last position's logits needed: the taps of the
+  // window's positions must stay exact), drafting as before.
   run_chunked(r, *kv, 1, prompt, 0, 13);
   r.release(1);
   kv->free(1);
-  run_chunked(r, *kv, 1, prompt, 0, 40);
+  for (int64_t pos = 0; pos < kPrompt; pos += 15) {
+    const int64_t n = std::min<int64_t>(15, kPrompt - pos);
+    ASSERT_TRUE(kv->reserve(1, pos + n));
+    StepBatch b;
+    b.rows.push_back(
+        {1, pos, &prompt[pos], n, kv->state_pages(1), kv->block_table(1), pos + n == kPrompt});
+    b.rows.back().keep_from_pos = kPrompt - 1;
+    StepOutput out;
+    ASSERT_TRUE(r.execute(b, &out).ok());
+  }
   EXPECT_EQ(drafts_of(r, 1, f.ids[kPrompt]), f.want[0]);
 
   // Fork (n > 1): the child's first row runs right after the page copies, with the parent's
