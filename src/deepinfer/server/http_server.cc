@@ -33,6 +33,7 @@ class BeastServer final : public HttpServer {
 
   ~BeastServer() override {
     prep_.join();  // idempotent; run() may never have been called
+    fetch_.join();
     if (spare_fd_ >= 0) ::close(spare_fd_);
   }
 
@@ -44,6 +45,7 @@ class BeastServer final : public HttpServer {
     state_.limits = {options.max_header_bytes, options.max_url_bytes, options.max_body_bytes};
     state_.ioc = &ioc_;
     state_.prep = &prep_;
+    state_.fetch = &fetch_;
     ASSIGN_OR_RETURN(state_.log, AccessLog::open(options.access_log));
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(options.host, ec);
@@ -97,6 +99,7 @@ class BeastServer final : public HttpServer {
     }
     // Prep tasks may still hold the engine: they finish before the caller frees it.
     prep_.join();
+    fetch_.join();
   }
 
   void stop() override { ioc_.stop(); }
@@ -200,6 +203,9 @@ class BeastServer final : public HttpServer {
 
   asio::io_context ioc_{1};
   asio::thread_pool prep_{2};
+  // Decode phases' state fetches wait on the network (up to --disagg-io-timeout per attempt):
+  // their own threads, so a silent prefill worker never holds up parsing.
+  asio::thread_pool fetch_{8};
   tcp::acceptor acceptor_;
   asio::steady_timer accept_timer_, drain_timer_;
   Clock::time_point drain_deadline_;

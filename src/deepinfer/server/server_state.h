@@ -44,6 +44,7 @@ struct ServerState {
   } disagg;
   boost::asio::io_context* ioc = nullptr;
   boost::asio::thread_pool* prep = nullptr;
+  boost::asio::thread_pool* fetch = nullptr;  // decode phases' state fetches
 };
 
 }  // namespace deepinfer::server

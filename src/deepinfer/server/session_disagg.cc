@@ -95,8 +95,8 @@ bool Session::disagg_prepared(const std::shared_ptr<ParsedRequest>& req) {
     send_error(disagg_error(400, at.status().message(), "invalid_value", "X-Deepinfer-Handoff"));
     return true;
   }
-  // The fetch blocks (bounded by --disagg-io-timeout): on the prep pool, never the io thread.
-  asio::post(*state_->prep, [self = shared_from_this(), req, at = *at, o = state_->options.fetch] {
+  // The fetch blocks (bounded by --disagg-io-timeout): on the fetch pool, never the io thread.
+  asio::post(*state_->fetch, [self = shared_from_this(), req, at = *at, o = state_->options.fetch] {
     StatusOr<disagg::Fetched> f = disagg::fetch_handoff(at, o);
     StatusOr<SequenceHandoff> h = f.ok() ? handoff_from_meta(f->meta, std::move(f->payload))
                                          : StatusOr<SequenceHandoff>(f.status());
