@@ -75,7 +75,7 @@ class CpuRunner final : public ModelRunner {
                               " positions, the step starts it at " + std::to_string(row.start_pos));
       RETURN_IF_ERROR(model_->forward(*seq, row.tokens, row.num_tokens, row.keep_from_pos,
                                       row.speculative, &logits_, s.draft ? &taps_ : nullptr));
-      if (s.draft) {  // only committed positions enter the drafter (decision 0011)
+      if (s.draft) {  // only committed positions enter the drafter (decision 0012)
         if (row.speculative) {
           s.speculated->taps.swap(taps_);
         } else {

@@ -1,4 +1,4 @@
-// DSpark drafting on the CPU runner (V4.1, RunnerOptions::drafting, decision 0011): the drafter's
+// DSpark drafting on the CPU runner (V4.1, RunnerOptions::drafting, decision 0012): the drafter's
 // state follows exactly the positions a run without speculation computes. The reference decodes
 // one token a step and asks for DSpark's block at every position; the runs under test must get
 // the same blocks, bit for bit: after speculative rows rolled back at every draft position (and

@@ -1,4 +1,4 @@
-// One sequence's DSpark drafter state as the CPU runner keeps it (V4.1, decision 0011). The
+// One sequence's DSpark drafter state as the CPU runner keeps it (V4.1, decision 0012). The
 // drafter's windows hold committed positions only: the runner absorbs a plain row's taps as it
 // runs, and a speculative row's only up to the length verification kept. A track started past
 // position 0 (pages adopted from the prefix cache, a handoff, a fork whose parent's track was not
