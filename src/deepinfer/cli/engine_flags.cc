@@ -100,9 +100,9 @@ void add_switch_flags(CLI::App& app, EngineArgs* a) {
       ->check(CLI::PositiveNumber);
   app.add_flag_callback(
       "--enable-mtp", [a] { a->switches.enable_mtp = true; },
-      "speculative decoding with the checkpoint's MTP layer: drafts verified in one step, "
-      "outputs unchanged (default: $DEEPINFER_ENABLE_MTP_VARLEN, else off). CPU runner only so "
-      "far; a checkpoint without MTP weights turns it off");
+      "speculative decoding with the checkpoint's MTP layer (V4) or DSpark (V4.1): drafts "
+      "verified in one step, outputs unchanged (default: $DEEPINFER_ENABLE_MTP_VARLEN, else off). "
+      "CPU runner only so far; a checkpoint without draft weights turns it off");
   app.add_flag_callback(
       "--no-enable-mtp", [a] { a->switches.enable_mtp = false; },
       "turn MTP off whatever DEEPINFER_ENABLE_MTP_VARLEN says");
