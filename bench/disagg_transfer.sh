@@ -6,6 +6,9 @@
 # with per-chunk SHA-256, write into the pool, first token out), whose answers must be equal;
 # then the state bytes moved and the transfer rate from the decode worker's /metrics.
 # Usage: bench/disagg_transfer.sh [path/to/deepinfer] [MODEL_DIR]
+# SERVE_FLAGS (environment) go to every server, e.g. "--device cuda --gpu-memory-utilization 0.3
+# --max-model-len 16384" for three workers on one GPU; PROMPT_WORDS (default "1000 5500 11500")
+# sets the prompts' sizes.
 set -eu
 bin="${1:-build/deepinfer}"
 model="${2:-}"
@@ -18,18 +21,18 @@ for role in both prefill decode; do
   url[$role]="http://127.0.0.1:$port"
   # shellcheck disable=SC2086
   "$bin" serve $model --host 127.0.0.1 --port "$port" --role "$role" --access-log '' \
-    --no-prefix-cache >"$tmp/$role.log" 2>&1 &
+    --no-prefix-cache ${SERVE_FLAGS:-} >"$tmp/$role.log" 2>&1 &
   pids+=("$!")
 done
 for role in both prefill decode; do
-  for _ in $(seq 1 240); do
+  for _ in $(seq 1 2400); do  # a GPU model takes a while to load
     [ "$(curl -s -o /dev/null -w '%{http_code}' "${url[$role]}/health")" = 200 ] && break
     sleep 0.25
   done
 done
-python3 - "${url[both]}" "${url[prefill]}" "${url[decode]}" <<'PY'
+python3 - "${url[both]}" "${url[prefill]}" "${url[decode]}" "${PROMPT_WORDS:-1000 5500 11500}" <<'PY'
 import json, sys, time, urllib.request
-both, prefill, decode = sys.argv[1:]
+both, prefill, decode, words = sys.argv[1:]
 def post(url, body, headers={}):
     req = urllib.request.Request(url, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json", **headers})
@@ -38,7 +41,7 @@ def post(url, body, headers={}):
     return (time.perf_counter() - t) * 1000, out
 print("| prompt tokens | plain (ms) | prefill phase (ms) | decode phase (ms) | PD - plain (ms) |")
 print("|---:|---:|---:|---:|---:|")
-for n in (1000, 5500, 11500):
+for n in map(int, words.split()):
     body = {"prompt": " ".join(f"w{i}" for i in range(n)), "max_tokens": 1, "temperature": 0}
     t_plain, ref = post(both + "/v1/completions", body)
     t_pre, h = post(prefill + "/v1/completions", body, {"X-Deepinfer-Disagg": "prefill"})
