@@ -83,9 +83,12 @@ StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bo
   const uint64_t payload_len = wire::get_u64(head + 20);
   const uint64_t chunk = wire::get_u32(head + 28);
   const uint64_t chunks = wire::get_u32(head + 32);
-  if (meta_len > (uint64_t{64} << 20) || payload_len > (uint64_t{1} << 40) || chunk == 0 ||
-      chunks != (payload_len + chunk - 1) / chunk)
+  if (meta_len > (uint64_t{64} << 20) || chunk == 0 || chunks != (payload_len + chunk - 1) / chunk)
     return data_loss(what + ": malformed transfer header");
+  if (payload_len > static_cast<uint64_t>(o.max_state_bytes))
+    return resource_exhausted(what + ": the state is " + std::to_string(payload_len) +
+                              " bytes, more than the " + std::to_string(o.max_state_bytes) +
+                              " a decode worker takes");
   *retry = true;
   Fetched f;
   f.meta.resize(meta_len);

@@ -28,6 +28,9 @@ struct FetchOptions {
   double io_timeout_s = 10;  // each wait for the peer
   int attempts = 2;          // connections tried (a dropped connection starts over)
   int resend_rounds = 3;     // re-fetches of corrupt chunks per attempt
+  // A peer announcing a larger state is refused before anything is allocated (a corrupt or
+  // hostile header must not take the decode worker's memory).
+  int64_t max_state_bytes = int64_t{16} << 30;
 };
 
 struct Fetched {
@@ -39,7 +42,8 @@ struct Fetched {
 
 // failed_precondition naming the address for an unreachable peer, a timeout or a connection
 // lost on every attempt; not_found when the handoff is unknown or expired there; data_loss
-// when chunks stay corrupt.
+// when chunks stay corrupt or the header is malformed; resource_exhausted for a state over
+// max_state_bytes.
 StatusOr<Fetched> fetch_handoff(const HandoffAddress& at, const FetchOptions& o = {});
 
 }  // namespace deepinfer::disagg

@@ -222,7 +222,12 @@ Status TransferServer::serve_fetch(Channel& ch, const std::string& id, bool* don
     wire::put_u32(&head, wire::kUnknownId);
     head.resize(wire::kHeaderBytes, '\0');
     *done = true;  // nothing more to say on this connection
-    return ch.write(head, deadline);
+    RETURN_IF_ERROR(ch.write(head, deadline));
+    // Wait for the peer to close first: a UCX endpoint closed by force right after a send may
+    // drop it (the answer would read as a lost connection, not as an unknown id).
+    char byte;
+    (void)ch.read(&byte, 1, Steady::now() + std::chrono::seconds(1));
+    return ok_status();
   }
   const uint64_t chunk = static_cast<uint64_t>(o_.chunk_bytes);
   const uint64_t chunks = (h->payload.size() + chunk - 1) / chunk;

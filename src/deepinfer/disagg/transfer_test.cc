@@ -283,5 +283,17 @@ TEST(Transfer, APeerDroppingMidStateGivesAnErrorNotPartialState) {
   EXPECT_NE(f.status().message().find("closed"), std::string::npos) << f.status().to_string();
 }
 
+// A header announcing more than the decode side takes is refused before anything is allocated.
+TEST(Transfer, AStateOverTheLimitIsRefusedUpFront) {
+  Loopback lb;
+  ASSERT_TRUE(lb.server);
+  FetchOptions small;
+  small.max_state_bytes = 1000;
+  auto f = fetch_handoff(lb.park("m", std::string(1001, 'x')), small);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kResourceExhausted) << f.status().to_string();
+  EXPECT_TRUE(fetch_handoff(lb.park("m", std::string(1000, 'x')), small).ok());
+}
+
 }  // namespace
 }  // namespace deepinfer::disagg
