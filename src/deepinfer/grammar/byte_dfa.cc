@@ -15,6 +15,8 @@ int32_t ByteDfa::intern(const std::vector<uint32_t>& key, const ByteSet& allowed
     // so the table is not copied while it grows.
     if (trans_.capacity() == 0) trans_.reserve(size_t{4160} * 256);
     trans_.resize(trans_.size() + 256, kUnknown);
+    run_info_.emplace_back();
+    run_known_.push_back(0);
     int32_t* row = trans_.data() + trans_.size() - 256;
     for (int b = 0; b < 256; ++b) {
       if (!allowed.test(b)) row[b] = kDead;
@@ -26,6 +28,8 @@ int32_t ByteDfa::intern(const std::vector<uint32_t>& key, const ByteSet& allowed
 void ByteDfa::clear() {
   ids_.clear();
   trans_.clear();
+  run_info_.clear();
+  run_known_.clear();
 }
 
 }  // namespace deepinfer::grammar

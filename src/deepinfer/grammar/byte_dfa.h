@@ -5,6 +5,7 @@
 // string, or in a run of whitespace, the same few states recur for every token.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
@@ -29,12 +30,32 @@ class ByteDfa {
   // Invalidates every state id: only between walks.
   void clear();
 
+  // The mask fast path's analysis of a state (text_run.cc): the ASCII bytes that do not lead
+  // to its most common live target (bit b of excluded), whether every well-formed multi-byte
+  // character leads there too, and that target (kDead: no live ASCII byte). A function of the
+  // DFA's transitions, so kept once computed: a counting string's masks follow a chain of
+  // states the previous mask already analysed.
+  struct RunInfo {
+    std::array<uint64_t, 2> excluded{};
+    bool unicode = false;
+    int32_t target = kDead;
+  };
+  const RunInfo* run_info(int32_t state) const {
+    return run_known_[state] ? &run_info_[state] : nullptr;
+  }
+  void set_run_info(int32_t state, const RunInfo& info) {
+    run_info_[state] = info;
+    run_known_[state] = 1;
+  }
+
  private:
   struct KeyHash {
     size_t operator()(const std::vector<uint32_t>& k) const;
   };
   std::unordered_map<std::vector<uint32_t>, int32_t, KeyHash> ids_;
   std::vector<int32_t> trans_;
+  std::vector<RunInfo> run_info_;
+  std::vector<uint8_t> run_known_;
 };
 
 }  // namespace deepinfer::grammar

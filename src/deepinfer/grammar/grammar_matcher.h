@@ -106,6 +106,9 @@ class GrammarMatcher {
     int max_chars = 0;
   };
   bool find_text_run(int32_t root, TextRun* run);
+  // The state's ByteDfa::RunInfo, from the DFA's memo or probed (probe_[0, depth) leads to it);
+  // false when the work budget ran out (nothing is kept then).
+  bool analyze_run(int32_t state, size_t depth, ByteDfa::RunInfo* info);
   // Every multi-byte character leads from `state` (reached by probe_[0, depth)) to `target`.
   bool multibyte_chars_lead_to(size_t depth, int32_t state, int32_t target);
   bool multibyte_form_leads_to(const Utf8Form& form, int k, size_t base, int32_t state,

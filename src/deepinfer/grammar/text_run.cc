@@ -71,25 +71,46 @@ bool GrammarMatcher::multibyte_chars_lead_to(size_t depth, int32_t state, int32_
   return true;
 }
 
-bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
-  held_ = 0;
-  // The root's ASCII transitions; the run is the largest group of bytes sharing a target.
+bool GrammarMatcher::analyze_run(int32_t state, size_t depth, ByteDfa::RunInfo* info) {
+  if (const ByteDfa::RunInfo* known = cache_->dfa().run_info(state)) {
+    *info = *known;
+    return true;
+  }
+  // The state's ASCII transitions; the run is the largest group of bytes sharing a target.
   std::array<int32_t, 128> to;
-  for (int b = 0; b < 128; ++b) to[b] = probe_step(root, 0, static_cast<uint8_t>(b));
-  int32_t target = ByteDfa::kDead;
+  for (int b = 0; b < 128; ++b) to[b] = probe_step(state, depth, static_cast<uint8_t>(b));
+  if (bytes_.out_of_work()) return false;
+  ByteDfa::RunInfo out;
   int best = 0;
   for (int b = 0; b < 128; ++b) {
     if (to[b] < 0 || (b > 0 && to[b] == to[b - 1])) continue;
     const int count = static_cast<int>(std::count(to.begin(), to.end(), to[b]));
-    if (count > best) best = count, target = to[b];
+    if (count > best) best = count, out.target = to[b];
   }
-  if (best == 0) return false;
+  for (int b = 0; b < 128; ++b)
+    if (best == 0 || to[b] != out.target) out.excluded[b / 64] |= uint64_t{1} << (b % 64);
+  out.unicode = best > 0 && multibyte_chars_lead_to(depth, state, out.target);
+  if (bytes_.out_of_work()) return false;
+  cache_->dfa().set_run_info(state, out);
+  *info = out;
+  return true;
+}
+
+bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
+  held_ = 0;
+  ByteDfa::RunInfo at_root;
+  if (!analyze_run(root, 0, &at_root) || at_root.target < 0) {
+    hold_at_most(0);
+    return false;
+  }
+  const int32_t target = at_root.target;
+  int best = 0;
   uint8_t rep = 0;  // a run byte: the probe path follows the chain through it
   for (int b = 127; b >= 0; --b) {
-    run->excluded[b] = to[b] != target;
-    if (!run->excluded[b]) rep = static_cast<uint8_t>(b);
+    run->excluded[b] = (at_root.excluded[b / 64] >> (b % 64)) & 1;
+    if (!run->excluded[b]) rep = static_cast<uint8_t>(b), ++best;
   }
-  run->unicode = multibyte_chars_lead_to(0, root, target);
+  run->unicode = at_root.unicode;
   if (best < kMinRunBytes && !run->unicode) {
     hold_at_most(0);
     return false;
@@ -107,12 +128,27 @@ bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
     }
     probe_set(chain.size() - 1, rep);
     const size_t depth = chain.size();  // probe_[0, depth) leads to cur
-    const int32_t next = probe_step(cur, depth, rep);
-    bool uniform = next >= 0;
-    for (int b = 0; b < 128 && uniform; ++b) {
-      if (!run->excluded[b]) uniform = probe_step(cur, depth, static_cast<uint8_t>(b)) == next;
+    // Usually the run's bytes are within cur's own largest group (its memoized analysis);
+    // otherwise they are checked one by one.
+    int32_t next = ByteDfa::kDead;
+    bool uniform = false;
+    ByteDfa::RunInfo here;
+    if (analyze_run(cur, depth, &here) && here.target >= 0 && (!run->unicode || here.unicode)) {
+      uniform = true;
+      for (int w = 0; w < 2; ++w) {
+        const uint64_t in_run = ~at_root.excluded[w];
+        uniform = uniform && (in_run & here.excluded[w]) == 0;
+      }
+      next = here.target;
     }
-    if (uniform && run->unicode) uniform = multibyte_chars_lead_to(depth, cur, next);
+    if (!uniform && !bytes_.out_of_work()) {
+      next = probe_step(cur, depth, rep);
+      uniform = next >= 0;
+      for (int b = 0; b < 128 && uniform; ++b) {
+        if (!run->excluded[b]) uniform = probe_step(cur, depth, static_cast<uint8_t>(b)) == next;
+      }
+      if (uniform && run->unicode) uniform = multibyte_chars_lead_to(depth, cur, next);
+    }
     if (!uniform) {
       run->max_chars = static_cast<int>(chain.size());
       break;
