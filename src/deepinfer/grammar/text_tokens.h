@@ -23,9 +23,9 @@ const std::vector<Utf8Form>& multibyte_utf8_forms();
 
 class TextTokens {
  public:
-  // Tokens longer than this many code points are never on the fast path (154 of the 128k
+  // Tokens longer than this many code points are never on the fast path (56 of the 128k
   // DeepSeek tokens), which bounds the chain of counting states the proof has to follow.
-  static constexpr int kMaxChars = 16;
+  static constexpr int kMaxChars = 32;
 
   TextTokens() = default;
   // sorted[i]: token id at sorted position i; bytes: every id's bytes.
