@@ -5,6 +5,7 @@
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/loader/checkpoint.h"
+#include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"
 #include "deepinfer/model/deepseek_v4/mhc.h"
 
 namespace deepinfer::v4 {
@@ -27,7 +28,12 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
     const std::function<void(const LoadProgress&)>& progress) {
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
   drop_absent_mtp(*ckpt, &config);
-  ASSIGN_OR_RETURN(Weights weights, load_weights(*ckpt, config, progress));
+  std::function<bool(const std::string&)> keep;
+  if (Collective* g = options.expert_group)
+    keep = [rank = g->rank(), size = g->size()](const std::string& name) {
+      return keeps_tensor(name, rank, size);
+    };
+  ASSIGN_OR_RETURN(Weights weights, load_weights(*ckpt, config, progress, keep));
   return std::make_unique<CpuModel>(std::move(config), std::move(weights), options);
 }
 
@@ -39,12 +45,15 @@ CpuModel::CpuModel(Config config, Weights weights, const ModelOptions& options)
            options.numerics,
            options.clamp_shared_expert.value_or(options.numerics == Numerics::kPlain),
            RopeTable(config_.rope_theta, config_.rope_dim, nullptr),
-           RopeTable(config_.compress_rope_theta, config_.rope_dim, &config_.yarn)},
+           RopeTable(config_.compress_rope_theta, config_.rope_dim, &config_.yarn),
+           options.expert_group},
       layout_(std::make_shared<const StateLayout>(config_, kDefaultPageTokens)) {}
 
-void CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* X,
-                             const int32_t* ids, int64_t n, int64_t pos0, LayerState& st,
-                             int64_t ffn_from) const {
+Status CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* X,
+                               const int32_t* ids, int64_t n, int64_t pos0, LayerState& st,
+                               int64_t ffn_from) const {
+  // Under expert parallelism every rank takes part in each main layer's MoE, rows or not.
+  const bool ep = ctx_.expert_group != nullptr && p.rfind("layers.", 0) == 0;
   const Config& c = config_;
   const int hc = c.hc_mult;
   const int64_t H = c.hidden_size;
@@ -53,7 +62,11 @@ void CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* 
   for (const char* site : {"attn", "ffn"}) {
     const std::string s(site);
     const int64_t t0 = s == "attn" ? 0 : ffn_from;  // every row is independent here
-    if (t0 >= n) continue;
+    if (t0 >= n) {
+      if (ep && s == "ffn")
+        RETURN_IF_ERROR(moe_forward_ep(ctx_, p, hash, y.data(), ids, 0, f.data()));
+      continue;
+    }
     HcWeights hw{weights_.f(p + "hc_" + s + "_fn"), weights_.f(p + "hc_" + s + "_base"),
                  weights_.f(p + "hc_" + s + "_scale")};
     const float* norm = weights_.f(p + s + "_norm.weight");
@@ -63,12 +76,15 @@ void CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* 
     }
     if (s == "attn") {
       attention_forward(ctx_, p, ratio, y.data(), n, pos0, st, f.data());
+    } else if (ep) {
+      RETURN_IF_ERROR(moe_forward_ep(ctx_, p, hash, &y[t0 * H], ids + t0, n - t0, &f[t0 * H]));
     } else {
       moe_forward(ctx_, p, hash, &y[t0 * H], ids + t0, n - t0, &f[t0 * H]);
     }
     for (int64_t t = t0; t < n; ++t)
       hc_post(c, &f[t * H], &post[t * hc], &comb[t * hc * hc], X + t * hc * H);
   }
+  return ok_status();
 }
 
 void CpuModel::head_forward(const std::string& hp, const std::string& norm, const float* X,
@@ -105,8 +121,9 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   // Rows [full_from, n) are computed in full; the rest skip the last layer's MoE and the head.
   const int64_t full_from = std::clamp<int64_t>(keep_from_pos - pos0, 0, n);
   for (int l = 0; l < c.num_layers; ++l)
-    block_forward("layers." + std::to_string(l) + ".", c.compress_ratio(l), c.is_hash_layer(l),
-                  X.data(), ids, n, pos0, state.layers[l], l + 1 == c.num_layers ? full_from : 0);
+    RETURN_IF_ERROR(block_forward("layers." + std::to_string(l) + ".", c.compress_ratio(l),
+                                  c.is_hash_layer(l), X.data(), ids, n, pos0, state.layers[l],
+                                  l + 1 == c.num_layers ? full_from : 0));
   const int64_t rows = all_logits ? n : 1;
   logits->resize(rows * c.vocab_size);
   for (int64_t r = 0; r < rows; ++r) {
@@ -147,7 +164,7 @@ Status CpuModel::mtp_step(SequenceState& state, const float* hidden, int32_t tok
     quantized_linear(ctx_, weights_.f(p + "h_proj.weight"), H, H, hn.data(), 1, &X[j * H]);
     for (int64_t d = 0; d < H; ++d) X[j * H + d] += E[d];
   }
-  block_forward(p, 0, false, X.data(), &id, 1, pos, state.mtp);
+  RETURN_IF_ERROR(block_forward(p, 0, false, X.data(), &id, 1, pos, state.mtp));
   logits->resize(c.vocab_size);
   head_forward(p, p + "norm.weight", X.data(), logits->data());
   return ok_status();

@@ -21,6 +21,11 @@ struct ModelOptions {
   // The released reference leaves the shared expert unclamped, transformers clamps it (spec
   // §10). Unset: clamp in plain numerics, not in official.
   std::optional<bool> clamp_shared_expert;
+  // Expert parallelism (expert_parallel_moe.h; not owned, outlives the model): this rank loads
+  // only its share of the main layers' routed experts, and every forward is collective over the
+  // group (each rank forwards its own sequences, the same number of calls on every rank). MTP
+  // keeps all its experts. Null: one rank.
+  Collective* expert_group = nullptr;
 };
 
 StatusOr<Numerics> parse_numerics(const std::string& s);  // "plain" | "official"
@@ -67,8 +72,9 @@ class CpuModel {
   Status mtp_step(SequenceState& state, const float* hidden, int32_t token, int64_t pos,
                   std::vector<float>* X, std::vector<float>* logits) const;
   // The FFN sublayer runs for rows [ffn_from, n) only (YOCO); the attention for all n.
-  void block_forward(const std::string& prefix, int ratio, bool hash, float* X, const int32_t* ids,
-                     int64_t n, int64_t pos0, LayerState& st, int64_t ffn_from = 0) const;
+  Status block_forward(const std::string& prefix, int ratio, bool hash, float* X,
+                       const int32_t* ids, int64_t n, int64_t pos0, LayerState& st,
+                       int64_t ffn_from = 0) const;
   void head_forward(const std::string& hc_prefix, const std::string& norm, const float* X,
                     float* logits) const;
 

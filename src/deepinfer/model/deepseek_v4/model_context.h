@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/backend/collective.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
 #include "deepinfer/model/deepseek_v4/sequence_state.h"
@@ -21,6 +22,9 @@ struct ModelContext {
   Numerics numerics;
   bool clamp_shared_expert;
   RopeTable main_rope, compress_rope;
+  // Expert parallelism (expert_parallel_moe.h): the group whose ranks own the main layers'
+  // routed experts e with e % size == rank; null: every expert is here.
+  Collective* expert_group = nullptr;
 
   bool official() const { return numerics == Numerics::kOfficial; }
   const RopeTable& rope_for(int ratio) const { return ratio > 0 ? compress_rope : main_rope; }
@@ -46,6 +50,10 @@ void route_token(const float* logits, const float* bias, const int32_t* hash_row
 // MoE sub-layer (spec §6.8) for n tokens.
 void moe_forward(const ModelContext& m, const std::string& prefix, bool hash, const float* h,
                  const int32_t* ids, int64_t n, float* out);
+// One SwiGLU expert (weights under p) on one token h, added into acc[hidden] with its routing
+// weight, exactly as moe_forward adds it.
+void expert_into(const ModelContext& m, const std::string& p, int64_t inter, const float* h,
+                 float weight, bool clamp, float* acc);
 
 // Projects n tokens' hidden states h into a compressor's (kv, gate) and feeds them in order,
 // emitting an entry whenever a window completes (spec §6.6). `is_indexer` selects the indexer's

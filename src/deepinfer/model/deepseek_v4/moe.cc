@@ -10,13 +10,13 @@
 #include "deepinfer/tensor/fake_quant.h"
 
 namespace deepinfer::v4 {
-namespace {
+namespace {}  // namespace
 
 // One SwiGLU expert on one token, accumulated into acc with `weight`. In official numerics the
 // routing weight scales the activation before w2 (and before its FP8 rounding), as the reference
 // does; plain numerics scale w2's output, as transformers does.
-void expert(const ModelContext& m, const std::string& p, int64_t inter, const float* h,
-            float weight, bool clamp, float* acc) {
+void expert_into(const ModelContext& m, const std::string& p, int64_t inter, const float* h,
+                 float weight, bool clamp, float* acc) {
   const int64_t H = m.c.hidden_size;
   const float lim = static_cast<float>(m.c.swiglu_limit);
   std::vector<float> g(inter), u(inter), y(H);
@@ -29,8 +29,6 @@ void expert(const ModelContext& m, const std::string& p, int64_t inter, const fl
   quantized_linear(m, m.f(p + "w2.weight"), H, inter, g.data(), 1, y.data());
   for (int64_t d = 0; d < H; ++d) acc[d] += before ? y[d] : y[d] * weight;
 }
-
-}  // namespace
 
 void route_token(const float* logits, const float* bias, const int32_t* hash_row, int E, int K,
                  float route_scale, int* idx, float* weights) {
@@ -70,11 +68,12 @@ void moe_forward(const ModelContext& m, const std::string& p, bool hash, const f
       float* acc = out + t * H;
       std::fill(acc, acc + H, 0.0f);
       for (int k = 0; k < K; ++k)
-        expert(m, p + "ffn.experts." + std::to_string(idx[k]) + ".", c.moe_intermediate_size,
-               h + t * H, wts[k], true, acc);
+        expert_into(m, p + "ffn.experts." + std::to_string(idx[k]) + ".", c.moe_intermediate_size,
+                    h + t * H, wts[k], true, acc);
       if (c.n_shared_experts > 0)
-        expert(m, p + "ffn.shared_experts.", int64_t(c.moe_intermediate_size) * c.n_shared_experts,
-               h + t * H, 1.0f, m.clamp_shared_expert, acc);
+        expert_into(m, p + "ffn.shared_experts.",
+                    int64_t(c.moe_intermediate_size) * c.n_shared_experts, h + t * H, 1.0f,
+                    m.clamp_shared_expert, acc);
     }
   });
 }

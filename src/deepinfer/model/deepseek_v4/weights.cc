@@ -261,8 +261,10 @@ bool drop_absent_mtp(const Checkpoint& ckpt, Config* c) {
 }
 
 StatusOr<Weights> load_weights(const Checkpoint& ckpt, const Config& c,
-                               const std::function<void(const LoadProgress&)>& progress) {
+                               const std::function<void(const LoadProgress&)>& progress,
+                               const std::function<bool(const std::string&)>& keep) {
   ASSIGN_OR_RETURN(std::vector<WeightSource> sources, resolve_weights(ckpt, c));
+  if (keep) std::erase_if(sources, [&](const WeightSource& s) { return !keep(s.spec.name); });
   LoadProgress p;
   p.tensors_total = static_cast<int64_t>(sources.size());
   for (const auto& s : sources) p.bytes_total += static_cast<int64_t>(s.tensor->nbytes);

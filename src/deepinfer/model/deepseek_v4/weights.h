@@ -103,8 +103,10 @@ Status load_float(const WeightSource& src, const Config& c, float* out);
 Status load_index(const WeightSource& src, const Config& c, std::vector<int32_t>* out);
 
 // Validates the checkpoint against the manifest (missing, unexpected, shape, dtype) and
-// dequantizes everything to fp32. Errors name the tensor and its file.
+// dequantizes to fp32 every tensor `keep` accepts (null: all; expert parallelism loads only its
+// rank's experts). Errors name the tensor and its file.
 StatusOr<Weights> load_weights(const Checkpoint& ckpt, const Config& c,
-                               const std::function<void(const LoadProgress&)>& progress = {});
+                               const std::function<void(const LoadProgress&)>& progress = {},
+                               const std::function<bool(const std::string&)>& keep = {});
 
 }  // namespace deepinfer::v4
