@@ -74,6 +74,7 @@ void EarleyMatcher::begin_set() {
     epoch_ = 1;
     for (auto& id : set_id_) id = 0;
     leo_memo_.clear();
+    cont_memo_.clear();  // keyed by set ids too
   }
 }
 
