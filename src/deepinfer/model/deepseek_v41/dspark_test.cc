@@ -369,5 +369,47 @@ TEST(V41Dspark, GreedyTiesGoToTheLowerId) {
   EXPECT_FLOAT_EQ(p.confidence[0], 0.5f);
 }
 
+// YOCO compact truncation trims the layers after the last one with cached state (yoco_rows.h);
+// with layer 4 the last index source, layers 5 and 6 trail and both are tap layers. The drafter
+// absorbs every committed position's taps, so a forward asked for taps trims nothing they read:
+// under truncation, whole or in chunks shorter than the window, every tap row is the full run's,
+// bit for bit.
+TEST(V41Dspark, YocoTruncationLeavesTheTapsExact) {
+  std::ifstream in(dspark_dir(true) + "/config.json");
+  json cfg = json::parse(in);
+  json& text = cfg.contains("text_config") ? cfg["text_config"] : cfg;
+  text["index_source_layer_ids"] = {2, 4};
+  TempDir tmp;
+  const std::string config_path = tmp.path() + "/trailing.config.json";
+  std::ofstream(config_path) << cfg.dump(2);
+  v4::TinyModelOptions o;
+  o.config_path = config_path;
+  o.quantized = true;
+  o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+  const std::string dir = tmp.path() + "/model";
+  ASSERT_TRUE(v41::write_tiny_model(dir, o).ok());
+  auto m = load_model(dir);
+  ASSERT_NE(m, nullptr);
+  const Config& c = m->config();
+  const int64_t n = 40;
+  const std::vector<int32_t> ids = random_ids(n, c.vocab_size, 12);
+  std::vector<float> logits, full, taps;
+  auto s0 = m->new_sequence();
+  ASSERT_TRUE(m->forward(s0, ids.data(), n, false, &logits, 0, &full).ok());
+  // {chunk, keep_from_pos}: only the last logits wanted, whole and in chunks of 15; none wanted.
+  for (auto [chunk, keep] : {std::pair<int64_t, int64_t>{15, n - 1}, {n, n - 1}, {n, n}}) {
+    auto st = m->new_sequence();
+    std::vector<float> all;
+    for (int64_t pos = 0; pos < n; pos += chunk) {
+      const int64_t k = std::min<int64_t>(chunk, n - pos);
+      ASSERT_TRUE(m->forward(st, ids.data() + pos, k, false, &logits, keep, &taps).ok());
+      all.insert(all.end(), taps.begin(), taps.end());
+    }
+    ASSERT_EQ(all.size(), full.size());
+    EXPECT_EQ(std::memcmp(all.data(), full.data(), full.size() * sizeof(float)), 0)
+        << "chunk " << chunk << ", keep " << keep;
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::v41

@@ -8,6 +8,8 @@
 // reference's from then on.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "deepinfer/kv/kv_manager.h"
@@ -194,6 +196,46 @@ TEST(DsparkDrafting, ForkPreemptionAndAdoptedPagesKeepOrRebuildTheState) {
     else
       EXPECT_EQ(got, f.want[i + 1]) << i + 1 << " absorbed since the adoption";
   }
+}
+
+// The v41-dspark preset ends on an index source; with layer 4 the last one, layers 5 and 6 trail
+// it, and YOCO compact truncation would trim them, but taps are read at layers 5 and 6 and the
+// window must stay exact: a prompt run in chunks of 15 (the last shorter than the 16-row window)
+// with only its last logits wanted drafts as one run in full.
+TEST(DsparkDrafting, YocoTrimmedTrailingLayersKeepTheWindowsTaps) {
+  std::ifstream in(dspark_dir() + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  nlohmann::json& text = cfg.contains("text_config") ? cfg["text_config"] : cfg;
+  text["index_source_layer_ids"] = {2, 4};
+  TempDir dir;
+  const std::string config_path = dir.path() + "/trailing.config.json";
+  std::ofstream(config_path) << cfg.dump(2);
+  v4::TinyModelOptions o;
+  o.config_path = config_path;
+  o.quantized = true;
+  o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+  const std::string model = dir.path() + "/model";
+  const Status written = v41::write_tiny_model(model, o);
+  ASSERT_TRUE(written.ok()) << written.to_string();
+  auto r = make_runner(model, true);
+  ASSERT_NE(r, nullptr);
+  auto kv = kv::KvManager::create(r->page_spec());
+  ASSERT_TRUE(kv.ok());
+  const std::vector<int32_t> prompt = random_ids(kPrompt, 72);
+  run_chunked(*r, *kv, 1, prompt, 0, kPrompt);
+  const std::vector<int32_t> want = drafts_of(*r, 1, 9);
+  ASSERT_EQ(want.size(), size_t(kDrafts));
+  for (int64_t pos = 0; pos < kPrompt; pos += 15) {
+    const int64_t n = std::min<int64_t>(15, kPrompt - pos);
+    ASSERT_TRUE(kv->reserve(2, pos + n));
+    StepBatch b;
+    b.rows.push_back(
+        {2, pos, &prompt[pos], n, kv->state_pages(2), kv->block_table(2), pos + n == kPrompt});
+    b.rows.back().keep_from_pos = kPrompt - 1;
+    StepOutput out;
+    ASSERT_TRUE(r->execute(b, &out).ok());
+  }
+  EXPECT_EQ(drafts_of(*r, 2, 9), want);
 }
 
 // Without draft tensors (transformers' save_pretrained) or without drafting asked for, the
