@@ -400,16 +400,9 @@ bool value_fails(const Json& root, const Json& v, const Json& s0, int depth) {
     };
     if (auto m = num("minLength"); m && code_points(str) < *m) return true;
     if (auto m = num("maxLength"); m && code_points(str) > *m) return true;
-    // std::regex sees bytes and ECMAScript's '$'; jsonschema's re sees code points and lets '$'
-    // match before a final newline: they agree on printable ASCII.
-    const bool printable_ascii =
-        std::all_of(str.begin(), str.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
-    if (printable_ascii && s->contains("pattern") && (*s)["pattern"].is_string()) {
-      try {
-        std::regex re((*s)["pattern"].get<std::string>(), std::regex::ECMAScript);
-        if (!std::regex_search(str, re)) return true;
-      } catch (const std::regex_error&) {
-      }
+    if (s->contains("pattern") && (*s)["pattern"].is_string()) {
+      auto found = ascii_pattern_finds((*s)["pattern"].get<std::string>(), str);
+      if (found && !*found) return true;
     }
   }
   if (v.is_number()) {
@@ -437,6 +430,30 @@ bool value_fails(const Json& root, const Json& v, const Json& s0, int depth) {
 // Every object valid under a has a member that no object valid under b can have.
 }  // namespace
 
+std::optional<bool> ascii_pattern_finds(const std::string& p, const std::string& s) {
+  // std::regex sees bytes and ECMAScript's '$'; jsonschema's re sees code points and lets '$'
+  // match before a final newline: on printable ASCII they agree, except on syntax one of them
+  // reads differently (Python's \A \Z, inline flags and named groups, POSIX classes, \p).
+  if (!std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7F; }))
+    return std::nullopt;
+  for (size_t i = 0; i + 1 < p.size(); ++i) {
+    if (p[i] == '\\') {
+      if (std::string("AZzGpPQEKNXRhHvV").find(p[i + 1]) != std::string::npos) return std::nullopt;
+      ++i;
+    } else if (p[i] == '(' && p[i + 1] == '?') {
+      if (i + 2 >= p.size() || std::string(":=!").find(p[i + 2]) == std::string::npos)
+        return std::nullopt;
+    } else if (p[i] == '[' && p[i + 1] == ':') {
+      return std::nullopt;
+    }
+  }
+  try {
+    return std::regex_search(s, std::regex(p, std::regex::ECMAScript));
+  } catch (const std::regex_error&) {
+    return std::nullopt;
+  }
+}
+
 bool name_forbidden(const Json& b, const std::string& k) {
   if (!b.is_object() || !b.contains("additionalProperties") || b["additionalProperties"] != false)
     return false;
@@ -444,14 +461,9 @@ bool name_forbidden(const Json& b, const std::string& k) {
     return false;
   if (!b.contains("patternProperties") || b["patternProperties"].empty()) return true;
   if (!b["patternProperties"].is_object()) return false;
-  // Whether a pattern finds k: std::regex agrees with the validators' on printable ASCII.
-  if (!std::all_of(k.begin(), k.end(), [](char c) { return c >= 0x20 && c < 0x7F; })) return false;
   for (const auto& [p, sub] : b["patternProperties"].items()) {
-    try {
-      if (std::regex_search(k, std::regex(p, std::regex::ECMAScript))) return false;
-    } catch (const std::regex_error&) {
-      return false;
-    }
+    auto found = ascii_pattern_finds(p, k);
+    if (!found || *found) return false;
   }
   return true;
 }

@@ -62,6 +62,10 @@ StatusOr<Json> merge_all_of(const Json& root, const Json& schema, const std::str
 // (recursively: a discriminator with disjoint const/enum values), or a required key the other
 // forbids.
 bool provably_disjoint(const Json& root, const Json& a, const Json& b);
+// Whether pattern p finds a match in s as the validators' (Python) re would, where
+// std::regex is certain to agree: s printable ASCII and p free of syntax they read
+// differently; nullopt otherwise.
+std::optional<bool> ascii_pattern_finds(const std::string& p, const std::string& s);
 // b rejects every object with member k: additionalProperties false, k not listed, and no
 // pattern of patternProperties finds k (checked where std::regex is certain, else false).
 bool name_forbidden(const Json& b, const std::string& k);

@@ -138,22 +138,28 @@ StatusOr<Element> SchemaCompiler::object(const Json& s, const std::string& path,
   // patternProperties: a listed name that a pattern matches takes that schema too; an
   // additional member takes every pattern's schema besides additionalProperties (whatever its
   // name matches, it then validates: sound, not complete).
-  std::vector<std::pair<std::regex, Json>> patterns;
+  std::vector<std::pair<std::string, Json>> patterns;
   if (s.contains("patternProperties")) {
     if (!s["patternProperties"].is_object())
       return bad(path + "/patternProperties", "must be an object");
     for (const auto& [p, sub] : s["patternProperties"].items()) {
       try {
-        patterns.emplace_back(std::regex(p, std::regex::ECMAScript), sub);
+        std::regex(p, std::regex::ECMAScript);
       } catch (const std::regex_error&) {
         return unsupported("patternProperties", path, "pattern '" + p + "' is not supported");
       }
+      patterns.emplace_back(p, sub);
     }
   }
+  // A name takes a pattern's schema where the pattern finds it, or where that is not certain
+  // (json_detail::ascii_pattern_finds): a stricter schema stays sound.
   auto with_patterns = [&](Json base, const std::string* name) {
     Json all = Json::array({std::move(base)});
-    for (const auto& [re, sub] : patterns)
-      if (name == nullptr || std::regex_search(*name, re)) all.push_back(sub);
+    for (const auto& [p, sub] : patterns) {
+      std::optional<bool> found;
+      if (name) found = json_detail::ascii_pattern_finds(p, *name);
+      if (name == nullptr || !found || *found) all.push_back(sub);
+    }
     return all.size() == 1 ? all[0] : Json{{"allOf", all}};
   };
   // propertyNames: every member name must satisfy it. Listed names that do not are never

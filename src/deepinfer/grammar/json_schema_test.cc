@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "deepinfer/grammar/earley_matcher.h"
+#include "deepinfer/grammar/json_schema_merge.h"
 
 namespace deepinfer::grammar {
 namespace {
@@ -700,6 +701,21 @@ TEST(JsonSchemaCoverage, OneOfOfUnionsOfClosedObjects) {
                 {R"({"Table":"t"})", R"({"Entity":"e"})", R"({"Table":"t","Column":"c"})",
                  R"({"Entity":"e","Property":"p"})"},
                 {R"({"Table":"t","Entity":"e"})", "{}", R"({"Column":"c"})"}}});
+}
+
+// Pattern checks by std::regex are trusted only where Python's re (the validators') reads the
+// pattern and the string alike; expectations are Python's.
+TEST(JsonSchemaCoverage, PatternChecksOnlyWhereStdRegexAgreesWithPython) {
+  using json_detail::ascii_pattern_finds;
+  EXPECT_EQ(ascii_pattern_finds("^a.c$", "abc"), std::optional<bool>(true));
+  EXPECT_EQ(ascii_pattern_finds("^a.c$", "abd"), std::optional<bool>(false));
+  EXPECT_EQ(ascii_pattern_finds("(?:ab)+$", "xabab"), std::optional<bool>(true));
+  EXPECT_EQ(ascii_pattern_finds("^(?!x)", "xy"), std::optional<bool>(false));
+  // Python's \Z ends the string, (?i) ignores case, [[:alpha:]] is no class there: unsure.
+  EXPECT_EQ(ascii_pattern_finds("^own\\Z", "own"), std::nullopt);
+  EXPECT_EQ(ascii_pattern_finds("(?i)abc", "ABC"), std::nullopt);
+  EXPECT_EQ(ascii_pattern_finds("[[:alpha:]]", "a"), std::nullopt);
+  EXPECT_EQ(ascii_pattern_finds("^x", "\u00e9"), std::nullopt);  // not printable ASCII
 }
 
 TEST(JsonSchemaCoverage, MoreFormats) {

@@ -65,14 +65,7 @@ std::optional<bool> SchemaCompiler::keyword_holds(const Json& v, const std::stri
 }
 
 std::optional<bool> SchemaCompiler::pattern_finds(const std::string& p, const Json& v) {
-  const std::string str = v.get<std::string>();
-  if (!std::all_of(str.begin(), str.end(), [](char c) { return c >= 0x20 && c < 0x7F; }))
-    return std::nullopt;
-  try {
-    return std::regex_search(str, std::regex(p, std::regex::ECMAScript));
-  } catch (const std::regex_error&) {
-    return std::nullopt;
-  }
+  return json_detail::ascii_pattern_finds(p, v.get<std::string>());
 }
 
 StatusOr<Element> SchemaCompiler::enumeration(const Json& s, const std::string& path) {
