@@ -2,7 +2,8 @@
 // loading only its share of the routed experts and forwarding its own sequence (data-parallel
 // attention), the MoE layers exchanging tokens through a LocalCollective. Every rank's logits
 // and greedy tokens must be bitwise those of one unsharded model running the same sequence
-// alone; a rank that never arrives takes the group down with an error naming it.
+// alone, for both families; a rank that never arrives takes the group down with an error
+// naming it.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,12 +16,18 @@
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
+#include "deepinfer/model/deepseek_v41/cpu_model.h"
+#include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 
-namespace deepinfer::v4 {
+namespace deepinfer {
+using v4::CpuModel;
+using v4::ModelOptions;
+using v4::Numerics;
+using v4::SequenceState;
 namespace {
 
 const std::string& model_dir() {
-  static const std::string dir = quantized_tiny_model_for_test("expert_parallel_model", 22);
+  static const std::string dir = v4::quantized_tiny_model_for_test("expert_parallel_model", 22);
   return dir;
 }
 
@@ -32,9 +39,10 @@ struct Run {
 
 // Three prefill chunks of `prompt`, then `steps` greedy decode steps: the same number of
 // forward calls for every prompt length, so ranks stay in step.
-Run run(const CpuModel& m, const std::vector<int32_t>& prompt, int steps) {
+template <class Model>
+Run run(const Model& m, const std::vector<int32_t>& prompt, int steps) {
   Run r;
-  SequenceState st = m.new_sequence();
+  auto st = m.new_sequence();
   std::vector<float> part;
   const int64_t n = static_cast<int64_t>(prompt.size()), third = (n + 2) / 3;
   for (int64_t at = 0; at < n; at += third) {
@@ -65,10 +73,9 @@ std::vector<std::vector<int32_t>> prompts(int count, int64_t vocab) {
   return out;
 }
 
-void expect_same_as_one_rank(int size, Numerics numerics) {
-  ModelOptions o;
-  o.numerics = numerics;
-  auto single = CpuModel::load(model_dir(), o);
+template <class Model, class Options>
+void expect_same_as_one_rank(const std::string& dir, int size, Options o) {
+  auto single = Model::load(dir, o);
   ASSERT_TRUE(single.ok()) << single.status().to_string();
   const auto ps = prompts(size, (*single)->config().vocab_size);
   std::vector<Run> want;
@@ -80,9 +87,9 @@ void expect_same_as_one_rank(int size, Numerics numerics) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < size; ++r)
     ranks.emplace_back([&, r] {
-      ModelOptions ro = o;
+      Options ro = o;
       ro.expert_group = group[r].get();
-      auto m = CpuModel::load(model_dir(), ro);
+      auto m = Model::load(dir, ro);
       if (!m.ok()) {
         got[r].status = m.status();
         group[r]->abort(m.status().message());
@@ -105,24 +112,36 @@ void expect_same_as_one_rank(int size, Numerics numerics) {
   }
 }
 
-TEST(ExpertParallel, TwoRanksGiveOneRanksLogitsAndTokens) {
-  expect_same_as_one_rank(2, Numerics::kOfficial);
+ModelOptions v4_options(Numerics numerics) {
+  ModelOptions o;
+  o.numerics = numerics;
+  return o;
 }
 
-TEST(ExpertParallel, FourRanksGiveOneRanksLogitsAndTokens) {
-  expect_same_as_one_rank(4, Numerics::kOfficial);
-  expect_same_as_one_rank(4, Numerics::kPlain);
+TEST(ExpertParallel, TwoRanksGiveOneRanksLogitsAndTokensV4) {
+  expect_same_as_one_rank<CpuModel>(model_dir(), 2, v4_options(Numerics::kOfficial));
+}
+
+TEST(ExpertParallel, FourRanksGiveOneRanksLogitsAndTokensV4) {
+  expect_same_as_one_rank<CpuModel>(model_dir(), 4, v4_options(Numerics::kOfficial));
+  expect_same_as_one_rank<CpuModel>(model_dir(), 4, v4_options(Numerics::kPlain));
+}
+
+TEST(ExpertParallel, TwoAndFourRanksGiveOneRanksLogitsAndTokensV41) {
+  const std::string& dir = v41::tiny_model_dir_for_test(/*quantized=*/true);
+  expect_same_as_one_rank<v41::CpuModel>(dir, 2, v41::ModelOptions{});
+  expect_same_as_one_rank<v41::CpuModel>(dir, 4, v41::ModelOptions{});
 }
 
 TEST(ExpertParallel, ARankKeepsOnlyItsExperts) {
-  EXPECT_TRUE(keeps_tensor("layers.3.ffn.experts.5.w1.weight", 1, 2));
-  EXPECT_FALSE(keeps_tensor("layers.3.ffn.experts.5.w1.weight", 0, 2));
-  EXPECT_TRUE(keeps_tensor("layers.3.ffn.experts.12.w2.scale", 0, 4));
-  EXPECT_FALSE(keeps_tensor("layers.3.ffn.experts.13.w2.scale", 0, 4));
-  EXPECT_TRUE(keeps_tensor("layers.3.ffn.shared_experts.w1.weight", 3, 4));
-  EXPECT_TRUE(keeps_tensor("layers.3.ffn.gate.weight", 3, 4));
-  EXPECT_TRUE(keeps_tensor("mtp.0.ffn.experts.5.w1.weight", 0, 2));  // MTP stays whole
-  EXPECT_TRUE(keeps_tensor("layers.3.ffn.experts.5.w1.weight", 0, 1));
+  EXPECT_TRUE(v4::keeps_tensor("layers.3.ffn.experts.5.w1.weight", 1, 2));
+  EXPECT_FALSE(v4::keeps_tensor("layers.3.ffn.experts.5.w1.weight", 0, 2));
+  EXPECT_TRUE(v4::keeps_tensor("layers.3.ffn.experts.12.w2.scale", 0, 4));
+  EXPECT_FALSE(v4::keeps_tensor("layers.3.ffn.experts.13.w2.scale", 0, 4));
+  EXPECT_TRUE(v4::keeps_tensor("layers.3.ffn.shared_experts.w1.weight", 3, 4));
+  EXPECT_TRUE(v4::keeps_tensor("layers.3.ffn.gate.weight", 3, 4));
+  EXPECT_TRUE(v4::keeps_tensor("mtp.0.ffn.experts.5.w1.weight", 0, 2));  // MTP stays whole
+  EXPECT_TRUE(v4::keeps_tensor("layers.3.ffn.experts.5.w1.weight", 0, 1));
 }
 
 // A rank that never shows up: the other's forward fails within the timeout, naming it, and the
@@ -146,4 +165,4 @@ TEST(ExpertParallel, AMissingRankTakesTheGroupDownWithAnError) {
 }
 
 }  // namespace
-}  // namespace deepinfer::v4
+}  // namespace deepinfer

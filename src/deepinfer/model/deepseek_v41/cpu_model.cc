@@ -6,6 +6,7 @@
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/loader/checkpoint.h"
+#include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"
 #include "deepinfer/model/deepseek_v4/mhc.h"
 #include "deepinfer/model/deepseek_v41/weights.h"
 
@@ -94,7 +95,12 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
     const std::function<void(const v4::LoadProgress&)>& progress) {
   RETURN_IF_ERROR(check_supported(config, options, dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
-  ASSIGN_OR_RETURN(v4::Weights weights, load_weights(*ckpt, config, progress));
+  std::function<bool(const std::string&)> keep;
+  if (Collective* g = options.expert_group)
+    keep = [rank = g->rank(), size = g->size()](const std::string& name) {
+      return v4::keeps_tensor(name, rank, size);
+    };
+  ASSIGN_OR_RETURN(v4::Weights weights, load_weights(*ckpt, config, progress, keep));
   std::optional<EngramTables> engram;
   if (!config.engram.layer_ids.empty()) {
     ASSIGN_OR_RETURN(EngramTables tables, load_engram_tables(config, dir, *ckpt));
@@ -103,27 +109,37 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
     ckpt.reset();  // nothing is read in place: unmap the shards
   }
   return std::make_unique<CpuModel>(std::move(config), std::move(weights), std::move(ckpt),
-                                    std::move(engram));
+                                    std::move(engram), options.expert_group);
 }
 
 CpuModel::CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoint> ckpt,
-                   std::optional<EngramTables> engram)
+                   std::optional<EngramTables> engram, Collective* expert_group)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       ckpt_(std::move(ckpt)),
       engram_(std::move(engram)),
       ctx_{config_, weights_, rope_table(config_, config_.rope_main),
-           rope_table(config_, config_.rope_compress)} {}
+           rope_table(config_, config_.rope_compress), expert_group} {}
 
-void CpuModel::block_forward(int l, float* X, float* pre, int64_t n, int64_t pos0,
-                             SequenceState& st, ForwardShared& shared, LayerRows rows) const {
+Status CpuModel::block_forward(int l, float* X, float* pre, int64_t n, int64_t pos0,
+                               SequenceState& st, ForwardShared& shared, LayerRows rows) const {
   const std::string p = layer_prefix(l);
   const int64_t a = rows.attn_from;
   mhc_sublayer(ctx_, p, "attn", X, pre, a, n, [&](const float* y, int64_t m, float* f) {
     attention_forward(ctx_, l, y, m, pos0 + a, st, shared, f, a);
   });
-  mhc_sublayer(ctx_, p, "ffn", X, pre, rows.ffn_from, n,
-               [&](const float* y, int64_t m, float* f) { moe_forward(ctx_, l, y, m, f); });
+  if (ctx_.expert_group == nullptr) {
+    mhc_sublayer(ctx_, p, "ffn", X, pre, rows.ffn_from, n,
+                 [&](const float* y, int64_t m, float* f) { moe_forward(ctx_, l, y, m, f); });
+    return ok_status();
+  }
+  // Expert parallelism: every rank takes part in each layer's MoE, rows or not.
+  if (rows.ffn_from >= n) return moe_forward_ep(ctx_, l, nullptr, 0, nullptr);
+  Status st_ep;
+  mhc_sublayer(ctx_, p, "ffn", X, pre, rows.ffn_from, n, [&](const float* y, int64_t m, float* f) {
+    st_ep = moe_forward_ep(ctx_, l, y, m, f);
+  });
+  return st_ep;
 }
 
 Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
@@ -185,7 +201,7 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
                      X.data());
     for (size_t k = 0; taps && k < tap_layers.size(); ++k)
       if (tap_layers[k] == l) record_tap(X.data(), n, hc, H, tap_width, taps->data() + k * H);
-    block_forward(l, X.data(), pre.data(), n, pos0, state, shared, layer_rows[l]);
+    RETURN_IF_ERROR(block_forward(l, X.data(), pre.data(), n, pos0, state, shared, layer_rows[l]));
   }
 
   const int64_t rows = all_logits ? n : 1;

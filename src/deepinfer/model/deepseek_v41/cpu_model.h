@@ -23,6 +23,10 @@ struct ModelOptions {
   // Only plain exists for V4.1: transformers' fp32 forward, which already rounds the window KV,
   // the compressed KV and the indexer operands through FP8/FP4 (qat.h).
   v4::Numerics numerics = v4::Numerics::kPlain;
+  // Expert parallelism (not owned, outlives the model): this rank loads only its share of the
+  // main layers' routed experts (e % size == rank; the DSpark stages' stay whole) and every
+  // forward is collective over the group (model/README.md). Null: one rank.
+  Collective* expert_group = nullptr;
 };
 
 class CpuModel {
@@ -39,7 +43,7 @@ class CpuModel {
       const std::function<void(const v4::LoadProgress&)>& progress = {});
   // ckpt stays mapped while the Engram tables read from it (may be null without Engram layers).
   CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoint> ckpt,
-           std::optional<EngramTables> engram);
+           std::optional<EngramTables> engram, Collective* expert_group = nullptr);
 
   const Config& config() const { return config_; }
   // The fp32 weights by canonical name (the DSpark drafter reads its own and embed/head here).
@@ -67,8 +71,8 @@ class CpuModel {
   // Deferred mHC (spec §11.2.1): a site collapses its input with the previous site's `pre` and
   // hands its own on. `pre` holds n x hc_mult coefficients.
   // The sub-layers run for the rows `rows` gives (YOCO, yoco_rows.h).
-  void block_forward(int layer, float* X, float* pre, int64_t n, int64_t pos0, SequenceState& st,
-                     ForwardShared& shared, LayerRows rows) const;
+  Status block_forward(int layer, float* X, float* pre, int64_t n, int64_t pos0, SequenceState& st,
+                       ForwardShared& shared, LayerRows rows) const;
 
   Config config_;
   v4::Weights weights_;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/backend/collective.h"
+#include "deepinfer/base/status.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
 #include "deepinfer/model/deepseek_v41/config.h"
@@ -19,6 +21,9 @@ struct ModelContext {
   const Config& c;
   const v4::Weights& w;
   v4::RopeTable main_rope, compress_rope;
+  // Expert parallelism (expert_parallel_moe.h): the group whose ranks own the main layers'
+  // routed experts e with e % size == rank; null: every expert is here.
+  Collective* expert_group = nullptr;
 
   const v4::RopeTable& rope_for(int ratio) const { return ratio > 0 ? compress_rope : main_rope; }
   const float* f(const std::string& name) const { return w.f(name); }
@@ -72,6 +77,17 @@ void attention_forward(const ModelContext& m, int layer, const float* h, int64_t
 // MoE sub-layer for n tokens (spec §11.2.6): biased top-k routing, weights from the unbiased
 // sqrtsoftplus scores, SwiGLU experts and the clamped shared expert.
 void moe_forward(const ModelContext& m, int layer, const float* h, int64_t n, float* out);
+// The same with the routed experts spread over m.expert_group (collective: every rank calls it
+// per MoE layer of every forward, n >= 0); bitwise moe_forward's result.
+Status moe_forward_ep(const ModelContext& m, int layer, const float* h, int64_t n, float* out);
+// Routing of one token under `p` ("layers.3.ffn."): idx/wts (K each) get the picked experts and
+// their weights in the order moe_forward adds them (expert id order, as transformers does).
+// z: the gate logits already divided by gate_temp.
+void route_in_sum_order(const ModelContext& m, const std::string& p, int E, int K, const float* z,
+                        int* idx, float* wts);
+// One SwiGLU expert (weights under p) on one token h, its weighted output added into acc.
+void expert_into(const ModelContext& m, const std::string& p, int64_t inter, const float* h,
+                 float weight, float* acc);
 // The same for the MoE under `prefix` ("mtp.0.ffn.") with its own expert count and top-k.
 void moe_forward(const ModelContext& m, const std::string& prefix, int n_experts, int top_k,
                  const float* h, int64_t n, float* out);

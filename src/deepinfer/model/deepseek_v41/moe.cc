@@ -4,6 +4,7 @@
 // routing weight scales the activation before w2, and the shared expert is clamped too.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/base/thread_pool.h"
@@ -11,11 +12,9 @@
 #include "deepinfer/model/deepseek_v41/model_context.h"
 
 namespace deepinfer::v41 {
-namespace {
 
-// One SwiGLU expert on one token, added into acc.
-void expert(const ModelContext& m, const std::string& p, int64_t inter, const float* h,
-            float weight, float* acc) {
+void expert_into(const ModelContext& m, const std::string& p, int64_t inter, const float* h,
+                 float weight, float* acc) {
   const int64_t H = m.c.hidden_size;
   const float limit = static_cast<float>(m.c.swiglu_limit);
   std::vector<float> g(inter), u(inter), y(H);
@@ -28,7 +27,20 @@ void expert(const ModelContext& m, const std::string& p, int64_t inter, const fl
   for (int64_t d = 0; d < H; ++d) acc[d] += y[d];
 }
 
-}  // namespace
+void route_in_sum_order(const ModelContext& m, const std::string& p, int E, int K, const float* z,
+                        int* idx, float* wts) {
+  const Config& c = m.c;
+  const float route_scale = static_cast<float>(c.routed_scaling_factor);
+  v4::route_token(z, m.f(p + "gate.bias"), nullptr, E, K, route_scale, idx, wts);
+  if (!(c.norm_topk_prob && K > 1))
+    for (int k = 0; k < K; ++k) wts[k] = std::sqrt(cpu::softplus(z[idx[k]])) * route_scale;
+  // transformers adds the experts in id order, then the shared one.
+  std::vector<std::pair<int, float>> picks(K);
+  for (int k = 0; k < K; ++k) picks[k] = {idx[k], wts[k]};
+  std::sort(picks.begin(), picks.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (int k = 0; k < K; ++k) std::tie(idx[k], wts[k]) = picks[k];
+}
 
 void moe_forward(const ModelContext& m, int layer, const float* h, int64_t n, float* out) {
   moe_forward(m, layer_prefix(layer) + "ffn.", m.c.n_routed_experts, m.c.experts_per_token, h, n,
@@ -40,8 +52,6 @@ void moe_forward(const ModelContext& m, const std::string& p, int E, int K, cons
   const Config& c = m.c;
   const int64_t H = c.hidden_size;
   const float temp = static_cast<float>(c.gate_temp);
-  const float route_scale = static_cast<float>(c.routed_scaling_factor);
-  const bool normalize = c.norm_topk_prob && K > 1;
   std::vector<float> logits(n * E);
   cpu::linear_fp32(m.f(p + "gate.weight"), E, H, h, n, logits.data());
   for (float& z : logits) z /= temp;
@@ -49,22 +59,15 @@ void moe_forward(const ModelContext& m, const std::string& p, int E, int K, cons
     std::vector<int> idx(K);
     std::vector<float> wts(K);
     for (int64_t t = b; t < e; ++t) {
-      const float* z = &logits[t * E];
-      v4::route_token(z, m.f(p + "gate.bias"), nullptr, E, K, route_scale, idx.data(), wts.data());
-      if (!normalize)
-        for (int k = 0; k < K; ++k) wts[k] = std::sqrt(cpu::softplus(z[idx[k]])) * route_scale;
-      // transformers adds the experts in id order, then the shared one.
-      std::vector<int> order(K);
-      for (int k = 0; k < K; ++k) order[k] = k;
-      std::sort(order.begin(), order.end(), [&](int a, int b2) { return idx[a] < idx[b2]; });
+      route_in_sum_order(m, p, E, K, &logits[t * E], idx.data(), wts.data());
       float* acc = out + t * H;
       std::fill(acc, acc + H, 0.0f);
-      for (int k : order)
-        expert(m, p + "experts." + std::to_string(idx[k]) + ".", c.moe_intermediate_size, h + t * H,
-               wts[k], acc);
+      for (int k = 0; k < K; ++k)
+        expert_into(m, p + "experts." + std::to_string(idx[k]) + ".", c.moe_intermediate_size,
+                    h + t * H, wts[k], acc);
       if (c.n_shared_experts > 0)
-        expert(m, p + "shared_experts.", int64_t(c.moe_intermediate_size) * c.n_shared_experts,
-               h + t * H, 1.0f, acc);
+        expert_into(m, p + "shared_experts.", int64_t(c.moe_intermediate_size) * c.n_shared_experts,
+                    h + t * H, 1.0f, acc);
     }
   });
 }

@@ -270,8 +270,10 @@ Status load_float(const WeightSource& src, float* out) {
 }
 
 StatusOr<v4::Weights> load_weights(const Checkpoint& ckpt, const Config& c,
-                                   const std::function<void(const v4::LoadProgress&)>& progress) {
+                                   const std::function<void(const v4::LoadProgress&)>& progress,
+                                   const std::function<bool(const std::string&)>& keep) {
   ASSIGN_OR_RETURN(std::vector<WeightSource> sources, resolve_weights(ckpt, c));
+  if (keep) std::erase_if(sources, [&](const WeightSource& s) { return !keep(s.spec.name); });
   v4::LoadProgress p;
   p.tensors_total = static_cast<int64_t>(sources.size());
   for (const auto& s : sources) p.bytes_total += s.stored_bytes();

@@ -91,9 +91,10 @@ Status load_float(const WeightSource& src, float* out);
 // resolve_weights, then every tensor but the Engram tables dequantized to fp32, keyed by
 // canonical name. The Engram tables and scales are validated but stay in the checkpoint
 // (EngramRows reads them in place). With tie_word_embeddings, head.weight is a copy of
-// embed.weight.
+// embed.weight. `keep` (null: all) picks the tensors loaded (an expert-parallel rank's share).
 StatusOr<v4::Weights> load_weights(
     const Checkpoint& ckpt, const Config& c,
-    const std::function<void(const v4::LoadProgress&)>& progress = {});
+    const std::function<void(const v4::LoadProgress&)>& progress = {},
+    const std::function<bool(const std::string&)>& keep = {});
 
 }  // namespace deepinfer::v41

@@ -1,0 +1,35 @@
+// Expert parallelism's dispatch and combine over a Collective (issue 22), shared by both model
+// families: every (token, slot) pair goes to the rank owning its expert (expert % size), is
+// computed there, and its output comes back into the slot it left from, so the caller sums the
+// slots in its own order exactly as a one-rank MoE would.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "deepinfer/backend/collective.h"
+#include "deepinfer/base/status.h"
+
+namespace deepinfer::cpu {
+
+struct ExpertPair {
+  int32_t token = 0;   // row of h (0..n-1)
+  int32_t slot = 0;    // where its output goes (0..K-1): the caller's summation order
+  int32_t expert = 0;  // global expert id
+  float weight = 0;    // routing weight, passed to `compute`
+};
+
+// One pair on its expert's rank: out[hidden] (zeroed) gets the expert's weighted output for
+// the token row `row`.
+using ExpertCompute =
+    std::function<void(int32_t expert, const float* row, float weight, float* out)>;
+
+// Collective: every rank of `group` calls it with its own n tokens (n >= 0) and their n * K
+// pairs. contrib [n, K, hidden] gets each pair's output at (token, slot). Errors are the group's,
+// or a peer's malformed records (named by rank).
+Status exchange_experts(Collective& group, const float* h, int64_t hidden, int64_t n, int K,
+                        const std::vector<ExpertPair>& pairs, const ExpertCompute& compute,
+                        float* contrib);
+
+}  // namespace deepinfer::cpu
