@@ -20,38 +20,6 @@ namespace deepinfer::disagg {
 
 using Steady = std::chrono::steady_clock;
 
-namespace {
-
-// The TCP listener: a bound, listening socket and its port.
-StatusOr<std::pair<wire::Fd, int>> listen_tcp(const std::string& host, int port,
-                                              const std::string& where) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res))
-    return invalid_argument(where + ": " + ::gai_strerror(rc));
-  wire::Fd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const bool bound = fd.get() >= 0 && ::bind(fd.get(), res->ai_addr, res->ai_addrlen) == 0 &&
-                     ::listen(fd.get(), 128) == 0;
-  const int err = errno;
-  ::freeaddrinfo(res);
-  if (!bound) return failed_precondition(where + ": cannot listen: " + std::strerror(err));
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  const int bound_port =
-      ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                       : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return std::make_pair(std::move(fd), bound_port);
-}
-
-}  // namespace
-
 StatusOr<std::unique_ptr<TransferServer>> TransferServer::start(
     TransferServerOptions o, std::shared_ptr<HandoffStore> store) {
   if (o.chunk_bytes <= 0 || o.chunk_bytes > (int64_t{1} << 30))
@@ -65,7 +33,7 @@ StatusOr<std::unique_ptr<TransferServer>> TransferServer::start(
     ASSIGN_OR_RETURN(s->ucx_, UcxListener::start(s->o_.host, s->o_.port));
     s->port_ = s->ucx_->port();
   } else {
-    ASSIGN_OR_RETURN(auto tcp, listen_tcp(s->o_.host, s->o_.port, where));
+    ASSIGN_OR_RETURN(auto tcp, net::listen_tcp(s->o_.host, s->o_.port, where));
     s->listen_fd_ = tcp.first.release();
     s->port_ = tcp.second;
   }

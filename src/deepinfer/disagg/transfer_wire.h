@@ -17,6 +17,7 @@
 #include <string_view>
 #include <utility>
 
+#include "deepinfer/base/socket_io.h"
 #include "deepinfer/base/status.h"
 
 namespace deepinfer::disagg::wire {
@@ -32,46 +33,16 @@ inline constexpr uint32_t kMaxResendIndices = 1 << 20;
 using Digest = std::array<uint8_t, 32>;
 Digest sha256(std::string_view bytes);
 
-void put_u32(std::string* out, uint32_t v);
-void put_u64(std::string* out, uint64_t v);
-uint32_t get_u32(const char* p);
-uint64_t get_u64(const char* p);
-
-using Deadline = std::chrono::steady_clock::time_point;
-
-// Whole buffers, each wait bounded by `deadline`. Errors (failed_precondition) name `what`
-// (e.g. the peer's address) and the cause: a timeout, the peer closing or resetting.
-Status write_all(int fd, std::string_view bytes, Deadline deadline, const std::string& what);
-Status read_exact(int fd, char* out, size_t n, Deadline deadline, const std::string& what);
-
-// Owns a socket descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-// "host:port" or "[v6]:port" into the host (brackets dropped) and a port in 1..65535; the error
-// (invalid_argument) says what is wrong, for the caller to prefix with what it parsed.
-StatusOr<std::pair<std::string, int>> split_host_port(const std::string& hostport);
-
-// A non-blocking TCP connection (TCP_NODELAY) to host:port within timeout_s; errors
-// (failed_precondition) name `what` and the cause.
-StatusOr<Fd> connect_tcp(const std::string& host, int port, double timeout_s,
-                         const std::string& what);
+// The socket helpers live in base/socket_io.h; the protocol code names them here.
+using net::connect_tcp;
+using net::Deadline;
+using net::Fd;
+using net::get_u32;
+using net::get_u64;
+using net::put_u32;
+using net::put_u64;
+using net::read_exact;
+using net::split_host_port;
+using net::write_all;
 
 }  // namespace deepinfer::disagg::wire

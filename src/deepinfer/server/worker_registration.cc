@@ -3,11 +3,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "deepinfer/disagg/transfer_wire.h"
+#include "deepinfer/base/socket_io.h"
 
 namespace deepinfer::server {
-
-namespace wire = disagg::wire;
 
 StatusOr<HttpAddress> parse_http_url(const std::string& url, const std::string& flag) {
   auto bad = [&](const std::string& why) {
@@ -19,7 +17,7 @@ StatusOr<HttpAddress> parse_http_url(const std::string& url, const std::string& 
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
   if (rest.find('/') != std::string::npos) return bad("must be http://host:port, with no path");
   if (rest.rfind(':') == std::string::npos) return bad("must name a port (http://host:port)");
-  auto hp = wire::split_host_port(rest);
+  auto hp = net::split_host_port(rest);
   if (!hp.ok()) return bad(hp.status().message());
   return HttpAddress{std::move(hp->first), hp->second};
 }
@@ -30,15 +28,15 @@ StatusOr<int> post_json(const HttpAddress& at, const std::string& path, const st
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(timeout_s));
-  ASSIGN_OR_RETURN(wire::Fd fd, wire::connect_tcp(at.host, at.port, timeout_s, what));
+  ASSIGN_OR_RETURN(net::Fd fd, net::connect_tcp(at.host, at.port, timeout_s, what));
   const std::string req =
       "POST " + path + " HTTP/1.1\r\nHost: " + at.host + ":" + std::to_string(at.port) +
       "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
       "\r\nConnection: close\r\n\r\n" + body;
-  RETURN_IF_ERROR(wire::write_all(fd.get(), req, deadline, what));
+  RETURN_IF_ERROR(net::write_all(fd.get(), req, deadline, what));
   // The status line is all we need: "HTTP/1.1 200 ..." (12 bytes).
   char line[12];
-  RETURN_IF_ERROR(wire::read_exact(fd.get(), line, sizeof(line), deadline, what));
+  RETURN_IF_ERROR(net::read_exact(fd.get(), line, sizeof(line), deadline, what));
   const std::string s(line, sizeof(line));
   if (s.rfind("HTTP/1.", 0) != 0 || s[8] != ' ')
     return failed_precondition(what + ": not an HTTP response");
