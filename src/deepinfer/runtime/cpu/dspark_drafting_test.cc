@@ -8,6 +8,7 @@
 // reference's from then on.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -49,21 +50,23 @@ std::vector<int32_t> drafts_of(ModelRunner& r, uint64_t seq, int32_t anchor) {
   return d;
 }
 
-// One plain decode step of tokens[pos] for seq.
-void decode_one(ModelRunner& r, kv::KvManager& kv, uint64_t seq, const std::vector<int32_t>& ids,
-                int64_t pos) {
-  ASSERT_TRUE(kv.reserve(seq, pos + 1));
+// One plain decode step of tokens[pos] for seq; its logits.
+std::vector<float> decode_one(ModelRunner& r, kv::KvManager& kv, uint64_t seq,
+                              const std::vector<int32_t>& ids, int64_t pos) {
+  EXPECT_TRUE(kv.reserve(seq, pos + 1));
   StepBatch b;
   b.rows.push_back({seq, pos, &ids[pos], 1, kv.state_pages(seq), kv.block_table(seq), true});
   StepOutput out;
   const Status st = r.execute(b, &out);
-  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return st.ok() ? runtime::testing::logits_of(r, out) : std::vector<float>();
 }
 
 struct Fixture {
   std::unique_ptr<ModelRunner> runner;
   std::vector<int32_t> ids;                // prompt, then the decoded tokens
   std::vector<std::vector<int32_t>> want;  // want[i]: the block after ids[kPrompt + i]
+  std::vector<std::vector<float>> logits;  // logits[i]: after ids[kPrompt + i] is computed
 };
 
 // The reference: the prompt in chunks of 7, then one token a step, DSpark's block asked for
@@ -80,7 +83,7 @@ Fixture reference() {
   for (int i = 0; i <= kDecoded; ++i) {
     f.want.push_back(drafts_of(*f.runner, 1, f.ids[kPrompt + i]));
     EXPECT_EQ(f.want.back().size(), size_t(kDrafts));
-    if (i < kDecoded) decode_one(*f.runner, *kv, 1, f.ids, kPrompt + i);
+    if (i < kDecoded) f.logits.push_back(decode_one(*f.runner, *kv, 1, f.ids, kPrompt + i));
   }
   f.runner->release(1);
   // The blocks differ along the sequence (the check below could tell states apart).
@@ -90,7 +93,8 @@ Fixture reference() {
 
 // Speculative rows [ids[done], drafts...] whose first `good` drafts are the next tokens and the
 // rest wrong, each rolled back to its accepted length as the engine does (none when all were
-// accepted, unless roll_back_full); after each, DSpark's block must be the reference's.
+// accepted, unless roll_back_full); the accepted positions' logits and, after each rollback,
+// DSpark's block must be the reference's.
 void decode_speculatively(Fixture& f, int good, bool roll_back_full) {
   ModelRunner& r = *f.runner;
   auto kv = kv::KvManager::create(r.page_spec());
@@ -120,6 +124,11 @@ void decode_speculatively(Fixture& f, int good, bool roll_back_full) {
     Status st = r.execute(b, &out);
     ASSERT_TRUE(st.ok()) << st.to_string();
     const int accepted = std::min(1 + good, kDecoded - done);
+    const int64_t vocab = r.info().vocab_size;
+    ASSERT_EQ(out.num_logit_rows, kDrafts + 1);
+    for (int t = 0; t < accepted; ++t)  // the target's logits at every accepted position
+      EXPECT_EQ(std::memcmp(out.logits + t * vocab, f.logits[done + t].data(), vocab * 4), 0)
+          << "good " << good << ", position " << pos + t;
     done += accepted;
     if (accepted == kDrafts + 1 && !roll_back_full) continue;
     StepBatch cut;
@@ -189,7 +198,8 @@ TEST(DsparkDrafting, ForkPreemptionAndAdoptedPagesKeepOrRebuildTheState) {
   ASSERT_TRUE(table.ok());
   ASSERT_TRUE(r.write_pages(*kv->block_table(3), *table).ok());
   for (int i = 0; i < kDecoded; ++i) {
-    decode_one(r, *kv, 3, f.ids, kPrompt + i);
+    EXPECT_EQ(decode_one(r, *kv, 3, f.ids, kPrompt + i), f.logits[i])
+        << "adopted, position " << kPrompt + i;
     const std::vector<int32_t> got = drafts_of(r, 3, f.ids[kPrompt + i + 1]);
     if (i + 1 < kWindow)
       EXPECT_TRUE(got.empty()) << "drafts from a partial window, " << i + 1 << " absorbed";
