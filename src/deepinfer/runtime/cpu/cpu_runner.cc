@@ -248,8 +248,9 @@ class CpuRunner final : public ModelRunner {
       seqs_.at(r.seq_id).draft = std::move(draft);
     }
     if (r.num_tokens == spec->start_pos) return ok_status();
+    // No taps: the drafter has the accepted ones already.
     return model_->forward(*seq, spec->tokens.data(), r.num_tokens - spec->start_pos, 0, false,
-                           &logits_);  // no taps: the drafter has them already
+                           &logits_, nullptr);
   }
 
   float* page(int32_t p) const { return arena_.get() + int64_t{p} * model_->page_floats(); }

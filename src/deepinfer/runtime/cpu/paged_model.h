@@ -39,10 +39,10 @@ class PagedModel {
                                                int64_t start_pos) const = 0;
   // Appends ids[0..n) to the sequence; `logits` gets the last position's row, or every
   // position's with all_logits (NaN rows before keep_from_pos, StepRow's YOCO bound). taps, when
-  // given and the model has dspark(), gets the drafter's input rows (v41::CpuModel::forward).
+  // not null and the model has dspark(), gets the drafter's input rows (v41::CpuModel::forward).
   virtual Status forward(PagedSequence& seq, const int32_t* ids, int64_t n, int64_t keep_from_pos,
                          bool all_logits, std::vector<float>* logits,
-                         std::vector<float>* taps = nullptr) const = 0;
+                         std::vector<float>* taps) const = 0;
   // V4.1's DSpark drafter, when the runner drafts (RunnerOptions::drafting) and the checkpoint
   // holds its weights; its state lives beside the pages (dspark_track.h). Null otherwise: V4
   // drafts through mtp_draft, from its pages.
