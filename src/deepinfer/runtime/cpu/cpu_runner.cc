@@ -17,6 +17,7 @@ constexpr int kPageTokens = 128;
 constexpr size_t kKeptLogitRows = 8;                     // logits rows a step buffer always keeps
 constexpr int64_t kMaxPages = int64_t{1} << 24;          // kv::KvManager's clamp
 constexpr int64_t kDefaultPoolBytes = int64_t{1} << 30;  // --kv-memory 0
+constexpr size_t kKeptTapFloats = size_t{1} << 22;       // 16 MiB: a long chunk's taps go back
 
 // The sampler's greedy choice: the first of the largest logits.
 int32_t first_max(const float* logits, int64_t vocab) {
@@ -80,6 +81,7 @@ class CpuRunner final : public ModelRunner {
           s.speculated->taps.swap(taps_);
         } else {
           RETURN_IF_ERROR(s.draft->absorb(taps_.data(), row.num_tokens));
+          if (taps_.capacity() > kKeptTapFloats) std::vector<float>().swap(taps_);
         }
       }
       if (row.speculative) {
