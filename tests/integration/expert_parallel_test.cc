@@ -5,19 +5,27 @@
 // alone, for both families; a rank that never arrives takes the group down with an error
 // naming it.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "deepinfer/backend/cpu/local_collective.h"
+#include "deepinfer/backend/cpu/tcp_collective.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v41/cpu_model.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
+#include "expert_parallel_util.h"
 
 namespace deepinfer {
 using v4::CpuModel;
@@ -31,53 +39,11 @@ const std::string& model_dir() {
   return dir;
 }
 
-struct Run {
-  std::vector<float> logits;  // every prompt position, then each decode step's
-  std::vector<int32_t> tokens;
-  Status status;
-};
-
-// Three prefill chunks of `prompt`, then `steps` greedy decode steps: the same number of
-// forward calls for every prompt length, so ranks stay in step.
-template <class Model>
-Run run(const Model& m, const std::vector<int32_t>& prompt, int steps) {
-  Run r;
-  auto st = m.new_sequence();
-  std::vector<float> part;
-  const int64_t n = static_cast<int64_t>(prompt.size()), third = (n + 2) / 3;
-  for (int64_t at = 0; at < n; at += third) {
-    r.status = m.forward(st, &prompt[at], std::min(third, n - at), true, &part);
-    if (!r.status.ok()) return r;
-    r.logits.insert(r.logits.end(), part.begin(), part.end());
-  }
-  const int64_t vocab = m.config().vocab_size;
-  for (int s = 0; s < steps; ++s) {
-    const float* last = &r.logits[r.logits.size() - vocab];
-    const int32_t next = static_cast<int32_t>(std::max_element(last, last + vocab) - last);
-    r.tokens.push_back(next);
-    r.status = m.forward(st, &next, 1, false, &part);
-    if (!r.status.ok()) return r;
-    r.logits.insert(r.logits.end(), part.begin(), part.end());
-  }
-  return r;
-}
-
-std::vector<std::vector<int32_t>> prompts(int count, int64_t vocab) {
-  std::mt19937_64 rng(7);
-  std::vector<std::vector<int32_t>> out;
-  for (int i = 0; i < count; ++i) {
-    std::vector<int32_t> p(20 + 37 * i);  // different lengths: uneven token counts per rank
-    for (auto& id : p) id = static_cast<int32_t>(2 + rng() % (vocab - 2));
-    out.push_back(p);
-  }
-  return out;
-}
-
 template <class Model, class Options>
 void expect_same_as_one_rank(const std::string& dir, int size, Options o) {
   auto single = Model::load(dir, o);
   ASSERT_TRUE(single.ok()) << single.status().to_string();
-  const auto ps = prompts(size, (*single)->config().vocab_size);
+  const auto ps = ep_prompts(size, (*single)->config().vocab_size);
   std::vector<Run> want;
   for (const auto& p : ps) want.push_back(run(**single, p, 6));
 
@@ -162,6 +128,114 @@ TEST(ExpertParallel, AMissingRankTakesTheGroupDownWithAnError) {
   const Status st2 = group[1]->all_to_all({"", ""}, &recv);  // the late rank finds it down
   ASSERT_FALSE(st2.ok());
   EXPECT_NE(st2.message().find("did not arrive"), std::string::npos) << st2.to_string();
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+pid_t spawn_rank(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, EXPERT_PARALLEL_RANK_BIN, nullptr, nullptr, argv.data(), environ), 0);
+  return pid;
+}
+
+// Ranks as processes over the TCP collective: each child writes its logits and tokens, which
+// must be bitwise the one-rank reference's for its sequence.
+template <class Model, class Options>
+void expect_processes_match_one_rank(const std::string& family, const std::string& dir, int size) {
+  auto single = Model::load(dir, Options{});
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  const auto ps = ep_prompts(size, (*single)->config().vocab_size);
+  const std::string port = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  std::vector<std::string> outs;
+  for (int r = 0; r < size; ++r) {
+    outs.push_back(::testing::TempDir() + "/ep_rank_" + family + std::to_string(r) + "_" +
+                   std::to_string(::getpid()));
+    pids.push_back(spawn_rank({"expert_parallel_rank", family, dir, std::to_string(r),
+                               std::to_string(size), port, outs.back()}));
+  }
+  for (int r = 0; r < size; ++r) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pids[r], &status, 0), pids[r]);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " failed";
+  }
+  for (int r = 0; r < size; ++r) {
+    const Run want = run(**single, ps[r], 6);
+    std::ifstream f(outs[r], std::ios::binary);
+    uint64_t nl = 0, nt = 0;
+    f.read(reinterpret_cast<char*>(&nl), 8);
+    std::vector<float> logits(nl);
+    f.read(reinterpret_cast<char*>(logits.data()), nl * sizeof(float));
+    f.read(reinterpret_cast<char*>(&nt), 8);
+    std::vector<int32_t> tokens(nt);
+    f.read(reinterpret_cast<char*>(tokens.data()), nt * sizeof(int32_t));
+    ASSERT_TRUE(f) << outs[r];
+    EXPECT_EQ(tokens, want.tokens) << family << " rank " << r;
+    ASSERT_EQ(logits.size(), want.logits.size());
+    EXPECT_EQ(std::memcmp(logits.data(), want.logits.data(), nl * sizeof(float)), 0)
+        << family << " rank " << r << " of " << size;
+    std::remove(outs[r].c_str());
+  }
+}
+
+TEST(ExpertParallel, RanksAsProcessesOverTcpGiveOneRanksLogits) {
+  expect_processes_match_one_rank<CpuModel, ModelOptions>("v4", model_dir(), 3);
+  expect_processes_match_one_rank<v41::CpuModel, v41::ModelOptions>(
+      "v41", v41::tiny_model_dir_for_test(/*quantized=*/true), 2);
+}
+
+// A rank process that exits right after joining: rank 0's first forward fails with an error
+// naming it instead of hanging, and the group stays down.
+TEST(ExpertParallel, ARankProcessThatDiesTakesTheGroupDownCleanly) {
+  const int port = free_port();
+  const pid_t child = spawn_rank({"expert_parallel_rank", "v4", model_dir(), "1", "2",
+                                  std::to_string(port), "/dev/null", "--exit-after-join"});
+  cpu::TcpGroupOptions o;
+  o.port = port;
+  o.size = 2;
+  o.timeout_s = 30;
+  auto group = cpu::join_tcp_group(o);
+  ASSERT_TRUE(group.ok()) << group.status().to_string();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ModelOptions mo;
+  mo.expert_group = group->get();
+  auto m = CpuModel::load(model_dir(), mo);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  SequenceState st = (*m)->new_sequence();
+  std::vector<float> logits;
+  const int32_t ids[] = {5, 6, 7};
+  const Status first = (*m)->forward(st, ids, 3, false, &logits);
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.message().find("expert-parallel rank 1"), std::string::npos) << first.to_string();
+  const Status again = (*m)->forward(st, ids, 3, false, &logits);
+  ASSERT_FALSE(again.ok());
+}
+
+TEST(ExpertParallel, TcpGroupRendezvousNamesWhatIsMissing) {
+  cpu::TcpGroupOptions o;
+  o.port = free_port();
+  o.size = 3;
+  o.timeout_s = 0.5;
+  auto lonely = cpu::join_tcp_group(o);
+  ASSERT_FALSE(lonely.ok());
+  EXPECT_NE(lonely.status().message().find("rank(s) 1, 2 did not join"), std::string::npos)
+      << lonely.status().to_string();
+  o.rank = 3;
+  EXPECT_FALSE(cpu::join_tcp_group(o).ok());
 }
 
 }  // namespace
