@@ -99,6 +99,63 @@ TEST(ExpertParallel, TwoAndFourRanksGiveOneRanksLogitsAndTokensV41) {
   expect_same_as_one_rank<v41::CpuModel>(dir, 4, v41::ModelOptions{});
 }
 
+// A rank with nothing to run takes part through idle calls (one per forward of the others).
+TEST(ExpertParallel, AnIdleRankKeepsTheOthersGoing) {
+  for (const bool v41_family : {false, true}) {
+    auto group = cpu::make_local_group(2, /*timeout_s=*/120);
+    deepinfer::Run want, got;
+    Status idle_status;
+    const std::string v41_dir = v41::tiny_model_dir_for_test(true);  // not thread-safe: here
+    std::thread idle([&] {
+      Status st;
+      if (v41_family) {
+        v41::ModelOptions o;
+        o.expert_group = group[1].get();
+        auto m = v41::CpuModel::load(v41_dir, o);
+        st = m.status();
+        for (int i = 0; st.ok() && i < 9; ++i) st = (*m)->expert_parallel_idle();
+      } else {
+        ModelOptions o;
+        o.expert_group = group[1].get();
+        auto m = CpuModel::load(model_dir(), o);
+        st = m.status();
+        for (int i = 0; st.ok() && i < 9; ++i) st = (*m)->expert_parallel_idle();
+      }
+      if (!st.ok()) group[1]->abort(st.message());
+      idle_status = st;
+    });
+    if (v41_family) {
+      const std::string& dir = v41_dir;
+      auto single = v41::CpuModel::load(dir);
+      ASSERT_TRUE(single.ok());
+      const auto p = ep_prompts(1, (*single)->config().vocab_size)[0];
+      want = run(**single, p, 6);
+      v41::ModelOptions o;
+      o.expert_group = group[0].get();
+      auto m = v41::CpuModel::load(dir, o);
+      ASSERT_TRUE(m.ok());
+      got = run(**m, p, 6);  // 3 chunks + 6 steps = 9 forwards
+    } else {
+      auto single = CpuModel::load(model_dir(), ModelOptions{});
+      ASSERT_TRUE(single.ok());
+      const auto p = ep_prompts(1, (*single)->config().vocab_size)[0];
+      want = run(**single, p, 6);
+      ModelOptions o;
+      o.expert_group = group[0].get();
+      auto m = CpuModel::load(model_dir(), o);
+      ASSERT_TRUE(m.ok());
+      got = run(**m, p, 6);
+    }
+    idle.join();
+    ASSERT_TRUE(idle_status.ok()) << idle_status.to_string();
+    ASSERT_TRUE(got.status.ok()) << got.status.to_string();
+    EXPECT_EQ(got.tokens, want.tokens);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), got.logits.size() * 4), 0)
+        << (v41_family ? "V4.1" : "V4");
+  }
+}
+
 TEST(ExpertParallel, ARankKeepsOnlyItsExperts) {
   EXPECT_TRUE(v4::keeps_tensor("layers.3.ffn.experts.5.w1.weight", 1, 2));
   EXPECT_FALSE(v4::keeps_tensor("layers.3.ffn.experts.5.w1.weight", 0, 2));

@@ -140,6 +140,14 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
   return ok_status();
 }
 
+Status CpuModel::expert_parallel_idle() const {
+  if (ctx_.expert_group == nullptr) return ok_status();
+  for (int l = 0; l < config_.num_layers; ++l)
+    RETURN_IF_ERROR(moe_forward_ep(ctx_, "layers." + std::to_string(l) + ".",
+                                   config_.is_hash_layer(l), nullptr, nullptr, 0, nullptr));
+  return ok_status();
+}
+
 Status CpuModel::mtp_step(SequenceState& state, const float* hidden, int32_t token, int64_t pos,
                           std::vector<float>* Xout, std::vector<float>* logits) const {
   const Config& c = config_;

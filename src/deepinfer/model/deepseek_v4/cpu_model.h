@@ -55,6 +55,10 @@ class CpuModel {
   Status forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
                  std::vector<float>* logits, int64_t keep_from_pos = 0) const;
 
+  // Expert parallelism: this rank's part in one forward of the others when it has no rows to
+  // run itself (every main layer's MoE with no tokens), so the group's calls stay matched.
+  Status expert_parallel_idle() const;
+
   // MTP draft (spec §6.10): `token` is the one just sampled for position state.num_tokens; the
   // draft layer combines it with the final streams of the last processed token and returns
   // logits for position num_tokens + 1. It advances only the MTP layer's own ring, which is fed

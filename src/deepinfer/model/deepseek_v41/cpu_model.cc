@@ -142,6 +142,13 @@ Status CpuModel::block_forward(int l, float* X, float* pre, int64_t n, int64_t p
   return st_ep;
 }
 
+Status CpuModel::expert_parallel_idle() const {
+  if (ctx_.expert_group == nullptr) return ok_status();
+  for (int l = 0; l < config_.num_layers; ++l)
+    RETURN_IF_ERROR(moe_forward_ep(ctx_, l, nullptr, 0, nullptr));
+  return ok_status();
+}
+
 Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
                          std::vector<float>* logits, int64_t keep_from_pos,
                          std::vector<float>* taps) const {

@@ -63,6 +63,10 @@ class CpuModel {
   // taps, when given, gets the DSpark drafter's input: n rows of the mean over the hc streams of
   // each dspark_target_layer_ids layer's input (after its Engram), concatenated in that order
   // (n x taps x hidden). It changes nothing else.
+  // Expert parallelism: this rank's part in one forward of the others when it has no rows to
+  // run itself (every layer's MoE with no tokens), so the group's calls stay matched.
+  Status expert_parallel_idle() const;
+
   Status forward(SequenceState& state, const int32_t* ids, int64_t n, bool all_logits,
                  std::vector<float>* logits, int64_t keep_from_pos = 0,
                  std::vector<float>* taps = nullptr) const;
