@@ -37,6 +37,22 @@ std::string device_default_text() {
                      : std::string("DEEPINFER_ACCELERATOR is unset");
 }
 
+// Expert parallelism (EngineArgs::expert_parallel): one process per rank.
+void add_expert_parallel_flags(CLI::App& app, EngineArgs* a) {
+  app.add_option("--expert-parallel-size", a->expert_parallel.size,
+                 "ranks of an expert-parallel group: each process is one rank with its own "
+                 "requests (data-parallel attention) and 1/N of the routed experts, stepping in "
+                 "lockstep with the others (CPU only so far; no speculative decoding)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--expert-parallel-rank", a->expert_parallel.rank,
+                 "this process's rank in the group (0 listens at --expert-parallel-address)")
+      ->capture_default_str();
+  app.add_option("--expert-parallel-address", a->expert_parallel.address,
+                 "host:port of rank 0, where the ranks join (and rank 0 listens)")
+      ->capture_default_str();
+}
+
 // The prefix cache's flags (engine/prefix_caching.h, kv/unit_tiers.h).
 void add_prefix_cache_flags(CLI::App& app, EngineArgs* a) {
   app.add_flag_callback(
@@ -115,6 +131,7 @@ void add_switch_flags(CLI::App& app, EngineArgs* a) {
 }  // namespace
 
 void add_engine_flags(CLI::App& app, EngineArgs* a) {
+  add_expert_parallel_flags(app, a);
   app.add_option_function<std::string>(
          "--device", [a](const std::string& s) { a->device = *runtime::parse_device(s); },
          "where the model runs: cpu (the reference backend) or cuda (also spelled nvidia); "

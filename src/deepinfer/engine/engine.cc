@@ -54,10 +54,11 @@ class EngineImpl final : public Engine {
              std::unique_ptr<tokenizer::Tokenizer> tok, kv::KvManager kv,
              std::vector<int32_t> scripted, std::optional<PrefixCachingOptions> cache,
              kv::UnitKey cache_root, std::unique_ptr<kv::UnitTiers> tiers, Switches switches,
-             std::string fingerprint)
+             std::string fingerprint, std::unique_ptr<Collective> expert_group)
       : args_(args),
         switches_(switches),
         fingerprint_(std::move(fingerprint)),
+        expert_group_(std::move(expert_group)),
         runner_(std::move(runner)),
         tok_(std::move(tok)),
         kv_(std::move(kv)),
@@ -84,6 +85,10 @@ class EngineImpl final : public Engine {
   }
 
   Status submit(GenerateRequest r, Callback cb) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!group_down_.empty()) return failed_precondition(group_down_);
+    }
     auto rs = std::make_unique<RequestState>();
     ASSIGN_OR_RETURN(rs->prompt, prompt_ids(r));
     RETURN_IF_ERROR(sample::validate(r.params, vocab_size()));
@@ -476,6 +481,10 @@ class EngineImpl final : public Engine {
     auto t0 = Clock::now();
     Status st = runner_->execute(batch_, &step_out_);
     local_.forward_s += seconds_since(t0);
+    if (!st.ok() && in_group()) {  // the group is down (the runner took it down)
+      runner_group_ok_ = false;
+      runner_group_status_ = st;
+    }
     if (!st.ok()) {
       for (const runtime::StepRow& row : batch_.rows)
         if (auto it = seqs_.find(row.seq_id); it != seqs_.end()) fail_request(*it->second->req, st);
@@ -554,6 +563,7 @@ class EngineImpl final : public Engine {
   void roll_back_rejected() {
     if (pending_rollbacks_.empty()) return;
     runtime::StepBatch cut;
+    cut.group_step = false;
     for (const auto& [id, n] : pending_rollbacks_)
       if (kv_.contains(id))
         cut.rollbacks.push_back({id, n, kv_.state_pages(id), kv_.block_table(id)});
@@ -698,10 +708,15 @@ class EngineImpl final : public Engine {
       std::vector<std::string> cancels;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] {
+        auto ready = [&] {
           return stop_ || !inbox_.empty() || !cancels_.empty() || sched_.has_work() ||
                  !pending_imports_.empty();
-        });
+        };
+        // An expert-parallel rank wakes up to step with the others even when it has nothing.
+        if (in_group())
+          cv_.wait_for(lock, std::chrono::milliseconds(2), ready);
+        else
+          cv_.wait(lock, ready);
         if (stop_) return;
         inbox.swap(inbox_);
         cancels.swap(cancels_);
@@ -710,7 +725,17 @@ class EngineImpl final : public Engine {
       for (auto& id : cancels) handle_cancel(id);
       // An imported sequence's first token goes out now, not with the next step's token.
       if (start_pending_imports()) emit_outputs();
-      if (sched_.has_work()) {
+      bool step = sched_.has_work();
+      if (in_group()) {
+        StatusOr<bool> any = any_rank_has_work(step);
+        if (!any.ok()) {
+          take_group_down(any.status());
+          emit_outputs();
+          continue;
+        }
+        step = *any;
+      }
+      if (step) {
         auto t0 = Clock::now();
         local_ = EngineStats();
         if (drafter_) propose_drafts(*drafter_, switches_.nextn_decode, seqs_, sched_);
@@ -720,7 +745,9 @@ class EngineImpl final : public Engine {
           runner_->release(id);  // recomputed from position 0 when it runs again
           ++local_.preemptions;
         }
-        if (!plan.items.empty()) run_step(plan);
+        // A rank in a group steps even with nothing of its own (its part of the others' MoE).
+        if (!plan.items.empty() || in_group()) run_step(plan);
+        if (in_group() && !runner_group_ok_) take_group_down(runner_group_status_);
         // The plan's attach copies have run: the snapshots they read from are evictable again
         // now, not only once another plan starts (an idle engine would report them in use).
         kv_.clear_protected();
@@ -760,6 +787,12 @@ class EngineImpl final : public Engine {
   EngineArgs args_;
   Switches switches_;        // args_.switches resolved against the environment, once
   std::string fingerprint_;  // of the state (cache_fingerprint): handoffs carry it
+  // Expert parallelism: the group (before runner_, which points into it, so it outlives it);
+  // null for one rank. group_failed_ (engine thread) / group_down_ (under mu_): why it is down.
+  std::unique_ptr<Collective> expert_group_;
+  Status group_failed_;
+  bool runner_group_ok_ = true;
+  Status runner_group_status_;
   std::unique_ptr<runtime::ModelRunner> runner_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   kv::KvManager kv_;
@@ -784,6 +817,31 @@ class EngineImpl final : public Engine {
   std::unique_ptr<PrefixCaching> prefix_;  // null: --no-prefix-cache
 
   // Built on the first so_args request (about 30 ms for a 128k vocabulary).
+  bool in_group() const { return expert_group_ != nullptr && group_failed_.ok(); }
+
+  // Every rank says whether it has a step to run; all step if any does.
+  StatusOr<bool> any_rank_has_work(bool mine) {
+    std::vector<std::string> recv;
+    RETURN_IF_ERROR(expert_group_->all_to_all(
+        std::vector<std::string>(static_cast<size_t>(expert_group_->size()),
+                                 std::string(1, mine ? '\1' : '\0')),
+        &recv));
+    for (const std::string& r : recv)
+      if (!r.empty() && r[0] != 0) return true;
+    return mine;
+  }
+
+  // The group is down: every request ends on the error and new ones are refused.
+  void take_group_down(const Status& why) {
+    group_failed_ = failed_precondition("the expert-parallel group is down: " + why.message());
+    expert_group_->abort(why.message());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      group_down_ = group_failed_.message();
+    }
+    for (auto& r : requests_) fail_request(*r, group_failed_);
+  }
+
   StatusOr<std::shared_ptr<const grammar::TokenizerInfo>> grammar_info() {
     std::lock_guard<std::mutex> lock(grammar_mu_);
     if (grammar_info_) return grammar_info_;
@@ -810,6 +868,7 @@ class EngineImpl final : public Engine {
   std::vector<Verification> verifications_;
   std::vector<std::pair<uint64_t, int64_t>> pending_rollbacks_;
   std::set<std::string> live_ids_;
+  std::string group_down_;
   uint64_t next_request_ = 0;
   bool stop_ = false;
 
@@ -857,6 +916,19 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   ASSIGN_OR_RETURN(const Switches switches, resolve_switches(args.switches));
   ro.batch_invariant = switches.batch_invariant;
   ro.drafting = switches.enable_mtp;  // V4.1 keeps its DSpark windows only when asked
+  std::unique_ptr<Collective> expert_group;
+  if (args.expert_parallel.size > 1) {
+    if (ro.device != runtime::Device::kCpu)
+      return unimplemented(
+          "--expert-parallel-size: expert parallelism runs on the CPU runner only so far (the "
+          "GPU's needs NCCL and a multi-GPU machine)");
+    if (switches.enable_mtp || args.drafter)
+      return invalid_argument(
+          "--expert-parallel-size does not combine with speculative decoding yet (a rejected "
+          "draft's replay would step one rank alone)");
+    ASSIGN_OR_RETURN(expert_group, runtime::join_expert_group(args.expert_parallel));
+    ro.expert_group = expert_group.get();
+  }
   if ((switches.enable_mtp || args.drafter) && ro.device == runtime::Device::kCuda)
     return unimplemented(
         "DEEPINFER_ENABLE_MTP_VARLEN / --enable-mtp: speculative decoding runs on the CPU runner "
@@ -913,7 +985,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   }
   auto e = std::make_unique<EngineImpl>(args, std::move(runner), std::move(tok), std::move(kv),
                                         std::move(scripted), std::move(cache), cache_root,
-                                        std::move(tiers), switches, fp);
+                                        std::move(tiers), switches, fp, std::move(expert_group));
   return std::unique_ptr<Engine>(std::move(e));
 }
 

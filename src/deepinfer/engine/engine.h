@@ -21,6 +21,7 @@
 #include "deepinfer/engine/switches.h"
 #include "deepinfer/recipe/markers.h"
 #include "deepinfer/runtime/device.h"
+#include "deepinfer/runtime/expert_group.h"
 #include "deepinfer/sample/sampling_params.h"
 
 namespace deepinfer {
@@ -76,6 +77,13 @@ struct EngineArgs {
   // switches' nextn_decode drafts. The CPU runner only so far; outputs are unchanged, only the
   // step count moves.
   std::shared_ptr<Drafter> drafter;
+  // Expert parallelism (issue 22; --expert-parallel-size/-rank/-address): this engine is one
+  // rank of a group joined at rank 0's address (Engine::create waits for every rank). Attention
+  // is data-parallel (each rank serves its own requests), the routed experts are sharded over
+  // the ranks, and the ranks step in lockstep: an idle rank runs empty steps while another has
+  // work. A rank that fails or leaves takes the group down; every rank's requests then fail
+  // with that error. CPU only so far; no speculative decoding.
+  runtime::ExpertGroupOptions expert_parallel;
   // Test hook (`serve --debug-scripted-output FILE`): when set, every sample's tokens are this
   // text's encoding and then EOS instead of sampled ones; detokenizing, stop rules and streaming
   // stay the real ones. Only for tests of output parsing (tool calls, reasoning) on a tiny model.

@@ -244,6 +244,7 @@ Status PrefixCaching::end_step() {
   Status st;
   if (!copy_batch_.page_copies.empty()) {
     runtime::StepOutput out;
+    copy_batch_.group_step = false;  // between steps, this rank alone
     st = runner_->execute(copy_batch_, &out);
     copy_batch_.page_copies.clear();
     if (!st.ok()) {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "deepinfer/backend/collective.h"
 #include "deepinfer/base/status.h"
 #include "deepinfer/kv/page_spec.h"
 #include "deepinfer/runtime/device.h"
@@ -46,6 +47,11 @@ struct RunnerOptions {
   // taps, which cost a projection per position, so they are kept only when asked for; without
   // it mtp_draft is unimplemented there. V4's MTP layer needs nothing more.
   bool drafting = false;
+  // Expert parallelism (issue 22; not owned, outlives the runner): this runner is one rank of
+  // the group, holding its share of the routed experts and running its own sequences. Every
+  // execute() is collective: the ranks' calls must match one for one (an idle rank executes an
+  // empty batch). CPU runner only so far. Null: one rank.
+  Collective* expert_group = nullptr;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
 };

@@ -56,6 +56,11 @@ struct StepBatch {
   std::vector<Rollback> rollbacks;        // done first
   std::vector<kv::PageCopy> page_copies;  // done before any row runs
   std::vector<StepRow> rows;              // at most one per sequence
+  // The engine's step (rows, or none on an idle expert-parallel rank), which the ranks of an
+  // expert-parallel group run together. false: page copies or rollbacks between steps, which
+  // one rank does alone (no forward but a rollback's replay, and the engine refuses
+  // speculative decoding under expert parallelism).
+  bool group_step = true;
   int64_t num_tokens() const {
     int64_t n = 0;
     for (const StepRow& r : rows) n += r.num_tokens;

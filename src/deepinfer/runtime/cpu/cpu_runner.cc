@@ -29,8 +29,10 @@ int32_t first_max(const float* logits, int64_t vocab) {
 
 class CpuRunner final : public ModelRunner {
  public:
-  CpuRunner(std::unique_ptr<PagedModel> model, kv::PageSpec spec, ModelInfo info)
-      : model_(std::move(model)),
+  CpuRunner(std::unique_ptr<PagedModel> model, kv::PageSpec spec, ModelInfo info,
+            Collective* expert_group)
+      : expert_group_(expert_group),
+        model_(std::move(model)),
         spec_(spec),
         info_(std::move(info)),
         // Uninitialized: the OS commits pages as sequences first touch them.
@@ -40,6 +42,14 @@ class CpuRunner final : public ModelRunner {
   const kv::PageSpec& page_spec() const override { return spec_; }
 
   Status execute(const StepBatch& batch, StepOutput* out) override {
+    Status st = execute_rows(batch, out);
+    // A rank that stops part-way would leave the others waiting in an exchange: take the
+    // group down, so every rank's step fails now with this error.
+    if (!st.ok() && expert_group_) expert_group_->abort(st.message());
+    return st;
+  }
+
+  Status execute_rows(const StepBatch& batch, StepOutput* out) {
     fork_tracks_.clear();
     for (const Rollback& r : batch.rollbacks) RETURN_IF_ERROR(roll_back(r));
     for (const kv::PageCopy& c : batch.page_copies) {
@@ -62,6 +72,14 @@ class CpuRunner final : public ModelRunner {
     out->logits = nullptr;
     out->num_logit_rows = 0;
     const int64_t vocab = info_.vocab_size;
+    // Expert parallelism: every rank runs as many forwards as the busiest one (idle ones for
+    // the difference), so each MoE exchange has all ranks; an error takes the group down.
+    int64_t group_rows = 0;
+    if (expert_group_ && batch.group_step) {
+      StatusOr<int64_t> most = most_rows_in_group(static_cast<int64_t>(batch.rows.size()));
+      if (!most.ok()) return most.status();
+      group_rows = *most;
+    }
     for (const StepRow& row : batch.rows) {
       ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(row));
       Sequence& s = seqs_.at(row.seq_id);
@@ -96,6 +114,8 @@ class CpuRunner final : public ModelRunner {
       out_argmax_.push_back(row.argmax_only ? first_max(logits_.data(), vocab) : -1);
       ++out->num_logit_rows;
     }
+    for (int64_t i = static_cast<int64_t>(batch.rows.size()); i < group_rows; ++i)
+      RETURN_IF_ERROR(model_->expert_parallel_idle());
     out->logits = out_logits_.data();
     out->argmax = out_argmax_.data();
     return ok_status();
@@ -300,6 +320,24 @@ class CpuRunner final : public ModelRunner {
     return s.state.get();
   }
 
+  // The most rows any rank of the expert-parallel group runs in this step.
+  StatusOr<int64_t> most_rows_in_group(int64_t mine) {
+    std::string count(8, '\0');
+    std::memcpy(count.data(), &mine, 8);
+    std::vector<std::string> recv;
+    RETURN_IF_ERROR(expert_group_->all_to_all(
+        std::vector<std::string>(static_cast<size_t>(expert_group_->size()), count), &recv));
+    int64_t most = mine;
+    for (const std::string& r : recv) {
+      if (r.size() != 8) return internal_error("expert-parallel row counts: a malformed answer");
+      int64_t n = 0;
+      std::memcpy(&n, r.data(), 8);
+      most = std::max(most, n);
+    }
+    return most;
+  }
+
+  Collective* expert_group_;  // null: one rank
   std::unique_ptr<PagedModel> model_;
   kv::PageSpec spec_;
   ModelInfo info_;
@@ -334,7 +372,8 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cpu_runner(const RunnerOptions& o)
   ModelInfo info = model->info();
   info.device = Device::kCpu;
   info.device_name = "cpu";
-  return std::unique_ptr<ModelRunner>(new CpuRunner(std::move(model), spec, std::move(info)));
+  return std::unique_ptr<ModelRunner>(
+      new CpuRunner(std::move(model), spec, std::move(info), o.expert_group));
 }
 
 }  // namespace deepinfer::runtime::cpu

@@ -26,9 +26,9 @@ StatusOr<std::unique_ptr<PagedModel>> load_v4(const RunnerOptions& o, const std:
   ASSIGN_OR_RETURN(v4::Config config, v4::parse_config_json(text, path));
   const v4::Numerics numerics =
       o.numerics == Numerics::kPlain ? v4::Numerics::kPlain : v4::Numerics::kOfficial;
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<v4::CpuModel> model,
-      v4::CpuModel::load(o.model_dir, std::move(config), {numerics, std::nullopt}, progress_of(o)));
+  ASSIGN_OR_RETURN(std::unique_ptr<v4::CpuModel> model,
+                   v4::CpuModel::load(o.model_dir, std::move(config),
+                                      {numerics, std::nullopt, o.expert_group}, progress_of(o)));
   ModelInfo info;
   info.model_type = "deepseek_v4";
   info.vocab_size = model->config().vocab_size;
@@ -48,7 +48,8 @@ StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, const std
   ASSIGN_OR_RETURN(v41::Config config, v41::parse_config_json(text, path));
   ASSIGN_OR_RETURN(
       std::unique_ptr<v41::CpuModel> model,
-      v41::CpuModel::load(o.model_dir, std::move(config), v41::ModelOptions{}, progress_of(o)));
+      v41::CpuModel::load(o.model_dir, std::move(config),
+                          v41::ModelOptions{v4::Numerics::kPlain, o.expert_group}, progress_of(o)));
   ModelInfo info;
   info.model_type = "deepseek_v41";
   info.vocab_size = model->config().vocab_size;

@@ -53,6 +53,8 @@ class PagedModel {
   // unimplemented for a family or checkpoint without one (the message says why).
   virtual Status mtp_draft(PagedSequence& seq, int32_t token, int64_t k,
                            std::vector<int32_t>* drafts) const = 0;
+  // Expert parallelism: this rank's part in one forward of another rank (no rows of its own).
+  virtual Status expert_parallel_idle() const = 0;
 };
 
 // Reads config.json's model_type and loads that family's CPU model over layouts of page_tokens
@@ -102,6 +104,8 @@ class PagedModelOf final : public PagedModel {
     dspark_ = std::move(d);
     no_draft_ = std::move(why_not);
   }
+
+  Status expert_parallel_idle() const override { return model_->expert_parallel_idle(); }
 
   Status mtp_draft(PagedSequence& seq, int32_t token, int64_t k,
                    std::vector<int32_t>* drafts) const override {

@@ -1,0 +1,27 @@
+#include "deepinfer/runtime/expert_group.h"
+
+#include "deepinfer/backend/cpu/tcp_collective.h"
+#include "deepinfer/base/socket_io.h"
+
+namespace deepinfer::runtime {
+
+StatusOr<std::unique_ptr<Collective>> join_expert_group(const ExpertGroupOptions& o) {
+  if (o.size < 1)
+    return invalid_argument("--expert-parallel-size must be >= 1, got " + std::to_string(o.size));
+  if (o.rank < 0 || o.rank >= o.size)
+    return invalid_argument("--expert-parallel-rank must be in [0, " + std::to_string(o.size) +
+                            "), got " + std::to_string(o.rank));
+  StatusOr<std::pair<std::string, int>> at = net::split_host_port(o.address);
+  if (!at.ok())
+    return invalid_argument("--expert-parallel-address '" + o.address +
+                            "': " + at.status().message());
+  cpu::TcpGroupOptions t;
+  t.host = at->first;
+  t.port = at->second;
+  t.rank = o.rank;
+  t.size = o.size;
+  t.timeout_s = o.timeout_s;
+  return cpu::join_tcp_group(t);
+}
+
+}  // namespace deepinfer::runtime
