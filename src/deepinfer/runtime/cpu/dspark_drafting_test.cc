@@ -75,7 +75,9 @@ Fixture reference() {
   Fixture f;
   f.runner = make_runner(dspark_dir(), true);
   if (!f.runner) return f;
-  f.ids = random_ids(kPrompt + kDecoded + 1, 71);
+  // Past the decoded span too: a speculative row near the end carries up to kDrafts more
+  // (their positions are never checked, but they are read).
+  f.ids = random_ids(kPrompt + kDecoded + kDrafts + 1, 71);
   auto kv = kv::KvManager::create(f.runner->page_spec());
   EXPECT_TRUE(kv.ok());
   const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + kPrompt);
