@@ -274,6 +274,21 @@ TEST(RegexMatch, HandWrittenCasesAgreeWithPcre2) {
   }
 }
 
+// \S generates nothing any regex dialect calls whitespace: PCRE2 without UCP would take these
+// (so this is not a PCRE2 agreement case), ECMA-262 and Python's re would not.
+TEST(RegexMatch, NonSpaceShorthandExcludesUnicodeWhitespace) {
+  auto g = compile_regex(R"(\S+)");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(matches(g, "ab\xC3\xA9"));
+  for (const char* ws : {"\xC2\xA0", "\xE3\x80\x80", "\xE2\x80\xA8", "\xE2\x80\x89", "\xEF\xBB\xBF",
+                         "\x1C", "\xC2\x85", " ", "\t"})
+    EXPECT_FALSE(matches(g, std::string("a") + ws + "b")) << "whitespace byte(s) " << ws;
+  auto in_class = compile_regex(R"([\Sx]+)");
+  ASSERT_NE(in_class, nullptr);
+  EXPECT_FALSE(matches(in_class, "a\xC2\xA0b"));
+  EXPECT_TRUE(matches(in_class, "ax"));
+}
+
 // Random strings over each pattern's own code points plus a few others: our recognizer and
 // PCRE2 must agree on every one, and on every prefix's viability.
 TEST(RegexMatch, RandomStringsAgreeWithPcre2) {

@@ -32,6 +32,21 @@ void add_class_escape(char c, Ranges* r, bool* negated_shorthand) {
     default:  // s, S: ASCII whitespace, as PCRE2 without UCP
       r->emplace_back('\t', '\r');
       r->emplace_back(' ', ' ');
+      // \S must not generate what any dialect calls whitespace (ECMA-262, which JSON Schema's
+      // `pattern` uses, and Python's re, which its validators use): the complement leaves out
+      // their Unicode whitespace too. \s itself stays ASCII, which every dialect accepts.
+      if (c == 'S')
+        for (auto [lo, hi] : std::initializer_list<std::pair<uint32_t, uint32_t>>{{0x1C, 0x1F},
+                                                                                  {0x85, 0x85},
+                                                                                  {0xA0, 0xA0},
+                                                                                  {0x1680, 0x1680},
+                                                                                  {0x2000, 0x200A},
+                                                                                  {0x2028, 0x2029},
+                                                                                  {0x202F, 0x202F},
+                                                                                  {0x205F, 0x205F},
+                                                                                  {0x3000, 0x3000},
+                                                                                  {0xFEFF, 0xFEFF}})
+          r->emplace_back(lo, hi);
       break;
   }
 }
