@@ -4,12 +4,9 @@
 // and cancellation only touch mutex-guarded inboxes.
 #include "deepinfer/engine/engine.h"
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <filesystem>
-#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -18,6 +15,8 @@
 #include "deepinfer/base/check.h"
 #include "deepinfer/base/thread_pool.h"
 #include "deepinfer/engine/cache_fingerprint.h"
+#include "deepinfer/engine/engine_setup.h"
+#include "deepinfer/engine/handoff_io.h"
 #include "deepinfer/engine/mtp_drafter.h"
 #include "deepinfer/engine/output_processor.h"
 #include "deepinfer/engine/prefix_cache_stats.h"
@@ -37,15 +36,6 @@ using Clock = std::chrono::steady_clock;
 constexpr unsigned kMaxSampleThreads = 8;  // a 129k-vocabulary row takes tens of microseconds
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-sched::SchedulerConfig sched_config(const EngineArgs& a) {
-  sched::SchedulerConfig c;
-  c.max_num_batched_tokens = a.max_num_batched_tokens;
-  c.max_num_seqs = a.max_num_seqs;
-  c.max_model_len = a.max_model_len > 0 ? a.max_model_len : 65536;
-  c.policy = a.policy == "priority" ? sched::SchedPolicy::kPriority : sched::SchedPolicy::kFcfs;
-  return c;
 }
 
 class EngineImpl final : public Engine {
@@ -98,23 +88,14 @@ class EngineImpl final : public Engine {
       rs->grammar = std::move(c.grammar);
       rs->mask_cache = std::move(c.masks);
     }
-    for (int32_t id : rs->prompt)
-      if (id < 0 || id >= vocab_size())
-        return invalid_argument("prompt token id " + std::to_string(id) +
-                                " is outside the vocabulary");
-    if (rs->prompt.empty()) return invalid_argument("prompt is empty");
-    RETURN_IF_ERROR(check_handoff(r, rs->prompt));
-    const int64_t need = static_cast<int64_t>(rs->prompt.size()) + r.params.max_tokens;
-    if (need > max_model_len())
-      return invalid_argument("prompt (" + std::to_string(rs->prompt.size()) +
-                              " tokens) + max_tokens (" + std::to_string(r.params.max_tokens) +
-                              ") exceeds max_model_len (" + std::to_string(max_model_len()) + ")");
+    RETURN_IF_ERROR(check_prompt(rs->prompt, r.params.max_tokens, vocab_size(), max_model_len()));
+    RETURN_IF_ERROR(check_handoff(r, rs->prompt, fingerprint_, kv_.spec(), vocab_size()));
     std::lock_guard<std::mutex> lock(mu_);
     if (r.request_id.empty()) r.request_id = "req-" + std::to_string(next_request_++);
     if (live_ids_.count(r.request_id))
       return invalid_argument("request_id '" + r.request_id + "' is already in use");
     live_ids_.insert(r.request_id);
-    rs->retention = retention_of(r);
+    rs->retention = request_retention(r);
     rs->req = std::move(r);
     rs->cb = std::move(cb);
     inbox_.push_back(std::move(rs));
@@ -195,43 +176,6 @@ class EngineImpl final : public Engine {
 
  private:
   int64_t max_model_len() const { return args_.max_model_len > 0 ? args_.max_model_len : 65536; }
-
-  // export_state / import_state: one sample, and an imported state this engine can continue.
-  Status check_handoff(const GenerateRequest& r, const std::vector<int32_t>& prompt) const {
-    if (!r.export_state && !r.import_state) return ok_status();
-    if (r.export_state && r.import_state)
-      return invalid_argument("export_state and import_state exclude each other");
-    if (r.params.n > 1)
-      return invalid_argument("prefill/decode disaggregation needs n = 1, got n = " +
-                              std::to_string(r.params.n));
-    if (!r.import_state) return ok_status();
-    const SequenceHandoff& h = *r.import_state;
-    if (h.fingerprint != fingerprint_)
-      return failed_precondition(
-          "import_state: the state comes from another model, device, numerics or page layout "
-          "(its fingerprint differs from this engine's)");
-    if (h.prompt_ids != prompt)
-      return failed_precondition("import_state: the request's prompt (" +
-                                 std::to_string(prompt.size()) +
-                                 " tokens) differs from the prompt of the state (" +
-                                 std::to_string(h.prompt_ids.size()) + " tokens)");
-    const kv::PageSpec& spec = kv_.spec();
-    const int64_t prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(prompt.size()));
-    if (h.page_bytes != spec.page_bytes || h.constant_pages != spec.constant_pages_per_seq ||
-        h.prompt_pages != prompt_pages ||
-        static_cast<int64_t>(h.pages.size()) != h.num_pages() * h.page_bytes)
-      return failed_precondition("import_state: pages do not match this engine's page layout");
-    if (h.first_token < 0 || h.first_token >= vocab_size())
-      return invalid_argument("import_state: first token " + std::to_string(h.first_token) +
-                              " is outside the vocabulary");
-    return ok_status();
-  }
-
-  static kv::Retention retention_of(const GenerateRequest& r) {
-    const bool tools = r.chat && r.chat->contains("tools") && (*r.chat)["tools"].is_array() &&
-                       !(*r.chat)["tools"].empty();
-    return deepinfer::retention_of(r.cache_retention, tools);
-  }
 
   // The engine thread's prefix cache figures for /metrics, copied under stats_mu_.
   void publish_cache_stats() {
@@ -357,10 +301,7 @@ class EngineImpl final : public Engine {
     s.cache.retention = kv::Retention::kNone;
     const SequenceHandoff& h = *r.req.import_state;
     r.cached_tokens = h.cached_tokens;
-    std::vector<int32_t> pages = *kv_.state_pages(s.seq_id);
-    const std::vector<int32_t>& table = *kv_.block_table(s.seq_id);
-    pages.insert(pages.end(), table.begin(), table.begin() + h.prompt_pages);
-    Status st = runner_->write_pages(pages, h.pages);
+    Status st = runner_->write_pages(handoff_page_ids(kv_, s.seq_id, h.prompt_pages), h.pages);
     StatusOr<TokenChoice> c = st.ok() ? outputs_.replay(s, h) : StatusOr<TokenChoice>(st);
     r.req.import_state.reset();  // the pages are in the pool now
     if (!c.ok()) return fail_request(r, c.status());
@@ -372,23 +313,9 @@ class EngineImpl final : public Engine {
   // export_state: the sequence's pages after its prompt, before its first token frees them.
   void export_handoff(SeqState& s, const TokenChoice& c) {
     RequestState& r = *s.req;
-    auto h = std::make_shared<SequenceHandoff>();
-    h->fingerprint = fingerprint_;
-    h->prompt_ids = r.prompt;
-    h->cached_tokens = std::max<int64_t>(0, r.cached_tokens);
-    h->first_token = c.result.token;
-    h->first_drew = c.result.drew;
-    h->has_logprobs = r.req.params.logprobs.has_value();
-    h->first_logprob = c.result.logprob;
-    for (const sample::TokenLogprob& t : c.result.top) h->first_top.emplace_back(t.id, t.logprob);
-    const kv::PageSpec& spec = kv_.spec();
-    h->page_bytes = spec.page_bytes;
-    h->constant_pages = spec.constant_pages_per_seq;
-    h->prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(r.prompt.size()));
-    std::vector<int32_t> pages = *kv_.state_pages(s.seq_id);
-    const std::vector<int32_t>& table = *kv_.block_table(s.seq_id);
-    pages.insert(pages.end(), table.begin(), table.begin() + h->prompt_pages);
-    StatusOr<std::string> bytes = runner_->read_pages(pages);
+    auto h = std::make_shared<SequenceHandoff>(handoff_header(fingerprint_, r, c, kv_.spec()));
+    StatusOr<std::string> bytes =
+        runner_->read_pages(handoff_page_ids(kv_, s.seq_id, h->prompt_pages));
     if (!bytes.ok()) return fail_request(r, bytes.status());
     h->pages = std::move(*bytes);
     r.handoff = std::move(h);
@@ -481,13 +408,10 @@ class EngineImpl final : public Engine {
     auto t0 = Clock::now();
     Status st = runner_->execute(batch_, &step_out_);
     local_.forward_s += seconds_since(t0);
-    if (!st.ok() && in_group()) {  // the group is down (the runner took it down)
-      runner_group_ok_ = false;
-      runner_group_status_ = st;
-    }
     if (!st.ok()) {
       for (const runtime::StepRow& row : batch_.rows)
         if (auto it = seqs_.find(row.seq_id); it != seqs_.end()) fail_request(*it->second->req, st);
+      if (in_group()) take_group_down(st);  // the runner took it down: every rank's step failed
       return;
     }
     // 0. Rows that reached a persistence point cache their state (snapshots copied after
@@ -671,22 +595,7 @@ class EngineImpl final : public Engine {
         ++it;
         continue;
       }
-      RequestOutput o;
-      o.request_id = r.req.request_id;
-      o.prompt_token_ids = r.prompt;
-      o.finished = r.num_finished == static_cast<int>(r.seqs.size());
-      o.status = r.status;
-      if (o.finished && r.status.ok()) o.handoff = r.handoff;
-      o.usage.prompt_tokens = static_cast<int64_t>(r.prompt.size());
-      o.usage.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
-      for (auto& s : r.seqs) {
-        o.outputs.push_back(s->out);
-        o.usage.completion_tokens += static_cast<int64_t>(s->out.token_ids.size());
-        o.usage.accepted_prediction_tokens += s->accepted_drafts;
-        s->out.delta_text.clear();
-        s->out.delta_token_ids.clear();
-      }
-      r.touched = false;
+      const RequestOutput o = take_output(r);
       // A client that sees the final output may reuse its id at once (even from the callback).
       if (o.finished) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -727,13 +636,14 @@ class EngineImpl final : public Engine {
       if (start_pending_imports()) emit_outputs();
       bool step = sched_.has_work();
       if (in_group()) {
-        StatusOr<bool> any = any_rank_has_work(step);
+        // Every rank says whether it has a step to run; all step if any does.
+        StatusOr<int64_t> any = runtime::group_max(*expert_group_, step ? 1 : 0);
         if (!any.ok()) {
           take_group_down(any.status());
           emit_outputs();
           continue;
         }
-        step = *any;
+        step = *any > 0;
       }
       if (step) {
         auto t0 = Clock::now();
@@ -747,28 +657,12 @@ class EngineImpl final : public Engine {
         }
         // A rank in a group steps even with nothing of its own (its part of the others' MoE).
         if (!plan.items.empty() || in_group()) run_step(plan);
-        if (in_group() && !runner_group_ok_) take_group_down(runner_group_status_);
         // The plan's attach copies have run: the snapshots they read from are evictable again
         // now, not only once another plan starts (an idle engine would report them in use).
         kv_.clear_protected();
         local_.total_s = seconds_since(t0);
         std::lock_guard<std::mutex> lock(stats_mu_);
-        stats_.steps += 1;
-        stats_.schedule_s += local_.schedule_s;
-        stats_.forward_s += local_.forward_s;
-        stats_.sample_s += local_.sample_s;
-        stats_.output_s += local_.output_s;
-        stats_.total_s += local_.total_s;
-        stats_.prefill_tokens += local_.prefill_tokens;
-        stats_.decode_tokens += local_.decode_tokens;
-        stats_.preemptions += local_.preemptions;
-        stats_.spec_verifications += local_.spec_verifications;
-        stats_.spec_draft_tokens += local_.spec_draft_tokens;
-        stats_.spec_accepted_tokens += local_.spec_accepted_tokens;
-        if (stats_.spec_accepted_at.size() < local_.spec_accepted_at.size())
-          stats_.spec_accepted_at.resize(local_.spec_accepted_at.size());
-        for (size_t i = 0; i < local_.spec_accepted_at.size(); ++i)
-          stats_.spec_accepted_at[i] += local_.spec_accepted_at[i];
+        add_step_stats(local_, &stats_);
       }
       if (prefix_) {
         // Snapshots of this step (and of sequences cancelled above) copied, then written down.
@@ -791,8 +685,6 @@ class EngineImpl final : public Engine {
   // null for one rank. group_failed_ (engine thread) / group_down_ (under mu_): why it is down.
   std::unique_ptr<Collective> expert_group_;
   Status group_failed_;
-  bool runner_group_ok_ = true;
-  Status runner_group_status_;
   std::unique_ptr<runtime::ModelRunner> runner_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   kv::KvManager kv_;
@@ -818,18 +710,6 @@ class EngineImpl final : public Engine {
 
   // Built on the first so_args request (about 30 ms for a 128k vocabulary).
   bool in_group() const { return expert_group_ != nullptr && group_failed_.ok(); }
-
-  // Every rank says whether it has a step to run; all step if any does.
-  StatusOr<bool> any_rank_has_work(bool mine) {
-    std::vector<std::string> recv;
-    RETURN_IF_ERROR(expert_group_->all_to_all(
-        std::vector<std::string>(static_cast<size_t>(expert_group_->size()),
-                                 std::string(1, mine ? '\1' : '\0')),
-        &recv));
-    for (const std::string& r : recv)
-      if (!r.empty() && r[0] != 0) return true;
-    return mine;
-  }
 
   // The group is down: every request ends on the error and new ones are refused.
   void take_group_down(const Status& why) {
@@ -879,69 +759,19 @@ class EngineImpl final : public Engine {
   std::thread thread_;
 };
 
-StatusOr<runtime::Numerics> parse_numerics(const std::string& s) {
-  if (s == "auto" || s.empty()) return runtime::Numerics::kAuto;
-  if (s == "official") return runtime::Numerics::kOfficial;
-  if (s == "plain") return runtime::Numerics::kPlain;
-  return invalid_argument("numerics must be auto, official or plain, got '" + s + "'");
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   EngineArgs args = given;
-  runtime::RunnerOptions ro;
-  ASSIGN_OR_RETURN(ro.numerics, parse_numerics(args.numerics));
-  if (args.policy != "fcfs" && args.policy != "priority")
-    return invalid_argument("policy must be 'fcfs' or 'priority', got '" + args.policy + "'");
-  if (args.max_num_seqs <= 0) return invalid_argument("max_num_seqs must be positive");
-  if (!(args.gpu_memory_utilization > 0 && args.gpu_memory_utilization <= 1))
-    return invalid_argument("gpu_memory_utilization must be in (0, 1], got " +
-                            std::to_string(args.gpu_memory_utilization));
-  RETURN_IF_ERROR(sched::Scheduler::validate(sched_config(args)));
-  if (args.device) {
-    ro.device = *args.device;
-  } else {
-    ASSIGN_OR_RETURN(ro.device, runtime::default_device());
-  }
-  ro.model_dir = args.model;
-  ro.kv_memory_bytes = args.kv_memory_bytes;
-  ro.gpu_memory_utilization = args.gpu_memory_utilization;
-  ro.max_model_len = sched_config(args).max_model_len;
-  ro.max_model_len_defaulted = args.max_model_len <= 0;
-  ro.max_num_seqs = args.max_num_seqs;
-  ro.max_num_batched_tokens = args.max_num_batched_tokens;
-  ro.cuda_graphs = args.cuda_graphs;
-  ro.on_load_progress = args.on_load_progress;
+  ASSIGN_OR_RETURN(runtime::RunnerOptions ro, runner_options(args));
   ASSIGN_OR_RETURN(const Switches switches, resolve_switches(args.switches));
   ro.batch_invariant = switches.batch_invariant;
   ro.drafting = switches.enable_mtp;  // V4.1 keeps its DSpark windows only when asked
-  std::unique_ptr<Collective> expert_group;
-  if (args.expert_parallel.size > 1) {
-    if (ro.device != runtime::Device::kCpu)
-      return unimplemented(
-          "--expert-parallel-size: expert parallelism runs on the CPU runner only so far (the "
-          "GPU's needs NCCL and a multi-GPU machine)");
-    if (switches.enable_mtp || args.drafter)
-      return invalid_argument(
-          "--expert-parallel-size does not combine with speculative decoding yet (a rejected "
-          "draft's replay would step one rank alone)");
-    ASSIGN_OR_RETURN(expert_group, runtime::join_expert_group(args.expert_parallel));
-    ro.expert_group = expert_group.get();
-  }
-  if ((switches.enable_mtp || args.drafter) && ro.device == runtime::Device::kCuda)
-    return unimplemented(
-        "DEEPINFER_ENABLE_MTP_VARLEN / --enable-mtp: speculative decoding runs on the CPU runner "
-        "only so far (the CUDA runner has no speculative rows yet)");
+  ASSIGN_OR_RETURN(std::unique_ptr<Collective> expert_group,
+                   join_group_if_asked(args, switches, &ro));
   std::unique_ptr<tokenizer::Tokenizer> tok;
-  if (std::filesystem::exists(args.model + "/tokenizer.json")) {
-    ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::from_file(args.model));
-  }
   std::vector<int32_t> scripted;
-  if (!args.debug_scripted_output.empty()) {
-    if (!tok) return failed_precondition("debug_scripted_output needs the model's tokenizer.json");
-    ASSIGN_OR_RETURN(scripted, tok->encode(args.debug_scripted_output));
-  }
+  RETURN_IF_ERROR(load_tokenizer(args, &tok, &scripted));
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRunner> runner, runtime::create_runner(ro));
   // A runner that serves shorter sequences than the default lowered it.
   if (args.max_model_len <= 0 && runner->info().max_model_len > 0)
@@ -957,31 +787,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   kv::UnitKey cache_root;
   std::unique_ptr<kv::UnitTiers> tiers;
   if (args.enable_prefix_cache) {
-    PrefixCachingOptions o;
-    o.interval_tokens = args.kv_cache_interval;
-    o.agent_retention_s = args.kv_retention_agent_s;
-    o.chat_retention_s = args.kv_retention_chat_s;
-    o.clock = args.clock.get();
-    RETURN_IF_ERROR(PrefixCaching::validate(o, runner->page_spec().page_tokens));
+    ASSIGN_OR_RETURN(cache,
+                     prefix_cache_options(args, fp, runner->page_spec().page_tokens, &tiers));
     cache_root = kv::root_key(fp);
-    if (args.kv_host_memory_bytes < 0 || args.kv_disk_bytes < 0 || args.kv_cluster_bytes < 0)
-      return invalid_argument(
-          "--kv-host-memory, --kv-disk-bytes and --kv-cluster-bytes must not "
-          "be negative");
-    kv::UnitTiersOptions& t = o.tiers;
-    t.fingerprint = fp;
-    t.host_bytes = args.kv_host_memory_bytes;
-    t.disk_dir = args.kv_disk_dir;
-    t.disk_bytes = args.kv_disk_bytes;
-    t.cluster_dir = args.kv_cluster_dir;
-    t.cluster_bytes = args.kv_cluster_bytes;
-    t.cluster_redis = args.kv_cluster_redis;
-    t.clock = o.clock;
-    if (t.host_bytes > 0 || !t.disk_dir.empty() || !t.cluster_dir.empty() ||
-        !t.cluster_redis.empty()) {
-      ASSIGN_OR_RETURN(tiers, kv::UnitTiers::open(t));
-    }
-    cache = std::move(o);
   }
   auto e = std::make_unique<EngineImpl>(args, std::move(runner), std::move(tok), std::move(kv),
                                         std::move(scripted), std::move(cache), cache_root,

@@ -1,5 +1,7 @@
 #include "deepinfer/engine/output_processor.h"
 
+#include <algorithm>
+
 namespace deepinfer {
 
 StatusOr<TokenChoice> OutputProcessor::choose(SeqState& s, float* logits) const {
@@ -89,6 +91,26 @@ std::string OutputProcessor::append(SeqState& s, const TokenChoice& c, bool leng
   s.out.delta_text += emit;
   s.req->touched = true;
   return done ? reason : std::string();
+}
+
+RequestOutput take_output(RequestState& r) {
+  RequestOutput o;
+  o.request_id = r.req.request_id;
+  o.prompt_token_ids = r.prompt;
+  o.finished = r.num_finished == static_cast<int>(r.seqs.size());
+  o.status = r.status;
+  if (o.finished && r.status.ok()) o.handoff = r.handoff;
+  o.usage.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  o.usage.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
+  for (auto& s : r.seqs) {
+    o.outputs.push_back(s->out);
+    o.usage.completion_tokens += static_cast<int64_t>(s->out.token_ids.size());
+    o.usage.accepted_prediction_tokens += s->accepted_drafts;
+    s->out.delta_text.clear();
+    s->out.delta_token_ids.clear();
+  }
+  r.touched = false;
+  return o;
 }
 
 }  // namespace deepinfer

@@ -54,4 +54,8 @@ class OutputProcessor {
   std::vector<int32_t> scripted_;
 };
 
+// The request's update for its callback: every sample's output so far (their deltas are then
+// cleared), usage, status, and on its final output its handoff; the request is untouched again.
+RequestOutput take_output(RequestState& r);
+
 }  // namespace deepinfer

@@ -3,6 +3,7 @@
 // on the CPU (backend/cpu/tcp_collective.h); NCCL's when a multi-GPU machine is lent.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -21,5 +22,9 @@ struct ExpertGroupOptions {
 // Blocks until every rank has joined (or the timeout). Errors name the flag or the ranks
 // missing.
 StatusOr<std::unique_ptr<Collective>> join_expert_group(const ExpertGroupOptions& o);
+
+// Collective: the largest of every rank's `mine` (the busiest rank's row count in a step; any
+// rank with work, as 0/1). Errors are the group's, or a malformed answer.
+StatusOr<int64_t> group_max(Collective& group, int64_t mine);
 
 }  // namespace deepinfer::runtime

@@ -9,6 +9,8 @@
 #include "deepinfer/runtime/cpu/dspark_track.h"
 #include "deepinfer/runtime/cpu/paged_model.h"
 #include "deepinfer/runtime/cpu/step_pages.h"
+#include "deepinfer/runtime/expert_group.h"
+#include "deepinfer/runtime/expert_group.h"
 
 namespace deepinfer::runtime::cpu {
 namespace {
@@ -76,7 +78,7 @@ class CpuRunner final : public ModelRunner {
     // the difference), so each MoE exchange has all ranks; an error takes the group down.
     int64_t group_rows = 0;
     if (expert_group_ && batch.group_step) {
-      StatusOr<int64_t> most = most_rows_in_group(static_cast<int64_t>(batch.rows.size()));
+      StatusOr<int64_t> most = group_max(*expert_group_, static_cast<int64_t>(batch.rows.size()));
       if (!most.ok()) return most.status();
       group_rows = *most;
     }
@@ -318,23 +320,6 @@ class CpuRunner final : public ModelRunner {
                             " tokens, the step starts it at " + std::to_string(row.start_pos));
     s.pages->bind(row.state_pages, row.block_table);
     return s.state.get();
-  }
-
-  // The most rows any rank of the expert-parallel group runs in this step.
-  StatusOr<int64_t> most_rows_in_group(int64_t mine) {
-    std::string count(8, '\0');
-    std::memcpy(count.data(), &mine, 8);
-    std::vector<std::string> recv;
-    RETURN_IF_ERROR(expert_group_->all_to_all(
-        std::vector<std::string>(static_cast<size_t>(expert_group_->size()), count), &recv));
-    int64_t most = mine;
-    for (const std::string& r : recv) {
-      if (r.size() != 8) return internal_error("expert-parallel row counts: a malformed answer");
-      int64_t n = 0;
-      std::memcpy(&n, r.data(), 8);
-      most = std::max(most, n);
-    }
-    return most;
   }
 
   Collective* expert_group_;  // null: one rank

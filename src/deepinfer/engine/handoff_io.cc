@@ -1,0 +1,62 @@
+#include "deepinfer/engine/handoff_io.h"
+
+#include <algorithm>
+
+namespace deepinfer {
+
+Status check_handoff(const GenerateRequest& r, const std::vector<int32_t>& prompt,
+                     const std::string& fingerprint, const kv::PageSpec& spec, int64_t vocab) {
+  if (!r.export_state && !r.import_state) return ok_status();
+  if (r.export_state && r.import_state)
+    return invalid_argument("export_state and import_state exclude each other");
+  if (r.params.n > 1)
+    return invalid_argument("prefill/decode disaggregation needs n = 1, got n = " +
+                            std::to_string(r.params.n));
+  if (!r.import_state) return ok_status();
+  const SequenceHandoff& h = *r.import_state;
+  if (h.fingerprint != fingerprint)
+    return failed_precondition(
+        "import_state: the state comes from another model, device, numerics or page layout "
+        "(its fingerprint differs from this engine's)");
+  if (h.prompt_ids != prompt)
+    return failed_precondition("import_state: the request's prompt (" +
+                               std::to_string(prompt.size()) +
+                               " tokens) differs from the prompt of the state (" +
+                               std::to_string(h.prompt_ids.size()) + " tokens)");
+  const int64_t prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(prompt.size()));
+  if (h.page_bytes != spec.page_bytes || h.constant_pages != spec.constant_pages_per_seq ||
+      h.prompt_pages != prompt_pages ||
+      static_cast<int64_t>(h.pages.size()) != h.num_pages() * h.page_bytes)
+    return failed_precondition("import_state: pages do not match this engine's page layout");
+  if (h.first_token < 0 || h.first_token >= vocab)
+    return invalid_argument("import_state: first token " + std::to_string(h.first_token) +
+                            " is outside the vocabulary");
+  return ok_status();
+}
+
+std::vector<int32_t> handoff_page_ids(const kv::KvManager& kv, uint64_t seq_id,
+                                      int64_t prompt_pages) {
+  std::vector<int32_t> pages = *kv.state_pages(seq_id);
+  const std::vector<int32_t>& table = *kv.block_table(seq_id);
+  pages.insert(pages.end(), table.begin(), table.begin() + prompt_pages);
+  return pages;
+}
+
+SequenceHandoff handoff_header(const std::string& fingerprint, const RequestState& r,
+                               const TokenChoice& c, const kv::PageSpec& spec) {
+  SequenceHandoff h;
+  h.fingerprint = fingerprint;
+  h.prompt_ids = r.prompt;
+  h.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
+  h.first_token = c.result.token;
+  h.first_drew = c.result.drew;
+  h.has_logprobs = r.req.params.logprobs.has_value();
+  h.first_logprob = c.result.logprob;
+  for (const sample::TokenLogprob& t : c.result.top) h.first_top.emplace_back(t.id, t.logprob);
+  h.page_bytes = spec.page_bytes;
+  h.constant_pages = spec.constant_pages_per_seq;
+  h.prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(r.prompt.size()));
+  return h;
+}
+
+}  // namespace deepinfer
