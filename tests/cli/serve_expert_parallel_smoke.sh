@@ -8,38 +8,7 @@
 # Usage: serve_expert_parallel_smoke.sh path/to/deepinfer
 set -u
 bin="$1"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do echo "--- $f"; tail -8 "$f"; done
-  exit 1
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-declare -A url pid
-start() {  # NAME ARGS...
-  local name="$1" port
-  shift
-  port=$(free_port)
-  url[$name]="http://127.0.0.1:$port"
-  "$bin" serve --host 127.0.0.1 --port "$port" --access-log '' "$@" >"$tmp/$name.log" 2>&1 &
-  pid[$name]=$!
-  pids+=("$!")
-}
-wait_health() {
-  for _ in $(seq 1 240); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${url[$1]}/health")" = 200 ] && return 0
-    kill -0 "${pid[$1]}" 2>/dev/null || fail "$1 exited"
-    sleep 0.25
-  done
-  fail "$1 never became healthy"
-}
+source "$(dirname "$0")/servers_helpers.sh"
 group="127.0.0.1:$(free_port)"
 start REF
 start R0 --expert-parallel-size 2 --expert-parallel-rank 0 --expert-parallel-address "$group"
