@@ -29,7 +29,11 @@ Status exchange_experts(Collective& group, const float* h, int64_t hidden, int64
   const size_t row = static_cast<size_t>(hidden) * sizeof(float);
   std::vector<std::string> send(R), recv;
   for (const ExpertPair& p : pairs) {
-    std::string& b = send[p.expert % R];
+    if (p.rank < 0 || p.rank >= R)
+      return internal_error("expert dispatch: expert " + std::to_string(p.expert) +
+                            " sent to rank " + std::to_string(p.rank) + " of a group of " +
+                            std::to_string(R));
+    std::string& b = send[p.rank];
     put(&b, &p.token, 4);
     put(&b, &p.slot, 4);
     put(&b, &p.expert, 4);

@@ -1,7 +1,8 @@
 // Expert parallelism's dispatch and combine over a Collective (issue 22), shared by both model
-// families: every (token, slot) pair goes to the rank owning its expert (expert % size), is
-// computed there, and its output comes back into the slot it left from, so the caller sums the
-// slots in its own order exactly as a one-rank MoE would.
+// families: every (token, slot) pair goes to the rank the caller picked for it (one holding its
+// expert: expert % size, or a replica of an EPLB placement), is computed there, and its output
+// comes back into the slot it left from, so the caller sums the slots in its own order exactly as a
+// one-rank MoE would.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ struct ExpertPair {
   int32_t slot = 0;    // where its output goes (0..K-1): the caller's summation order
   int32_t expert = 0;  // global expert id
   float weight = 0;    // routing weight, passed to `compute`
+  int32_t rank = 0;    // the rank that computes it (holds the expert)
 };
 
 // One pair on its expert's rank: out[hidden] (zeroed) gets the expert's weighted output for
@@ -27,7 +29,7 @@ using ExpertCompute =
 
 // Collective: every rank of `group` calls it with its own n tokens (n >= 0) and their n * K
 // pairs. contrib [n, K, hidden] gets each pair's output at (token, slot). Errors are the group's,
-// or a peer's malformed records (named by rank).
+// a pair's rank outside the group, or a peer's malformed records (named by rank).
 Status exchange_experts(Collective& group, const float* h, int64_t hidden, int64_t n, int K,
                         const std::vector<ExpertPair>& pairs, const ExpertCompute& compute,
                         float* contrib);

@@ -28,11 +28,12 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
     const std::function<void(const LoadProgress&)>& progress) {
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
   drop_absent_mtp(*ckpt, &config);
+  RETURN_IF_ERROR(check_expert_placement(options.placement.get(), options.expert_group,
+                                         config.num_layers, config.n_routed_experts));
   std::function<bool(const std::string&)> keep;
   if (Collective* g = options.expert_group)
-    keep = [rank = g->rank(), size = g->size()](const std::string& name) {
-      return keeps_tensor(name, rank, size);
-    };
+    keep = [rank = g->rank(), size = g->size(), placement = options.placement.get()](
+               const std::string& name) { return keeps_tensor(name, rank, size, placement); };
   ASSIGN_OR_RETURN(Weights weights, load_weights(*ckpt, config, progress, keep));
   return std::make_unique<CpuModel>(std::move(config), std::move(weights), options);
 }
@@ -40,13 +41,17 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
 CpuModel::CpuModel(Config config, Weights weights, const ModelOptions& options)
     : config_(std::move(config)),
       weights_(std::move(weights)),
+      placement_(options.placement),
+      routed_counts_(config_.num_layers, config_.n_routed_experts),
       ctx_{config_,
            weights_,
            options.numerics,
            options.clamp_shared_expert.value_or(options.numerics == Numerics::kPlain),
            RopeTable(config_.rope_theta, config_.rope_dim, nullptr),
            RopeTable(config_.compress_rope_theta, config_.rope_dim, &config_.yarn),
-           options.expert_group},
+           options.expert_group,
+           placement_.get(),
+           &routed_counts_},
       layout_(std::make_shared<const StateLayout>(config_, kDefaultPageTokens)) {}
 
 Status CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* X,

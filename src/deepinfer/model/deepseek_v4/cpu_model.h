@@ -26,6 +26,9 @@ struct ModelOptions {
   // group (each rank forwards its own sequences, the same number of calls on every rank). MTP
   // keeps all its experts. Null: one rank.
   Collective* expert_group = nullptr;
+  // EPLB (model/eplb/): which rank holds which routed experts, replicas included; it must fit
+  // the config and the group (check_placement_fits). Null: e % size.
+  std::shared_ptr<const ExpertPlacement> placement;
 };
 
 StatusOr<Numerics> parse_numerics(const std::string& s);  // "plain" | "official"
@@ -58,6 +61,8 @@ class CpuModel {
   // Expert parallelism: this rank's part in one forward of the others when it has no rows to
   // run itself (every main layer's MoE with no tokens), so the group's calls stay matched.
   Status expert_parallel_idle() const;
+  // Routed picks of this model's forwards so far, per main layer per expert (EPLB's input).
+  RoutingCounts routed_counts() const { return routed_counts_.snapshot(); }
 
   // MTP draft (spec §6.10): `token` is the one just sampled for position state.num_tokens; the
   // draft layer combines it with the final streams of the last processed token and returns
@@ -84,6 +89,8 @@ class CpuModel {
 
   Config config_;
   Weights weights_;
+  std::shared_ptr<const ExpertPlacement> placement_;
+  RoutedCounts routed_counts_;
   ModelContext ctx_;
   std::shared_ptr<const StateLayout> layout_;
 };

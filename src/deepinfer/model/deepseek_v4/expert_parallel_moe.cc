@@ -8,13 +8,28 @@
 
 namespace deepinfer::v4 {
 
-bool keeps_tensor(const std::string& name, int rank, int size) {
+bool keeps_tensor(const std::string& name, int rank, int size, const ExpertPlacement* placement) {
   constexpr std::string_view kExperts = ".ffn.experts.";
   if (size <= 1 || name.rfind("layers.", 0) != 0) return true;
   const size_t at = name.find(kExperts);
   if (at == std::string::npos) return true;
   const int64_t e = std::strtoll(name.c_str() + at + kExperts.size(), nullptr, 10);
+  if (placement != nullptr) return placement->holds(rank, main_layer_of(name), static_cast<int>(e));
   return e % size == rank;
+}
+
+int expert_rank(const Collective& group, const ExpertPlacement* placement, int layer, int expert,
+                int64_t row) {
+  if (placement == nullptr) return expert % group.size();
+  return placement->rank_for(layer, expert, group.rank(), row);
+}
+
+Status check_expert_placement(const ExpertPlacement* placement, const Collective* group,
+                              int num_layers, int num_experts) {
+  if (placement == nullptr) return ok_status();
+  if (group == nullptr)
+    return invalid_argument("an EPLB plan needs an expert-parallel group (--expert-parallel-size)");
+  return check_placement_fits(*placement, num_layers, num_experts, group->size());
 }
 
 Status moe_forward_ep(const ModelContext& m, const std::string& p, bool hash, const float* h,
@@ -28,11 +43,15 @@ Status moe_forward_ep(const ModelContext& m, const std::string& p, bool hash, co
   std::vector<cpu::ExpertPair> pairs(n * K);
   std::vector<int> idx(K);
   std::vector<float> wts(K);
+  const int layer = main_layer_of(p);
   for (int64_t t = 0; t < n; ++t) {
     const int32_t* hash_row = hash ? m.w.i(p + "ffn.gate.tid2eid") + int64_t(ids[t]) * K : nullptr;
     route_token(&logits[t * E], hash ? nullptr : m.f(p + "ffn.gate.bias"), hash_row, E, K,
                 static_cast<float>(c.routed_scaling_factor), idx.data(), wts.data());
-    for (int k = 0; k < K; ++k) pairs[t * K + k] = {static_cast<int32_t>(t), k, idx[k], wts[k]};
+    if (m.routed_counts) m.routed_counts->add(layer, idx.data(), K);
+    for (int k = 0; k < K; ++k)
+      pairs[t * K + k] = {static_cast<int32_t>(t), k, idx[k], wts[k],
+                          expert_rank(*m.expert_group, m.placement, layer, idx[k], t)};
   }
   std::vector<float> contrib(n * K * H);
   RETURN_IF_ERROR(cpu::exchange_experts(

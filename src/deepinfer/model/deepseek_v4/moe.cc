@@ -57,6 +57,7 @@ void moe_forward(const ModelContext& m, const std::string& p, bool hash, const f
   const int E = c.n_routed_experts, K = c.experts_per_token;
   std::vector<float> logits(n * E);
   cpu::linear_fp32(m.f(p + "ffn.gate.weight"), E, H, h, n, logits.data());
+  const int layer = m.routed_counts ? main_layer_of(p) : -1;
   ThreadPool::default_pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
     std::vector<int> idx(K);
     std::vector<float> wts(K);
@@ -65,6 +66,7 @@ void moe_forward(const ModelContext& m, const std::string& p, bool hash, const f
           hash ? m.w.i(p + "ffn.gate.tid2eid") + int64_t(ids[t]) * K : nullptr;
       route_token(&logits[t * E], hash ? nullptr : m.f(p + "ffn.gate.bias"), hash_row, E, K,
                   static_cast<float>(c.routed_scaling_factor), idx.data(), wts.data());
+      if (m.routed_counts) m.routed_counts->add(layer, idx.data(), K);
       float* acc = out + t * H;
       std::fill(acc, acc + H, 0.0f);
       for (int k = 0; k < K; ++k)

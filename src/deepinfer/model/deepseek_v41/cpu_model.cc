@@ -95,11 +95,12 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
     const std::function<void(const v4::LoadProgress&)>& progress) {
   RETURN_IF_ERROR(check_supported(config, options, dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
+  RETURN_IF_ERROR(v4::check_expert_placement(options.placement.get(), options.expert_group,
+                                             config.num_layers, config.n_routed_experts));
   std::function<bool(const std::string&)> keep;
   if (Collective* g = options.expert_group)
-    keep = [rank = g->rank(), size = g->size()](const std::string& name) {
-      return v4::keeps_tensor(name, rank, size);
-    };
+    keep = [rank = g->rank(), size = g->size(), placement = options.placement.get()](
+               const std::string& name) { return v4::keeps_tensor(name, rank, size, placement); };
   ASSIGN_OR_RETURN(v4::Weights weights, load_weights(*ckpt, config, progress, keep));
   std::optional<EngramTables> engram;
   if (!config.engram.layer_ids.empty()) {
@@ -109,17 +110,24 @@ StatusOr<std::unique_ptr<CpuModel>> CpuModel::load(
     ckpt.reset();  // nothing is read in place: unmap the shards
   }
   return std::make_unique<CpuModel>(std::move(config), std::move(weights), std::move(ckpt),
-                                    std::move(engram), options.expert_group);
+                                    std::move(engram), options);
 }
 
 CpuModel::CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoint> ckpt,
-                   std::optional<EngramTables> engram, Collective* expert_group)
+                   std::optional<EngramTables> engram, const ModelOptions& options)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       ckpt_(std::move(ckpt)),
       engram_(std::move(engram)),
-      ctx_{config_, weights_, rope_table(config_, config_.rope_main),
-           rope_table(config_, config_.rope_compress), expert_group} {}
+      placement_(options.placement),
+      routed_counts_(config_.num_layers, config_.n_routed_experts),
+      ctx_{config_,
+           weights_,
+           rope_table(config_, config_.rope_main),
+           rope_table(config_, config_.rope_compress),
+           options.expert_group,
+           placement_.get(),
+           &routed_counts_} {}
 
 Status CpuModel::block_forward(int l, float* X, float* pre, int64_t n, int64_t pos0,
                                SequenceState& st, ForwardShared& shared, LayerRows rows) const {

@@ -27,6 +27,8 @@ struct ModelOptions {
   // main layers' routed experts (e % size == rank; the DSpark stages' stay whole) and every
   // forward is collective over the group (model/README.md). Null: one rank.
   Collective* expert_group = nullptr;
+  // EPLB (model/eplb/): which rank holds which routed experts, replicas included. Null: e % size.
+  std::shared_ptr<const ExpertPlacement> placement;
 };
 
 class CpuModel {
@@ -43,7 +45,7 @@ class CpuModel {
       const std::function<void(const v4::LoadProgress&)>& progress = {});
   // ckpt stays mapped while the Engram tables read from it (may be null without Engram layers).
   CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoint> ckpt,
-           std::optional<EngramTables> engram, Collective* expert_group = nullptr);
+           std::optional<EngramTables> engram, const ModelOptions& options = {});
 
   const Config& config() const { return config_; }
   // The fp32 weights by canonical name (the DSpark drafter reads its own and embed/head here).
@@ -54,6 +56,8 @@ class CpuModel {
   bool has_draft_weights() const { return weights_.has("mtp.0.main_proj.weight"); }
   int64_t weight_bytes() const { return weights_.bytes(); }
   SequenceState new_sequence() const { return make_sequence_state(config_); }
+  // Routed picks of this model's forwards so far, per main layer per expert (EPLB's input).
+  RoutingCounts routed_counts() const { return routed_counts_.snapshot(); }
 
   // Appends ids[0..n) at positions state.num_tokens... . logits gets n x vocab rows
   // (all_logits) or the last position's row only. Positions before keep_from_pos get no logits
@@ -82,6 +86,8 @@ class CpuModel {
   v4::Weights weights_;
   std::unique_ptr<Checkpoint> ckpt_;  // mapped for the Engram tables (declared before them)
   std::optional<EngramTables> engram_;
+  std::shared_ptr<const ExpertPlacement> placement_;
+  RoutedCounts routed_counts_;
   ModelContext ctx_;
 };
 

@@ -1,5 +1,7 @@
 // V4.1's MoE with the routed experts spread over a group (issue 22): as v4's
 // expert_parallel_moe.h, with V4.1's routing and its summation in expert id order.
+#include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"  // v4::expert_rank
+
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/backend/cpu/expert_exchange.h"
 #include "deepinfer/model/deepseek_v41/model_context.h"
@@ -19,7 +21,10 @@ Status moe_forward_ep(const ModelContext& m, int layer, const float* h, int64_t 
   std::vector<float> wts(K);
   for (int64_t t = 0; t < n; ++t) {
     route_in_sum_order(m, p, E, K, &logits[t * E], idx.data(), wts.data());
-    for (int k = 0; k < K; ++k) pairs[t * K + k] = {static_cast<int32_t>(t), k, idx[k], wts[k]};
+    if (m.routed_counts) m.routed_counts->add(layer, idx.data(), K);
+    for (int k = 0; k < K; ++k)
+      pairs[t * K + k] = {static_cast<int32_t>(t), k, idx[k], wts[k],
+                          v4::expert_rank(*m.expert_group, m.placement, layer, idx[k], t)};
   }
   std::vector<float> contrib(n * K * H);
   RETURN_IF_ERROR(cpu::exchange_experts(

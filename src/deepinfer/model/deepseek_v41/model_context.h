@@ -14,6 +14,8 @@
 #include "deepinfer/model/deepseek_v4/weights.h"
 #include "deepinfer/model/deepseek_v41/config.h"
 #include "deepinfer/model/deepseek_v41/sequence_state.h"
+#include "deepinfer/model/eplb/expert_placement.h"
+#include "deepinfer/model/eplb/routed_counts.h"
 
 namespace deepinfer::v41 {
 
@@ -22,8 +24,10 @@ struct ModelContext {
   const v4::Weights& w;
   v4::RopeTable main_rope, compress_rope;
   // Expert parallelism (expert_parallel_moe.h): the group whose ranks own the main layers'
-  // routed experts e with e % size == rank; null: every expert is here.
+  // routed experts e with e % size == rank (or as `placement` says); null: every expert is here.
   Collective* expert_group = nullptr;
+  const ExpertPlacement* placement = nullptr;   // EPLB's plan; null: e % size
+  const RoutedCounts* routed_counts = nullptr;  // the main layers' picks are counted here
 
   const v4::RopeTable& rope_for(int ratio) const { return ratio > 0 ? compress_rope : main_rope; }
   const float* f(const std::string& name) const { return w.f(name); }

@@ -55,11 +55,13 @@ void moe_forward(const ModelContext& m, const std::string& p, int E, int K, cons
   std::vector<float> logits(n * E);
   cpu::linear_fp32(m.f(p + "gate.weight"), E, H, h, n, logits.data());
   for (float& z : logits) z /= temp;
+  const int layer = m.routed_counts ? main_layer_of(p) : -1;
   ThreadPool::default_pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
     std::vector<int> idx(K);
     std::vector<float> wts(K);
     for (int64_t t = b; t < e; ++t) {
       route_in_sum_order(m, p, E, K, &logits[t * E], idx.data(), wts.data());
+      if (m.routed_counts) m.routed_counts->add(layer, idx.data(), K);
       float* acc = out + t * H;
       std::fill(acc, acc + H, 0.0f);
       for (int k = 0; k < K; ++k)
