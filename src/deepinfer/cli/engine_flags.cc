@@ -51,6 +51,10 @@ void add_expert_parallel_flags(CLI::App& app, EngineArgs* a) {
   app.add_option("--expert-parallel-address", a->expert_parallel.address,
                  "host:port of rank 0, where the ranks join (and rank 0 listens)")
       ->capture_default_str();
+  app.add_option("--eplb-plan", a->eplb_plan,
+                 "EPLB plan (JSON, from `deepinfer eplb plan`): which rank holds which routed "
+                 "experts per layer, with redundant copies of hot experts; every rank of the group "
+                 "gets the same file (default: expert e on rank e % size)");
 }
 
 // The prefix cache's flags (engine/prefix_caching.h, kv/unit_tiers.h).

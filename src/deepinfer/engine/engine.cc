@@ -128,6 +128,9 @@ class EngineImpl final : public Engine {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return stats_;
   }
+  std::vector<std::vector<uint64_t>> expert_counts() const override {
+    return runner_->expert_counts();  // atomic counters: no engine-thread lock needed
+  }
   PrefixCacheStats prefix_cache_stats() const override {
     PrefixCacheStats c;
     {

@@ -84,6 +84,10 @@ struct EngineArgs {
   // work. A rank that fails or leaves takes the group down; every rank's requests then fail
   // with that error. CPU only so far; no speculative decoding.
   runtime::ExpertGroupOptions expert_parallel;
+  // EPLB (--eplb-plan; docs/decisions/0013): the plan file placing the routed experts over the
+  // group, replicas of hot experts included (`deepinfer eplb plan` writes it). Needs
+  // expert_parallel.size > 1. Empty: expert e on rank e % size.
+  std::string eplb_plan;
   // Test hook (`serve --debug-scripted-output FILE`): when set, every sample's tokens are this
   // text's encoding and then EOS instead of sampled ones; detokenizing, stop rules and streaming
   // stay the real ones. Only for tests of output parsing (tool calls, reasoning) on a tiny model.
@@ -203,6 +207,10 @@ class Engine {
 
   virtual EngineStats stats() const = 0;
   virtual PrefixCacheStats prefix_cache_stats() const = 0;
+  // Routed picks per main layer per expert of this engine's forwards since it started (its own
+  // requests' tokens, on an expert-parallel rank), EPLB's input; thread-safe. Empty where the
+  // runner does not count (CUDA).
+  virtual std::vector<std::vector<uint64_t>> expert_counts() const { return {}; }
   virtual EngineCapacity capacity() const = 0;
   // For tests: pages a new sequence could take (free, or held only by the prefix cache); back to
   // capacity().num_pages when idle.

@@ -47,6 +47,7 @@ StatusOr<runtime::RunnerOptions> runner_options(const EngineArgs& args) {
   ro.max_num_batched_tokens = args.max_num_batched_tokens;
   ro.cuda_graphs = args.cuda_graphs;
   ro.on_load_progress = args.on_load_progress;
+  ro.eplb_plan = args.eplb_plan;
   return ro;
 }
 
@@ -83,6 +84,10 @@ StatusOr<std::unique_ptr<Collective>> join_group_if_asked(const EngineArgs& args
                                                           const Switches& switches,
                                                           runtime::RunnerOptions* ro) {
   std::unique_ptr<Collective> group;
+  if (!args.eplb_plan.empty() && args.expert_parallel.size <= 1)
+    return invalid_argument("--eplb-plan " + args.eplb_plan +
+                            ": a plan places experts over an expert-parallel group; it needs "
+                            "--expert-parallel-size > 1");
   if (args.expert_parallel.size > 1) {
     if (ro->device != runtime::Device::kCpu)
       return unimplemented(

@@ -8,7 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <vector>
@@ -48,7 +51,8 @@ EngineArgs args_for(const std::string& model) {
 }
 
 // One group of `size` engines, created together (each waits for the others to join).
-std::vector<std::unique_ptr<Engine>> make_group(const std::string& model, int size) {
+std::vector<std::unique_ptr<Engine>> make_group(const std::string& model, int size,
+                                                const std::string& eplb_plan = "") {
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   std::vector<std::unique_ptr<Engine>> engines(size);
   std::vector<std::thread> threads;
@@ -56,6 +60,7 @@ std::vector<std::unique_ptr<Engine>> make_group(const std::string& model, int si
     threads.emplace_back([&, r] {
       EngineArgs a = args_for(model);
       a.expert_parallel = {size, r, address, 60};
+      a.eplb_plan = eplb_plan;
       auto e = Engine::create(a);
       EXPECT_TRUE(e.ok()) << "rank " << r << ": " << e.status().to_string();
       if (e.ok()) engines[r] = std::move(e).value();
@@ -148,6 +153,82 @@ TEST(ExpertParallelEngine, ARankThatLeavesTakesTheGroupDown) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ADD_FAILURE() << "new requests were still accepted after a rank left";
+}
+
+uint64_t layer_sum(const std::vector<uint64_t>& layer) {
+  return std::accumulate(layer.begin(), layer.end(), uint64_t{0});
+}
+
+// A plan by hand, from an engine's counts: rank r holds e % size == r plus one copy of the
+// hottest expert of the layer (another expert where it already holds that one).
+std::string write_plan(const std::vector<std::vector<uint64_t>>& counts, int size) {
+  const int experts = static_cast<int>(counts[0].size());
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& layer : counts) {
+    const int hot = static_cast<int>(std::max_element(layer.begin(), layer.end()) - layer.begin());
+    nlohmann::json ranks = nlohmann::json::array();
+    for (int r = 0; r < size; ++r) {
+      std::vector<int> on;
+      for (int e = r; e < experts; e += size) on.push_back(e);
+      on.push_back(hot % size != r ? hot : (r + 1) % experts);
+      ranks.push_back(on);
+    }
+    layers.push_back(ranks);
+  }
+  const std::string path = ::testing::TempDir() + "/eplb_plan_" + std::to_string(::getpid());
+  std::ofstream(path) << nlohmann::json{
+      {"num_layers", counts.size()},
+      {"num_experts", experts},
+      {"num_ranks", size},
+      {"slots_per_rank", experts / size + 1},
+      {"layers", layers}}.dump();
+  return path;
+}
+
+// EPLB: one engine's routing counts (every layer counts every forwarded token's picks) give a
+// plan with replicas of the hot experts; a group loading and dispatching per that plan serves
+// each rank's requests as the one engine did, and the ranks' counts add up to the engine's.
+TEST(ExpertParallelEngine, AGroupWithAPlanFromMeasuredCountsServesAsOneEngineWouldV4) {
+  constexpr int kSize = 2;
+  auto single = Engine::create(args_for(v4_model()));
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  std::vector<std::vector<GenerateRequest>> work(kSize);
+  std::vector<std::vector<RequestOutput>> want(kSize);
+  for (int r = 0; r < kSize; ++r) {
+    work[r] = requests(11 + r, 3);
+    want[r] = testing::run_batch(**single, work[r]);
+  }
+  const std::vector<std::vector<uint64_t>> counts = (*single)->expert_counts();
+  ASSERT_FALSE(counts.empty());
+  for (const auto& layer : counts) {
+    EXPECT_GT(layer_sum(layer), 0u);
+    EXPECT_EQ(layer_sum(layer), layer_sum(counts[0])) << "every layer routes every token";
+  }
+  ASSERT_EQ(counts[0].size() % kSize, 0u) << "write_plan needs experts % size == 0";
+
+  const std::string plan = write_plan(counts, kSize);
+  auto engines = make_group(v4_model(), kSize, plan);
+  for (const auto& e : engines) ASSERT_NE(e, nullptr);
+  std::vector<std::vector<RequestOutput>> got(kSize);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kSize; ++r)
+    threads.emplace_back([&, r] { got[r] = testing::run_batch(*engines[r], work[r]); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kSize; ++r) expect_same(got[r], want[r], "rank " + std::to_string(r));
+  for (size_t l = 0; l < counts.size(); ++l)
+    for (size_t e = 0; e < counts[l].size(); ++e) {
+      uint64_t ranks_total = 0;
+      for (const auto& engine : engines) ranks_total += engine->expert_counts()[l][e];
+      EXPECT_EQ(ranks_total, counts[l][e]) << "layer " << l << " expert " << e;
+    }
+
+  EngineArgs alone = args_for(v4_model());
+  alone.eplb_plan = plan;
+  auto refused = Engine::create(alone);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--expert-parallel-size"), std::string::npos)
+      << refused.status().to_string();
+  std::remove(plan.c_str());
 }
 
 TEST(ExpertParallelEngine, RefusesWhatItCannotDoYet) {

@@ -52,6 +52,10 @@ struct RunnerOptions {
   // execute() is collective: the ranks' calls must match one for one (an idle rank executes an
   // empty batch). CPU runner only so far. Null: one rank.
   Collective* expert_group = nullptr;
+  // EPLB (issue 22, docs/decisions/0013): a plan file (model/eplb/placement_json.h) saying which
+  // rank holds which routed experts, replicas included; it must fit the model and the group.
+  // Empty: expert e on rank e % size.
+  std::string eplb_plan;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
 };
@@ -100,6 +104,10 @@ class ModelRunner {
 
   // Raw page I/O (prefix cache, offload tiers, disaggregation): the bytes of `pages`, page after
   // page, page_spec().page_bytes each, in the runner's own state layout.
+  // Routed picks per main layer per expert of every forward so far (EPLB's input), readable
+  // from any thread. Empty where the runner does not count (CUDA).
+  virtual std::vector<std::vector<uint64_t>> expert_counts() const { return {}; }
+
   virtual StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) = 0;
   virtual Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) = 0;
 };

@@ -175,6 +175,18 @@ void Session::on_body(beast::error_code ec) {
   handle_request();
 }
 
+namespace {
+
+// GET /expert_counts: the routed picks per main layer per expert (EPLB's input), in the counts
+// format `deepinfer eplb plan --counts` reads (model/eplb/placement_json.h).
+json expert_counts_body(const std::vector<std::vector<uint64_t>>& counts) {
+  return {{"num_layers", counts.size()},
+          {"num_experts", counts.empty() ? 0 : counts[0].size()},
+          {"counts", counts}};
+}
+
+}  // namespace
+
 void Session::handle_request() {
   const auto& req = parser_->get();
   const ServerOptions& o = state_->options;
@@ -191,6 +203,11 @@ void Session::handle_request() {
     return send(200, state_->metrics.render(o.primary_model(), engine) + render_disagg_metrics(),
                 "text/plain; version=0.0.4; charset=utf-8");
   if (path_ == "/load" && get) return send_load();
+  if (path_ == "/expert_counts" && get) {
+    if (engine == nullptr)
+      return send_error({503, "the model is still loading", "server_error", "", "loading"});
+    return send_json(200, expert_counts_body(engine->expert_counts()));
+  }
   if (path_ == "/v1/models" && get) return send_json(200, models_response(o.model_names, created_));
   constexpr std::string_view kModelPrefix = "/v1/models/";
   if (get && path_.size() > kModelPrefix.size() && path_.rfind(kModelPrefix, 0) == 0) {
@@ -203,7 +220,8 @@ void Session::handle_request() {
   if (path_ == "/v1/completions") ep = Endpoint::kCompletions;
   if (path_ == "/v1/chat/completions") ep = Endpoint::kChatCompletions;
   if (!ep || !post) {
-    if (ep || path_ == "/v1/models" || path_ == "/metrics" || path_ == "/load")
+    if (ep || path_ == "/v1/models" || path_ == "/metrics" || path_ == "/load" ||
+        path_ == "/expert_counts")
       return send_error({405, req.method_string().to_string() + " is not allowed on " + path_,
                          "invalid_request_error", "", "method_not_allowed"},
                         {{"Allow", ep ? "POST" : "GET"}});

@@ -10,7 +10,6 @@
 #include "deepinfer/runtime/cpu/paged_model.h"
 #include "deepinfer/runtime/cpu/step_pages.h"
 #include "deepinfer/runtime/expert_group.h"
-#include "deepinfer/runtime/expert_group.h"
 
 namespace deepinfer::runtime::cpu {
 namespace {
@@ -41,6 +40,9 @@ class CpuRunner final : public ModelRunner {
         arena_(new float[static_cast<size_t>(spec_.num_pages * model_->page_floats())]) {}
 
   const ModelInfo& info() const override { return info_; }
+  std::vector<std::vector<uint64_t>> expert_counts() const override {
+    return model_->routed_counts();
+  }
   const kv::PageSpec& page_spec() const override { return spec_; }
 
   Status execute(const StepBatch& batch, StepOutput* out) override {

@@ -8,6 +8,7 @@
 #include "deepinfer/model/deepseek_v41/dspark.h"
 #include "deepinfer/model/deepseek_v41/sequence_state.h"
 #include "deepinfer/model/deepseek_v41/state_layout.h"
+#include "deepinfer/model/eplb/placement_json.h"
 #include "deepinfer/model/model_family.h"
 #include "deepinfer/runtime/cpu/paged_model.h"
 
@@ -21,14 +22,30 @@ std::function<void(const v4::LoadProgress&)> progress_of(const RunnerOptions& o)
   };
 }
 
+// The EPLB plan of --eplb-plan, checked against the model and the group; null without one.
+StatusOr<std::shared_ptr<const ExpertPlacement>> read_plan(const RunnerOptions& o, int layers,
+                                                           int experts) {
+  if (o.eplb_plan.empty()) return std::shared_ptr<const ExpertPlacement>();
+  StatusOr<ExpertPlacement> plan = read_placement_file(o.eplb_plan);
+  if (!plan.ok()) return invalid_argument("--eplb-plan: " + plan.status().message());
+  const int size = o.expert_group ? o.expert_group->size() : 1;
+  if (Status fits = check_placement_fits(*plan, layers, experts, size); !fits.ok())
+    return invalid_argument("--eplb-plan " + o.eplb_plan + ": " + fits.message() + " (" +
+                            o.model_dir + ")");
+  return std::make_shared<const ExpertPlacement>(std::move(plan).value());
+}
+
 StatusOr<std::unique_ptr<PagedModel>> load_v4(const RunnerOptions& o, const std::string& text,
                                               const std::string& path, int page_tokens) {
   ASSIGN_OR_RETURN(v4::Config config, v4::parse_config_json(text, path));
   const v4::Numerics numerics =
       o.numerics == Numerics::kPlain ? v4::Numerics::kPlain : v4::Numerics::kOfficial;
+  ASSIGN_OR_RETURN(std::shared_ptr<const ExpertPlacement> plan,
+                   read_plan(o, config.num_layers, config.n_routed_experts));
   ASSIGN_OR_RETURN(std::unique_ptr<v4::CpuModel> model,
                    v4::CpuModel::load(o.model_dir, std::move(config),
-                                      {numerics, std::nullopt, o.expert_group}, progress_of(o)));
+                                      {numerics, std::nullopt, o.expert_group, std::move(plan)},
+                                      progress_of(o)));
   ModelInfo info;
   info.model_type = "deepseek_v4";
   info.vocab_size = model->config().vocab_size;
@@ -46,10 +63,13 @@ StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, const std
     return unimplemented("--numerics official: deepseek_v41 (" + o.model_dir +
                          ") has only plain numerics on the CPU (use --numerics plain or auto)");
   ASSIGN_OR_RETURN(v41::Config config, v41::parse_config_json(text, path));
+  ASSIGN_OR_RETURN(std::shared_ptr<const ExpertPlacement> plan,
+                   read_plan(o, config.num_layers, config.n_routed_experts));
   ASSIGN_OR_RETURN(
       std::unique_ptr<v41::CpuModel> model,
       v41::CpuModel::load(o.model_dir, std::move(config),
-                          v41::ModelOptions{v4::Numerics::kPlain, o.expert_group}, progress_of(o)));
+                          v41::ModelOptions{v4::Numerics::kPlain, o.expert_group, std::move(plan)},
+                          progress_of(o)));
   ModelInfo info;
   info.model_type = "deepseek_v41";
   info.vocab_size = model->config().vocab_size;

@@ -55,6 +55,8 @@ class PagedModel {
                            std::vector<int32_t>* drafts) const = 0;
   // Expert parallelism: this rank's part in one forward of another rank (no rows of its own).
   virtual Status expert_parallel_idle() const = 0;
+  // The model's routed picks per main layer per expert (thread-safe).
+  virtual std::vector<std::vector<uint64_t>> routed_counts() const = 0;
 };
 
 // Reads config.json's model_type and loads that family's CPU model over layouts of page_tokens
@@ -106,6 +108,9 @@ class PagedModelOf final : public PagedModel {
   }
 
   Status expert_parallel_idle() const override { return model_->expert_parallel_idle(); }
+  std::vector<std::vector<uint64_t>> routed_counts() const override {
+    return model_->routed_counts();
+  }
 
   Status mtp_draft(PagedSequence& seq, int32_t token, int64_t k,
                    std::vector<int32_t>* drafts) const override {
