@@ -99,44 +99,40 @@ Status SafetensorsWriter::write(const std::string& path,
   return write_file_atomically(path, head, sorted);
 }
 
-Status write_sharded_safetensors(const std::string& dir, std::vector<TensorRecord> tensors,
-                                 size_t max_shard_bytes,
-                                 const std::map<std::string, std::string>& metadata) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return invalid_argument(dir + ": cannot create directory: " + ec.message());
-  std::sort(tensors.begin(), tensors.end(),
-            [](const TensorRecord& a, const TensorRecord& b) { return a.name < b.name; });
-
-  std::vector<std::vector<size_t>> shards;
-  size_t shard_bytes = 0;
-  uint64_t total = 0;
+StatusOr<ShardPlan> plan_shards(std::vector<PlannedTensor> tensors, size_t max_shard_bytes) {
+  ShardPlan plan;
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const PlannedTensor& a, const PlannedTensor& b) { return a.name < b.name; });
+  uint64_t shard_bytes = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const size_t n = tensors[i].bytes.size();
-    if (shards.empty() || (shard_bytes > 0 && shard_bytes + n > max_shard_bytes)) {
-      shards.emplace_back();
+    if (i > 0 && tensors[i].name == tensors[i - 1].name)
+      return invalid_argument("tensor '" + tensors[i].name + "' planned twice");
+    const uint64_t n = tensors[i].bytes;
+    if (plan.shards.empty() || (shard_bytes > 0 && shard_bytes + n > max_shard_bytes)) {
+      plan.shards.emplace_back();
       shard_bytes = 0;
     }
-    shards.back().push_back(i);
+    plan.shards.back().push_back(i);
     shard_bytes += n;
-    total += n;
+    plan.total_bytes += n;
   }
-  if (shards.empty()) shards.emplace_back();  // an empty checkpoint is still one (empty) shard
-
-  ordered_json weight_map = ordered_json::object();
-  const size_t count = shards.size();
-  for (size_t s = 0; s < count; ++s) {
+  if (plan.shards.empty()) plan.shards.emplace_back();  // an empty checkpoint is one empty shard
+  for (size_t s = 0; s < plan.shards.size(); ++s) {
     char name[64];
-    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", s + 1, count);
-    SafetensorsWriter writer;
-    for (size_t i : shards[s]) {
-      weight_map[tensors[i].name] = name;
-      writer.add(std::move(tensors[i]));
-    }
-    RETURN_IF_ERROR(writer.write((fs::path(dir) / name).string(), metadata));
+    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", s + 1,
+                  plan.shards.size());
+    plan.files.push_back(name);
   }
+  plan.tensors = std::move(tensors);
+  return plan;
+}
+
+Status write_shard_index(const std::string& dir, const ShardPlan& plan) {
+  ordered_json weight_map = ordered_json::object();
+  for (size_t s = 0; s < plan.shards.size(); ++s)
+    for (size_t i : plan.shards[s]) weight_map[plan.tensors[i].name] = plan.files[s];
   ordered_json index = ordered_json::object();
-  index["metadata"] = {{"total_size", total}};
+  index["metadata"] = {{"total_size", plan.total_bytes}};
   index["weight_map"] = std::move(weight_map);
   const std::string path = (fs::path(dir) / "model.safetensors.index.json").string();
   std::ofstream out(path, std::ios::trunc);
@@ -144,6 +140,28 @@ Status write_sharded_safetensors(const std::string& dir, std::vector<TensorRecor
   out.flush();
   if (!out) return resource_exhausted(path + ": write failed");
   return ok_status();
+}
+
+Status write_sharded_safetensors(const std::string& dir, std::vector<TensorRecord> tensors,
+                                 size_t max_shard_bytes,
+                                 const std::map<std::string, std::string>& metadata) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return invalid_argument(dir + ": cannot create directory: " + ec.message());
+  // Sorted the way plan_shards sorts, so the plan's indices are these records' indices.
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const TensorRecord& a, const TensorRecord& b) { return a.name < b.name; });
+  std::vector<PlannedTensor> planned;
+  for (const TensorRecord& t : tensors)
+    planned.push_back({t.name, t.dtype, t.shape, t.bytes.size()});
+  StatusOr<ShardPlan> plan = plan_shards(std::move(planned), max_shard_bytes);
+  if (!plan.ok()) return invalid_argument(dir + ": " + plan.status().message());
+  for (size_t s = 0; s < plan->shards.size(); ++s) {
+    SafetensorsWriter writer;
+    for (size_t i : plan->shards[s]) writer.add(std::move(tensors[i]));
+    RETURN_IF_ERROR(writer.write((fs::path(dir) / plan->files[s]).string(), metadata));
+  }
+  return write_shard_index(dir, *plan);
 }
 
 }  // namespace deepinfer

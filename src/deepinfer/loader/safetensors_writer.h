@@ -36,9 +36,29 @@ class SafetensorsWriter {
   std::vector<TensorRecord> tensors_;
 };
 
-// Sorts tensors by name and packs them greedily into shards of at most max_shard_bytes of data
-// (a tensor larger than that gets a shard of its own), named model-00001-of-0000N.safetensors,
-// plus model.safetensors.index.json {"metadata": {"total_size"}, "weight_map"}. Creates dir.
+// A tensor known before its bytes exist: what shard planning and a streaming writer need.
+struct PlannedTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+
+// Where each tensor of a sharded checkpoint goes. Tensors are sorted by name and packed greedily
+// into shards of at most max_shard_bytes of data (a tensor larger than that gets a shard of its
+// own), named model-00001-of-0000N.safetensors.
+struct ShardPlan {
+  std::vector<PlannedTensor> tensors;       // sorted by name
+  std::vector<std::vector<size_t>> shards;  // indices into tensors, per shard, in order
+  std::vector<std::string> files;           // one file name per shard
+  uint64_t total_bytes = 0;
+};
+// invalid_argument on a duplicate name. An empty list is one empty shard.
+StatusOr<ShardPlan> plan_shards(std::vector<PlannedTensor> tensors, size_t max_shard_bytes);
+// model.safetensors.index.json {"metadata": {"total_size"}, "weight_map"} for the plan.
+Status write_shard_index(const std::string& dir, const ShardPlan& plan);
+
+// Writes every tensor at once as plan_shards lays them out, plus the index. Creates dir.
 Status write_sharded_safetensors(const std::string& dir, std::vector<TensorRecord> tensors,
                                  size_t max_shard_bytes,
                                  const std::map<std::string, std::string>& metadata = {});

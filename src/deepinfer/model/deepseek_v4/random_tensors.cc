@@ -44,24 +44,23 @@ std::vector<uint8_t> to_bf16(const std::vector<float>& v) {
   return as_bytes(h.data(), h.size() * 2);
 }
 
+ValueMoments value_moments(const std::string& name, const std::vector<int64_t>& shape) {
+  if (ends_with(name, "norm.weight")) return {1, 0.1f};
+  if (ends_with(name, "_scale")) return {1, 0.2f};
+  if (ends_with(name, "_base") || ends_with(name, ".ape")) return {0, 0.5f};
+  if (ends_with(name, ".bias")) return {0, 0.3f};
+  if (shape.size() == 2 && name != "embed.weight")
+    return {0, 1.0f / std::sqrt(static_cast<float>(shape[1]))};
+  return {0, 1};
+}
+
 std::vector<float> random_values(const std::string& name, const std::vector<int64_t>& shape,
                                  std::mt19937_64& rng, std::normal_distribution<float>& normal) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
-  float mean = 0, stddev = 1;
-  if (ends_with(name, "norm.weight")) {
-    mean = 1, stddev = 0.1f;
-  } else if (ends_with(name, "_scale")) {
-    mean = 1, stddev = 0.2f;
-  } else if (ends_with(name, "_base") || ends_with(name, ".ape")) {
-    stddev = 0.5f;
-  } else if (ends_with(name, ".bias")) {
-    stddev = 0.3f;
-  } else if (shape.size() == 2 && name != "embed.weight") {
-    stddev = 1.0f / std::sqrt(static_cast<float>(shape[1]));
-  }
+  const ValueMoments m = value_moments(name, shape);
   std::vector<float> v(numel);
-  for (auto& x : v) x = mean + stddev * normal(rng);
+  for (auto& x : v) x = m.mean + m.stddev * normal(rng);
   return v;
 }
 
@@ -90,15 +89,17 @@ void add_mxfp4(std::vector<TensorRecord>& out, const std::string& name, const st
   std::vector<uint8_t> q(rows * cols / 2, 0), s(rows * cols / 32);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t b = 0; b < cols / 32; ++b) {
+      const float* x = &v[r * cols + b * 32];
       float amax = 0;
-      for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(v[r * cols + b * 32 + k]));
-      float scale = pow2_scale(amax, 6.0f);
+      for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(x[k]));
+      const float scale = pow2_scale(amax, 6.0f);
+      const float inv = 1.0f / scale;  // exact: a power of two, so x * inv == x / scale
       s[r * (cols / 32) + b] = float_to_e8m0_pow2(scale);
-      for (int k = 0; k < 32; ++k) {
-        int64_t c = b * 32 + k;
-        uint8_t nib = float_to_fp4e2m1(v[r * cols + c] / scale) & 0xF;
-        q[r * (cols / 2) + c / 2] |= (c % 2) ? uint8_t(nib << 4) : nib;  // low nibble first
-      }
+      uint8_t codes[32];
+      for (int k = 0; k < 32; ++k) codes[k] = fp4_code(x[k] * inv);  // vectorizes
+      uint8_t* dst = &q[r * (cols / 2) + b * 16];
+      for (int k = 0; k < 16; ++k)  // low nibble first
+        dst[k] = static_cast<uint8_t>(codes[2 * k] | (codes[2 * k + 1] << 4));
     }
   out.push_back({name, DType::kI8, {rows, cols / 2}, std::move(q)});
   out.push_back({scale_name(name), DType::kF8E8M0, {rows, cols / 32}, std::move(s)});
@@ -151,9 +152,7 @@ Status copy_into_model(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-Status write_model_dir(const std::string& dir, std::vector<TensorRecord> tensors,
-                       size_t max_shard_bytes, const std::string& config_json,
-                       const std::string& tokenizer_dir) {
+Status prepare_model_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return not_found("cannot create " + dir + ": " + ec.message());
@@ -161,8 +160,11 @@ Status write_model_dir(const std::string& dir, std::vector<TensorRecord> tensors
     if (e.path().extension() == ".safetensors" ||
         e.path().filename() == "model.safetensors.index.json")
       fs::remove(e.path());
-  RETURN_IF_ERROR(
-      write_sharded_safetensors(dir, std::move(tensors), max_shard_bytes, {{"format", "pt"}}));
+  return ok_status();
+}
+
+Status finish_model_dir(const std::string& dir, const std::string& config_json,
+                        const std::string& tokenizer_dir) {
   {
     std::ofstream f(dir + "/config.json");
     f << config_json << "\n";
@@ -172,6 +174,15 @@ Status write_model_dir(const std::string& dir, std::vector<TensorRecord> tensors
     for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
       RETURN_IF_ERROR(copy_into_model(fs::path(tokenizer_dir) / name, fs::path(dir) / name));
   return ok_status();
+}
+
+Status write_model_dir(const std::string& dir, std::vector<TensorRecord> tensors,
+                       size_t max_shard_bytes, const std::string& config_json,
+                       const std::string& tokenizer_dir) {
+  RETURN_IF_ERROR(prepare_model_dir(dir));
+  RETURN_IF_ERROR(
+      write_sharded_safetensors(dir, std::move(tensors), max_shard_bytes, {{"format", "pt"}}));
+  return finish_model_dir(dir, config_json, tokenizer_dir);
 }
 
 }  // namespace deepinfer::v4

@@ -13,6 +13,8 @@
 #include "deepinfer/loader/safetensors_writer.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/random_tensors.h"
+#include "deepinfer/model/deepseek_v4/tensor_rng.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_presets.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
 #include "deepinfer/tensor/dtype.h"
 
@@ -22,109 +24,61 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Shared by every preset: small dims with the real structure (hc 4, partial RoPE, groups).
-json base_config() {
-  return json{{"architectures", {"DeepseekV4ForCausalLM"}},
-              {"model_type", "deepseek_v4"},
-              {"torch_dtype", "bfloat16"},
-              {"vocab_size", 129280},
-              {"hidden_size", 64},
-              {"num_attention_heads", 4},
-              {"num_key_value_heads", 1},
-              {"head_dim", 64},
-              {"qk_rope_head_dim", 16},
-              {"q_lora_rank", 32},
-              {"o_groups", 2},
-              {"o_lora_rank", 32},
-              {"sliding_window", 16},
-              {"rope_theta", 10000.0},
-              {"compress_rope_theta", 160000.0},
-              {"rope_scaling",
-               {{"type", "yarn"},
-                {"factor", 16},
-                {"original_max_position_embeddings", 65536},
-                {"beta_fast", 32},
-                {"beta_slow", 1}}},
-              {"max_position_embeddings", 1048576},
-              {"index_n_heads", 4},
-              {"index_head_dim", 32},
-              {"index_topk", 8},
-              {"n_routed_experts", 8},
-              {"num_experts_per_tok", 2},
-              {"n_shared_experts", 1},
-              {"moe_intermediate_size", 32},
-              {"scoring_func", "sqrtsoftplus"},
-              {"topk_method", "noaux_tc"},
-              {"norm_topk_prob", true},
-              {"routed_scaling_factor", 1.5},
-              {"swiglu_limit", 10.0},
-              {"hidden_act", "silu"},
-              {"hc_mult", 4},
-              {"hc_sinkhorn_iters", 20},
-              {"hc_eps", 1e-6},
-              {"rms_norm_eps", 1e-6},
-              {"num_nextn_predict_layers", 1},
-              {"tie_word_embeddings", false},
-              {"bos_token_id", 0},
-              {"eos_token_id", 1}};
+// How one manifest entry is stored; decides both the plan and the bytes.
+enum class Storage { kI64, kFp8, kMxfp4, kF32, kBF16 };
+
+Storage storage_of(const WeightSpec& s, bool quantized) {
+  if (s.kind == WeightKind::kIndex) return Storage::kI64;  // tid2eid
+  if (quantized && s.kind == WeightKind::kDense) return Storage::kFp8;
+  if (quantized && s.kind == WeightKind::kExpert && s.shape[1] % 32 == 0) return Storage::kMxfp4;
+  if (ends_with(s.name, "attn_sink") || s.name.find("hc_") != std::string::npos ||
+      ends_with(s.name, ".ape") || ends_with(s.name, "gate.bias"))
+    return Storage::kF32;  // as the Hub stores them
+  return Storage::kBF16;
 }
 
-struct Preset {
-  const char* name;
-  std::vector<int> ratios;  // layers then MTP (0)
-  int hash_layers;
-  // V4-Flash's real per-layer dims (spec §3), always FP8 + MXFP4, generated in parallel with
-  // one RNG stream per tensor (a serial stream would take minutes for 50B values).
-  bool flash_dims = false;
-};
-
-// default: every layer kind (sliding, CSA + indexer, HCA) and hash + score routing.
-const Preset kPresets[] = {
-    {"default", {0, 4, 16, 4, 16, 0}, 2},
-    {"sliding", {0, 0, 0}, 1},
-    {"csa", {4, 4, 4, 0}, 1},
-    {"hca", {16, 16, 0, 0}, 0},
-    // The first 8 layers of V4-Flash's schedule (2 sliding, then CSA/HCA alternating), about
-    // 30 GB: the benchmark model of issue 5.
-    {"v4-flash-8layer", {0, 0, 4, 128, 4, 128, 4, 128, 0}, 3, true},
-};
-
-void apply_flash_dims(json& c) {
-  c.update(json{{"hidden_size", 4096},
-                {"num_attention_heads", 64},
-                {"head_dim", 512},
-                {"qk_rope_head_dim", 64},
-                {"q_lora_rank", 1024},
-                {"o_groups", 8},
-                {"o_lora_rank", 1024},
-                {"sliding_window", 128},
-                {"index_n_heads", 64},
-                {"index_head_dim", 128},
-                {"index_topk", 512},
-                {"n_routed_experts", 256},
-                {"num_experts_per_tok", 6},
-                {"n_shared_experts", 1},
-                {"moe_intermediate_size", 2048}});
+std::string scale_name(const std::string& weight_name) {
+  return weight_name.substr(0, weight_name.size() - 7) + ".scale";  // drop ".weight"
 }
 
-json preset_config(const Preset& p) {
-  json c = base_config();
-  c["num_hidden_layers"] = static_cast<int>(p.ratios.size()) - 1;
-  c["compress_ratios"] = p.ratios;
-  c["num_hash_layers"] = p.hash_layers;
-  if (p.flash_dims) apply_flash_dims(c);
-  return c;
+// The stored tensors of one manifest entry, as add_random_tensor makes them.
+std::vector<PlannedTensor> stored_layout(const Config& c, const WeightSpec& s, bool quantized) {
+  auto planned = [](std::string name, DType t, std::vector<int64_t> shape) {
+    uint64_t n = dtype_size(t);
+    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+    return PlannedTensor{std::move(name), t, std::move(shape), n};
+  };
+  const int64_t rows = s.shape[0], cols = s.shape.size() > 1 ? s.shape[1] : 1;
+  switch (storage_of(s, quantized)) {
+    case Storage::kI64:
+      return {planned(s.name, DType::kI64, s.shape)};
+    case Storage::kFp8: {
+      const int64_t br = c.weight_block_rows, bc = c.weight_block_cols;
+      return {planned(s.name, DType::kF8E4M3, {rows, cols}),
+              planned(scale_name(s.name), DType::kF8E8M0,
+                      {(rows + br - 1) / br, (cols + bc - 1) / bc})};
+    }
+    case Storage::kMxfp4:
+      return {planned(s.name, DType::kI8, {rows, cols / 2}),
+              planned(scale_name(s.name), DType::kF8E8M0, {rows, cols / 32})};
+    case Storage::kF32:
+      return {planned(s.name, DType::kF32, s.shape)};
+    case Storage::kBF16:
+      return {planned(s.name, DType::kBF16, s.shape)};
+  }
+  return {};
 }
 
-// One manifest entry's random tensor(s) (a quantized weight adds its .scale).
-void add_random_tensor(const Config& c, const WeightSpec& s, bool quantized, std::mt19937_64& rng,
-                       std::normal_distribution<float>& normal, std::vector<TensorRecord>* rec) {
+// One manifest entry's random tensor(s) (a quantized weight adds its .scale). values() draws the
+// entry's floats; rng shuffles tid2eid.
+template <class Rng, class Values>
+void add_random_tensor(const Config& c, const WeightSpec& s, bool quantized, Rng& rng,
+                       const Values& values, std::vector<TensorRecord>* rec) {
   std::vector<TensorRecord>& out = *rec;
-  int64_t numel = 1;
-  for (int64_t d : s.shape) numel *= d;
-  if (s.kind == WeightKind::kIndex) {  // tid2eid: distinct experts per token
+  const Storage storage = storage_of(s, quantized);
+  if (storage == Storage::kI64) {  // tid2eid: distinct experts per token
     const int64_t K = s.shape[1];
-    std::vector<int64_t> ids(numel);
+    std::vector<int64_t> ids(s.shape[0] * K);
     std::vector<int64_t> perm(c.n_routed_experts);
     for (int64_t t = 0; t < s.shape[0]; ++t) {
       std::iota(perm.begin(), perm.end(), 0);
@@ -135,73 +89,157 @@ void add_random_tensor(const Config& c, const WeightSpec& s, bool quantized, std
     return;
   }
   // Non-trivial values everywhere: norms near 1, sinks/ape/bias/base of order 1.
-  const std::vector<float> v = random_values(s.name, s.shape, rng, normal);
-  const bool fp8 = quantized && s.kind == WeightKind::kDense;
-  const bool fp4 = quantized && s.kind == WeightKind::kExpert && s.shape[1] % 32 == 0;
-  if (fp8) {
+  const std::vector<float> v = values();
+  if (storage == Storage::kFp8) {
     add_fp8(out, s.name, v, s.shape[0], s.shape[1], c.weight_block_rows, c.weight_block_cols);
-  } else if (fp4) {
+  } else if (storage == Storage::kMxfp4) {
     add_mxfp4(out, s.name, v, s.shape[0], s.shape[1]);
-  } else if (ends_with(s.name, "attn_sink") || s.name.find("hc_") != std::string::npos ||
-             ends_with(s.name, ".ape") || ends_with(s.name, "gate.bias")) {
-    out.push_back({s.name, DType::kF32, s.shape, as_bytes(v.data(), v.size() * 4)});  // as Hub
+  } else if (storage == Storage::kF32) {
+    out.push_back({s.name, DType::kF32, s.shape, as_bytes(v.data(), v.size() * 4)});
   } else {
     out.push_back({s.name, DType::kBF16, s.shape, to_bf16(v)});
   }
+}
+
+// A model to write, resolved from the options.
+struct Resolved {
+  json config;  // as written to config.json
+  Config c;
+  bool quantized = false, streamed = false;
+  size_t max_shard_bytes = 0;
+  std::vector<WeightSpec> manifest;
+};
+
+StatusOr<Resolved> resolve(const TinyModelOptions& o) {
+  Resolved r;
+  bool flash = false;
+  if (!o.config_path.empty()) {
+    std::ifstream f(o.config_path);
+    if (!f) return not_found(o.config_path + ": cannot open config");
+    r.config = json::parse(f, nullptr, false);
+    if (r.config.is_discarded()) return invalid_argument(o.config_path + ": invalid JSON");
+  } else {
+    const TinyPreset* p = find_tiny_preset(o.preset);
+    if (!p) {
+      std::string all;
+      for (const auto& n : tiny_model_presets()) all += (all.empty() ? "" : ", ") + n;
+      return invalid_argument("unknown --preset '" + o.preset + "' (one of: " + all + ")");
+    }
+    r.config = json::parse(tiny_preset_config_json(*p));
+    flash = p->flash_dims;
+  }
+  r.quantized = o.quantized || flash;
+  r.streamed = o.streamed || flash;
+  // The flash presets' tensors reach 1 GiB (embed, head): 4 GiB shards, as on the Hub.
+  r.max_shard_bytes =
+      flash ? std::max<size_t>(o.max_shard_bytes, size_t{4} << 30) : o.max_shard_bytes;
+  if (r.quantized)
+    r.config["quantization_config"] = {{"quant_method", "fp8"},
+                                       {"fmt", "e4m3"},
+                                       {"scale_fmt", "ue8m0"},
+                                       {"weight_block_size", {128, 128}},
+                                       {"activation_scheme", "dynamic"}};
+  ASSIGN_OR_RETURN(r.c,
+                   parse_config_json(r.config.dump(),
+                                     o.config_path.empty() ? "preset " + o.preset : o.config_path));
+  r.manifest = weight_manifest(r.c);
+  return r;
+}
+
+// Every stored tensor and the manifest entry (group) that makes it.
+void plan_tensors(const Resolved& r, std::vector<PlannedTensor>* tensors,
+                  std::vector<size_t>* group_of) {
+  for (size_t i = 0; i < r.manifest.size(); ++i)
+    for (PlannedTensor& t : stored_layout(r.c, r.manifest[i], r.quantized)) {
+      tensors->push_back(std::move(t));
+      group_of->push_back(i);
+    }
+}
+
+// Fails before anything is deleted or written when the model cannot fit (the full preset needs
+// about 160 GB; the single-GPU machine's disk has 64 GiB).
+Status check_room(const std::string& dir, uint64_t needed) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return not_found("cannot create " + dir + ": " + ec.message());
+  uint64_t room = fs::space(dir, ec).available;
+  if (ec) return ok_status();  // no figure: let the writes tell
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".safetensors") room += e.file_size(ec);  // replaced
+  if (room >= needed + (uint64_t{64} << 20)) return ok_status();
+  return resource_exhausted(dir + ": the model needs " + std::to_string(needed >> 20) +
+                            " MiB but its file system has " + std::to_string(room >> 20) +
+                            " MiB free");
+}
+
+Status write_streamed(const std::string& dir, const Resolved& r, const TinyModelOptions& o) {
+  std::vector<PlannedTensor> tensors;
+  std::vector<size_t> group_of;
+  plan_tensors(r, &tensors, &group_of);
+  uint64_t total = 0;
+  for (const PlannedTensor& t : tensors) total += t.bytes;
+  RETURN_IF_ERROR(check_room(dir, total));
+  RETURN_IF_ERROR(prepare_model_dir(dir));
+  StreamingWriteOptions wo;
+  wo.max_shard_bytes = r.max_shard_bytes;
+  wo.metadata = {{"format", "pt"}};
+  wo.progress = o.stream_progress;
+  auto make = [&](size_t g) -> StatusOr<std::vector<TensorRecord>> {
+    const WeightSpec& s = r.manifest[g];
+    TensorRng rng(o.seed, s.name, s.shape);
+    std::vector<TensorRecord> out;
+    add_random_tensor(
+        r.c, s, r.quantized, rng, [&] { return name_seeded_values(s.name, s.shape, rng); }, &out);
+    return out;
+  };
+  RETURN_IF_ERROR(write_sharded_streaming(dir, std::move(tensors), group_of, make, wo).status());
+  return finish_model_dir(dir, r.config.dump(2), o.tokenizer_dir);
+}
+
+// The small presets' original recipe: one serial stream in manifest order, all in memory.
+Status write_in_memory(const std::string& dir, const Resolved& r, const TinyModelOptions& o) {
+  std::vector<std::vector<TensorRecord>> records(r.manifest.size());
+  generate_tensors(r.manifest.size(), false, o.seed, o.progress,
+                   [&](size_t i, std::mt19937_64& rng, std::normal_distribution<float>& normal) {
+                     const WeightSpec& s = r.manifest[i];
+                     add_random_tensor(
+                         r.c, s, r.quantized, rng,
+                         [&] { return random_values(s.name, s.shape, rng, normal); }, &records[i]);
+                   });
+  std::vector<TensorRecord> out;
+  for (auto& rec : records)
+    for (auto& t : rec) out.push_back(std::move(t));
+  records.clear();
+  return write_model_dir(dir, std::move(out), r.max_shard_bytes, r.config.dump(2), o.tokenizer_dir);
 }
 
 }  // namespace
 
 std::vector<std::string> tiny_model_presets() {
   std::vector<std::string> names;
-  for (const auto& p : kPresets) names.push_back(p.name);
+  for (const TinyPreset& p : tiny_presets()) names.push_back(p.name);
   return names;
 }
 
 Status write_tiny_model(const std::string& dir, const TinyModelOptions& o) {
-  json cj;
-  bool flash = false;
-  if (!o.config_path.empty()) {
-    std::ifstream f(o.config_path);
-    if (!f) return not_found(o.config_path + ": cannot open config");
-    cj = json::parse(f, nullptr, false);
-    if (cj.is_discarded()) return invalid_argument(o.config_path + ": invalid JSON");
-  } else {
-    const Preset* p = nullptr;
-    for (const auto& q : kPresets)
-      if (o.preset == q.name) p = &q;
-    if (!p) {
-      std::string all;
-      for (const auto& n : tiny_model_presets()) all += (all.empty() ? "" : ", ") + n;
-      return invalid_argument("unknown --preset '" + o.preset + "' (one of: " + all + ")");
-    }
-    cj = preset_config(*p);
-    flash = p->flash_dims;
-  }
-  const bool quantized = o.quantized || flash;
-  if (quantized)
-    cj["quantization_config"] = {{"quant_method", "fp8"},
-                                 {"fmt", "e4m3"},
-                                 {"scale_fmt", "ue8m0"},
-                                 {"weight_block_size", {128, 128}},
-                                 {"activation_scheme", "dynamic"}};
-  ASSIGN_OR_RETURN(
-      Config c,
-      parse_config_json(cj.dump(), o.config_path.empty() ? "preset " + o.preset : o.config_path));
-  const std::vector<WeightSpec> manifest = weight_manifest(c);
-  std::vector<std::vector<TensorRecord>> records(manifest.size());
-  generate_tensors(manifest.size(), flash, o.seed, o.progress,
-                   [&](size_t i, std::mt19937_64& rng, std::normal_distribution<float>& normal) {
-                     add_random_tensor(c, manifest[i], quantized, rng, normal, &records[i]);
-                   });
-  std::vector<TensorRecord> out;
-  for (auto& r : records)
-    for (auto& t : r) out.push_back(std::move(t));
-  records.clear();
-  return write_model_dir(
-      dir, std::move(out),
-      flash ? std::max<size_t>(o.max_shard_bytes, size_t{4} << 30) : o.max_shard_bytes, cj.dump(2),
-      o.tokenizer_dir);
+  ASSIGN_OR_RETURN(Resolved r, resolve(o));
+  return r.streamed ? write_streamed(dir, r, o) : write_in_memory(dir, r, o);
+}
+
+StatusOr<TinyModelPlan> plan_tiny_model(const TinyModelOptions& o) {
+  ASSIGN_OR_RETURN(Resolved r, resolve(o));
+  std::vector<PlannedTensor> tensors;
+  std::vector<size_t> group_of;
+  plan_tensors(r, &tensors, &group_of);
+  TinyModelPlan plan;
+  plan.config_json = r.config.dump(2);
+  plan.streamed = r.streamed;
+  plan.tensors = tensors.size();
+  plan.max_shard_bytes = r.max_shard_bytes;
+  ASSIGN_OR_RETURN(ShardPlan shards, plan_shards(std::move(tensors), r.max_shard_bytes));
+  plan.total_bytes = shards.total_bytes;
+  plan.shards = shards.shards.size();
+  return plan;
 }
 
 StatusOr<std::string> ensure_default_model(const std::string& tokenizer_dir) {
