@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
         std::printf("%-16s %-12s error: %s\n", it.name, it.kind, gr.status().to_string().c_str());
         break;
       }
-      g = std::make_shared<CompiledGrammar>(std::move(*gr));
+      g = std::make_shared<CompiledGrammar>(std::move(*gr), info->max_token_bytes());
       compiles.push_back(us_since(t0) / 1000);
     }
     if (!g) continue;

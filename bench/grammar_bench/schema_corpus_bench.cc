@@ -271,7 +271,8 @@ int main(int argc, char** argv) {
          it != std::sregex_iterator(); ++it)
       long_bound = long_bound || std::stoll((*it)[1].str().substr(0, 12)) >= 4096;
     if (long_bound) long_bound_files.insert(f);
-    auto cg = std::make_shared<const CompiledGrammar>(std::move(*g));
+    // Compiled for the tokenizer's longest token, as the engine compiles so_args.
+    auto cg = std::make_shared<const CompiledGrammar>(std::move(*g), info->max_token_bytes());
     compile_ms.push_back(us_since(t0) / 1000);
     ++compiled;
     // The schema's walks share one cache, as the engine's requests with one so_args do; the

@@ -223,7 +223,7 @@ int run(const Args& a) {
     if (!g.ok()) cr["error"] = g.status().to_string();
     out << cr.dump() << "\n";
     if (!g.ok()) continue;
-    auto cg = std::make_shared<const CompiledGrammar>(std::move(*g));
+    auto cg = std::make_shared<const CompiledGrammar>(std::move(*g), c.info->max_token_bytes());
     if (a.docs && job.contains("docs")) {
       for (size_t i = 0; i < job["docs"].size(); ++i) {
         auto td = Clock::now();

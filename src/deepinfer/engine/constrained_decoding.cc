@@ -9,7 +9,8 @@
 namespace deepinfer {
 
 StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_output(
-    const sample::StructuredOutput& so, const grammar::JsonSchemaOptions& json) {
+    const sample::StructuredOutput& so, const grammar::JsonSchemaOptions& json,
+    uint32_t max_lookahead) {
   using Kind = sample::StructuredOutput::Kind;
   StatusOr<grammar::Grammar> g = unimplemented("unreachable");
   switch (so.kind) {
@@ -31,11 +32,11 @@ StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_out
                                          g.status().message());
   }
   return std::shared_ptr<const grammar::CompiledGrammar>(
-      std::make_shared<grammar::CompiledGrammar>(std::move(*g)));
+      std::make_shared<grammar::CompiledGrammar>(std::move(*g), max_lookahead));
 }
 
 StatusOr<GrammarCache::Entry> GrammarCache::get(const sample::StructuredOutput& so,
-                                                int32_t mask_words) {
+                                                const grammar::TokenizerInfo& info) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it) {
@@ -46,9 +47,9 @@ StatusOr<GrammarCache::Entry> GrammarCache::get(const sample::StructuredOutput& 
     }
   }
   // Compiled outside the lock: a slow schema does not hold up other submitters.
-  ASSIGN_OR_RETURN(auto g, compile_structured_output(so, json_));
+  ASSIGN_OR_RETURN(auto g, compile_structured_output(so, json_, info.max_token_bytes()));
   Entry e{std::move(g), std::make_shared<grammar::MaskCache>(
-                            mask_words, grammar::GrammarMatcher::kDefaultCacheBytes)};
+                            info.mask_words(), grammar::GrammarMatcher::kDefaultCacheBytes)};
   std::lock_guard<std::mutex> lock(mu_);
   lru_.emplace_front(so, e);
   if (lru_.size() > max_entries_) lru_.pop_back();

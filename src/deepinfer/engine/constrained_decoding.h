@@ -16,9 +16,11 @@
 namespace deepinfer {
 
 // Errors keep the front end's code and name the field: "so_args.regex: regex offset 3: ...".
-// `json` shapes json_schema and json_object output (whitespace).
+// `json` shapes json_schema and json_object output (whitespace). max_lookahead: the longest
+// token of the tokenizer it will be matched with (grammar::CompiledGrammar).
 StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compile_structured_output(
-    const sample::StructuredOutput& so, const grammar::JsonSchemaOptions& json = {});
+    const sample::StructuredOutput& so, const grammar::JsonSchemaOptions& json = {},
+    uint32_t max_lookahead = grammar::CompiledGrammar::kMaxLookahead);
 
 // Compiled so_args shared by the requests that repeat them: the grammar is compiled once and
 // its mask cache stays warm (states recur across requests of one schema). get() is thread-safe;
@@ -31,7 +33,8 @@ class GrammarCache {
   };
   explicit GrammarCache(size_t max_entries, grammar::JsonSchemaOptions json = {})
       : max_entries_(max_entries), json_(json) {}
-  StatusOr<Entry> get(const sample::StructuredOutput& so, int32_t mask_words);
+  // The grammar is compiled for `info`'s longest token, its mask cache for its vocabulary.
+  StatusOr<Entry> get(const sample::StructuredOutput& so, const grammar::TokenizerInfo& info);
 
  private:
   std::mutex mu_;

@@ -328,18 +328,25 @@ TEST(ConstrainedDecoding, GrammarOverItsWorkBudgetEndsOnlyItsOwnRequest) {
 
 TEST(ConstrainedDecoding, GrammarCacheSharesCompiledGrammarsAndEvictsTheOldest) {
   GrammarCache cache(2);
+  // A vocabulary whose longest token is 5 bytes: grammars are compiled to look that far ahead.
+  auto info = grammar::TokenizerInfo::from_vocab({"a", "bb", "ccccc", "</s>"},
+                                                 {true, true, true, false}, {3});
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  const grammar::TokenizerInfo& vocab = **info;
   sample::StructuredOutput a{Kind::kRegex, "a+"}, b{Kind::kRegex, "b+"},
       c{Kind::kEbnf, "root ::= \"c\""};
-  auto a1 = cache.get(a, 4), a2 = cache.get(a, 4);
+  auto a1 = cache.get(a, vocab), a2 = cache.get(a, vocab);
   ASSERT_TRUE(a1.ok() && a2.ok());
   EXPECT_EQ(a1->grammar, a2->grammar);
   EXPECT_EQ(a1->masks, a2->masks);
-  ASSERT_TRUE(cache.get(b, 4).ok());
-  ASSERT_TRUE(cache.get(c, 4).ok());  // evicts a, the least recently used
-  auto a3 = cache.get(a, 4);
+  EXPECT_EQ(a1->grammar->max_lookahead(), 5u);
+  EXPECT_EQ(a1->masks->mask_words(), vocab.mask_words());
+  ASSERT_TRUE(cache.get(b, vocab).ok());
+  ASSERT_TRUE(cache.get(c, vocab).ok());  // evicts a, the least recently used
+  auto a3 = cache.get(a, vocab);
   ASSERT_TRUE(a3.ok());
   EXPECT_NE(a3->grammar, a1->grammar);
-  EXPECT_FALSE(cache.get({Kind::kRegex, "("}, 4).ok());
+  EXPECT_FALSE(cache.get({Kind::kRegex, "("}, vocab).ok());
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ class EngineImpl final : public Engine {
     RETURN_IF_ERROR(sample::validate(r.params, vocab_size()));
     if (r.params.so_args) {
       ASSIGN_OR_RETURN(rs->grammar_info, grammar_info());
-      ASSIGN_OR_RETURN(auto c, grammars_.get(*r.params.so_args, rs->grammar_info->mask_words()));
+      ASSIGN_OR_RETURN(auto c, grammars_.get(*r.params.so_args, *rs->grammar_info));
       rs->grammar = std::move(c.grammar);
       rs->mask_cache = std::move(c.masks);
     }

@@ -32,12 +32,14 @@ class ByteDfa {
 
   // The mask fast path's analysis of a state (text_run.cc): the ASCII bytes that do not lead
   // to its most common live target (bit b of excluded), whether every well-formed multi-byte
-  // character leads there too, and that target (kDead: no live ASCII byte). A function of the
-  // DFA's transitions, so kept once computed: a counting string's masks follow a chain of
-  // states the previous mask already analysed.
+  // character leads there too (when unicode_checked; the chain checks it only near its root),
+  // and that target (kDead: no live ASCII byte). A function of the DFA's transitions, so kept
+  // once computed: a counting string's masks follow a chain of states the previous mask
+  // already analysed.
   struct RunInfo {
     std::array<uint64_t, 2> excluded{};
     bool unicode = false;
+    bool unicode_checked = false;
     int32_t target = kDead;
   };
   const RunInfo* run_info(int32_t state) const {

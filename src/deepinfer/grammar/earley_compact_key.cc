@@ -7,7 +7,7 @@
 // continuation, breadth first from r; items predicted in j itself refer to j's rules by visit
 // order (left recursion makes cycles there), older ones by id. Positions are canonical: a
 // position and its representative have suffixes (and, for an item waiting on a rule, suffixes
-// after that rule) that no string of kMaxLookahead + 1 bytes tells apart, followed by any
+// after that rule) that no string of max_lookahead() + 1 bytes tells apart, followed by any
 // continuation. By induction on j, equal ids mean continuations that agree on every string
 // that long (as prefixes and as complete sentences), so equal keys mean such futures.
 #include <algorithm>

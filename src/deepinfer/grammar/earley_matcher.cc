@@ -6,7 +6,9 @@
 
 namespace deepinfer::grammar {
 
-CompiledGrammar::CompiledGrammar(Grammar g) : grammar_(std::move(g)), classes_(grammar_.byte_sets) {
+CompiledGrammar::CompiledGrammar(Grammar g, uint32_t max_lookahead)
+    : grammar_(std::move(g)), classes_(grammar_.byte_sets), max_lookahead_(max_lookahead) {
+  DI_CHECK(max_lookahead >= 1 && max_lookahead <= kMaxLookahead);
   start_rule_ = static_cast<uint32_t>(grammar_.rules.size());
   grammar_.rules.push_back(Rule{"<start>", {Sequence{{Element::Kind::kRule, grammar_.root}}}});
   rule_starts_.resize(grammar_.rules.size());

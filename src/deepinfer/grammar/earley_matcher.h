@@ -22,12 +22,16 @@ namespace deepinfer::grammar {
 // Grammar flattened for the recognizer: every (rule, alternative, dot) is one position id.
 class CompiledGrammar {
  public:
-  explicit CompiledGrammar(Grammar g);
-  const Grammar& grammar() const { return grammar_; }
-  const ByteClasses& byte_classes() const { return classes_; }
   // Tokens are at most this many bytes (TokenizerInfo enforces it); compact state keys only
   // tell states apart as far as strings this long can (lookahead_canon.cc).
   static constexpr uint32_t kMaxLookahead = 255;
+  // max_lookahead: the longest token (bytes) the grammar will be matched with. A tokenizer's own
+  // longest token (TokenizerInfo::max_token_bytes, 128 for DeepSeek's) lets more positions of a
+  // counted string share a key; GrammarMatcher refuses a tokenizer with longer tokens.
+  explicit CompiledGrammar(Grammar g, uint32_t max_lookahead = kMaxLookahead);
+  const Grammar& grammar() const { return grammar_; }
+  const ByteClasses& byte_classes() const { return classes_; }
+  uint32_t max_lookahead() const { return max_lookahead_; }
 
  private:
   friend class EarleyMatcher;
@@ -47,6 +51,7 @@ class CompiledGrammar {
   // optionals (x{0,10000}) every position looks the same that far ahead.
   void compute_canonical_positions();
   std::vector<uint32_t> canon_;
+  uint32_t max_lookahead_;
   uint32_t start_rule_ = 0;  // synthetic S ::= root
   uint32_t accept_position_ = 0;
 };

@@ -77,13 +77,12 @@ StatusOr<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(
     levels.push_back(std::move(next));
   }
   info->text_ = TextTokens(info->bytes_, info->sorted_);
-  // The JSON string body (any character but '"', '\\' and controls), with and without a
-  // maxLength count: every JSON schema has it, so it is part of the tokenizer preprocessing.
+  // The JSON string body (any character but '"', '\\' and controls): every JSON schema has it,
+  // so its costly part is tokenizer preprocessing.
   std::array<bool, 128> json_string{};
   for (int b = 0; b < 0x20; ++b) json_string[b] = true;
   json_string['"'] = json_string['\\'] = true;
-  for (int m = -1; m <= TextTokens::kMaxChars; ++m)
-    info->text_selections_.get(info->text_, json_string, true, m);
+  info->text_selections_.prepare(info->text_, json_string);
   // Next-smaller-lcp links, by a monotonic stack from the right.
   const uint32_t n_sorted = static_cast<uint32_t>(info->sorted_.size());
   info->skip_.assign(n_sorted, n_sorted);
@@ -114,6 +113,9 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar,
       grammar_(std::move(grammar)),
       bytes_(grammar_, /*leo=*/true, work_budget),
       work_budget_(work_budget) {
+  // Keys that only look max_lookahead() bytes ahead would merge states a longer token tells
+  // apart (earley_matcher.h).
+  DI_CHECK(info_->max_token_bytes() <= grammar_->max_lookahead());
   last_work_ = bytes_.work();
   budget_exceeded_ = bytes_.out_of_work();
   bytes_.start_work(0);  // each call starts its own budget
@@ -204,15 +206,17 @@ void GrammarMatcher::walk_vocabulary(uint32_t* mask) {
   std::shared_ptr<const TextSelectionCache::Selection> selection;  // alive through the walk
   if (reachable >= kFastPathMinTokens && find_text_run(root, &run)) {
     if (bytes_.out_of_work()) return;  // the run was probed on refused steps: not proven
-    selection = info_->text_selections_.get(info_->text_, run.excluded, run.unicode, run.max_chars);
+    selection = info_->text_selections_.get(info_->text_, run);
     const std::vector<uint64_t>& ids = selection->ids;
     for (size_t w = 0; w < ids.size(); ++w) {
       mask[2 * w] |= static_cast<uint32_t>(ids[w]);
       if (2 * w + 1 < static_cast<size_t>(info_->mask_words()))
         mask[2 * w + 1] |= static_cast<uint32_t>(ids[w] >> 32);
     }
-    fast = selection->positions.data();
+    fast = selection->positions.data();  // accepted, or rejected past a dead end
     ++cache_->fast_walks;
+    if (selection->query.dead_after || selection->query.unicode_dead_after)
+      ++cache_->dead_end_walks;
   }
   walk_tokens(root, fast, mask);
 }
@@ -242,18 +246,15 @@ void GrammarMatcher::learn(int32_t state, uint8_t b, int32_t to) {
   const ByteClasses& classes = grammar_->byte_classes();
   ByteDfa& dfa = cache_->dfa();
   const auto& sets = grammar_->grammar().byte_sets;
-  const bool local = scan_sets_.size() <= kMaxLocalClassSets;
-  auto same = [&](uint8_t c) {
-    for (uint32_t s : scan_sets_) {
-      if (sets[s].test(c) != sets[s].test(b)) return false;
-    }
-    return true;
-  };
+  // The bytes every scanned set treats as it treats b: one 256-bit AND per set (a byte-by-byte
+  // comparison per class was the largest cost of a new state).
+  ByteSet same;
+  same.set();
+  for (uint32_t s : scan_sets_) same &= sets[s].test(b) ? sets[s] : ~sets[s];
   const uint8_t own = classes.of(b);
   for (int c = 0; c < classes.count(); ++c) {
     const auto& members = classes.members(static_cast<uint8_t>(c));
-    if (c != own &&
-        (!local || dfa.next(state, members[0]) != ByteDfa::kUnknown || !same(members[0])))
+    if (c != own && (dfa.next(state, members[0]) != ByteDfa::kUnknown || !same.test(members[0])))
       continue;
     for (uint8_t m : members) dfa.set_next(state, m, to);
   }

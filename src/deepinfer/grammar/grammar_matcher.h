@@ -34,6 +34,8 @@ class TokenizerInfo {
   int32_t mask_words() const { return (vocab_size() + 31) / 32; }
   const std::string& token_bytes(int32_t id) const { return bytes_[id]; }
   bool is_stop(int32_t id) const;
+  // The longest grammar token's bytes: what CompiledGrammar's max_lookahead must cover.
+  uint32_t max_token_bytes() const { return static_cast<uint32_t>(max_token_bytes_); }
 
  private:
   friend class GrammarMatcher;
@@ -96,19 +98,21 @@ class GrammarMatcher {
 
  private:
   void walk_vocabulary(uint32_t* mask);
-  // What the fast path may take as accepted from `root` without walking: text tokens made of
-  // the ASCII bytes not `excluded` (and of any non-ASCII character when `unicode`), of at most
-  // max_chars code points (< 0: any). Proven on the DFA: every such character leads from the
-  // root through a chain of states that treat all of them alike (text_run.cc).
-  struct TextRun {
-    std::array<bool, 128> excluded{};
-    bool unicode = false;
-    int max_chars = 0;
-  };
+  // What the fast path may take as accepted from `root` without walking (TextQuery): text
+  // tokens made of the ASCII bytes not `excluded`, of at most max_chars code points, and, when
+  // `unicode`, those that also have non-ASCII characters, of at most unicode_chars (< 0: any).
+  // Proven on the DFA: every such character leads from the root through a chain of states
+  // that treat all of them alike (text_run.cc). A chain whose states stop taking some
+  // multi-byte character still serves ASCII tokens past that point.
+  using TextRun = TextQuery;
   bool find_text_run(int32_t root, TextRun* run);
+  // No ASCII run byte leads anywhere from `state`, reached by probe_[0, depth); unicode_dead:
+  // nor does any multi-byte character (with run.unicode).
+  bool run_chars_dead(int32_t state, size_t depth, const TextRun& run, bool* unicode_dead);
   // The state's ByteDfa::RunInfo, from the DFA's memo or probed (probe_[0, depth) leads to it);
   // false when the work budget ran out (nothing is kept then).
-  bool analyze_run(int32_t state, size_t depth, ByteDfa::RunInfo* info);
+  // with_unicode: also whether every multi-byte character leads to the target.
+  bool analyze_run(int32_t state, size_t depth, bool with_unicode, ByteDfa::RunInfo* info);
   // Every multi-byte character leads from `state` (reached by probe_[0, depth)) to `target`.
   bool multibyte_chars_lead_to(size_t depth, int32_t state, int32_t target);
   bool multibyte_form_leads_to(const Utf8Form& form, int k, size_t base, int32_t state,
@@ -123,14 +127,13 @@ class GrammarMatcher {
   void hold_at_most(size_t depth);  // roll the Earley matcher back to probe_[0, depth)
   // Records state --b--> to for every byte of b's class (they behave alike, byte_classes.h).
   void learn(int32_t state, uint8_t b, int32_t to);
+  // fast_positions: sorted positions already decided (accepted into the mask by the fast path,
+  // or proven rejected), which the walk skips; nullptr: none.
   void walk_tokens(int32_t root, const uint64_t* fast_positions, uint32_t* mask);
 
   std::shared_ptr<const TokenizerInfo> info_;
   std::shared_ptr<MaskCache> cache_;
-  static constexpr size_t kMaxDfaStates = 4096;  // 1 KiB each
-  // learn() widens a transition to the bytes the state's own scanned sets cannot tell apart,
-  // unless the state scans more sets than this (the comparison would cost more than a step).
-  static constexpr size_t kMaxLocalClassSets = 64;
+  static constexpr size_t kMaxDfaStates = 4096;                     // 1 KiB each
   static constexpr size_t kMaxContinuationWords = size_t{4} << 20;  // 16 MiB of encodings
   static constexpr size_t kFastPathMinTokens = 8192;
   std::vector<uint32_t> key_, dfa_key_;  // scratch for state keys

@@ -6,6 +6,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <memory>
@@ -376,6 +377,71 @@ TEST(GrammarMatcher, TextFastPathMaskEqualsBruteForce) {
   EXPECT_GE(states, 20);
 }
 
+// Near the end of a counted string the chain of counting states ends in a state where no
+// text character is alive: the walk then skips the text tokens longer than the room left
+// instead of stepping each through the chain. Where the chain ends in a state that still takes
+// some of its characters ([a-z]{3} then [a-m]*), those longer tokens must still be walked.
+TEST(GrammarMatcher, TextFastPathSkipsLongerTokensOnlyAtADeadEnd) {
+  auto ti = info();
+  std::mt19937_64 rng(29);
+  auto schema = compile_json_schema_text(R"({"type":"string","maxLength":5})", {});
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  auto bounded = std::make_shared<const CompiledGrammar>(std::move(*schema));
+  int states = 0;
+  {
+    auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
+    for (const char* prefix : {"\"", "\"ab", "\"abcd"})
+      check_masks_on_random_walks(bounded, cache, 1, 1, /*rollbacks=*/false, rng, &states, prefix);
+    EXPECT_GT(cache->dead_end_walks, 0);
+  }
+  {
+    auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
+    check_masks_on_random_walks(regex(R"([^\n]{0,6}\n)"), cache, 1, 1, false, rng, &states);
+    EXPECT_GT(cache->dead_end_walks, 0);
+  }
+  {
+    auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
+    check_masks_on_random_walks(regex("[a-z]{3}[a-m]*!"), cache, 1, 1, false, rng, &states);
+    EXPECT_GT(cache->fast_walks, 0);
+    EXPECT_EQ(cache->dead_end_walks, 0);
+  }
+  EXPECT_EQ(states, 5);
+}
+
+// Where the chain's states stop taking multi-byte characters but still take every ASCII run
+// byte (three of any character, then up to ten ASCII ones), the fast path keeps accepting ASCII
+// tokens past that point and walks the others (a token with a non-ASCII fourth character is
+// rejected; one with a non-ASCII second character is accepted).
+TEST(GrammarMatcher, TextFastPathKeepsAsciiTokensPastItsUnicodePart) {
+  auto ti = info();
+  std::mt19937_64 rng(37);
+  auto g = regex(R"([^\n]{3}[\x00-\x09\x0b-\x7f]{0,10})");
+  auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
+  int states = 0;
+  check_masks_on_random_walks(g, cache, 1, 1, /*rollbacks=*/false, rng, &states);
+  EXPECT_EQ(states, 1);
+  EXPECT_GT(cache->fast_walks, 0);
+  EXPECT_GT(cache->dead_end_walks, 0);  // ASCII tokens over 13 characters are decided too
+  GrammarMatcher m(g, ti, cache);
+  std::vector<uint32_t> mask(ti->mask_words());
+  ASSERT_TRUE(m.fill_next_token_bitmask(mask.data()));
+  int ascii_past = 0, unicode_within = 0, unicode_past = 0;
+  for (int32_t id = 0; id < ti->vocab_size(); ++id) {
+    const std::string& t = ti->token_bytes(id);
+    if (t.size() < 4 || t.find('\n') != std::string::npos) continue;
+    const bool ascii = std::all_of(t.begin(), t.end(), [](char c) { return c > 0; });
+    if (ascii && t.size() <= 13) ascii_past += allowed(mask, id);
+    if (!ascii && t.size() == 4 && static_cast<uint8_t>(t[0]) < 0x80 &&
+        static_cast<uint8_t>(t[1]) >= 0xC2 && static_cast<uint8_t>(t[1]) < 0xE0)
+      unicode_within += allowed(mask, id);  // e.g. " é": 2 characters
+    if (!ascii && t.size() >= 5 && t[0] > 0 && t[1] > 0 && t[2] > 0 && t[3] < 0)
+      unicode_past += allowed(mask, id);  // a non-ASCII fourth character
+  }
+  EXPECT_GT(ascii_past, 1000);
+  EXPECT_GT(unicode_within, 10);
+  EXPECT_EQ(unicode_past, 0);
+}
+
 // Deep inside a long counted string every position is new to the Earley matcher, but the
 // state keys treat positions with more than a token's length of room alike (lookahead_canon.cc),
 // so one cached mask serves them all. Masks there, near the bounds (where they must differ:
@@ -430,6 +496,43 @@ TEST(GrammarMatcher, DeepCountedPositionsShareOneCachedMask) {
   auto quote = tok().token_to_id("\"");
   ASSERT_TRUE(quote.has_value());
   EXPECT_FALSE(allowed(first, *quote));
+}
+
+// Compiled for the tokenizer's own longest token (128 bytes for DeepSeek's, against the
+// default 255), a counted string's positions share a key from that much room on: the 100th
+// and the 150th character of a 300-character maximum hit one cache entry, where the default
+// keys tell them apart. Masks on both sides of the threshold still equal trying every token.
+TEST(GrammarMatcher, TokenizerLookaheadSharesMoreCountedPositionsExactly) {
+  auto ti = info();
+  ASSERT_LT(ti->max_token_bytes(), CompiledGrammar::kMaxLookahead);
+  auto compile = [&](uint32_t lookahead) {
+    auto schema = compile_json_schema_text(R"({"type":"string","maxLength":300})", {});
+    EXPECT_TRUE(schema.ok()) << schema.status().to_string();
+    return std::make_shared<const CompiledGrammar>(std::move(*schema), lookahead);
+  };
+  auto own = compile(ti->max_token_bytes());
+  auto hits_between = [&](const std::shared_ptr<const CompiledGrammar>& g) {
+    auto cache = std::make_shared<MaskCache>(ti->mask_words(), 8 << 20);
+    std::vector<uint32_t> mask(ti->mask_words());
+    for (int n : {100, 150}) {
+      GrammarMatcher m(g, ti, cache);
+      auto ids = tok().encode("\"" + std::string(n, 'a'), false);
+      EXPECT_TRUE(ids.ok());
+      for (int32_t id : *ids) EXPECT_TRUE(m.accept_token(id));
+      EXPECT_TRUE(m.fill_next_token_bitmask(mask.data()));
+    }
+    return cache->hits;
+  };
+  EXPECT_EQ(hits_between(own), 1);
+  EXPECT_EQ(hits_between(compile(CompiledGrammar::kMaxLookahead)), 0);
+  std::mt19937_64 rng(31);
+  auto cache = std::make_shared<MaskCache>(ti->mask_words(), 8 << 20);
+  int states = 0;
+  const int room = static_cast<int>(ti->max_token_bytes());
+  for (int left : {room + 40, room + 2, room + 1, room, room - 1, 3})
+    check_masks_on_random_walks(own, cache, 1, 1, /*rollbacks=*/false, rng, &states,
+                                "\"" + std::string(300 - left, 'b'));
+  EXPECT_EQ(states, 6);
 }
 
 // Uniform random walks over allowed tokens; finished outputs must satisfy an independent

@@ -4,9 +4,9 @@
 // vocabulary walk; with it, all positions with more than a token's length of room left share
 // one key, one DFA state and one cached mask.
 //
-// With L = kMaxLookahead and M = L + 2, two suffixes S and S' are equivalent when for every
-// continuation C the strings of at most L + 1 bytes that are prefixes (or sentences) of S C and
-// S' C agree. Shapes recognized (both as the builders lower counts):
+// With L = max_lookahead() (at most kMaxLookahead) and M = L + 2, two suffixes S and S' are
+// equivalent when for every continuation C the strings of at most L + 1 bytes that are prefixes (or
+// sentences) of S C and S' C agree. Shapes recognized (both as the builders lower counts):
 // - a run of one element x repeated r >= M times inside an alternative: x^r R and x^M R agree,
 //   since such a string consumes at most L + 1 copies of x (each non-empty one takes a byte).
 //   An item waiting on x sees the suffix after it, x^(r-1) R, hence M and not M - 1.
@@ -20,7 +20,7 @@
 namespace deepinfer::grammar {
 
 void CompiledGrammar::compute_canonical_positions() {
-  constexpr uint32_t M = kMaxLookahead + 2;
+  const uint32_t M = max_lookahead_ + 2;
   canon_.resize(positions_.size());
   std::iota(canon_.begin(), canon_.end(), 0u);
   const auto& rules = grammar_.rules;

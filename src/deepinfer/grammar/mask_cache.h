@@ -34,7 +34,8 @@ class MaskCache {
   void clear_all();
   size_t size() const { return keys_.size(); }
   mutable int64_t hits = 0, misses = 0;
-  int64_t fast_walks = 0;  // misses whose walk took the text fast path
+  int64_t fast_walks = 0;      // misses whose walk took the text fast path
+  int64_t dead_end_walks = 0;  // fast walks that also skipped the run's longer text tokens
 
  private:
   int32_t mask_words_;

@@ -71,25 +71,50 @@ bool GrammarMatcher::multibyte_chars_lead_to(size_t depth, int32_t state, int32_
   return true;
 }
 
-bool GrammarMatcher::analyze_run(int32_t state, size_t depth, ByteDfa::RunInfo* info) {
+bool GrammarMatcher::run_chars_dead(int32_t state, size_t depth, const TextRun& run,
+                                    bool* unicode_dead) {
+  *unicode_dead = false;
+  for (int b = 0; b < 128; ++b) {
+    if (!run.excluded[b] && probe_step(state, depth, static_cast<uint8_t>(b)) != ByteDfa::kDead)
+      return false;
+  }
+  if (run.unicode) {
+    // Every multi-byte character starts with one of these; a live lead byte is not proof.
+    bool dead = true;
+    for (const Utf8Form& form : multibyte_utf8_forms()) {
+      for (int b = form.ranges[0].first; b <= form.ranges[0].second && dead; ++b)
+        dead = probe_step(state, depth, static_cast<uint8_t>(b)) == ByteDfa::kDead;
+    }
+    *unicode_dead = dead;
+  }
+  return !bytes_.out_of_work();
+}
+
+bool GrammarMatcher::analyze_run(int32_t state, size_t depth, bool with_unicode,
+                                 ByteDfa::RunInfo* info) {
+  ByteDfa::RunInfo out;
   if (const ByteDfa::RunInfo* known = cache_->dfa().run_info(state)) {
     *info = *known;
-    return true;
+    if (known->unicode_checked || !with_unicode) return true;
+    out = *known;
+  } else {
+    // The state's ASCII transitions; the run is the largest group of bytes sharing a target.
+    std::array<int32_t, 128> to;
+    for (int b = 0; b < 128; ++b) to[b] = probe_step(state, depth, static_cast<uint8_t>(b));
+    if (bytes_.out_of_work()) return false;
+    int best = 0;
+    for (int b = 0; b < 128; ++b) {
+      if (to[b] < 0 || (b > 0 && to[b] == to[b - 1])) continue;
+      const int count = static_cast<int>(std::count(to.begin(), to.end(), to[b]));
+      if (count > best) best = count, out.target = to[b];
+    }
+    for (int b = 0; b < 128; ++b)
+      if (best == 0 || to[b] != out.target) out.excluded[b / 64] |= uint64_t{1} << (b % 64);
   }
-  // The state's ASCII transitions; the run is the largest group of bytes sharing a target.
-  std::array<int32_t, 128> to;
-  for (int b = 0; b < 128; ++b) to[b] = probe_step(state, depth, static_cast<uint8_t>(b));
-  if (bytes_.out_of_work()) return false;
-  ByteDfa::RunInfo out;
-  int best = 0;
-  for (int b = 0; b < 128; ++b) {
-    if (to[b] < 0 || (b > 0 && to[b] == to[b - 1])) continue;
-    const int count = static_cast<int>(std::count(to.begin(), to.end(), to[b]));
-    if (count > best) best = count, out.target = to[b];
+  if (with_unicode) {
+    out.unicode = out.target >= 0 && multibyte_chars_lead_to(depth, state, out.target);
+    out.unicode_checked = true;
   }
-  for (int b = 0; b < 128; ++b)
-    if (best == 0 || to[b] != out.target) out.excluded[b / 64] |= uint64_t{1} << (b % 64);
-  out.unicode = best > 0 && multibyte_chars_lead_to(depth, state, out.target);
   if (bytes_.out_of_work()) return false;
   cache_->dfa().set_run_info(state, out);
   *info = out;
@@ -99,7 +124,7 @@ bool GrammarMatcher::analyze_run(int32_t state, size_t depth, ByteDfa::RunInfo* 
 bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
   held_ = 0;
   ByteDfa::RunInfo at_root;
-  if (!analyze_run(root, 0, &at_root) || at_root.target < 0) {
+  if (!analyze_run(root, 0, /*with_unicode=*/true, &at_root) || at_root.target < 0) {
     hold_at_most(0);
     return false;
   }
@@ -115,15 +140,20 @@ bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
     hold_at_most(0);
     return false;
   }
-  // Follow the chain root -> target -> ...: each state must send every run byte (and, with
-  // unicode, every multi-byte character) to one common next state. A token of m characters
-  // is then accepted if the first m states of the chain pass; a cycle passes for any m.
+  // Follow the chain root -> target -> ...: each state must send every run byte (and, while
+  // unicode holds, every multi-byte character) to one common next state. A token of m
+  // characters is then accepted if the first m states of the chain pass (with a non-ASCII
+  // character: the first m of the unicode part); a cycle passes for any m.
   std::vector<int32_t> chain = {root};
   int32_t cur = target;
-  run->max_chars = -1;
+  run->max_chars = run->unicode_chars = -1;
+  run->dead_after = run->unicode_dead_after = false;
+  bool unicode_open = run->unicode;  // multi-byte characters follow the chain so far
   while (std::find(chain.begin(), chain.end(), cur) == chain.end()) {
-    if (static_cast<int>(chain.size()) >= TextTokens::kMaxChars) {
+    const int d = static_cast<int>(chain.size());
+    if (d >= TextTokens::kMaxChars) {
       run->max_chars = TextTokens::kMaxChars;
+      if (unicode_open) run->unicode_chars = d;
       break;
     }
     probe_set(chain.size() - 1, rep);
@@ -131,15 +161,16 @@ bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
     // Usually the run's bytes are within cur's own largest group (its memoized analysis);
     // otherwise they are checked one by one.
     int32_t next = ByteDfa::kDead;
-    bool uniform = false;
+    bool uniform = false, analysed = false;
     ByteDfa::RunInfo here;
-    if (analyze_run(cur, depth, &here) && here.target >= 0 && (!run->unicode || here.unicode)) {
+    if (analyze_run(cur, depth, unicode_open, &here) && here.target >= 0) {
       uniform = true;
       for (int w = 0; w < 2; ++w) {
         const uint64_t in_run = ~at_root.excluded[w];
         uniform = uniform && (in_run & here.excluded[w]) == 0;
       }
       next = here.target;
+      analysed = uniform;
     }
     if (!uniform && !bytes_.out_of_work()) {
       next = probe_step(cur, depth, rep);
@@ -147,11 +178,20 @@ bool GrammarMatcher::find_text_run(int32_t root, TextRun* run) {
       for (int b = 0; b < 128 && uniform; ++b) {
         if (!run->excluded[b]) uniform = probe_step(cur, depth, static_cast<uint8_t>(b)) == next;
       }
-      if (uniform && run->unicode) uniform = multibyte_chars_lead_to(depth, cur, next);
     }
     if (!uniform) {
-      run->max_chars = static_cast<int>(chain.size());
+      run->max_chars = d;
+      if (unicode_open) run->unicode_chars = d;
+      bool unicode_dead = false;
+      run->dead_after = !bytes_.out_of_work() && run_chars_dead(cur, depth, *run, &unicode_dead);
+      // Longer tokens with non-ASCII characters are rejected only if those characters were
+      // proven to follow the whole chain.
+      run->unicode_dead_after = run->dead_after && unicode_open && unicode_dead;
       break;
+    }
+    if (unicode_open && !(analysed ? here.unicode : multibyte_chars_lead_to(depth, cur, next))) {
+      run->unicode_chars = d;  // non-ASCII characters from here on go elsewhere: walked
+      unicode_open = false;
     }
     chain.push_back(cur);
     cur = next;

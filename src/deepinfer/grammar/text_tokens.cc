@@ -93,51 +93,93 @@ TextTokens::TextTokens(const std::vector<std::string>& bytes, const std::vector<
   }
 }
 
-void TextTokens::select_space(const std::vector<uint64_t>& text,
-                              const std::vector<uint64_t>& has_byte,
-                              const std::vector<uint64_t>& nonascii,
-                              const std::vector<uint64_t>& longer, size_t words,
-                              const std::array<bool, 128>& excluded, bool unicode, int max_chars,
-                              std::vector<uint64_t>* out) const {
-  out->assign(text.begin(), text.end());
-  uint64_t* o = out->data();
-  for (int b = 0; b < 128; ++b) {
-    if (!excluded[b] || !byte_used_[b]) continue;
-    const uint64_t* h = has_byte.data() + b * words;
-    for (size_t w = 0; w < words; ++w) o[w] &= ~h[w];
-  }
-  if (!unicode) {
-    for (size_t w = 0; w < words; ++w) o[w] &= ~nonascii[w];
-  }
-  if (max_chars >= 0) {
-    const uint64_t* l = longer.data() + std::min(max_chars, kMaxChars) * words;
-    for (size_t w = 0; w < words; ++w) o[w] &= ~l[w];
-  }
+void TextTokens::base(const std::array<bool, 128>& excluded, Base* out) const {
+  out->excluded = excluded;
+  auto space = [&](const std::vector<uint64_t>& text, const std::vector<uint64_t>& has_byte,
+                   const std::vector<uint64_t>& nonascii, size_t words,
+                   std::vector<uint64_t>* ascii, std::vector<uint64_t>* unicode) {
+    std::vector<uint64_t> all(text);
+    for (int b = 0; b < 128; ++b) {
+      if (!excluded[b] || !byte_used_[b]) continue;
+      const uint64_t* h = has_byte.data() + b * words;
+      for (size_t w = 0; w < words; ++w) all[w] &= ~h[w];
+    }
+    ascii->resize(words);
+    unicode->resize(words);
+    for (size_t w = 0; w < words; ++w) {
+      (*ascii)[w] = all[w] & ~nonascii[w];
+      (*unicode)[w] = all[w] & nonascii[w];
+    }
+  };
+  space(text_id_, has_byte_id_, nonascii_id_, id_words_, &out->ascii_id, &out->unicode_id);
+  space(text_pos_, has_byte_pos_, nonascii_pos_, pos_words_, &out->ascii_pos, &out->unicode_pos);
 }
 
-void TextTokens::select(const std::array<bool, 128>& excluded, bool unicode, int max_chars,
-                        std::vector<uint64_t>* ids, std::vector<uint64_t>* positions) const {
-  select_space(text_id_, has_byte_id_, nonascii_id_, longer_id_, id_words_, excluded, unicode,
-               max_chars, ids);
-  select_space(text_pos_, has_byte_pos_, nonascii_pos_, longer_pos_, pos_words_, excluded, unicode,
-               max_chars, positions);
+void TextTokens::select(const Base& base, const TextQuery& q, std::vector<uint64_t>* ids,
+                        std::vector<uint64_t>* positions) const {
+  auto space = [&](const std::vector<uint64_t>& ascii, const std::vector<uint64_t>& unicode,
+                   const std::vector<uint64_t>& longer, size_t words, bool decided,
+                   std::vector<uint64_t>* out) {
+    // Tokens of at most `chars` code points: all of them (< 0), or those not longer.
+    auto upto = [&](int chars) -> const uint64_t* {
+      return chars < 0 ? nullptr : longer.data() + std::min(chars, kMaxChars) * words;
+    };
+    const uint64_t* ascii_over = upto(q.max_chars);
+    const uint64_t* unicode_over = upto(q.unicode_chars);
+    out->resize(words);
+    for (size_t w = 0; w < words; ++w) {
+      const uint64_t a = ascii[w], u = q.unicode ? unicode[w] : 0;
+      uint64_t o =
+          (ascii_over ? a & ~ascii_over[w] : a) | (unicode_over ? u & ~unicode_over[w] : u);
+      if (decided && ascii_over) {
+        if (q.dead_after) o |= a & ascii_over[w];
+        if (q.unicode_dead_after) o |= u & ascii_over[w];
+      }
+      (*out)[w] = o;
+    }
+  };
+  space(base.ascii_id, base.unicode_id, longer_id_, id_words_, false, ids);
+  space(base.ascii_pos, base.unicode_pos, longer_pos_, pos_words_, true, positions);
 }
 
-std::shared_ptr<const TextSelectionCache::Selection> TextSelectionCache::get(
-    const TextTokens& text, const std::array<bool, 128>& excluded, bool unicode,
-    int max_chars) const {
-  max_chars = max_chars < 0 ? -1 : std::min(max_chars, TextTokens::kMaxChars);
+std::shared_ptr<const TextTokens::Base> TextSelectionCache::base_for(
+    const TextTokens& text, const std::array<bool, 128>& excluded) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& b : bases_) {
+      if (b->excluded == excluded) return b;
+    }
+  }
+  auto b = std::make_shared<TextTokens::Base>();
+  text.base(excluded, b.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bases_.size() >= kMaxBases) bases_.erase(bases_.begin());  // holders keep theirs alive
+  bases_.push_back(b);
+  return b;
+}
+
+void TextSelectionCache::prepare(const TextTokens& text,
+                                 const std::array<bool, 128>& excluded) const {
+  base_for(text, excluded);
+}
+
+std::shared_ptr<const TextSelectionCache::Selection> TextSelectionCache::get(const TextTokens& text,
+                                                                             TextQuery q) const {
+  auto norm = [](int chars) { return chars < 0 ? -1 : std::min(chars, TextTokens::kMaxChars); };
+  q.max_chars = norm(q.max_chars);
+  q.unicode_chars = q.unicode ? norm(q.unicode_chars) : 0;
+  q.dead_after = q.dead_after && q.max_chars >= 0;
+  q.unicode_dead_after = q.unicode_dead_after && q.unicode && q.max_chars >= 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& e : entries_) {
-      if (e->unicode == unicode && e->max_chars == max_chars && e->excluded == excluded) return e;
+      if (e->query == q) return e;
     }
   }
+  auto base = base_for(text, q.excluded);
   auto e = std::make_shared<Selection>();
-  e->excluded = excluded;
-  e->unicode = unicode;
-  e->max_chars = max_chars;
-  text.select(excluded, unicode, max_chars, &e->ids, &e->positions);
+  e->query = q;
+  text.select(*base, q, &e->ids, &e->positions);
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.size() >= kMaxEntries) entries_.clear();  // holders keep theirs alive
   entries_.push_back(e);

@@ -21,10 +21,26 @@ struct Utf8Form {
 // The eight multi-byte forms (2-, 3- and 4-byte; ASCII is handled byte by byte).
 const std::vector<Utf8Form>& multibyte_utf8_forms();
 
+// What the mask fast path takes from the index (grammar_matcher.h, TextRun): text tokens of
+// the ASCII bytes not `excluded` with at most max_chars code points, and, when `unicode`, those
+// that also have non-ASCII characters with at most unicode_chars (< 0: any; unicode_chars <=
+// max_chars when both are limits). dead_after: every ASCII run byte is dead after max_chars
+// characters, so longer ASCII run tokens are rejected; unicode_dead_after: so are longer
+// tokens with non-ASCII characters (their characters were proven along the whole chain).
+struct TextQuery {
+  std::array<bool, 128> excluded{};
+  bool unicode = false;
+  int max_chars = 0;
+  int unicode_chars = 0;
+  bool dead_after = false;
+  bool unicode_dead_after = false;
+  bool operator==(const TextQuery&) const = default;
+};
+
 class TextTokens {
  public:
-  // Tokens longer than this many code points are never on the fast path (56 of the 128k
-  // DeepSeek tokens), which bounds the chain of counting states the proof has to follow.
+  // Tokens longer than this many code points are never accepted by the fast path (56 of the
+  // 128k DeepSeek tokens), which bounds the chain of counting states the proof has to follow.
   static constexpr int kMaxChars = 32;
 
   TextTokens() = default;
@@ -34,18 +50,20 @@ class TextTokens {
   // Words of 64 bits: over ids (vocabulary size) and over sorted positions.
   size_t id_words() const { return id_words_; }
   size_t pos_words() const { return pos_words_; }
-  // The set of text tokens containing none of `excluded` ASCII bytes, with no non-ASCII
-  // character unless `unicode`, and with at most `max_chars` code points (< 0: no limit).
-  // Written over ids to `ids` and over sorted positions to `positions`.
-  void select(const std::array<bool, 128>& excluded, bool unicode, int max_chars,
-              std::vector<uint64_t>* ids, std::vector<uint64_t>* positions) const;
+  // The text tokens containing none of `excluded` ASCII bytes, all-ASCII ones and those with a
+  // non-ASCII character apart, in both spaces: the costly part of a selection (one pass per
+  // excluded byte), shared by every query with those bytes.
+  struct Base {
+    std::array<bool, 128> excluded{};
+    std::vector<uint64_t> ascii_id, ascii_pos, unicode_id, unicode_pos;
+  };
+  void base(const std::array<bool, 128>& excluded, Base* out) const;
+  // One pass over `base`: the accepted tokens over ids, and the decided ones (accepted, or
+  // rejected by dead_after / unicode_dead_after) over sorted positions.
+  void select(const Base& base, const TextQuery& q, std::vector<uint64_t>* ids,
+              std::vector<uint64_t>* positions) const;
 
  private:
-  void select_space(const std::vector<uint64_t>& text, const std::vector<uint64_t>& has_byte,
-                    const std::vector<uint64_t>& nonascii, const std::vector<uint64_t>& longer,
-                    size_t words, const std::array<bool, 128>& excluded, bool unicode,
-                    int max_chars, std::vector<uint64_t>* out) const;
-
   size_t id_words_ = 0, pos_words_ = 0;
   std::array<bool, 128> byte_used_{};  // some text token contains the ASCII byte
   // Each in both spaces; has_byte_ and longer_ are [key][words].
@@ -57,23 +75,28 @@ class TextTokens {
 
 // TextTokens::select results, remembered per query and shared by every grammar and thread
 // using the tokenizer: the same few runs recur (every JSON string body is one run; a maxLength
-// string adds one per remaining count up to kMaxChars), and a selection costs up to a few
-// hundred microseconds of bitset work over the whole vocabulary.
+// string adds one per remaining count up to kMaxChars). A Base costs up to a few hundred
+// microseconds of bitset work over the whole vocabulary and is kept per excluded set; a query
+// on it costs a few.
 class TextSelectionCache {
  public:
   struct Selection {
-    std::array<bool, 128> excluded;
-    bool unicode;
-    int max_chars;
+    TextQuery query;
     std::vector<uint64_t> ids, positions;
   };
-  std::shared_ptr<const Selection> get(const TextTokens& text,
-                                       const std::array<bool, 128>& excluded, bool unicode,
-                                       int max_chars) const;
+  // The query is normalized first (limits above kMaxChars are kMaxChars, flags that cannot
+  // apply are cleared), so equal selections share one entry.
+  std::shared_ptr<const Selection> get(const TextTokens& text, TextQuery q) const;
+  // Computes the Base of `excluded` ahead of use (tokenizer preprocessing).
+  void prepare(const TextTokens& text, const std::array<bool, 128>& excluded) const;
 
  private:
-  static constexpr size_t kMaxEntries = 256;  // 32 KiB each with a 128k vocabulary
+  std::shared_ptr<const TextTokens::Base> base_for(const TextTokens& text,
+                                                   const std::array<bool, 128>& excluded) const;
+  static constexpr size_t kMaxBases = 16;     // 64 KiB each with a 128k vocabulary
+  static constexpr size_t kMaxEntries = 256;  // 32 KiB each
   mutable std::mutex mu_;
+  mutable std::vector<std::shared_ptr<const TextTokens::Base>> bases_;
   mutable std::vector<std::shared_ptr<const Selection>> entries_;
 };
 
