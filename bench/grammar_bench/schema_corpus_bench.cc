@@ -174,10 +174,26 @@ Walk walk(const std::shared_ptr<const CompiledGrammar>& g,
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: schema_corpus_bench [--corpus DIR] [--tokenizer DIR] [--walks N] [--max-tokens N]\n"
+    "         [--seed N] [--item-budget-s S] [--workdir DIR] [--only SUBSTR] [--validate 0|1]\n"
+    "         [--python PATH] [--list-errors 0|1] [--slow-log PATH]\n"
+    "Compiles every schema of the corpus, walks each with random allowed tokens, validates the\n"
+    "finished walks with python3-jsonschema and prints coverage, soundness and mask times.\n";
+
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n%s", k.c_str(), kUsage);
+      return 2;
+    }
+    std::string v = argv[i + 1];
     if (k == "--corpus")
       a.corpus = v;
     else if (k == "--tokenizer")
@@ -203,7 +219,7 @@ int main(int argc, char** argv) {
     else if (k == "--slow-log")
       a.slow_log = v;
     else {
-      std::fprintf(stderr, "unknown flag %s\n", k.c_str());
+      std::fprintf(stderr, "unknown flag %s\n%s", k.c_str(), kUsage);
       return 2;
     }
   }
