@@ -76,7 +76,8 @@ int run_make_tiny_model(int argc, char** argv) {
              "34 GB (32 GiB), 4 GiB shards. v4-flash-full: all 43 layers (spec §2.1 schedule, "
              "MTP), about "
              "149 GiB (160 GB) on disk: it needs that much free space, e.g. the nvidia-h200-x4 or "
-             "-x8 machines (235 GiB disk), not the single-GPU one (64 GiB) nor -x2 (128 GiB); "
+             "-x8 machines (235 GiB disk), not the single-GPU one (64 GiB) nor -x2's disk (128 "
+             "GiB; its /dev/shm may do: docs/v4_flash_full_model.md); "
              "it checks before writing. Both stream: each tensor is made from (seed, name, "
              "shape) alone on every core and written shard by shard (two 4 GiB shards in memory "
              "at most), so both share embed, head and layers 0-7 bit for bit for one seed. "
@@ -96,6 +97,12 @@ int run_make_tiny_model(int argc, char** argv) {
   app.add_flag("--streamed", o.streamed,
                "V4: make each tensor from (seed, name, shape) in parallel and write shard by "
                "shard (always on for the v4-flash presets; other presets then get other values)");
+  size_t shard_mib = o.max_shard_bytes >> 20;
+  app.add_option("--shard-size-mib", shard_mib,
+                 "largest shard in MiB (the v4-flash presets: at least 4096); streamed writes "
+                 "make one shard's tensors in parallel, so large models want large shards")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   bool dry_run = false;
   app.add_flag("--dry-run", dry_run,
                "V4: print the tensor count, bytes and shard count without writing anything");
@@ -105,6 +112,7 @@ int run_make_tiny_model(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  o.max_shard_bytes = shard_mib << 20;
   deepinfer::StatusOr<ModelFamily> family = family_of(o);
   if (family.ok() && *family == ModelFamily::kDeepseekV41 && (dry_run || o.streamed)) {
     std::cerr << "deepinfer make-tiny-model: --dry-run and --streamed are for deepseek_v4 models\n";
