@@ -21,6 +21,7 @@ CompiledGrammar::CompiledGrammar(Grammar g, uint32_t max_lookahead)
   }
   accept_position_ = rule_starts_[start_rule_][0] + 1;
   compute_canonical_positions();
+  find_char_rules();
   // Nullable fixpoint.
   nullable_.assign(grammar_.rules.size(), false);
   for (bool changed = true; changed;) {

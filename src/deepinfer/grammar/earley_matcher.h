@@ -51,6 +51,12 @@ class CompiledGrammar {
   // optionals (x{0,10000}) every position looks the same that far ahead.
   void compute_canonical_positions();
   std::vector<uint32_t> canon_;
+  // Char rules (char_rules.cc): rules that read exactly one character, any multi-byte one
+  // included. char_start_[position]: the position starts an alternative of one;
+  // char_single_[rule]: the ASCII bytes only its one-byte alternatives read.
+  void find_char_rules();
+  std::vector<uint8_t> char_start_;
+  std::vector<ByteSet> char_single_;
   uint32_t max_lookahead_;
   uint32_t start_rule_ = 0;  // synthetic S ::= root
   uint32_t accept_position_ = 0;
@@ -73,6 +79,9 @@ class EarleyMatcher {
   bool is_terminated() const { return can_terminate() && !allowed_bytes().any(); }
   // Bytes that accept_byte would take now.
   ByteSet allowed_bytes() const;
+  // Proven from the current set's items (char_rules.cc): every well-formed multi-byte
+  // character leads to the state the ASCII byte b leads to. False: not proven (probe them).
+  bool multibyte_chars_follow(uint8_t b) const;
   // The byte sets (indices into the grammar's byte_sets) the current set's items scan, each
   // once. The next set after byte b depends only on which of them hold b.
   void scanned_sets(std::vector<uint32_t>* out) const;

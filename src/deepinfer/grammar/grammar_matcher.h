@@ -125,6 +125,7 @@ class GrammarMatcher {
   int32_t earley_step(int32_t state, uint8_t b);
   void probe_set(size_t depth, uint8_t b);
   void hold_at_most(size_t depth);  // roll the Earley matcher back to probe_[0, depth)
+  bool hold_exactly(size_t depth);  // ... or forward to it; false when out of work
   // Records state --b--> to for every byte of b's class (they behave alike, byte_classes.h).
   void learn(int32_t state, uint8_t b, int32_t to);
   // fast_positions: sorted positions already decided (accepted into the mask by the fast path,

@@ -193,6 +193,25 @@ TEST(EarleyMatcher, RollbackRestoresState) {
 
 // ---------------------------------------------------------------- regex
 
+// The char-rule proof (char_rules.cc) holds where one rule reading any character is all that
+// scans an ASCII byte and the multi-byte leads, and is refused otherwise: a class short of some
+// characters, a second rule reading the byte, a byte that also starts an escape.
+TEST(EarleyMatcher, MultibyteCharsFollowOnlyWhereOneCharRuleReadsThem) {
+  auto follows = [](const std::string& pattern, const std::string& prefix, uint8_t b) {
+    EarleyMatcher m(compile_regex(pattern));
+    EXPECT_TRUE(m.accept_bytes(prefix)) << pattern;
+    return m.multibyte_chars_follow(b);
+  };
+  EXPECT_TRUE(follows(R"("[^"\n]*")", "\"", 'a'));
+  EXPECT_TRUE(follows(R"("[^"\n]{0,5}")", "\"ab", 'z'));
+  EXPECT_TRUE(follows(R"(.{3}x)", "", '!'));
+  EXPECT_FALSE(follows(R"("[^"\n\u00e9]*")", "\"", 'a'));  // no e-acute
+  EXPECT_FALSE(follows(R"("[a-z\u00e0-\u00ff]*")", "\"", 'a'));
+  EXPECT_FALSE(follows(R"([^\n]*|ab)", "", 'a'));  // 'a' also starts "ab"
+  EXPECT_TRUE(follows(R"([^\n]*|ab)", "", 'b'));
+  EXPECT_FALSE(follows(R"([^\n]*)", "", '\n'));  // not read at all
+}
+
 TEST(RegexParse, Errors) {
   struct Case {
     const char* pattern;

@@ -28,15 +28,20 @@ void GrammarMatcher::probe_set(size_t depth, uint8_t b) {
   probe_[depth] = b;
 }
 
-int32_t GrammarMatcher::probe_step(int32_t state, size_t depth, uint8_t b) {
-  const int32_t known = cache_->dfa().next(state, b);
-  if (known != ByteDfa::kUnknown) return known;
+bool GrammarMatcher::hold_exactly(size_t depth) {
   hold_at_most(depth);
   for (; held_ < depth; ++held_) {
     bool ok = bytes_.accept_byte(probe_[held_]);
-    if (!ok && bytes_.out_of_work()) return ByteDfa::kDead;  // the caller discards the mask
-    DI_CHECK(ok);  // the probe path is made of live transitions
+    if (!ok && bytes_.out_of_work()) return false;  // the caller discards the mask
+    DI_CHECK(ok);                                   // the probe path is made of live transitions
   }
+  return true;
+}
+
+int32_t GrammarMatcher::probe_step(int32_t state, size_t depth, uint8_t b) {
+  const int32_t known = cache_->dfa().next(state, b);
+  if (known != ByteDfa::kUnknown) return known;
+  if (!hold_exactly(depth)) return ByteDfa::kDead;
   const int32_t t = earley_step(state, b);
   if (t != ByteDfa::kDead) bytes_.rollback_bytes(1);
   return t;
@@ -112,7 +117,13 @@ bool GrammarMatcher::analyze_run(int32_t state, size_t depth, bool with_unicode,
       if (best == 0 || to[b] != out.target) out.excluded[b / 64] |= uint64_t{1} << (b % 64);
   }
   if (with_unicode) {
-    out.unicode = out.target >= 0 && multibyte_chars_lead_to(depth, state, out.target);
+    // Read off the Earley set where it can be (char_rules.cc), else probed form by form.
+    int b = 0;
+    while (b < 128 && ((out.excluded[b / 64] >> (b % 64)) & 1)) ++b;
+    out.unicode =
+        out.target >= 0 &&
+        ((hold_exactly(depth) && bytes_.multibyte_chars_follow(static_cast<uint8_t>(b))) ||
+         multibyte_chars_lead_to(depth, state, out.target));
     out.unicode_checked = true;
   }
   if (bytes_.out_of_work()) return false;
