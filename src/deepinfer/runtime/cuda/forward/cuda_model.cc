@@ -18,6 +18,7 @@
 #include "deepinfer/runtime/cuda/forward/decode_graphs.h"
 #include "deepinfer/runtime/cuda/forward/forward_context.h"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
+#include "deepinfer/runtime/cuda/forward/page_pool.h"
 #include "deepinfer/runtime/cuda/forward/paged_state.h"
 #include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
 #include "deepinfer/runtime/cuda/forward/pool_sizing.h"
@@ -268,33 +269,11 @@ struct CudaModel::Impl {
     return ok_status();
   }
 
-  Status check_page(int64_t id, const char* what) const {
-    if (id < 0 || id >= state->num_pages())
-      return out_of_range(std::string(what) + " page " + std::to_string(id) +
-                          " is outside the pool of " + std::to_string(state->num_pages()) +
-                          " pages");
-    return ok_status();
+  PagePool pool() const {
+    return page_pool(state->page(0), state->layout(), state->num_pages(), state->max_token_pages());
   }
-
-  // The sequence's pages exist and cover its positions after n more tokens.
   Status check_sequence(const PagedSequence& seq, int64_t n) const {
-    if (seq.num_tokens < 0 || seq.num_tokens + n > options.max_tokens)
-      return out_of_range(std::to_string(seq.num_tokens + n) +
-                          " positions exceed CudaModelOptions.max_tokens (" +
-                          std::to_string(options.max_tokens) + ")");
-    const int64_t pt = state->layout().page_tokens();
-    const int64_t need = (seq.num_tokens + n + pt - 1) / pt;
-    if (seq.num_token_pages < need || seq.num_token_pages > state->max_token_pages())
-      return invalid_argument("a block table of " + std::to_string(seq.num_token_pages) +
-                              " pages for " + std::to_string(seq.num_tokens + n) +
-                              " positions (pages of " + std::to_string(pt) +
-                              " tokens: " + std::to_string(need) + " to " +
-                              std::to_string(state->max_token_pages()) + ")");
-    for (int64_t k = 0; k < state->layout().constant_pages(); ++k)
-      RETURN_IF_ERROR(check_page(seq.constant_pages[k], "constant"));
-    for (int64_t k = 0; k < seq.num_token_pages; ++k)
-      RETURN_IF_ERROR(check_page(seq.token_pages[k], "token"));
-    return ok_status();
+    return cuda::check_sequence(pool(), seq, n, options.max_tokens);
   }
 
   // out: host memory for (all_logits ? n : 1) x vocab floats, or null.
@@ -579,51 +558,14 @@ Status CudaModel::decode_paged(const PagedSequence* seqs, const int32_t* ids, in
   return impl_->decode(seqs, ids, count, logits, greedy);
 }
 
-namespace {
-
-Status copy_status(cudaError_t e, const std::string& what) {
-  if (e == cudaSuccess) return ok_status();
-  return internal_error(what + ": " + cudaGetErrorString(e));
-}
-
-}  // namespace
-
 Status CudaModel::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {
-  Impl& m = *impl_;
-  for (int64_t i = 0; i < n; ++i) {
-    RETURN_IF_ERROR(m.check_page(from[i], "copy source"));
-    RETURN_IF_ERROR(m.check_page(to[i], "copy destination"));
-  }
-  cudaError_t e = cudaSuccess;
-  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    if (from[i] != to[i])
-      e = cudaMemcpyAsync(m.state->page(to[i]), m.state->page(from[i]), m.state->page_bytes(),
-                          cudaMemcpyDeviceToDevice, m.stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(m.stream);
-  return copy_status(e, "copying pages");
+  return cuda::copy_pages(impl_->pool(), from, to, n, impl_->stream);
 }
-
 Status CudaModel::read_pages(const int32_t* pages, int64_t n, void* dst) {
-  Impl& m = *impl_;
-  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(m.check_page(pages[i], "read"));
-  // Every forward and decode call ends with its stream synchronized, so the state is final.
-  char* out = static_cast<char*>(dst);
-  const int64_t pb = m.state->page_bytes();
-  cudaError_t e = cudaSuccess;
-  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    e = cudaMemcpy(out + i * pb, m.state->page(pages[i]), pb, cudaMemcpyDeviceToHost);
-  return copy_status(e, "reading pages");
+  return cuda::read_pages(impl_->pool(), pages, n, dst);
 }
-
 Status CudaModel::write_pages(const int32_t* pages, int64_t n, const void* src) {
-  Impl& m = *impl_;
-  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(m.check_page(pages[i], "write"));
-  const char* in = static_cast<const char*>(src);
-  const int64_t pb = m.state->page_bytes();
-  cudaError_t e = cudaSuccess;
-  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    e = cudaMemcpy(m.state->page(pages[i]), in + i * pb, pb, cudaMemcpyHostToDevice);
-  return copy_status(e, "writing pages");
+  return cuda::write_pages(impl_->pool(), pages, n, src);
 }
 
 Status CudaModel::copy_sequence(int from, int to) {

@@ -16,6 +16,7 @@
 #include "deepinfer/model/deepseek_v41/engram.h"
 #include "deepinfer/model/model_family.h"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
+#include "deepinfer/runtime/cuda/forward/page_pool.h"
 #include "deepinfer/runtime/cuda/forward/pool_sizing.h"
 #include "deepinfer/runtime/cuda/forward_v41/v41_forward.h"
 
@@ -53,11 +54,6 @@ int min_compress_ratio(const v41::Config& c) {
     if (c.compress_ratio(l) > 0)
       r = r == 0 ? c.compress_ratio(l) : std::min(r, c.compress_ratio(l));
   return r;
-}
-
-Status copy_status(cudaError_t e, const std::string& what) {
-  if (e == cudaSuccess) return ok_status();
-  return internal_error(what + ": " + cudaGetErrorString(e));
 }
 
 }  // namespace
@@ -332,32 +328,11 @@ struct CudaV41Model::Impl {
     return ok_status();
   }
 
-  Status check_page(int64_t id, const char* what) const {
-    if (id < 0 || id >= state->num_pages())
-      return out_of_range(std::string(what) + " page " + std::to_string(id) +
-                          " is outside the pool of " + std::to_string(state->num_pages()) +
-                          " pages");
-    return ok_status();
+  PagePool pool() const {
+    return page_pool(state->page(0), state->layout(), state->num_pages(), state->max_token_pages());
   }
-
   Status check_sequence(const PagedSequence& seq, int64_t n) const {
-    if (seq.num_tokens < 0 || seq.num_tokens + n > options.max_tokens)
-      return out_of_range(std::to_string(seq.num_tokens + n) +
-                          " positions exceed CudaModelOptions.max_tokens (" +
-                          std::to_string(options.max_tokens) + ")");
-    const int64_t pt = state->layout().page_tokens();
-    const int64_t need = (seq.num_tokens + n + pt - 1) / pt;
-    if (seq.num_token_pages < need || seq.num_token_pages > state->max_token_pages())
-      return invalid_argument("a block table of " + std::to_string(seq.num_token_pages) +
-                              " pages for " + std::to_string(seq.num_tokens + n) +
-                              " positions (pages of " + std::to_string(pt) +
-                              " tokens: " + std::to_string(need) + " to " +
-                              std::to_string(state->max_token_pages()) + ")");
-    for (int64_t k = 0; k < state->layout().constant_pages(); ++k)
-      RETURN_IF_ERROR(check_page(seq.constant_pages[k], "constant"));
-    for (int64_t k = 0; k < seq.num_token_pages; ++k)
-      RETURN_IF_ERROR(check_page(seq.token_pages[k], "token"));
-    return ok_status();
+    return cuda::check_sequence(pool(), seq, n, options.max_tokens);
   }
 
   Status forward(const PagedSequence& in, const int32_t* ids, int64_t n, bool all_logits,
@@ -524,40 +499,13 @@ Status CudaV41Model::decode_paged(const PagedSequence* seqs, const int32_t* ids,
 }
 
 Status CudaV41Model::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {
-  Impl& m = *impl_;
-  for (int64_t i = 0; i < n; ++i) {
-    RETURN_IF_ERROR(m.check_page(from[i], "copy source"));
-    RETURN_IF_ERROR(m.check_page(to[i], "copy destination"));
-  }
-  cudaError_t e = cudaSuccess;
-  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    if (from[i] != to[i])
-      e = cudaMemcpyAsync(m.state->page(to[i]), m.state->page(from[i]), m.state->page_bytes(),
-                          cudaMemcpyDeviceToDevice, m.stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(m.stream);
-  return copy_status(e, "copying pages");
+  return cuda::copy_pages(impl_->pool(), from, to, n, impl_->stream);
 }
-
 Status CudaV41Model::read_pages(const int32_t* pages, int64_t n, void* dst) {
-  Impl& m = *impl_;
-  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(m.check_page(pages[i], "read"));
-  char* out = static_cast<char*>(dst);
-  const int64_t pb = m.state->page_bytes();
-  cudaError_t e = cudaSuccess;
-  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    e = cudaMemcpy(out + i * pb, m.state->page(pages[i]), pb, cudaMemcpyDeviceToHost);
-  return copy_status(e, "reading pages");
+  return cuda::read_pages(impl_->pool(), pages, n, dst);
 }
-
 Status CudaV41Model::write_pages(const int32_t* pages, int64_t n, const void* src) {
-  Impl& m = *impl_;
-  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(m.check_page(pages[i], "write"));
-  const char* in = static_cast<const char*>(src);
-  const int64_t pb = m.state->page_bytes();
-  cudaError_t e = cudaSuccess;
-  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    e = cudaMemcpy(m.state->page(pages[i]), in + i * pb, pb, cudaMemcpyHostToDevice);
-  return copy_status(e, "writing pages");
+  return cuda::write_pages(impl_->pool(), pages, n, src);
 }
 
 void CudaV41Model::set_trace(std::vector<double>* gaps) {

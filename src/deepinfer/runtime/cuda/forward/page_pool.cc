@@ -1,0 +1,79 @@
+#include "deepinfer/runtime/cuda/forward/page_pool.h"
+
+#include <string>
+
+namespace deepinfer::cuda {
+namespace {
+
+Status copy_status(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return ok_status();
+  return internal_error(what + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+Status check_page(const PagePool& p, int64_t id, const char* what) {
+  if (id < 0 || id >= p.num_pages)
+    return out_of_range(std::string(what) + " page " + std::to_string(id) +
+                        " is outside the pool of " + std::to_string(p.num_pages) + " pages");
+  return ok_status();
+}
+
+Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n,
+                      int64_t max_tokens) {
+  if (seq.num_tokens < 0 || seq.num_tokens + n > max_tokens)
+    return out_of_range(std::to_string(seq.num_tokens + n) +
+                        " positions exceed CudaModelOptions.max_tokens (" +
+                        std::to_string(max_tokens) + ")");
+  const int64_t pt = p.page_tokens;
+  const int64_t need = (seq.num_tokens + n + pt - 1) / pt;
+  if (seq.num_token_pages < need || seq.num_token_pages > p.max_token_pages)
+    return invalid_argument("a block table of " + std::to_string(seq.num_token_pages) +
+                            " pages for " + std::to_string(seq.num_tokens + n) +
+                            " positions (pages of " + std::to_string(pt) +
+                            " tokens: " + std::to_string(need) + " to " +
+                            std::to_string(p.max_token_pages) + ")");
+  for (int64_t k = 0; k < p.constant_pages; ++k)
+    RETURN_IF_ERROR(check_page(p, seq.constant_pages[k], "constant"));
+  for (int64_t k = 0; k < seq.num_token_pages; ++k)
+    RETURN_IF_ERROR(check_page(p, seq.token_pages[k], "token"));
+  return ok_status();
+}
+
+Status copy_pages(const PagePool& p, const int32_t* from, const int32_t* to, int64_t n,
+                  cudaStream_t stream) {
+  for (int64_t i = 0; i < n; ++i) {
+    RETURN_IF_ERROR(check_page(p, from[i], "copy source"));
+    RETURN_IF_ERROR(check_page(p, to[i], "copy destination"));
+  }
+  cudaError_t e = cudaSuccess;
+  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
+    if (from[i] != to[i])
+      e = cudaMemcpyAsync(p.page(to[i]), p.page(from[i]), p.page_bytes(),
+                          cudaMemcpyDeviceToDevice, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  return copy_status(e, "copying pages");
+}
+
+Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst) {
+  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(check_page(p, pages[i], "read"));
+  // Every forward and decode call ends with its stream synchronized, so the state is final.
+  char* out = static_cast<char*>(dst);
+  cudaError_t e = cudaSuccess;
+  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
+    e = cudaMemcpy(out + i * p.page_bytes(), p.page(pages[i]), p.page_bytes(),
+                   cudaMemcpyDeviceToHost);
+  return copy_status(e, "reading pages");
+}
+
+Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const void* src) {
+  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(check_page(p, pages[i], "write"));
+  const char* in = static_cast<const char*>(src);
+  cudaError_t e = cudaSuccess;
+  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
+    e = cudaMemcpy(p.page(pages[i]), in + i * p.page_bytes(), p.page_bytes(),
+                   cudaMemcpyHostToDevice);
+  return copy_status(e, "writing pages");
+}
+
+}  // namespace deepinfer::cuda
