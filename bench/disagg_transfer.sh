@@ -6,30 +6,48 @@
 # with per-chunk SHA-256, write into the pool, first token out), whose answers must be equal;
 # then the state bytes moved and the transfer rate from the decode worker's /metrics.
 # Usage: bench/disagg_transfer.sh [path/to/deepinfer] [MODEL_DIR]
-# SERVE_FLAGS (environment) go to every server, e.g. "--device cuda --gpu-memory-utilization 0.3
-# --max-model-len 16384" for three workers on one GPU; PROMPT_WORDS (default "1000 5500 11500")
+# SERVE_FLAGS (environment) go to every server, e.g. "--device cuda --max-model-len 16384" with
+# GPU_FRACTIONS="0.3 0.6 0.9" (below) for three workers on one GPU; PROMPT_WORDS (default "1000 5500 11500")
 # sets the prompts' sizes.
 set -eu
 bin="${1:-build/deepinfer}"
 model="${2:-}"
 tmp=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+# LOG_DIR (environment): where the servers' logs are kept (else they go with the temp dir).
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null
+      [ -n "${LOG_DIR:-}" ] && cp "$tmp"/*.log "$LOG_DIR"/ 2>/dev/null; rm -rf "$tmp"' EXIT
 declare -A url
-for role in both prefill decode; do
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  url[$role]="http://127.0.0.1:$port"
-  # shellcheck disable=SC2086
-  "$bin" serve $model --host 127.0.0.1 --port "$port" --role "$role" --access-log '' \
-    --no-prefix-cache ${SERVE_FLAGS:-} >"$tmp/$role.log" 2>&1 &
-  pids+=("$!")
-done
-for role in both prefill decode; do
+roles=(both prefill decode)
+# GPU_FRACTIONS (environment), e.g. "0.3 0.6 0.9": the servers share one GPU, so they start one
+# after another, each with its --gpu-memory-utilization (a fraction of the whole device, other
+# processes' memory included, so each takes the next step up). Without it they start at once.
+read -r -a fractions <<<"${GPU_FRACTIONS:-}"
+wait_healthy() {  # $1: index into roles
+  local role=${roles[$1]}
   for _ in $(seq 1 2400); do  # a GPU model takes a while to load
     [ "$(curl -s -o /dev/null -w '%{http_code}' "${url[$role]}/health")" = 200 ] && break
+    if ! kill -0 "${pids[$1]}" 2>/dev/null; then  # died while loading: say why, don't wait on
+      echo "disagg_transfer.sh: the $role server exited:" >&2
+      tail -20 "$tmp/$role.log" >&2
+      exit 1
+    fi
     sleep 0.25
   done
+}
+for i in 0 1 2; do
+  role=${roles[$i]}
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  url[$role]="http://127.0.0.1:$port"
+  extra=()
+  [ -n "${fractions[$i]:-}" ] && extra=(--gpu-memory-utilization "${fractions[$i]}")
+  # shellcheck disable=SC2086
+  "$bin" serve $model --host 127.0.0.1 --port "$port" --role "$role" --access-log '' \
+    --no-prefix-cache ${SERVE_FLAGS:-} "${extra[@]}" >"$tmp/$role.log" 2>&1 &
+  pids+=("$!")
+  [ ${#fractions[@]} -gt 0 ] && wait_healthy "$i"
 done
+for i in 0 1 2; do wait_healthy "$i"; done
 python3 - "${url[both]}" "${url[prefill]}" "${url[decode]}" "${PROMPT_WORDS:-1000 5500 11500}" <<'PY'
 import json, sys, time, urllib.request
 both, prefill, decode, words = sys.argv[1:]

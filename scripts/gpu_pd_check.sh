@@ -16,7 +16,7 @@ if [ ! -f "$model/config.json" ]; then
   "$bin" make-tiny-model "$model" --preset v4-flash-8layer \
     --tokenizer assets/tokenizers/deepseek_v3 > "$out/make_m8.log" 2>&1 || exit 1
 fi
-SERVE_FLAGS="--device cuda --gpu-memory-utilization 0.3 --max-model-len 16384" \
-  PROMPT_WORDS="1000 2000 4000" bash bench/disagg_transfer.sh "$bin" "$model" 2>&1 |
+SERVE_FLAGS="--device cuda --max-model-len 16384" GPU_FRACTIONS="0.3 0.6 0.9" \
+  PROMPT_WORDS="1000 2000 4000" LOG_DIR="$out" bash bench/disagg_transfer.sh "$bin" "$model" 2>&1 |
   tee "$out/bench_disagg_transfer_h200.log"
 exit "${PIPESTATUS[0]}"
