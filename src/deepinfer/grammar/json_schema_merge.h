@@ -1,5 +1,6 @@
 // Schema-level analysis for the JSON Schema front end: keyword checks, $ref resolution, allOf
-// merging and the oneOf disjointness test. Works on schema documents, not on grammars.
+// merging (json_schema_merge.cc) and the oneOf disjointness test (json_schema_disjoint.cc).
+// Works on schema documents, not on grammars.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -38,12 +39,15 @@ std::string pointer_escape(const std::string& name);
 // A local reference ("#", "#/$defs/x", any JSON pointer into the document).
 StatusOr<const Json*> resolve_ref(const Json& root, const std::string& ref,
                                   const std::string& path);
-
-// No value of a equals (as JSON) a value of b.
-bool values_disjoint(const std::vector<Json>& a, const std::vector<Json>& b);
+// s with its top-level $refs followed; nullptr where they do not resolve, chain past 32, or
+// have a keyword beside them.
+const Json* resolved(const Json& root, const Json& s);
 
 StatusOr<std::set<std::string>> type_set(const Json& type, const std::string& path);
 bool value_has_type(const Json& v, const std::set<std::string>& types);
+// The types both sets allow (number and integer meet in integer).
+std::set<std::string> intersect_types(const std::set<std::string>& a,
+                                      const std::set<std::string>& b);
 
 // A sound stand-in for if/then/else (every value it accepts satisfies the conditional, whatever
 // `if` says): `then` alone when there is no else (a value valid under `then` passes either way);
@@ -57,6 +61,10 @@ std::optional<Json> conditional_approximation(const Json& schema);
 // the numeric/length bounds), or additionalProperties that would reject another part's property.
 StatusOr<Json> merge_all_of(const Json& root, const Json& schema, const std::string& path);
 
+// The oneOf disjointness test (json_schema_disjoint.cc).
+
+// No value of a equals (as JSON) a value of b.
+bool values_disjoint(const std::vector<Json>& a, const std::vector<Json>& b);
 // True only when no JSON value can satisfy both schemas (the spec's semantics): disjoint types,
 // disjoint enum/const values, a property required by one whose schemas are provably disjoint
 // (recursively: a discriminator with disjoint const/enum values), or a required key the other
