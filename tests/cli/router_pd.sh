@@ -20,60 +20,17 @@
 # Usage: router_pd.sh path/to/deepinfer
 set -u
 bin="$1"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do echo "--- $f"; tail -12 "$f"; done
-  exit 1
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_health() {  # URL PID
-  for _ in $(seq 1 240); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1/health")" = 200 ] && return 0
-    kill -0 "$2" 2>/dev/null || fail "$1 exited"
-    sleep 0.25
-  done
-  fail "$1/health never became 200"
-}
-value() {  # ROUTER SERIES
-  curl -s "$1/metrics" | awk -v k="deepinfer_router:$2" '$1 == k {print $2}'
-}
-declare -A url pid
-start() {  # NAME ROLE
-  local port
-  port=$(free_port)
-  url[$1]="http://127.0.0.1:$port"
-  "$bin" serve --host 127.0.0.1 --port "$port" --role "$2" >"$tmp/$1.log" 2>&1 &
-  pid[$1]=$!
-  pids+=("$!")
-}
-start P0 prefill
-start P1 prefill
-start D0 decode
-start D1 decode
-start REF both
-for w in P0 P1 D0 D1 REF; do wait_health "${url[$w]}" "${pid[$w]}"; done
-start_router() {  # NAME ARGS...: sets $router
-  local port name="$1"
-  shift
-  port=$(free_port)
-  router="http://127.0.0.1:$port"
-  "$bin" router --port "$port" --health-timeout-s 3 "$@" \
-    >"$tmp/router_$name.log" 2>&1 &
-  pids+=("$!")
-  # /metrics, not /health: a router with no workers yet is up but not healthy.
-  for _ in $(seq 1 100); do curl -s -o /dev/null "$router/metrics" && return 0; sleep 0.05; done
-  fail "router $name did not start"
-}
-start_router A --prefill "${url[P0]}" --decode "${url[D0]}" --health-interval-s 0.3
-a="$router"
+source "$(dirname "$0")/servers_helpers.sh"
+value() { router_value "$@"; }  # ROUTER SERIES
+start P0 --role prefill
+start P1 --role prefill
+start D0 --role decode
+start D1 --role decode
+start REF --role both
+for w in P0 P1 D0 D1 REF; do wait_health "$w"; done
+start_router A --health-timeout-s 3 --prefill "${url[P0]}" --decode "${url[D0]}" \
+  --health-interval-s 0.3
+a="${url[A]}"
 json='Content-Type: application/json'
 
 # 1. Identity with the reference server.
@@ -155,10 +112,11 @@ done
 
 # 3. 2 + 2; P0 dies; round robin's cursor is on P0 for the next request (health checks every
 # 60 s: the first ran at start, so the request meets the dead worker itself).
-start_router B --prefill "${url[P0]}" "${url[P1]}" --decode "${url[D0]}" "${url[D1]}" \
-  --prefill-policy round_robin --decode-policy round_robin --worker-timeout-s 20 \
-  --health-interval-s 60  # only the requests themselves find the dead workers
-b="$router"
+# Only the requests themselves find the dead workers (--health-interval-s 60).
+start_router B --health-timeout-s 3 --prefill "${url[P0]}" "${url[P1]}" \
+  --decode "${url[D0]}" "${url[D1]}" --prefill-policy round_robin --decode-policy round_robin \
+  --worker-timeout-s 20 --health-interval-s 60
+b="${url[B]}"
 kill -9 "${pid[P0]}"
 wait "${pid[P0]}" 2>/dev/null
 ask='{"prompt": "After the prefill worker died", "max_tokens": 5, "temperature": 0}'
@@ -173,16 +131,11 @@ curl -sf --max-time 30 "$b/v1/completions" -H "$json" -d "$ask" >"$tmp/after.jso
 # 3b. A transfer that fails: PX advertises a state-transfer address nothing listens on, so D0
 #     answers 502 kv_transfer_failed; the router retries the pair with P1 and answers the
 #     reference's tokens.
-port=$(free_port)
-url[PX]="http://127.0.0.1:$port"
-"$bin" serve --host 127.0.0.1 --port "$port" --role prefill --disagg-advertise-host 127.0.0.2 \
-  >"$tmp/PX.log" 2>&1 &
-pid[PX]=$!
-pids+=("$!")
-wait_health "${url[PX]}" "${pid[PX]}"
-start_router X --prefill "${url[PX]}" "${url[P1]}" --decode "${url[D0]}" --prefill-policy round_robin \
-  --health-interval-s 60
-x="$router"
+start PX --role prefill --disagg-advertise-host 127.0.0.2
+wait_health PX
+start_router X --health-timeout-s 3 --prefill "${url[PX]}" "${url[P1]}" --decode "${url[D0]}" \
+  --prefill-policy round_robin --health-interval-s 60
+x="${url[X]}"
 greedy='{"prompt": "Transfer retried", "max_tokens": 8, "temperature": 0, "logprobs": 1}'
 curl -sf --max-time 60 "$x/v1/completions" -H "$json" -d "$greedy" >"$tmp/x_r.json" ||
   fail "request whose first transfer fails"
@@ -223,13 +176,10 @@ curl -sf --max-time 30 "$b/v1/completions" -H "$json" -d "$ask" >/dev/null ||
 
 # 5. A worker started with --register-with joins a registration-only PD router on both sides,
 #    serves, and leaves when it drains.
-start_router C --pd --allow-register --health-interval-s 0.3
-c="$router"
-port=$(free_port)
-"$bin" serve --host 127.0.0.1 --port "$port" --role both --register-with "$c" >"$tmp/REG.log" 2>&1 &
-regpid=$!
-pids+=("$regpid")
-reg="http://127.0.0.1:$port"
+start_router C --health-timeout-s 3 --pd --allow-register --health-interval-s 0.3
+c="${url[C]}"
+start REG --role both --register-with "$c"
+reg="${url[REG]}"
 for _ in $(seq 1 200); do
   [ "$(value "$c" "worker_registered{pool=\"decode\",worker=\"$reg\"}")" = 1 ] && break
   sleep 0.1
@@ -238,11 +188,11 @@ for side in prefill decode; do
   [ "$(value "$c" "worker_registered{pool=\"$side\",worker=\"$reg\"}")" = 1 ] ||
     fail "--register-with worker not on the $side side"
 done
-wait_health "$reg" "$regpid"
+wait_health REG
 curl -sf --max-time 30 "$c/v1/completions" -H "$json" -d "$ask" >/dev/null || fail "request via registration"
 [ "$(value "$c" 'pd_plain_total{reason="same_worker"}')" = 1 ] || fail "registered both worker not used"
-kill -TERM "$regpid"
-wait "$regpid" 2>/dev/null
+kill -TERM "${pid[REG]}"
+wait "${pid[REG]}" 2>/dev/null
 [ "$(value "$c" "worker_registered{pool=\"prefill\",worker=\"$reg\"}")" = 0 ] ||
   fail "a drained worker is still registered"
 [ "$(value "$c" 'workers_left_total{pool="prefill"}')" = 1 ] || fail "leave not counted"

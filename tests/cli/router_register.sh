@@ -11,31 +11,8 @@
 # Usage: router_register.sh path/to/deepinfer
 set -u
 bin="$1"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do echo "--- $f"; tail -15 "$f"; done
-  exit 1
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_health() {  # URL PID
-  for _ in $(seq 1 240); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1/health")" = 200 ] && return 0
-    kill -0 "$2" 2>/dev/null || fail "$1 exited"
-    sleep 0.25
-  done
-  fail "$1/health never became 200"
-}
-value() {  # ROUTER SERIES (name with labels, exactly as /metrics prints it)
-  curl -s "$1/metrics" | awk -v k="deepinfer_router:$2" '$1 == k {print $2}'
-}
+source "$(dirname "$0")/servers_helpers.sh"
+value() { router_value "$@"; }  # ROUTER SERIES
 wait_value() {  # ROUTER SERIES VALUE: up to 20 s
   for _ in $(seq 1 200); do [ "$(value "$1" "$2")" = "$3" ] && return 0; sleep 0.1; done
   fail "$2 never became $3 (is '$(value "$1" "$2")')"
@@ -66,27 +43,14 @@ refused "--decode-policy applies to PD" --worker http://127.0.0.1:1 --decode-pol
 refused "--prefill: worker URL 'x:1'" --prefill x:1 --decode http://127.0.0.1:2
 "$bin" router --help | grep -q -- "--allow-register" || fail "--help lacks --allow-register"
 
-wport=$(free_port)
-w="http://127.0.0.1:$wport"
-"$bin" serve --host 127.0.0.1 --port "$wport" >"$tmp/worker.log" 2>&1 &
-wpid=$!
-pids+=("$wpid")
-start_router() {  # NAME ARGS...: sets $url
-  local name="$1" port
-  shift
-  port=$(free_port)
-  url="http://127.0.0.1:$port"
-  "$bin" router --port "$port" --health-interval-s 0.3 --health-timeout-s 3 "$@" \
-    >"$tmp/$name.log" 2>&1 &
-  pids+=("$!")
-  for _ in $(seq 1 100); do curl -s -o /dev/null "$url/metrics" && return 0; sleep 0.05; done
-  fail "router $name did not start"
-}
-wait_health "$w" "$wpid"
+start worker
+w="${url[worker]}"
+wait_health worker
+checks=(--health-interval-s 0.3 --health-timeout-s 3)
 
 # 2. No workers yet; bad bodies; registration off.
-start_router dp --allow-register
-dp="$url"
+start_router dp "${checks[@]}" --allow-register
+dp="${url[dp]}"
 [ "$(ask "$dp")" = 503 ] || fail "no workers: $(cat "$tmp/post.json")"
 grep -q no_worker_available "$tmp/post.json" || fail "503 code: $(cat "$tmp/post.json")"
 [ "$(post "$dp/router/workers" '{"role": "both"}')" = 400 ] || fail "no url accepted"
@@ -94,8 +58,8 @@ grep -q "'url'" "$tmp/post.json" || fail "400 without 'url': $(cat "$tmp/post.js
 [ "$(post "$dp/router/workers" "{\"url\": \"$w\", \"role\": \"middle\"}")" = 400 ] || fail "bad role"
 grep -q "'role' 'middle'" "$tmp/post.json" || fail "400 without 'role': $(cat "$tmp/post.json")"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$dp/router/workers")" = 405 ] || fail "GET not 405"
-start_router closed --worker "$w"
-[ "$(post "$url/router/workers" "{\"url\": \"$w\", \"role\": \"both\", \"ttl_s\": 6}")" = 403 ] ||
+start_router closed "${checks[@]}" --worker "$w"
+[ "$(post "${url[closed]}/router/workers" "{\"url\": \"$w\", \"role\": \"both\", \"ttl_s\": 6}")" = 403 ] ||
   fail "registration open without --allow-register"
 grep -q -- "--allow-register" "$tmp/post.json" || fail "403 without the flag: $(cat "$tmp/post.json")"
 
@@ -123,8 +87,8 @@ wait_value "$dp" 'workers_expired_total{pool="worker"}' 1
 grep -q "worker $w expired" "$tmp/dp.log" || fail "expiry not logged"
 
 # 5. PD: a `both` worker registers onto both sides; a pair of one worker goes plain.
-start_router pd --pd --allow-register
-pd="$url"
+start_router pd "${checks[@]}" --pd --allow-register
+pd="${url[pd]}"
 [ "$(post "$pd/router/workers" "{\"url\": \"$w\", \"role\": \"both\", \"ttl_s\": 60}")" = 200 ] ||
   fail "PD join"
 for side in prefill decode; do

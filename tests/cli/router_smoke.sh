@@ -11,36 +11,8 @@
 # Usage: router_smoke.sh path/to/deepinfer
 set -u
 bin="$1"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do echo "--- $f"; tail -15 "$f"; done
-  exit 1
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_health() {  # URL PID
-  for _ in $(seq 1 240); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1/health")" = 200 ] && return 0
-    kill -0 "$2" 2>/dev/null || fail "$1 exited"
-    sleep 0.25
-  done
-  fail "$1/health never became 200"
-}
-start_worker() {  # INDEX PORT: sets wpid[INDEX]
-  "$bin" serve --host 127.0.0.1 --port "$2" >"$tmp/worker$1.log" 2>&1 &
-  wpid[$1]=$!
-  pids+=("$!")
-}
-metric() {  # NAME WORKER_URL
-  curl -s "$router/metrics" | awk -v k="deepinfer_router:$1{worker=\"$2\"}" '$1 == k {print $2}'
-}
+source "$(dirname "$0")/servers_helpers.sh"
+metric() { router_value "$router" "$1{worker=\"$2\"}"; }  # NAME WORKER_URL
 json='Content-Type: application/json'
 
 "$bin" router --help | grep -q -- "--health-interval-s" || fail "--help"
@@ -51,31 +23,23 @@ echo "$out" | grep -q -- "--policy 'fastest'" || fail "bad policy message: $out"
 out=$("$bin" router --worker http://127.0.0.1:1 --health-interval-s 0 2>&1) && fail "interval 0"
 echo "$out" | grep -q -- "--health-interval-s" || fail "bad interval message: $out"
 
-declare -a wpid wport wurl
-for i in 0 1; do
-  wport[$i]=$(free_port)
-  wurl[$i]="http://127.0.0.1:${wport[$i]}"
-  start_worker "$i" "${wport[$i]}"
-done
-rport=$(free_port)
-router="http://127.0.0.1:$rport"
-"$bin" router --port "$rport" --worker "${wurl[0]}" --worker "${wurl[1]}" --health-interval-s 0.3 \
-  --health-timeout-s 1 --shutdown-grace 20 >"$tmp/router.log" 2>&1 &
-rpid=$!
-pids+=("$rpid")
-for i in 0 1; do wait_health "${wurl[$i]}" "${wpid[$i]}"; done
-wait_health "$router" "$rpid"
+start W0
+start W1
+start_router router --worker "${url[W0]}" --worker "${url[W1]}" --health-interval-s 0.3 \
+  --health-timeout-s 1 --shutdown-grace 20
+router="${url[router]}"
+for w in W0 W1 router; do wait_health "$w"; done
 
 # 2. Greedy, with per-token logprobs: bitwise the same through the router as direct.
 comp='{"prompt": "The router test", "max_tokens": 12, "temperature": 0, "logprobs": 2}'
 chat='{"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 10, "temperature": 0, "logprobs": true, "top_logprobs": 2}'
 curl -sf "$router/v1/completions" -H "$json" -d "$comp" >"$tmp/r_comp.json" || fail "completions via router"
-curl -sf "${wurl[0]}/v1/completions" -H "$json" -d "$comp" >"$tmp/d_comp.json" || fail "completions direct"
+curl -sf "${url[W0]}/v1/completions" -H "$json" -d "$comp" >"$tmp/d_comp.json" || fail "completions direct"
 curl -sf "$router/v1/chat/completions" -H "$json" -d "$chat" >"$tmp/r_chat.json" || fail "chat via router"
-curl -sf "${wurl[1]}/v1/chat/completions" -H "$json" -d "$chat" >"$tmp/d_chat.json" || fail "chat direct"
+curl -sf "${url[W1]}/v1/chat/completions" -H "$json" -d "$chat" >"$tmp/d_chat.json" || fail "chat direct"
 stream='{"prompt": "Stream me", "max_tokens": 8, "temperature": 0, "stream": true, "stream_options": {"include_usage": true}}'
 curl -sfN "$router/v1/completions" -H "$json" -d "$stream" >"$tmp/r_stream.txt" || fail "stream via router"
-curl -sfN "${wurl[0]}/v1/completions" -H "$json" -d "$stream" >"$tmp/d_stream.txt" || fail "stream direct"
+curl -sfN "${url[W0]}/v1/completions" -H "$json" -d "$stream" >"$tmp/d_stream.txt" || fail "stream direct"
 python3 - "$tmp" <<'PY' || fail "router and direct answers differ"
 import json, sys
 t = sys.argv[1]
@@ -108,10 +72,10 @@ curl -sN --max-time 30 "$router/v1/completions" -H "$json" -d "$long" >"$tmp/mid
 cpid=$!
 for _ in $(seq 1 100); do grep -q '^data: {' "$tmp/mid.txt" 2>/dev/null && break; sleep 0.05; done
 victim=""
-for i in 0 1; do [ "$(metric worker_outstanding_requests "${wurl[$i]}")" = 1 ] && victim=$i; done
+for w in W0 W1; do [ "$(metric worker_outstanding_requests "${url[$w]}")" = 1 ] && victim=$w; done
 [ -n "$victim" ] || fail "no worker has the stream outstanding"
-kill -9 "${wpid[$victim]}"
-wait "${wpid[$victim]}" 2>/dev/null
+kill -9 "${pid[$victim]}"
+wait "${pid[$victim]}" 2>/dev/null
 wait "$cpid" || fail "the client of a killed stream saw curl rc $?"
 python3 - "$tmp/mid.txt" <<'PY' || fail "mid-stream failure not a clean error event: $(tail -c 400 "$tmp/mid.txt")"
 import json, sys
@@ -124,37 +88,38 @@ for b in blocks[:-3]:  # every event before it is whole
     assert "choices" in json.loads(b[6:]), b
 assert len(blocks) > 4, "the stream should have started"
 PY
-other=$((1 - victim))
+other=W0
+[ "$victim" = W0 ] && other=W1
 for n in 1 2 3 4; do
   code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 20 "$router/v1/completions" -H "$json" \
     -d "{\"prompt\": \"after the kill $n\", \"max_tokens\": 3}")
   [ "$code" = 200 ] || fail "request $n after the kill: $code"
 done
 sleep 1
-[ "$(metric worker_healthy "${wurl[$victim]}")" = 0 ] || fail "dead worker not ejected"
-[ "$(metric worker_ejections_total "${wurl[$victim]}")" -ge 1 ] || fail "no ejection counted"
-[ "$(metric worker_healthy "${wurl[$other]}")" = 1 ] || fail "live worker ejected"
+[ "$(metric worker_healthy "${url[$victim]}")" = 0 ] || fail "dead worker not ejected"
+[ "$(metric worker_ejections_total "${url[$victim]}")" -ge 1 ] || fail "no ejection counted"
+[ "$(metric worker_healthy "${url[$other]}")" = 1 ] || fail "live worker ejected"
 
 # 5. Restart it on its port: readmitted, and new prompts reach it again.
-start_worker "$victim" "${wport[$victim]}"
-wait_health "${wurl[$victim]}" "${wpid[$victim]}"
-for _ in $(seq 1 40); do [ "$(metric worker_healthy "${wurl[$victim]}")" = 1 ] && break; sleep 0.1; done
-[ "$(metric worker_healthy "${wurl[$victim]}")" = 1 ] || fail "restarted worker not readmitted"
-before=$(metric worker_requests_total "${wurl[$victim]}")
+restart "$victim"
+wait_health "$victim"
+for _ in $(seq 1 40); do [ "$(metric worker_healthy "${url[$victim]}")" = 1 ] && break; sleep 0.1; done
+[ "$(metric worker_healthy "${url[$victim]}")" = 1 ] || fail "restarted worker not readmitted"
+before=$(metric worker_requests_total "${url[$victim]}")
 for n in 1 2 3 4; do
   curl -sf "$router/v1/completions" -H "$json" -d "{\"prompt\": \"fresh $n\", \"max_tokens\": 2}" \
     >/dev/null || fail "request $n after the restart"
 done
-[ "$(metric worker_requests_total "${wurl[$victim]}")" -gt "$before" ] || fail "readmitted worker unused"
+[ "$(metric worker_requests_total "${url[$victim]}")" -gt "$before" ] || fail "readmitted worker unused"
 
 # 6. SIGTERM while a stream runs: it finishes, then the router exits 0.
 drain='{"prompt": "Drain", "max_tokens": 400, "ignore_eos": true, "stream": true}'
 curl -sN --max-time 30 "$router/v1/completions" -H "$json" -d "$drain" >"$tmp/drain.txt" &
 cpid=$!
 for _ in $(seq 1 100); do grep -q '^data: {' "$tmp/drain.txt" 2>/dev/null && break; sleep 0.05; done
-kill -TERM "$rpid"
+kill -TERM "${pid[router]}"
 wait "$cpid" || fail "drained stream: curl rc $?"
 tail -c 20 "$tmp/drain.txt" | grep -q 'data: \[DONE\]' || fail "drained stream cut: $(tail -c 300 "$tmp/drain.txt")"
 grep -q '"error"' "$tmp/drain.txt" && fail "drained stream has an error"
-wait "$rpid" || fail "router exit status $? after SIGTERM"
+wait "${pid[router]}" || fail "router exit status $? after SIGTERM"
 echo "PASS router smoke"
