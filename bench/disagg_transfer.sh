@@ -8,7 +8,7 @@
 # Usage: bench/disagg_transfer.sh [path/to/deepinfer] [MODEL_DIR]
 # SERVE_FLAGS (environment) go to every server, e.g. "--device cuda --max-model-len 16384" with
 # GPU_FRACTIONS="0.3 0.6 0.9" (below) for three workers on one GPU; PROMPT_WORDS (default "1000 5500 11500")
-# sets the prompts' sizes.
+# sets the prompts' sizes; TRANSFER_LABEL names the transfer path in the report.
 set -eu
 bin="${1:-build/deepinfer}"
 model="${2:-}"
@@ -48,9 +48,10 @@ for i in 0 1 2; do
   [ ${#fractions[@]} -gt 0 ] && wait_healthy "$i"
 done
 for i in 0 1 2; do wait_healthy "$i"; done
-python3 - "${url[both]}" "${url[prefill]}" "${url[decode]}" "${PROMPT_WORDS:-1000 5500 11500}" <<'PY'
+python3 - "${url[both]}" "${url[prefill]}" "${url[decode]}" "${PROMPT_WORDS:-1000 5500 11500}" \
+  "${TRANSFER_LABEL:-loopback TCP, SHA-256 per 4 MiB chunk on both ends}" <<'PY'
 import json, sys, time, urllib.request
-both, prefill, decode, words = sys.argv[1:]
+both, prefill, decode, words, label = sys.argv[1:]
 def post(url, body, headers={}):
     req = urllib.request.Request(url, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json", **headers})
@@ -73,5 +74,5 @@ val = {l.split("{")[0]: float(l.split()[-1]) for l in metrics.splitlines()
        if l.startswith("deepinfer:disagg_")}
 b, s = val["deepinfer:disagg_fetched_bytes_total"], val["deepinfer:disagg_fetch_seconds_total"]
 print(f"\nstate fetched: {b / 1e6:.2f} MB in {s * 1000:.1f} ms of fetches: {b / s / 1e9:.2f} GB/s "
-      f"(loopback TCP, SHA-256 per 4 MiB chunk on both ends)")
+      f"({label})")
 PY

@@ -16,6 +16,11 @@ void add_serve_disagg_flags(CLI::App& app, server::ServerOptions* o,
                  "need no flag")
       ->check(CLI::IsMember({"tcp", "ucx"}))
       ->capture_default_str();
+  app.add_flag("--disagg-cuda-ipc", o->disagg_cuda_ipc,
+               "prefill/both, --device cuda: keep each parked state in device memory; a decode "
+               "worker on this host (--device cuda) maps it by CUDA IPC handle, device to device, "
+               "and the transfer carries only its header (a decode worker elsewhere fails the "
+               "fetch with kv_transfer_failed)");
   app.add_option("--disagg-host", o->transfer.host,
                  "prefill/both: address the state-transfer listener binds (default: --host)");
   app.add_option("--disagg-port", o->transfer.port, "prefill/both: its TCP port (0: any free port)")

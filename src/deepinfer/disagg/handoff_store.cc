@@ -36,10 +36,12 @@ void HandoffStore::sweep_locked(int64_t t) {
   }
 }
 
-StatusOr<std::string> HandoffStore::put(std::string meta, std::string payload) {
+StatusOr<std::string> HandoffStore::put(std::string meta, std::string payload,
+                                        std::shared_ptr<void> keep) {
   auto h = std::make_shared<Handoff>();
   h->meta = std::move(meta);
   h->payload = std::move(payload);
+  h->keep = std::move(keep);
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t t = now();
   h->expires_at_s = t + o_.ttl_s;

@@ -15,7 +15,10 @@ namespace deepinfer::disagg {
 
 struct Handoff {
   std::string meta;     // the engine's JSON header
-  std::string payload;  // the page bytes
+  std::string payload;  // the page bytes (none when they stay on the device: CUDA IPC)
+  // What must live while the handoff is parked or being fetched: a CUDA IPC state's device
+  // buffer, which the decode worker maps before it says DONE.
+  std::shared_ptr<void> keep;
   int64_t expires_at_s = 0;
   int64_t bytes() const { return static_cast<int64_t>(meta.size() + payload.size()); }
 };
@@ -39,7 +42,8 @@ class HandoffStore {
   // Parks a handoff under a fresh random id (32 hex digits: 128 bits, so only the worker it was
   // handed to can name it). Expired handoffs go first; resource_exhausted naming the flag when
   // it still does not fit.
-  StatusOr<std::string> put(std::string meta, std::string payload);
+  StatusOr<std::string> put(std::string meta, std::string payload,
+                            std::shared_ptr<void> keep = nullptr);
   // The handoff under `id` (shared: a fetch in progress keeps it alive past an erase); null
   // when unknown or expired.
   std::shared_ptr<const Handoff> get(const std::string& id);

@@ -108,6 +108,10 @@ StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bo
     bad.clear();
     RETURN_IF_ERROR(read_chunks(*ch, n, chunk, &f.payload, &bad, o.io_timeout_s, what));
   }
+  if (o.before_done) {
+    *retry = false;
+    RETURN_IF_ERROR(o.before_done(f));
+  }
   RETURN_IF_ERROR(ch->write(request(wire::kDone, at.id), after(o.io_timeout_s)));
   char ack[4];
   // The state is whole and verified; a lost acknowledgement only leaves it parked until its TTL.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "deepinfer/base/status.h"
@@ -23,6 +24,13 @@ struct HandoffAddress {
 // invalid_argument naming the token when it is malformed.
 StatusOr<HandoffAddress> parse_handoff_token(const std::string& token);
 
+struct Fetched {
+  std::string meta, payload;
+  int64_t corrupt_chunks = 0;  // detected and fetched again
+  int attempts = 0;
+  double seconds = 0;
+};
+
 struct FetchOptions {
   double connect_timeout_s = 5;
   double io_timeout_s = 10;  // each wait for the peer
@@ -31,13 +39,10 @@ struct FetchOptions {
   // A peer announcing a larger state is refused before anything is allocated (a corrupt or
   // hostile header must not take the decode worker's memory).
   int64_t max_state_bytes = int64_t{16} << 30;
-};
-
-struct Fetched {
-  std::string meta, payload;
-  int64_t corrupt_chunks = 0;  // detected and fetched again
-  int attempts = 0;
-  double seconds = 0;
+  // Runs on the verified state before DONE, while the prefill worker still holds it (a CUDA IPC
+  // state is mapped here); its error is the fetch's, with no retry and no DONE (the state
+  // stays parked until its TTL).
+  std::function<Status(Fetched&)> before_done;
 };
 
 // failed_precondition naming the address for an unreachable peer, a timeout or a connection

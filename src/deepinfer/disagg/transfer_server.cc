@@ -114,6 +114,9 @@ void TransferServer::serve(Channel& ch) {
   // One request after another on the connection: FETCH, any RESENDs, then DONE.
   std::string id;
   bool done = false;
+  // The fetched handoff, held until the connection ends: what it keeps alive (a CUDA IPC
+  // buffer the peer maps before DONE) outlives its TTL while the peer is at it.
+  std::shared_ptr<const Handoff> fetched;
   while (!done && !stop_) {
     const auto deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(
                                               std::chrono::duration<double>(o_.io_timeout_s));
@@ -132,6 +135,7 @@ void TransferServer::serve(Channel& ch) {
     const uint32_t n = wire::get_u32(head + 12 + wire::kIdBytes);
     if (op == wire::kFetch) {
       id = req_id;
+      fetched = store_->get(id);
       st = serve_fetch(ch, id, &done);
     } else if (op == wire::kResend && req_id == id && n <= wire::kMaxResendIndices) {
       std::string idx(static_cast<size_t>(n) * 4, '\0');

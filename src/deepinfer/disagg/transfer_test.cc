@@ -176,6 +176,44 @@ TEST(Transfer, AWholeStateArrivesByteForByteAndIsForgottenThere) {
   EXPECT_EQ(again.status().code(), StatusCode::kNotFound);
 }
 
+// before_done runs on the whole state while the prefill side still holds it (what a CUDA IPC
+// state's mapping needs): its error fails the fetch without DONE, so the state stays parked and
+// whatever it keeps alive is still alive; on success DONE follows and the state is forgotten.
+TEST(Transfer, BeforeDoneRunsWhileTheStateIsHeldAndItsErrorKeepsItParked) {
+  Loopback lb;
+  ASSERT_TRUE(lb.server);
+  auto kept = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = kept;
+  auto id = lb.store->put("{\"ipc\": 1}", "", std::move(kept));
+  ASSERT_TRUE(id.ok());
+  const HandoffAddress at{"127.0.0.1", lb.server->port(), *id, "tcp"};
+  FetchOptions o;
+  int calls = 0;
+  o.before_done = [&](Fetched& f) {
+    ++calls;
+    EXPECT_EQ(f.meta, "{\"ipc\": 1}");
+    EXPECT_FALSE(watch.expired());  // what the handoff keeps is alive during the call
+    return failed_precondition("cannot map it");
+  };
+  auto failed = fetch_handoff(at, o);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message(), "cannot map it");
+  EXPECT_EQ(calls, 1);                       // not retried
+  EXPECT_EQ(lb.store->stats().handoffs, 1);  // no DONE: still parked
+  EXPECT_FALSE(watch.expired());
+  o.before_done = [&](Fetched&) {
+    ++calls;
+    return ok_status();
+  };
+  auto f = fetch_handoff(at, o);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(calls, 2);
+  for (int i = 0; i < 200 && !watch.expired(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // DONE, then the connection ends
+  EXPECT_EQ(lb.store->stats().taken, 1);
+  EXPECT_TRUE(watch.expired());
+}
+
 TEST(Transfer, EmptyStateAndManyConcurrentFetches) {
   Loopback lb;
   ASSERT_TRUE(lb.server);

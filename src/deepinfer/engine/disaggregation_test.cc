@@ -284,5 +284,49 @@ TEST(Disaggregation, RefusesAStateItCannotContinue) {
   EXPECT_NE(short_pages.status().message().find("expected"), std::string::npos);
 }
 
+// CUDA IPC handoffs (--disagg-cuda-ipc): the header carries the handle and no pages. A CPU
+// engine cannot export one (the request ends naming --device cuda) nor map one; an import whose
+// state was never mapped into this process is refused instead of reading nothing. (The device
+// to device path itself runs on the GPU machine: scripts/gpu_pd_check.sh.)
+TEST(Disaggregation, CudaIpcStatesAreRefusedWithoutADevice) {
+  auto p = make_engine(v4_model());
+  auto d = make_engine(v4_model());
+  ASSERT_TRUE(p && d);
+  std::mt19937_64 rng(5);
+  GenerateRequest r;
+  r.prompt_ids = random_ids(rng, 30);
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = 3;
+  GenerateRequest ipc = r;
+  ipc.export_ipc = true;
+  expect_refused(*p, ipc, "export_ipc is a form of export_state");
+  ipc.export_state = true;
+  auto out = p->generate(ipc);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_FALSE(out->status.ok());
+  EXPECT_NE(out->status.message().find("--device cuda"), std::string::npos)
+      << out->status.to_string();
+
+  auto h = prefill(*p, r);
+  ASSERT_TRUE(h.ok());
+  SequenceHandoff as_ipc = **h;
+  as_ipc.pages.clear();
+  as_ipc.ipc_handle = std::string("\x00\x7f\xff\x10", 4);
+  auto back = handoff_from_meta(handoff_meta(as_ipc), "");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->ipc_handle, as_ipc.ipc_handle);
+  EXPECT_EQ(back->state_bytes(), (*h)->state_bytes());
+  EXPECT_FALSE(handoff_from_meta(handoff_meta(as_ipc), "x").ok());  // IPC: no pages travel
+  const Status mapped = d->map_ipc_state(&*back);
+  EXPECT_FALSE(mapped.ok());
+  EXPECT_NE(mapped.message().find("--device cuda"), std::string::npos) << mapped.to_string();
+  GenerateRequest imported = r;
+  imported.import_state = std::make_shared<SequenceHandoff>(std::move(*back));
+  auto got = d->generate(imported);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_FALSE(got->status.ok());
+  EXPECT_NE(got->status.message().find("not mapped"), std::string::npos) << got->status.to_string();
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -128,6 +128,14 @@ class EngineImpl final : public Engine {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return stats_;
   }
+  Status map_ipc_state(SequenceHandoff* h) override {
+    if (h->ipc_handle.empty() || h->device_pages) return ok_status();
+    // The runner's map_ipc_pages touches none of its state, so this thread may call it.
+    ASSIGN_OR_RETURN(runtime::ModelRunner::DevicePages d,
+                     runner_->map_ipc_pages(h->ipc_handle, h->state_bytes()));
+    h->device_pages = std::move(d.buffer);
+    return ok_status();
+  }
   std::vector<std::vector<uint64_t>> expert_counts() const override {
     return runner_->expert_counts();  // atomic counters: no engine-thread lock needed
   }
@@ -304,7 +312,11 @@ class EngineImpl final : public Engine {
     s.cache.retention = kv::Retention::kNone;
     const SequenceHandoff& h = *r.req.import_state;
     r.cached_tokens = h.cached_tokens;
-    Status st = runner_->write_pages(handoff_page_ids(kv_, s.seq_id, h.prompt_pages), h.pages);
+    const std::vector<int32_t> ids = handoff_page_ids(kv_, s.seq_id, h.prompt_pages);
+    Status st = h.ipc_handle.empty() ? runner_->write_pages(ids, h.pages)
+                : !h.device_pages
+                    ? failed_precondition("a CUDA IPC state was not mapped")
+                    : runner_->write_pages_device(ids, {"", h.state_bytes(), h.device_pages});
     StatusOr<TokenChoice> c = st.ok() ? outputs_.replay(s, h) : StatusOr<TokenChoice>(st);
     r.req.import_state.reset();  // the pages are in the pool now
     if (!c.ok()) return fail_request(r, c.status());
@@ -317,10 +329,17 @@ class EngineImpl final : public Engine {
   void export_handoff(SeqState& s, const TokenChoice& c) {
     RequestState& r = *s.req;
     auto h = std::make_shared<SequenceHandoff>(handoff_header(fingerprint_, r, c, kv_.spec()));
-    StatusOr<std::string> bytes =
-        runner_->read_pages(handoff_page_ids(kv_, s.seq_id, h->prompt_pages));
-    if (!bytes.ok()) return fail_request(r, bytes.status());
-    h->pages = std::move(*bytes);
+    const std::vector<int32_t> ids = handoff_page_ids(kv_, s.seq_id, h->prompt_pages);
+    if (r.req.export_ipc) {
+      StatusOr<runtime::ModelRunner::DevicePages> d = runner_->export_pages_ipc(ids);
+      if (!d.ok()) return fail_request(r, d.status());
+      h->ipc_handle = std::move(d->ipc_handle);
+      h->device_pages = std::move(d->buffer);
+    } else {
+      StatusOr<std::string> bytes = runner_->read_pages(ids);
+      if (!bytes.ok()) return fail_request(r, bytes.status());
+      h->pages = std::move(*bytes);
+    }
     r.handoff = std::move(h);
   }
 

@@ -145,6 +145,9 @@ struct GenerateRequest {
   // handoff's (reported with the first output) and decoding goes on from there, giving the
   // tokens one engine would have given for the same params and seed.
   bool export_state = false;
+  // With export_state: keep the state in device memory, for a decode worker on this host to
+  // map (CUDA IPC; the handoff's pages are then empty). Refused where the runner has none.
+  bool export_ipc = false;
   std::shared_ptr<const SequenceHandoff> import_state;
 };
 
@@ -211,6 +214,13 @@ class Engine {
   // requests' tokens, on an expert-parallel rank), EPLB's input; thread-safe. Empty where the
   // runner does not count (CUDA).
   virtual std::vector<std::vector<uint64_t>> expert_counts() const { return {}; }
+  // A CUDA IPC handoff (SequenceHandoff::ipc_handle) from another process: copies its state
+  // into device memory of this one (device_pages), so the exporter may free its own; any
+  // thread. No-op for a handoff that carries its pages. Errors name the handle's trouble.
+  virtual Status map_ipc_state(SequenceHandoff* h) {
+    return h->ipc_handle.empty() ? ok_status()
+                                 : unimplemented("this engine cannot take a CUDA IPC state");
+  }
   virtual EngineCapacity capacity() const = 0;
   // For tests: pages a new sequence could take (free, or held only by the prefix cache); back to
   // capacity().num_pages when idle.

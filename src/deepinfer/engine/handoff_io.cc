@@ -6,6 +6,8 @@ namespace deepinfer {
 
 Status check_handoff(const GenerateRequest& r, const std::vector<int32_t>& prompt,
                      const std::string& fingerprint, const kv::PageSpec& spec, int64_t vocab) {
+  if (r.export_ipc && !r.export_state)
+    return invalid_argument("export_ipc is a form of export_state, which is not set");
   if (!r.export_state && !r.import_state) return ok_status();
   if (r.export_state && r.import_state)
     return invalid_argument("export_state and import_state exclude each other");
@@ -26,7 +28,7 @@ Status check_handoff(const GenerateRequest& r, const std::vector<int32_t>& promp
   const int64_t prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(prompt.size()));
   if (h.page_bytes != spec.page_bytes || h.constant_pages != spec.constant_pages_per_seq ||
       h.prompt_pages != prompt_pages ||
-      static_cast<int64_t>(h.pages.size()) != h.num_pages() * h.page_bytes)
+      static_cast<int64_t>(h.pages.size()) != (h.ipc_handle.empty() ? h.state_bytes() : 0))
     return failed_precondition("import_state: pages do not match this engine's page layout");
   if (h.first_token < 0 || h.first_token >= vocab)
     return invalid_argument("import_state: first token " + std::to_string(h.first_token) +

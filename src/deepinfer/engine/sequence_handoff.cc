@@ -16,6 +16,12 @@ std::string handoff_meta(const SequenceHandoff& h) {
             {"page_bytes", h.page_bytes},
             {"constant_pages", h.constant_pages},
             {"prompt_pages", h.prompt_pages}};
+  if (!h.ipc_handle.empty()) {
+    static const char* kHex = "0123456789abcdef";
+    std::string hex;
+    for (unsigned char c : h.ipc_handle) hex += {kHex[c >> 4], kHex[c & 15]};
+    j["ipc_handle"] = hex;
+  }
   if (h.has_logprobs) {
     j["first_logprob"] = h.first_logprob;
     json top = json::array();
@@ -41,6 +47,14 @@ StatusOr<SequenceHandoff> handoff_from_meta(std::string_view meta, std::string p
     h.page_bytes = j.at("page_bytes").get<int64_t>();
     h.constant_pages = j.at("constant_pages").get<int64_t>();
     h.prompt_pages = j.at("prompt_pages").get<int64_t>();
+    if (j.contains("ipc_handle")) {
+      const std::string hex = j.at("ipc_handle").get<std::string>();
+      if (hex.empty() || hex.size() % 2 != 0 ||
+          hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+        return invalid_argument("handoff header: ipc_handle must be lowercase hex digits");
+      for (size_t i = 0; i < hex.size(); i += 2)
+        h.ipc_handle += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    }
     if (j.contains("first_logprob")) {
       h.has_logprobs = true;
       h.first_logprob = j.at("first_logprob").get<float>();
@@ -54,10 +68,14 @@ StatusOr<SequenceHandoff> handoff_from_meta(std::string_view meta, std::string p
     return invalid_argument(
         "handoff header: page_bytes must be positive and page counts "
         "not negative");
-  if (static_cast<int64_t>(pages.size()) != h.num_pages() * h.page_bytes)
+  const int64_t expected = h.ipc_handle.empty() ? h.state_bytes() : 0;  // IPC: on the device
+  if (static_cast<int64_t>(pages.size()) != expected)
     return invalid_argument("handoff pages: " + std::to_string(pages.size()) + " bytes, expected " +
-                            std::to_string(h.num_pages()) + " pages of " +
-                            std::to_string(h.page_bytes));
+                            std::to_string(expected) +
+                            (h.ipc_handle.empty()
+                                 ? " (" + std::to_string(h.num_pages()) + " pages of " +
+                                       std::to_string(h.page_bytes) + ")"
+                                 : " (a CUDA IPC state travels on the device)"));
   h.pages = std::move(pages);
   return h;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,14 +30,21 @@ struct SequenceHandoff {
   int64_t constant_pages = 0;  // the sequence's constant pages, then
   int64_t prompt_pages = 0;    // the pages of its prompt's tokens
   std::string pages;           // (constant_pages + prompt_pages) * page_bytes bytes
+  // CUDA IPC (--disagg-cuda-ipc): the pages stay in device memory and `pages` is empty.
+  // ipc_handle (hex in the header) names the exporter's buffer for a process on its host;
+  // device_pages holds the bytes in this process (the exporter's buffer, or the importer's copy
+  // once Engine::map_ipc_state ran); it is never serialized.
+  std::string ipc_handle;
+  std::shared_ptr<void> device_pages;
 
   int64_t num_pages() const { return constant_pages + prompt_pages; }
+  int64_t state_bytes() const { return num_pages() * page_bytes; }
 };
 
 // Everything but the pages, as one JSON object.
 std::string handoff_meta(const SequenceHandoff& h);
-// The inverse, with `pages` attached. invalid_argument naming the field for a malformed header
-// or pages of the wrong length.
+// The inverse, with `pages` attached (none for a CUDA IPC state). invalid_argument naming the
+// field for a malformed header or pages of the wrong length.
 StatusOr<SequenceHandoff> handoff_from_meta(std::string_view meta, std::string pages);
 
 }  // namespace deepinfer

@@ -102,14 +102,40 @@ class ModelRunner {
     return unimplemented("this runner has no MTP drafting");
   }
 
-  // Raw page I/O (prefix cache, offload tiers, disaggregation): the bytes of `pages`, page after
-  // page, page_spec().page_bytes each, in the runner's own state layout.
   // Routed picks per main layer per expert of every forward so far (EPLB's input), readable
   // from any thread. Empty where the runner does not count (CUDA).
   virtual std::vector<std::vector<uint64_t>> expert_counts() const { return {}; }
 
+  // Raw page I/O (prefix cache, offload tiers, disaggregation): the bytes of `pages`, page after
+  // page, page_spec().page_bytes each, in the runner's own state layout.
   virtual StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) = 0;
   virtual Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) = 0;
+
+  // The same bytes kept in device memory, for a decode worker on this host (CUDA IPC,
+  // --disagg-cuda-ipc). export_pages_ipc copies `pages` into a fresh device buffer another
+  // process can map by `ipc_handle`; the buffer lives while `buffer` is held. map_ipc_pages
+  // (any thread: it touches no runner state) copies another process's exported buffer into a
+  // fresh buffer of this one, so the exporter may free its own at once. write_pages_device
+  // writes such a buffer of this process into `pages`. The defaults refuse (no device memory).
+  struct DevicePages {
+    std::string ipc_handle;
+    int64_t bytes = 0;
+    std::shared_ptr<void> buffer;
+  };
+  virtual StatusOr<DevicePages> export_pages_ipc(const std::vector<int32_t>& pages) {
+    (void)pages;
+    return unimplemented("CUDA IPC state export needs --device cuda");
+  }
+  virtual StatusOr<DevicePages> map_ipc_pages(const std::string& ipc_handle, int64_t bytes) {
+    (void)ipc_handle, (void)bytes;
+    return unimplemented(
+        "a CUDA IPC state (from a prefill worker's --disagg-cuda-ipc) needs "
+        "--device cuda on the decode worker");
+  }
+  virtual Status write_pages_device(const std::vector<int32_t>& pages, const DevicePages& src) {
+    (void)pages, (void)src;
+    return unimplemented("device pages need --device cuda");
+  }
 };
 
 // Loads the model in `options.model_dir` on `options.device`. unimplemented when this binary

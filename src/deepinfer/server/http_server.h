@@ -42,6 +42,9 @@ struct ServerOptions {
   std::string transfer_advertise_host;  // in handoff tokens; empty: --disagg-host
   disagg::HandoffStoreOptions handoffs;
   disagg::FetchOptions fetch;  // decode and both: fetching a state
+  // prefill and both (--disagg-cuda-ipc): states stay in device memory and decode workers on
+  // this host map them by CUDA IPC handle; the fetch then carries only the header.
+  bool disagg_cuda_ipc = false;
 
   const std::string& primary_model() const { return model_names.front(); }
 };

@@ -79,6 +79,7 @@ bool Session::disagg_prepared(const std::shared_ptr<ParsedRequest>& req) {
       return true;
     }
     req->gen.export_state = true;
+    req->gen.export_ipc = state_->options.disagg_cuda_ipc;
     req->stream = false;  // the answer is the token, never a stream
     return false;
   }
@@ -97,15 +98,24 @@ bool Session::disagg_prepared(const std::shared_ptr<ParsedRequest>& req) {
   }
   // The fetch blocks (bounded by --disagg-io-timeout): on the fetch pool, never the io thread.
   asio::post(*state_->fetch, [self = shared_from_this(), req, at = *at, o = state_->options.fetch] {
-    StatusOr<disagg::Fetched> f = disagg::fetch_handoff(at, o);
-    StatusOr<SequenceHandoff> h = f.ok() ? handoff_from_meta(f->meta, std::move(f->payload))
-                                         : StatusOr<SequenceHandoff>(f.status());
+    // The state is read (and a CUDA IPC state mapped into this process's device memory) before
+    // the fetch says DONE, while the prefill worker still holds it.
+    StatusOr<SequenceHandoff> h = failed_precondition("the state was not fetched");
+    disagg::FetchOptions fetch = o;
+    fetch.before_done = [&h, engine = self->state_->engine.load()](disagg::Fetched& f) {
+      h = handoff_from_meta(f.meta, std::move(f.payload));
+      if (!h.ok()) return h.status();
+      if (h->ipc_handle.empty()) return ok_status();
+      if (engine == nullptr) return failed_precondition("the model is still loading");
+      return engine->map_ipc_state(&*h);
+    };
+    StatusOr<disagg::Fetched> f = disagg::fetch_handoff(at, fetch);
+    if (!f.ok()) h = f.status();
     if (h.ok()) req->gen.import_state = std::make_shared<const SequenceHandoff>(std::move(*h));
     const Status st = h.status();
-    const int64_t bytes =
-        f.ok() ? static_cast<int64_t>(f->meta.size()) +
-                     h.ok() * static_cast<int64_t>(req->gen.import_state->pages.size())
-               : 0;
+    const int64_t bytes = f.ok() && h.ok() ? static_cast<int64_t>(f->meta.size()) +
+                                                 req->gen.import_state->state_bytes()
+                                           : 0;
     const double seconds = f.ok() ? f->seconds : 0;
     const int64_t corrupt = f.ok() ? f->corrupt_chunks : 0;
     asio::post(*self->state_->ioc, [self, req, st, bytes, seconds, corrupt] {
@@ -147,7 +157,8 @@ bool Session::disagg_finished(const std::optional<ApiError>& error) {
     send_error(disagg_error(500, "the prefill finished without its state", "internal_error"));
     return true;
   }
-  StatusOr<std::string> id = state_->handoffs->put(handoff_meta(*out.handoff), out.handoff->pages);
+  StatusOr<std::string> id = state_->handoffs->put(handoff_meta(*out.handoff), out.handoff->pages,
+                                                   out.handoff->device_pages);
   if (!id.ok()) {
     send_error(disagg_error(503, id.status().message(), "handoff_store_full"),
                {{"Retry-After", "1"}});

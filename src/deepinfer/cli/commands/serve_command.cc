@@ -2,7 +2,6 @@
 // while the weights load) and loads the engine on a second thread.
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
@@ -16,6 +15,7 @@
 
 #include "deepinfer/cli/command_registry.h"
 #include "deepinfer/cli/engine_flags.h"
+#include "deepinfer/cli/fd_limit.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/cli/serve_disagg_flags.h"
 #include "deepinfer/engine/engine.h"
@@ -26,15 +26,6 @@ namespace {
 int fail(const deepinfer::Status& st) {
   std::cerr << "deepinfer serve: " << st.to_string() << "\n";
   return 1;
-}
-
-// Every connection is a descriptor; the default soft limit (often 1024) is too few.
-void raise_fd_limit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 int run_serve(int argc, char** argv) {
@@ -100,6 +91,9 @@ int run_serve(int argc, char** argv) {
     return app.exit(e);
   }
   if (auto st = deepinfer::cli::resolve_engine_device(&args); !st.ok()) return fail(st);
+  if (opts.disagg_cuda_ipc && args.device != deepinfer::runtime::Device::kCuda)
+    return fail(deepinfer::invalid_argument(
+        "--disagg-cuda-ipc keeps states in device memory: it needs --device cuda"));
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) return fail(dir.status());
   args.model = *dir;
@@ -124,7 +118,7 @@ int run_serve(int argc, char** argv) {
   }
   opts.max_running = args.max_num_seqs;
   opts.max_model_len = args.max_model_len > 0 ? args.max_model_len : 65536;
-  raise_fd_limit();
+  deepinfer::cli::raise_fd_limit();
 
   // Signals go to one waiting thread, not to whichever thread the kernel picks.
   sigset_t sigs;

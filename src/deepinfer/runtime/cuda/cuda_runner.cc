@@ -16,6 +16,7 @@
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
 #include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
 #include "deepinfer/runtime/cuda/forward_v41/cuda_v41_model.h"
+#include "deepinfer/runtime/cuda/ipc_pages.h"
 
 namespace deepinfer::runtime::cuda {
 namespace {
@@ -66,6 +67,22 @@ class CudaRunner final : public ModelRunner {
   void release(uint64_t) override {}
   StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) override;
   Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) override;
+  StatusOr<DevicePages> export_pages_ipc(const std::vector<int32_t>& pages) override {
+    ASSIGN_OR_RETURN(DevicePages d, device_buffer(int64_t(pages.size()) * spec_.page_bytes));
+    RETURN_IF_ERROR(model_->read_pages(pages.data(), int64_t(pages.size()), d.buffer.get()));
+    RETURN_IF_ERROR(export_ipc_handle(&d));
+    return d;
+  }
+  StatusOr<DevicePages> map_ipc_pages(const std::string& ipc_handle, int64_t bytes) override {
+    return copy_ipc_buffer(ipc_handle, bytes);
+  }
+  Status write_pages_device(const std::vector<int32_t>& pages, const DevicePages& src) override {
+    if (src.bytes != int64_t(pages.size()) * spec_.page_bytes || !src.buffer)
+      return invalid_argument("write_pages_device: " + std::to_string(src.bytes) + " bytes for " +
+                              std::to_string(pages.size()) + " pages of " +
+                              std::to_string(spec_.page_bytes) + " bytes");
+    return model_->write_pages(pages.data(), int64_t(pages.size()), src.buffer.get());
+  }
 
  private:
   // Every check of a batch before any state changes; splits its rows into the decode group and

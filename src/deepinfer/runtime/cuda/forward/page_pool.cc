@@ -19,8 +19,7 @@ Status check_page(const PagePool& p, int64_t id, const char* what) {
   return ok_status();
 }
 
-Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n,
-                      int64_t max_tokens) {
+Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n, int64_t max_tokens) {
   if (seq.num_tokens < 0 || seq.num_tokens + n > max_tokens)
     return out_of_range(std::to_string(seq.num_tokens + n) +
                         " positions exceed CudaModelOptions.max_tokens (" +
@@ -28,11 +27,10 @@ Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n,
   const int64_t pt = p.page_tokens;
   const int64_t need = (seq.num_tokens + n + pt - 1) / pt;
   if (seq.num_token_pages < need || seq.num_token_pages > p.max_token_pages)
-    return invalid_argument("a block table of " + std::to_string(seq.num_token_pages) +
-                            " pages for " + std::to_string(seq.num_tokens + n) +
-                            " positions (pages of " + std::to_string(pt) +
-                            " tokens: " + std::to_string(need) + " to " +
-                            std::to_string(p.max_token_pages) + ")");
+    return invalid_argument(
+        "a block table of " + std::to_string(seq.num_token_pages) + " pages for " +
+        std::to_string(seq.num_tokens + n) + " positions (pages of " + std::to_string(pt) +
+        " tokens: " + std::to_string(need) + " to " + std::to_string(p.max_token_pages) + ")");
   for (int64_t k = 0; k < p.constant_pages; ++k)
     RETURN_IF_ERROR(check_page(p, seq.constant_pages[k], "constant"));
   for (int64_t k = 0; k < seq.num_token_pages; ++k)
@@ -49,8 +47,8 @@ Status copy_pages(const PagePool& p, const int32_t* from, const int32_t* to, int
   cudaError_t e = cudaSuccess;
   for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
     if (from[i] != to[i])
-      e = cudaMemcpyAsync(p.page(to[i]), p.page(from[i]), p.page_bytes(),
-                          cudaMemcpyDeviceToDevice, stream);
+      e = cudaMemcpyAsync(p.page(to[i]), p.page(from[i]), p.page_bytes(), cudaMemcpyDeviceToDevice,
+                          stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   return copy_status(e, "copying pages");
 }
@@ -61,8 +59,7 @@ Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst)
   char* out = static_cast<char*>(dst);
   cudaError_t e = cudaSuccess;
   for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    e = cudaMemcpy(out + i * p.page_bytes(), p.page(pages[i]), p.page_bytes(),
-                   cudaMemcpyDeviceToHost);
+    e = cudaMemcpy(out + i * p.page_bytes(), p.page(pages[i]), p.page_bytes(), cudaMemcpyDefault);
   return copy_status(e, "reading pages");
 }
 
@@ -71,8 +68,7 @@ Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const voi
   const char* in = static_cast<const char*>(src);
   cudaError_t e = cudaSuccess;
   for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    e = cudaMemcpy(p.page(pages[i]), in + i * p.page_bytes(), p.page_bytes(),
-                   cudaMemcpyHostToDevice);
+    e = cudaMemcpy(p.page(pages[i]), in + i * p.page_bytes(), p.page_bytes(), cudaMemcpyDefault);
   return copy_status(e, "writing pages");
 }
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "deepinfer/base/status.h"
-#include "deepinfer/model/deepseek_v4/state_layout.h"  // v4::PageGeometry
+#include "deepinfer/model/deepseek_v4/state_layout.h"   // v4::PageGeometry
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"  // PagedSequence
 
 namespace deepinfer::cuda {
@@ -41,8 +41,9 @@ Status check_page(const PagePool& p, int64_t id, const char* what);
 // The sequence's pages exist and its block table covers its positions after n more tokens, at
 // most max_tokens.
 Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n, int64_t max_tokens);
-// Page to page on the device (synchronizes `stream`), and pages to and from host bytes
-// (page_bytes() each, page after page).
+// Page to page on the device (synchronizes `stream`), and pages to and from bytes in host or
+// device memory of this process (page_bytes() each, page after page; CUDA IPC handoffs use the
+// latter).
 Status copy_pages(const PagePool& p, const int32_t* from, const int32_t* to, int64_t n,
                   cudaStream_t stream);
 Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst);

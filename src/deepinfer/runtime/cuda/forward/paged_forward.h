@@ -33,6 +33,7 @@ class PagedForward {
   virtual Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count,
                               float* logits, std::vector<int32_t>* greedy) = 0;
   virtual Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) = 0;
+  // dst / src: host or device memory of this process.
   virtual Status read_pages(const int32_t* pages, int64_t n, void* dst) = 0;
   virtual Status write_pages(const int32_t* pages, int64_t n, const void* src) = 0;
 };
