@@ -1,6 +1,4 @@
 // deepinfer router: the load balancer over `deepinfer serve` replicas (src/deepinfer/router).
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -8,6 +6,7 @@
 #include <vector>
 
 #include "deepinfer/cli/command_registry.h"
+#include "deepinfer/cli/fd_limit.h"
 #include "deepinfer/router/router_server.h"
 
 namespace {
@@ -15,15 +14,6 @@ namespace {
 int fail(const std::string& msg) {
   std::fprintf(stderr, "deepinfer router: %s\n", msg.c_str());
   return 1;
-}
-
-// Each client request holds two descriptors (client and worker).
-void raise_fd_limit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 int run_router_command(int argc, char** argv) {
@@ -159,7 +149,7 @@ int run_router_command(int argc, char** argv) {
       return fail(std::string(flag) + " " + std::to_string(value) + ": must be > 0");
   }
   if (!(o.shutdown_grace_s >= 0)) return fail("--shutdown-grace: must be >= 0");
-  raise_fd_limit();
+  deepinfer::cli::raise_fd_limit();
   auto st = run_router(o);
   if (!st.ok()) return fail(st.message());
   return 0;
