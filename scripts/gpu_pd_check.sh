@@ -20,7 +20,7 @@ fi
 # Twice: the state through host memory and loopback TCP, then device to device by CUDA IPC
 # (--disagg-cuda-ipc: the fetch carries only the header).
 rc=0
-for mode in tcp cuda_ipc; do
+for mode in ${MODES:-tcp cuda_ipc}; do  # MODES: a subset, e.g. "cuda_ipc"
   flags="--device cuda --max-model-len 16384"
   label="device -> host, loopback TCP with SHA-256 per 4 MiB chunk, host -> device"
   if [ "$mode" = cuda_ipc ]; then
