@@ -4,6 +4,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -38,18 +39,19 @@ bool matches(const std::shared_ptr<const CompiledGrammar>& g, const std::string&
 // Full match with PCRE2 (UTF mode, so `.` and classes work on code points as ours do).
 class Pcre {
  public:
-  explicit Pcre(const std::string& pattern) {
+  // ucp: \d \w \s by Unicode properties (as Python's re reads them) instead of ASCII.
+  explicit Pcre(const std::string& pattern, bool ucp = false) {
     int err = 0;
     PCRE2_SIZE off = 0;
+    const uint32_t flags =
+        PCRE2_UTF | PCRE2_ANCHORED | PCRE2_DOLLAR_ENDONLY | (ucp ? PCRE2_UCP : 0);
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                          PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_DOLLAR_ENDONLY,
-                          &err, &off, nullptr);
+                          flags | PCRE2_ENDANCHORED, &err, &off, nullptr);
     EXPECT_NE(code_, nullptr) << pattern;
     // Partial matching wants no end anchor: PCRE2 reports a partial match only when it ran
     // into the end of the subject.
-    prefix_code_ =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                      PCRE2_UTF | PCRE2_ANCHORED | PCRE2_DOLLAR_ENDONLY, &err, &off, nullptr);
+    prefix_code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                 flags, &err, &off, nullptr);
     data_ = pcre2_match_data_create(4, nullptr);
   }
   ~Pcre() {
@@ -308,14 +310,56 @@ TEST(RegexMatch, NonSpaceShorthandExcludesUnicodeWhitespace) {
   EXPECT_TRUE(matches(in_class, "ax"));
 }
 
-// Random strings over each pattern's own code points plus a few others: our recognizer and
-// PCRE2 must agree on every one, and on every prefix's viability.
+// JSON Schema's `pattern` is ECMA-262 (\d and \w ASCII, \s with Unicode whitespace) and
+// Python's re validates it (\d every decimal digit, \w every letter and digit, \s Unicode
+// whitespace): a complemented shorthand, by its case or a negated class around it, writes only
+// what both dialects put outside the set.
+TEST(RegexMatch, ComplementedShorthandsWriteWhatEveryDialectExcludes) {
+  const char* arabic_three = "\xD9\xA3";        // U+0663, a decimal digit (Nd) to Python
+  const char* fullwidth_zero = "\xEF\xBC\x90";  // U+FF10, also Nd
+  const char* e_acute = "\xC3\xA9";             // a letter: \w to Python, \W to ECMA-262
+  const char* nbsp = "\xC2\xA0";                // whitespace to both
+  for (const char* p : {R"(\D+)", R"([^\d]+)", R"([^\d,]+)"}) {
+    auto g = compile_regex(p);
+    ASSERT_NE(g, nullptr) << p;
+    EXPECT_TRUE(matches(g, std::string("ab!") + e_acute)) << p;
+    EXPECT_FALSE(matches(g, arabic_three)) << p;
+    EXPECT_FALSE(matches(g, fullwidth_zero)) << p;
+    EXPECT_FALSE(matches(g, "5")) << p;
+  }
+  auto digit = compile_regex(R"([^\D])");  // a digit to every dialect: ASCII
+  EXPECT_TRUE(matches(digit, "7"));
+  EXPECT_FALSE(matches(digit, arabic_three));
+  for (const char* p : {R"(\W+)", R"([^\w]+)"}) {
+    auto g = compile_regex(p);
+    ASSERT_NE(g, nullptr) << p;
+    EXPECT_TRUE(matches(g, "!- ")) << p;
+    EXPECT_FALSE(matches(g, e_acute)) << p;
+    EXPECT_FALSE(matches(g, "_")) << p;
+  }
+  auto not_space = compile_regex(R"([^\s,]+)");
+  EXPECT_TRUE(matches(not_space, std::string("ab") + e_acute));
+  EXPECT_FALSE(matches(not_space, nbsp));
+  EXPECT_FALSE(matches(not_space, ","));
+  auto space = compile_regex(R"([^\S])");  // whitespace to every dialect: ASCII
+  EXPECT_TRUE(matches(space, " "));
+  EXPECT_FALSE(matches(space, nbsp));
+  auto word = compile_regex(R"(\w+)");  // ASCII letters and digits: a word to every dialect
+  EXPECT_TRUE(matches(word, "a_1"));
+  EXPECT_FALSE(matches(word, e_acute));
+}
+
+// Random strings over each pattern's own code points plus a few others. Our recognizer must
+// agree with PCRE2 on every ASCII string and on every prefix's viability there; on the others
+// a string we accept must match under both of PCRE2's readings of the shorthands, ASCII (as
+// ECMA-262) and Unicode properties (PCRE2_UCP, as Python's re), since the grammar writes only
+// what every dialect accepts.
 TEST(RegexMatch, RandomStringsAgreeWithPcre2) {
   std::mt19937 rng(7);
   for (const AcceptCase& c : regex_cases()) {
     auto g = compile_regex(c.grammar);
     ASSERT_NE(g, nullptr);
-    Pcre pcre(c.grammar);
+    Pcre pcre(c.grammar), pcre_ucp(c.grammar, /*ucp=*/true);
     // Alphabet: UTF-8 code points of the pattern and of the hand-written strings.
     std::vector<std::string> alphabet = {"a", "0", " ", "\xC3\xA9", "\n", "-"};
     auto add_cps = [&](const std::string& s) {
@@ -336,15 +380,23 @@ TEST(RegexMatch, RandomStringsAgreeWithPcre2) {
       for (int i = 0; i < len; ++i) {
         s += alphabet[std::uniform_int_distribution<size_t>(0, alphabet.size() - 1)(rng)];
       }
-      EXPECT_EQ(matches(g, s), pcre.full_match(s)) << c.grammar << " on '" << s << "'";
+      const bool ascii = std::all_of(s.begin(), s.end(), [](char ch) { return ch >= 0; });
+      const bool ours = matches(g, s);
+      if (ascii) EXPECT_EQ(ours, pcre.full_match(s)) << c.grammar << " on '" << s << "'";
+      if (ours) {
+        EXPECT_TRUE(pcre.full_match(s) && pcre_ucp.full_match(s))
+            << c.grammar << " on '" << s << "': accepted, but a dialect rejects it";
+      }
       EarleyMatcher m(g);
       size_t accepted = 0;
       while (accepted < s.size() && m.accept_byte(static_cast<uint8_t>(s[accepted]))) ++accepted;
-      // The longest prefix we accept is viable for PCRE2 and one byte more is not.
+      // The longest prefix we accept is viable for PCRE2 (both readings) and, on ASCII, one
+      // byte more is not.
       if (accepted > 0) {
         EXPECT_TRUE(pcre.viable_prefix(s.substr(0, accepted))) << c.grammar << " / " << s;
+        EXPECT_TRUE(pcre_ucp.viable_prefix(s.substr(0, accepted))) << c.grammar << " / " << s;
       }
-      if (accepted < s.size()) {
+      if (accepted < s.size() && ascii) {
         EXPECT_FALSE(pcre.viable_prefix(s.substr(0, accepted + 1))) << c.grammar << " / " << s;
       }
     }

@@ -67,12 +67,14 @@ bool ends_with_dollar(const std::string& p) {
   return slashes % 2 == 0;
 }
 
-// \d \s \w are ASCII in our dialect but wider in Python's re (and \s in ECMA-262): a pattern
-// using them may match strings ours does not, so it cannot stand for a language to exclude.
+// Our shorthands are read as what every dialect agrees on (regex_shorthands.h): \d \s \w
+// ASCII, their complements without what any dialect puts in the set; both are narrower than
+// some validator's reading, so a pattern using them may match strings ours does not and cannot
+// stand for a language to exclude.
 bool has_narrower_escapes(const std::string& p) {
   for (size_t i = 0; i + 1 < p.size(); ++i) {
     if (p[i] != '\\') continue;
-    if (std::string_view("dswb").find(p[i + 1]) != std::string_view::npos) return true;
+    if (std::string_view("dswbDSW").find(p[i + 1]) != std::string_view::npos) return true;
     ++i;
   }
   return false;
@@ -164,7 +166,8 @@ StatusOr<Element> SchemaCompiler::string(const Json& s, const std::string& path)
       }
       auto t = anchored_search_superset("^" + la.body, "pattern");
       if (!t)
-        return unsupported("pattern", path, "a negative lookahead using \\d, \\s, \\w or \\b");
+        return unsupported("pattern", path,
+                           "a negative lookahead using \\d, \\s, \\w, their complements or \\b");
       negative.push_back(*t);
     }
     positive.push_back({pattern, "pattern", false});
@@ -174,7 +177,8 @@ StatusOr<Element> SchemaCompiler::string(const Json& s, const std::string& path)
       auto t = anchored_search_superset(x.get<std::string>(), "not");
       if (!t)
         return unsupported("not", path,
-                           "a pattern not anchored at the start, or using \\d, \\s, \\w or \\b");
+                           "a pattern not anchored at the start, or using \\d, \\s, \\w, their "
+                           "complements or \\b");
       negative.push_back(*t);
     }
   }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/grammar/regex_shorthands.h"
 #include "deepinfer/grammar/utf8_decode.h"
 
 namespace deepinfer::grammar {
@@ -14,42 +15,6 @@ using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
 
 constexpr int kMaxRepeat = 1000;
 constexpr int kMaxDepth = 200;
-
-void add_class_escape(char c, Ranges* r, bool* negated_shorthand) {
-  *negated_shorthand = (c == 'D' || c == 'W' || c == 'S');
-  switch (c) {
-    case 'd':
-    case 'D':
-      r->emplace_back('0', '9');
-      break;
-    case 'w':
-    case 'W':
-      r->emplace_back('0', '9');
-      r->emplace_back('A', 'Z');
-      r->emplace_back('a', 'z');
-      r->emplace_back('_', '_');
-      break;
-    default:  // s, S: ASCII whitespace, as PCRE2 without UCP
-      r->emplace_back('\t', '\r');
-      r->emplace_back(' ', ' ');
-      // \S must not generate what any dialect calls whitespace (ECMA-262, which JSON Schema's
-      // `pattern` uses, and Python's re, which its validators use): the complement leaves out
-      // their Unicode whitespace too. \s itself stays ASCII, which every dialect accepts.
-      if (c == 'S')
-        for (auto [lo, hi] : std::initializer_list<std::pair<uint32_t, uint32_t>>{{0x1C, 0x1F},
-                                                                                  {0x85, 0x85},
-                                                                                  {0xA0, 0xA0},
-                                                                                  {0x1680, 0x1680},
-                                                                                  {0x2000, 0x200A},
-                                                                                  {0x2028, 0x2029},
-                                                                                  {0x202F, 0x202F},
-                                                                                  {0x205F, 0x205F},
-                                                                                  {0x3000, 0x3000},
-                                                                                  {0xFEFF, 0xFEFF}})
-          r->emplace_back(lo, hi);
-      break;
-  }
-}
 
 class RegexParser {
  public:
@@ -230,8 +195,9 @@ class RegexParser {
   }
 
   // After '\': a single code point escape, or a class shorthand added to `cls`.
-  // Returns nullopt for shorthands.
-  StatusOr<std::optional<uint32_t>> parse_escape(Ranges* cls, bool* negated, bool in_class) {
+  // Returns nullopt for shorthands. in_negated_class: the escape stands in a [^...] class.
+  StatusOr<std::optional<uint32_t>> parse_escape(Ranges* cls, bool* negated, bool in_class,
+                                                 bool in_negated_class = false) {
     size_t start = pos_ - 1;
     if (at_end()) return error_at(start, "pattern ends with '\\'");
     char c = peek();
@@ -243,7 +209,8 @@ class RegexParser {
       case 'W':
       case 's':
       case 'S':
-        add_class_escape(c, cls, negated);
+        // The base set ends complemented by an upper-case shorthand or a negated class.
+        add_class_shorthand(c, (c >= 'A' && c <= 'Z') != in_negated_class, cls, negated);
         return std::optional<uint32_t>();
       case 'n':
         return std::optional<uint32_t>('\n');
@@ -330,7 +297,7 @@ class RegexParser {
         ++pos_;
         Ranges sh;
         bool neg = false;
-        ASSIGN_OR_RETURN(lo, parse_escape(&sh, &neg, true));
+        ASSIGN_OR_RETURN(lo, parse_escape(&sh, &neg, true, negate));
         if (!lo) {
           for (auto r : normalize_ranges(sh, neg)) extra.push_back(r);
           continue;
