@@ -37,6 +37,8 @@ void CompiledGrammar::find_char_rules() {
   const ByteSet high = range(0x80, 0xFF);
   char_start_.assign(positions_.size(), 0);
   char_single_.assign(rules.size(), ByteSet());
+  set_reads_high_.resize(sets.size());
+  for (size_t s = 0; s < sets.size(); ++s) set_reads_high_[s] = (sets[s] & high).any();
   const auto& forms = multibyte_utf8_forms();
   for (uint32_t r = 0; r < rules.size(); ++r) {
     bool ok = true, any_multi = false;
@@ -94,10 +96,7 @@ bool EarleyMatcher::multibyte_chars_follow(uint8_t b) const {
   for (size_t i = set_begin_.back(); i < items_.size(); ++i) {
     const auto& p = pos[items_[i].position];
     if (p.index == CompiledGrammar::kEnd || p.kind != Element::Kind::kBytes) continue;
-    const ByteSet& s = g_->grammar_.byte_sets[p.index];
-    bool reads = s.test(b);
-    for (int w = 0x80; w < 0x100 && !reads; ++w) reads = s.test(w);
-    if (!reads) continue;
+    if (!g_->set_reads_high_[p.index] && !g_->grammar_.byte_sets[p.index].test(b)) continue;
     if (!g_->char_start_[items_[i].position]) return false;
     if (rule != kNone && rule != p.rule) return false;
     rule = p.rule;

@@ -57,6 +57,7 @@ class CompiledGrammar {
   void find_char_rules();
   std::vector<uint8_t> char_start_;
   std::vector<ByteSet> char_single_;
+  std::vector<uint8_t> set_reads_high_;  // per byte set: it holds a byte >= 0x80
   uint32_t max_lookahead_;
   uint32_t start_rule_ = 0;  // synthetic S ::= root
   uint32_t accept_position_ = 0;
