@@ -128,14 +128,7 @@ class EngineImpl final : public Engine {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return stats_;
   }
-  Status map_ipc_state(SequenceHandoff* h) override {
-    if (h->ipc_handle.empty() || h->device_pages) return ok_status();
-    // The runner's map_ipc_pages touches none of its state, so this thread may call it.
-    ASSIGN_OR_RETURN(runtime::ModelRunner::DevicePages d,
-                     runner_->map_ipc_pages(h->ipc_handle, h->state_bytes()));
-    h->device_pages = std::move(d.buffer);
-    return ok_status();
-  }
+  Status map_ipc_state(SequenceHandoff* h) override { return map_ipc_handoff(*runner_, h); }
   std::vector<std::vector<uint64_t>> expert_counts() const override {
     return runner_->expert_counts();  // atomic counters: no engine-thread lock needed
   }
@@ -312,11 +305,7 @@ class EngineImpl final : public Engine {
     s.cache.retention = kv::Retention::kNone;
     const SequenceHandoff& h = *r.req.import_state;
     r.cached_tokens = h.cached_tokens;
-    const std::vector<int32_t> ids = handoff_page_ids(kv_, s.seq_id, h.prompt_pages);
-    Status st = h.ipc_handle.empty() ? runner_->write_pages(ids, h.pages)
-                : !h.device_pages
-                    ? failed_precondition("a CUDA IPC state was not mapped")
-                    : runner_->write_pages_device(ids, {"", h.state_bytes(), h.device_pages});
+    Status st = write_handoff_pages(*runner_, kv_, s.seq_id, h);
     StatusOr<TokenChoice> c = st.ok() ? outputs_.replay(s, h) : StatusOr<TokenChoice>(st);
     r.req.import_state.reset();  // the pages are in the pool now
     if (!c.ok()) return fail_request(r, c.status());
@@ -327,20 +316,9 @@ class EngineImpl final : public Engine {
 
   // export_state: the sequence's pages after its prompt, before its first token frees them.
   void export_handoff(SeqState& s, const TokenChoice& c) {
-    RequestState& r = *s.req;
-    auto h = std::make_shared<SequenceHandoff>(handoff_header(fingerprint_, r, c, kv_.spec()));
-    const std::vector<int32_t> ids = handoff_page_ids(kv_, s.seq_id, h->prompt_pages);
-    if (r.req.export_ipc) {
-      StatusOr<runtime::ModelRunner::DevicePages> d = runner_->export_pages_ipc(ids);
-      if (!d.ok()) return fail_request(r, d.status());
-      h->ipc_handle = std::move(d->ipc_handle);
-      h->device_pages = std::move(d->buffer);
-    } else {
-      StatusOr<std::string> bytes = runner_->read_pages(ids);
-      if (!bytes.ok()) return fail_request(r, bytes.status());
-      h->pages = std::move(*bytes);
-    }
-    r.handoff = std::move(h);
+    auto h = export_sequence(*runner_, kv_, s.seq_id, fingerprint_, *s.req, c);
+    if (!h.ok()) return fail_request(*s.req, h.status());
+    s.req->handoff = std::move(*h);
   }
 
   void finish_seq(SeqState& s, const std::string& reason, bool free_sched = true) {

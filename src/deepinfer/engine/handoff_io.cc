@@ -3,6 +3,35 @@
 #include <algorithm>
 
 namespace deepinfer {
+namespace {
+
+// The sequence's constant pages, then its first prompt_pages token pages.
+std::vector<int32_t> handoff_page_ids(const kv::KvManager& kv, uint64_t seq_id,
+                                      int64_t prompt_pages) {
+  std::vector<int32_t> pages = *kv.state_pages(seq_id);
+  const std::vector<int32_t>& table = *kv.block_table(seq_id);
+  pages.insert(pages.end(), table.begin(), table.begin() + prompt_pages);
+  return pages;
+}
+
+SequenceHandoff handoff_header(const std::string& fingerprint, const RequestState& r,
+                               const TokenChoice& c, const kv::PageSpec& spec) {
+  SequenceHandoff h;
+  h.fingerprint = fingerprint;
+  h.prompt_ids = r.prompt;
+  h.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
+  h.first_token = c.result.token;
+  h.first_drew = c.result.drew;
+  h.has_logprobs = r.req.params.logprobs.has_value();
+  h.first_logprob = c.result.logprob;
+  for (const sample::TokenLogprob& t : c.result.top) h.first_top.emplace_back(t.id, t.logprob);
+  h.page_bytes = spec.page_bytes;
+  h.constant_pages = spec.constant_pages_per_seq;
+  h.prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(r.prompt.size()));
+  return h;
+}
+
+}  // namespace
 
 Status check_handoff(const GenerateRequest& r, const std::vector<int32_t>& prompt,
                      const std::string& fingerprint, const kv::PageSpec& spec, int64_t vocab) {
@@ -36,29 +65,35 @@ Status check_handoff(const GenerateRequest& r, const std::vector<int32_t>& promp
   return ok_status();
 }
 
-std::vector<int32_t> handoff_page_ids(const kv::KvManager& kv, uint64_t seq_id,
-                                      int64_t prompt_pages) {
-  std::vector<int32_t> pages = *kv.state_pages(seq_id);
-  const std::vector<int32_t>& table = *kv.block_table(seq_id);
-  pages.insert(pages.end(), table.begin(), table.begin() + prompt_pages);
-  return pages;
+StatusOr<std::shared_ptr<const SequenceHandoff>> export_sequence(
+    runtime::ModelRunner& runner, const kv::KvManager& kv, uint64_t seq_id,
+    const std::string& fingerprint, const RequestState& r, const TokenChoice& c) {
+  auto h = std::make_shared<SequenceHandoff>(handoff_header(fingerprint, r, c, kv.spec()));
+  const std::vector<int32_t> ids = handoff_page_ids(kv, seq_id, h->prompt_pages);
+  if (r.req.export_ipc) {
+    ASSIGN_OR_RETURN(runtime::ModelRunner::DevicePages d, runner.export_pages_ipc(ids));
+    h->ipc_handle = std::move(d.ipc_handle);
+    h->device_pages = std::move(d.buffer);
+  } else {
+    ASSIGN_OR_RETURN(h->pages, runner.read_pages(ids));
+  }
+  return std::shared_ptr<const SequenceHandoff>(std::move(h));
 }
 
-SequenceHandoff handoff_header(const std::string& fingerprint, const RequestState& r,
-                               const TokenChoice& c, const kv::PageSpec& spec) {
-  SequenceHandoff h;
-  h.fingerprint = fingerprint;
-  h.prompt_ids = r.prompt;
-  h.cached_tokens = std::max<int64_t>(0, r.cached_tokens);
-  h.first_token = c.result.token;
-  h.first_drew = c.result.drew;
-  h.has_logprobs = r.req.params.logprobs.has_value();
-  h.first_logprob = c.result.logprob;
-  for (const sample::TokenLogprob& t : c.result.top) h.first_top.emplace_back(t.id, t.logprob);
-  h.page_bytes = spec.page_bytes;
-  h.constant_pages = spec.constant_pages_per_seq;
-  h.prompt_pages = spec.pages_for_tokens(static_cast<int64_t>(r.prompt.size()));
-  return h;
+Status write_handoff_pages(runtime::ModelRunner& runner, const kv::KvManager& kv, uint64_t seq_id,
+                           const SequenceHandoff& h) {
+  const std::vector<int32_t> ids = handoff_page_ids(kv, seq_id, h.prompt_pages);
+  if (h.ipc_handle.empty()) return runner.write_pages(ids, h.pages);
+  if (!h.device_pages) return failed_precondition("a CUDA IPC state was not mapped");
+  return runner.write_pages_device(ids, {"", h.state_bytes(), h.device_pages});
+}
+
+Status map_ipc_handoff(runtime::ModelRunner& runner, SequenceHandoff* h) {
+  if (h->ipc_handle.empty() || h->device_pages) return ok_status();
+  ASSIGN_OR_RETURN(runtime::ModelRunner::DevicePages d,
+                   runner.map_ipc_pages(h->ipc_handle, h->state_bytes()));
+  h->device_pages = std::move(d.buffer);
+  return ok_status();
 }
 
 }  // namespace deepinfer

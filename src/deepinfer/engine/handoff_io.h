@@ -9,6 +9,7 @@
 #include "deepinfer/base/status.h"
 #include "deepinfer/engine/output_processor.h"
 #include "deepinfer/kv/kv_manager.h"
+#include "deepinfer/runtime/model_runner.h"
 
 namespace deepinfer {
 
@@ -17,14 +18,19 @@ namespace deepinfer {
 Status check_handoff(const GenerateRequest& r, const std::vector<int32_t>& prompt,
                      const std::string& fingerprint, const kv::PageSpec& spec, int64_t vocab);
 
-// The pages a handoff holds, in its order: the sequence's constant pages, then its first
-// `prompt_pages` token pages.
-std::vector<int32_t> handoff_page_ids(const kv::KvManager& kv, uint64_t seq_id,
-                                      int64_t prompt_pages);
-
-// An export's header (everything but the pages): the prompt and cache hit of `r`, its first
-// token `c`, the layout of `spec`.
-SequenceHandoff handoff_header(const std::string& fingerprint, const RequestState& r,
-                               const TokenChoice& c, const kv::PageSpec& spec);
+// export_state: sequence seq_id of `r` after its prompt and first token `c`: the header (the
+// prompt and cache hit, the first token, the page layout) and the pages it holds (its constant
+// pages, then its prompt's token pages): their bytes, or with r.req.export_ipc a device buffer
+// and its IPC handle.
+StatusOr<std::shared_ptr<const SequenceHandoff>> export_sequence(
+    runtime::ModelRunner& runner, const kv::KvManager& kv, uint64_t seq_id,
+    const std::string& fingerprint, const RequestState& r, const TokenChoice& c);
+// import_state: the handoff's pages into the sequence's own (a CUDA IPC state must have been
+// mapped first).
+Status write_handoff_pages(runtime::ModelRunner& runner, const kv::KvManager& kv, uint64_t seq_id,
+                           const SequenceHandoff& h);
+// A CUDA IPC state of another process copied into device memory of this one (no-op otherwise);
+// any thread: the runner's map_ipc_pages touches none of its state.
+Status map_ipc_handoff(runtime::ModelRunner& runner, SequenceHandoff* h);
 
 }  // namespace deepinfer
