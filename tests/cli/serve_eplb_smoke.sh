@@ -14,14 +14,6 @@ source "$(dirname "$0")/servers_helpers.sh"
 "$bin" eplb plan --help | grep -q -- "--redundant" || fail "eplb plan --help"
 start REF
 wait_health REF
-tokens() {  # URL PATH BODY: the answer's token strings (from logprobs), one line
-  curl -s --max-time 60 -H 'Content-Type: application/json' -d "$3" "$1$2" | python3 -c '
-import json, sys
-j = json.load(sys.stdin)
-c = j["choices"][0]
-lp = c["logprobs"]
-print(json.dumps([t["token"] for t in lp["content"]] if "content" in lp else lp["tokens"]))'
-}
 chat='{"messages":[{"role":"user","content":"Tell me about experts."}],"max_tokens":16,"temperature":0,"logprobs":true}'
 comp='{"prompt":"Once upon a time","max_tokens":16,"temperature":0.8,"seed":3,"logprobs":1}'
 want_chat=$(tokens "${url[REF]}" /v1/chat/completions "$chat")

@@ -15,14 +15,6 @@ start R0 --expert-parallel-size 2 --expert-parallel-rank 0 --expert-parallel-add
 start R1 --expert-parallel-size 2 --expert-parallel-rank 1 --expert-parallel-address "$group"
 for w in REF R0 R1; do wait_health "$w"; done
 
-tokens() {  # URL PATH BODY: the answer's token strings (from logprobs), one line
-  curl -s --max-time 60 -H 'Content-Type: application/json' -d "$3" "$1$2" | python3 -c '
-import json, sys
-j = json.load(sys.stdin)
-c = j["choices"][0]
-lp = c["logprobs"]
-print(json.dumps([t["token"] for t in lp["content"]] if "content" in lp else lp["tokens"]))'
-}
 chat='{"messages":[{"role":"user","content":"Tell me about experts."}],"max_tokens":16,"temperature":0,"logprobs":true}'
 comp='{"prompt":"Once upon a time","max_tokens":16,"temperature":0.8,"seed":3,"logprobs":1}'
 for rank in R0 R1; do

@@ -59,3 +59,11 @@ wait_health() {  # NAME
 router_value() {  # URL SERIES (name with labels, exactly as /metrics prints it)
   curl -s "$1/metrics" | awk -v k="deepinfer_router:$2" '$1 == k {print $2}'
 }
+tokens() {  # URL PATH BODY: the answer's token strings (from logprobs), one line
+  curl -s --max-time 60 -H 'Content-Type: application/json' -d "$3" "$1$2" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+c = j["choices"][0]
+lp = c["logprobs"]
+print(json.dumps([t["token"] for t in lp["content"]] if "content" in lp else lp["tokens"]))'
+}
