@@ -136,7 +136,7 @@ void TransferServer::serve(Channel& ch) {
     if (op == wire::kFetch) {
       id = req_id;
       fetched = store_->get(id);
-      st = serve_fetch(ch, id, &done);
+      st = serve_fetch(ch, fetched, &done);
     } else if (op == wire::kResend && req_id == id && n <= wire::kMaxResendIndices) {
       std::string idx(static_cast<size_t>(n) * 4, '\0');
       st = ch.read(idx.data(), idx.size(), deadline);
@@ -181,10 +181,10 @@ void TransferServer::serve(Channel& ch) {
   }
 }
 
-Status TransferServer::serve_fetch(Channel& ch, const std::string& id, bool* done) {
+Status TransferServer::serve_fetch(Channel& ch, const std::shared_ptr<const Handoff>& h,
+                                   bool* done) {
   const auto deadline = Steady::now() + std::chrono::duration_cast<Steady::duration>(
                                             std::chrono::duration<double>(o_.io_timeout_s));
-  std::shared_ptr<const Handoff> h = store_->get(id);
   std::string head(wire::kMagic);
   {
     std::lock_guard<std::mutex> lock(mu_);

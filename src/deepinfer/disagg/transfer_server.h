@@ -52,7 +52,8 @@ class TransferServer {
   // A connection thread: opens its channel (a UCX accept runs on that thread), then serves it.
   void spawn(std::function<std::unique_ptr<Channel>()> open);
   void serve(Channel& ch);
-  Status serve_fetch(Channel& ch, const std::string& id, bool* done);
+  // Answers a FETCH with h (null: unknown or expired).
+  Status serve_fetch(Channel& ch, const std::shared_ptr<const Handoff>& h, bool* done);
 
   TransferServerOptions o_;
   std::shared_ptr<HandoffStore> store_;
