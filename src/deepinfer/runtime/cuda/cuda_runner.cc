@@ -77,14 +77,19 @@ class CudaRunner final : public ModelRunner {
     return copy_ipc_buffer(ipc_handle, bytes);
   }
   Status write_pages_device(const std::vector<int32_t>& pages, const DevicePages& src) override {
-    if (src.bytes != int64_t(pages.size()) * spec_.page_bytes || !src.buffer)
-      return invalid_argument("write_pages_device: " + std::to_string(src.bytes) + " bytes for " +
-                              std::to_string(pages.size()) + " pages of " +
-                              std::to_string(spec_.page_bytes) + " bytes");
+    RETURN_IF_ERROR(check_page_bytes("write_pages_device", pages, src.buffer ? src.bytes : -1));
     return model_->write_pages(pages.data(), int64_t(pages.size()), src.buffer.get());
   }
 
  private:
+  // invalid_argument naming `what` unless `bytes` is exactly pages.size() pages.
+  Status check_page_bytes(const char* what, const std::vector<int32_t>& pages,
+                          int64_t bytes) const {
+    if (bytes == int64_t(pages.size()) * spec_.page_bytes) return ok_status();
+    return invalid_argument(std::string(what) + ": " + std::to_string(bytes) + " bytes for " +
+                            std::to_string(pages.size()) + " pages of " +
+                            std::to_string(spec_.page_bytes) + " bytes");
+  }
   // Every check of a batch before any state changes; splits its rows into the decode group and
   // the prefill rows.
   Status plan(const StepBatch& batch);
@@ -248,11 +253,7 @@ StatusOr<std::string> CudaRunner::read_pages(const std::vector<int32_t>& pages) 
 }
 
 Status CudaRunner::write_pages(const std::vector<int32_t>& pages, std::string_view bytes) {
-  const size_t page_bytes = static_cast<size_t>(spec_.page_bytes);
-  if (bytes.size() != pages.size() * page_bytes)
-    return invalid_argument("write_pages: " + std::to_string(bytes.size()) + " bytes for " +
-                            std::to_string(pages.size()) + " pages of " +
-                            std::to_string(page_bytes) + " bytes");
+  RETURN_IF_ERROR(check_page_bytes("write_pages", pages, int64_t(bytes.size())));
   return model_->write_pages(pages.data(), int64_t(pages.size()), bytes.data());
 }
 
