@@ -75,7 +75,10 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
                     // stored formats: few rows per expert (weight_gemv) and, skewed, many
                     // (dequantize + cuBLASLt in run())
                     MoeCase{16, 4096, 2048, 16, 6, -1, /*quantized=*/true},
-                    MoeCase{128, 256, 128, 16, 6, /*favoured=*/5, /*quantized=*/true}}) {
+                    MoeCase{128, 256, 128, 16, 6, /*favoured=*/5, /*quantized=*/true},
+                    // a prefill chunk's shape for the pipelined MXFP4 kernel: ~48 rows per
+                    // expert (64-row passes, several K tiles, some experts over 64 rows)
+                    MoeCase{256, 1024, 512, 32, 6, -1, /*quantized=*/true}}) {
     v4::Config c;
     c.hidden_size = k.hidden;
     c.n_routed_experts = k.experts;
