@@ -32,6 +32,7 @@
 #include "deepinfer/runtime/model_runner.h"
 #include "golden_fixture.h"
 #include "logits_tolerance.h"
+#include "runner_rows.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -45,39 +46,15 @@ constexpr int kMaxSeqs = 4;
 constexpr int64_t kMaxModelLen = 256;
 constexpr int64_t kBatchedTokens = 256;  // the runner's prefill chunk (as the traced model's)
 
-// A sequence as the engine holds it: an id, its constant pages and its block table.
-struct Seq {
-  uint64_t id = 0;
-  std::vector<int32_t> constant, table;
-};
+using Seq = testing::RunnerSeq;
 
-// Sequence k of a test's pages: every k-th page from k on, backwards, so neither a sequence's
-// pages nor their order are contiguous (kMaxModelLen tokens of table).
 Seq seq_at(uint64_t id, int k, const kv::PageSpec& spec) {
-  const int64_t per = spec.constant_pages_per_seq + spec.pages_for_tokens(kMaxModelLen);
-  Seq s;
-  s.id = id;
-  for (int64_t j = per - 1; j >= 0; --j) {
-    const int32_t page = static_cast<int32_t>(k + j * kMaxSeqs);
-    if (int64_t(s.constant.size()) < spec.constant_pages_per_seq)
-      s.constant.push_back(page);
-    else
-      s.table.push_back(page);
-  }
-  return s;
+  return testing::runner_seq(id, k, spec, kMaxModelLen, kMaxSeqs);
 }
 
 StepRow make_row(const Seq& s, const std::vector<int32_t>& ids, int64_t start, int64_t n,
                  bool wants_logits) {
-  StepRow r;
-  r.seq_id = s.id;
-  r.start_pos = start;
-  r.tokens = ids.data() + start;
-  r.num_tokens = n;
-  r.state_pages = &s.constant;
-  r.block_table = &s.table;
-  r.wants_logits = wants_logits;
-  return r;
+  return testing::runner_row(s, ids, start, n, wants_logits);
 }
 
 runtime::RunnerOptions runner_options(const std::string& dir) {

@@ -166,6 +166,9 @@ int run_forward(const std::string& model_arg, const std::string& json_path, int6
   o.prefill_len = prefill_len;
   o.json_path = json_path;
   o.cuda_graphs = args.cuda_graphs;
+  auto switches = deepinfer::resolve_switches(args.switches);
+  if (!switches.ok()) return fail(switches.status());
+  o.batch_invariant = switches->batch_invariant;
   if (auto st = parse_batch_sizes(f.batch_sizes.empty() ? "1,8,32,128" : f.batch_sizes, &o.batches);
       !st.ok())
     return fail(st);

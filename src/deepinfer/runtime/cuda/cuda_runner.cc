@@ -298,6 +298,7 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
   mo.memory_fraction = o.gpu_memory_utilization;
   mo.pool_bytes = std::max<int64_t>(o.kv_memory_bytes, 0);
   mo.cuda_graphs = o.cuda_graphs;
+  mo.batch_invariant = o.batch_invariant;
   if (o.on_load_progress)
     mo.progress = [cb = o.on_load_progress](const v4::LoadProgress& p) {
       cb(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);

@@ -244,6 +244,7 @@ void MoeRunner::reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64
   }
   ensure_smem<true>(hidden);
   ensure_smem<false>(inter);
+  moe_detail::ensure_grouped_w4_smem();
   grouped_tokens_ = std::max(grouped_tokens_, tokens);
 }
 
@@ -282,7 +283,14 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   ga.top_k = K;
   ga.lim = a.swiglu_limit;
   ga.before = a.weight_before_w2;
-  if (T >= a.grouped_mma_min_tokens && H % moe_detail::kMmaK == 0 && I % moe_detail::kMmaK == 0) {
+  // Batch-invariant: the kernel (and with it each row's order of sums) must not depend on T; the
+  // tensor-core forms' rows are independent of each other and of the rows per pass.
+  const int64_t mma_from = linear_.gemm().batch_invariant() ? 1 : a.grouped_mma_min_tokens;
+  if (T >= mma_from && a.expert_format == MatrixFormat::kMxfp4 &&
+      moe_detail::grouped_w4_fits(H, I)) {
+    moe_detail::launch_grouped_w4(true, ga, E, T, stream);
+    moe_detail::launch_grouped_w4(false, ga, E, T, stream);
+  } else if (T >= mma_from && H % moe_detail::kMmaK == 0 && I % moe_detail::kMmaK == 0) {
     moe_detail::launch_grouped_mma(true, a.expert_format, ga, E, T, stream);
     moe_detail::launch_grouped_mma(false, a.expert_format, ga, E, T, stream);
   } else {

@@ -49,6 +49,7 @@ struct CudaModel::Impl {
         main_inv_freq(v4::RopeTable(c.rope_theta, c.rope_dim, nullptr).inv_freq()),
         compress_inv_freq(v4::RopeTable(c.compress_rope_theta, c.rope_dim, &c.yarn).inv_freq()) {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    gemm.set_batch_invariant(o.batch_invariant);
     linear.reserve(w.largest_quantized());  // before any graph capture
   }
 

@@ -63,6 +63,9 @@ struct CudaModelOptions {
   // decode() replays each batch bucket's step from a CUDA graph (buckets: powers of two up to
   // max_chunk, padded with rows that touch no sequence). Off: the same launches, eagerly.
   bool cuda_graphs = true;
+  // A row's logits the same bits whatever else is in its batch or chunk (Gemm::
+  // set_batch_invariant: no cuBLASLt; the grouped expert kernels at every batch size).
+  bool batch_invariant = false;
   std::function<void(const v4::LoadProgress&)> progress;  // load: called after every tensor
 };
 
