@@ -42,7 +42,7 @@ std::optional<size_t> pick_preferring_untried(WorkerPool& pool, std::string_view
 }
 
 struct Phase1 {
-  enum Kind { kToken, kNoHandoff, kAnswered, kFailed } kind = kFailed;
+  enum Kind { kToken, kNoHandoff, kAnswered, kFailed, kClientGone } kind = kFailed;
   std::string token;
   std::string why;
   bool keep_alive = false;  // kAnswered
@@ -63,10 +63,16 @@ asio::awaitable<Phase1> prefill_phase(beast::tcp_stream& client, bool keep_alive
     UpstreamCall& c;
     ~AddWait() { t.waited_s += c.waited_s(); }
   } add_wait{timer, call};
-  Status st = co_await start_attempt(call, pool, p, req, state);
+  // Phase 1's answer comes once the prefill is done: a client that leaves meanwhile closes the
+  // prefill worker's connection (which cancels it there), and no phase 2 follows.
+  const Phase1 gone{Phase1::kClientGone, "", "the client left"};
+  ClientWatch watch(client, [&call] { call.abort(); });
+  Status st = co_await start_attempt(call, pool, p, req, state, watch);
+  if (watch.gone()) co_return gone;
   if (!st.ok()) co_return Phase1{Phase1::kFailed, "", "prefill " + st.message()};
   counted.headed(call);
   auto body = co_await call.read_all();
+  if (watch.gone()) co_return gone;
   auto failed = [&](const std::string& why) {
     ++worker.failures;
     return Phase1{Phase1::kFailed, "", "prefill " + worker.url.text + ": " + why};
@@ -111,6 +117,10 @@ asio::awaitable<bool> forward_pd(beast::tcp_stream& client, bool keep_alive, For
       (d ? tried_d : tried_p)[w] = true;
       Outcome out = co_await relay_attempt(client, keep_alive, fwd, pool, w, state, timer);
       if (out.kind == Outcome::kAnswered) co_return out.keep_alive;
+      if (out.kind == Outcome::kClientGone) {
+        ++counters.client_gone;
+        co_return false;
+      }
       last_error = out.why;
       continue;
     }
@@ -126,6 +136,10 @@ asio::awaitable<bool> forward_pd(beast::tcp_stream& client, bool keep_alive, For
     Phase1 one = co_await prefill_phase(client, keep_alive, fwd, prompt_tokens, *p, state, timer);
     reserved.reset();  // phase 2's Attempt counts it from here
     if (one.kind == Phase1::kAnswered) co_return one.keep_alive;
+    if (one.kind == Phase1::kClientGone) {
+      ++counters.client_gone;
+      co_return false;
+    }
     if (one.kind == Phase1::kFailed) {
       tried_p[*p] = true;
       last_error = one.why;
@@ -141,6 +155,10 @@ asio::awaitable<bool> forward_pd(beast::tcp_stream& client, bool keep_alive, For
     Outcome out = co_await relay_attempt(client, keep_alive, std::move(two), decode, *d, state,
                                          timer, /*decode_phase=*/one.kind == Phase1::kToken);
     if (out.kind == Outcome::kAnswered) co_return out.keep_alive;
+    if (out.kind == Outcome::kClientGone) {
+      ++counters.client_gone;
+      co_return false;
+    }
     last_error = out.why;
     tried_d[*d] = true;
     if (out.kind == Outcome::kTransferFailed) {

@@ -126,10 +126,12 @@ void Attempt::headed(const UpstreamCall& call) {
 }
 
 asio::awaitable<Status> start_attempt(UpstreamCall& call, WorkerPool& pool, size_t i,
-                                      const ForwardRequest& req, RouterState& state) {
+                                      const ForwardRequest& req, RouterState& state,
+                                      const ClientWatch& watch) {
   WorkerState& w = pool[i];
   Status st = co_await call.start(
       w.url, req, {state.options.connect_timeout_s, state.options.worker_timeout_s});
+  if (watch.gone()) co_return Status(StatusCode::kCancelled, "the client left");
   if (st.ok() && call.status() == 503) st = internal_error("answered 503 (loading or draining)");
   if (!st.ok()) {
     ++w.failures;
@@ -150,10 +152,15 @@ asio::awaitable<Outcome> relay_attempt(beast::tcp_stream& client, bool client_ke
     UpstreamCall& c;
     ~AddWait() { t.waited_s += c.waited_s(); }
   } add_wait{timer, call};
-  Status st = co_await start_attempt(call, pool, i, req, state);
+  const Outcome gone{Outcome::kClientGone, false, "the client left"};
+  // Until the answer's first byte is written, nothing else would notice the client leave.
+  auto watch = std::make_unique<ClientWatch>(client, [&call] { call.abort(); });
+  Status st = co_await start_attempt(call, pool, i, req, state, *watch);
+  if (watch->gone()) co_return gone;
   if (!st.ok()) co_return Outcome{Outcome::kRetry, false, st.message()};
   counted.headed(call);
   if (call.header(http::field::content_type).rfind("text/event-stream", 0) == 0) {
+    watch.reset();  // from here each event's write notices a client that left
     std::string why;
     StreamEnd end = co_await pass_stream(client, call, worker, state, timer, why);
     if (end == StreamEnd::kRetry)
@@ -162,6 +169,8 @@ asio::awaitable<Outcome> relay_attempt(beast::tcp_stream& client, bool client_ke
                       ""};  // SSE answers end the connection, as the server's do
   }
   auto body = co_await call.read_all();
+  if (watch->gone()) co_return gone;
+  watch.reset();
   if (!body.ok()) {
     ++worker.failures;
     co_return Outcome{Outcome::kRetry, false, worker.url.text + ": " + body.status().message()};

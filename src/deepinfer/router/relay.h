@@ -6,6 +6,7 @@
 #include <string>
 
 #include "deepinfer/router/asio_includes.h"
+#include "deepinfer/router/client_watch.h"
 #include "deepinfer/router/router_server.h"
 #include "deepinfer/router/upstream.h"
 
@@ -45,11 +46,15 @@ class Attempt {
 
 // Connects, sends and reads the head, as an Attempt on `pool[i]`. A 503 (loading or draining)
 // is a failure; a worker that refuses the connection is ejected. Errors name the worker's URL.
+// Once `watch` saw the client leave, a failure (the call aborted) is cancelled, no worker's.
 asio::awaitable<Status> start_attempt(UpstreamCall& call, WorkerPool& pool, size_t i,
-                                      const ForwardRequest& req, RouterState& state);
+                                      const ForwardRequest& req, RouterState& state,
+                                      const ClientWatch& watch);
 
 struct Outcome {
-  enum Kind { kAnswered, kRetry, kTransferFailed } kind = kRetry;
+  // kClientGone: the client left while the worker computed; the call was closed (the worker
+  // cancels), nothing is retried and nothing answered.
+  enum Kind { kAnswered, kRetry, kTransferFailed, kClientGone } kind = kRetry;
   bool keep_alive = false;  // kAnswered: the client connection may stay open
   std::string why;          // kRetry, kTransferFailed: what went wrong, naming the worker
 };

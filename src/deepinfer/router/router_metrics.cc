@@ -137,6 +137,10 @@ std::string render_router_metrics(std::span<const WorkerPool* const> pools,
   };
   scalar("retries_total", "counter", "Attempts sent to another worker after a failure.",
          double(c.retries));
+  scalar("client_gone_total", "counter",
+         "Requests whose client left before the answer: the worker's call was closed, which "
+         "cancels it there, and nothing was retried.",
+         double(c.client_gone));
   scalar("requests_in_flight", "gauge", "Client requests being proxied.", double(c.in_flight));
   scalar("pd_pairs_total", "counter", "PD: phase 1 requests sent to a prefill worker.",
          double(c.pd_pairs));

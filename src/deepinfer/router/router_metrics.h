@@ -27,7 +27,8 @@ class LatencySamples {
 };
 
 struct RouterCounters {
-  uint64_t retries = 0;  // attempts (or PD pairs) sent again after a failure
+  uint64_t retries = 0;      // attempts (or PD pairs) sent again after a failure
+  uint64_t client_gone = 0;  // clients that left before their answer: the worker's call closed
   int64_t in_flight = 0;
   uint64_t pd_pairs = 0;              // PD: phase 1 sent to a prefill worker
   uint64_t pd_plain_no_handoff = 0;   // phase 1 answered handoff null: plain to the decode worker

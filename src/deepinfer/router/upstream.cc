@@ -16,6 +16,12 @@ UpstreamCall::UpstreamCall(asio::any_io_executor ex) : resolver_(ex), stream_(ex
   parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
 }
 
+void UpstreamCall::abort() {
+  boost::system::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.socket().close(ec);
+}
+
 std::string UpstreamCall::header(http::field f) const {
   auto it = parser_.get().find(f);
   return it == parser_.get().end() ? std::string() : std::string(it->value());

@@ -34,6 +34,8 @@ class UpstreamCall {
   asio::awaitable<Status> start(const WorkerUrl& url, const ForwardRequest& req,
                                 UpstreamTimeouts timeouts);
   bool connected() const { return connected_; }
+  // Closes the worker's connection (the worker cancels the request); pending reads fail.
+  void abort();
   int status() const { return parser_.get().result_int(); }
   std::string header(http::field f) const;
   // The next bytes of the body, decoded from its framing; empty once it is complete.
