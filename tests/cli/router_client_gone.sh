@@ -7,16 +7,15 @@
 #      request), retries nothing and sends no phase 2: after the next request (whose phase 1
 #      the resumed worker takes after the abandoned one), the decode worker had that one only.
 #   2. Data parallel (one worker), a non-streamed request: counted, nothing retried.
-#   3. Both routers then answer as before, and each worker completed only that later request.
+#   3. Both routers then answer as before.
+# Whether a worker still computes an abandoned request depends on how soon it reads the closed
+# connection (the server's own cancel, tested with the server); a prefill of the tiny model can
+# finish first, so only the router's side is asserted here.
 # Usage: router_client_gone.sh path/to/deepinfer
 set -u
 bin="$1"
 source "$(dirname "$0")/servers_helpers.sh"
 json='Content-Type: application/json'
-completed() {  # NAME: the worker's requests finished by length (each answer here stops so)
-  curl -s "${url[$1]}/metrics" |
-    awk '$1 ~ /^deepinfer:request_success_total\{.*finished_reason="length"/ {print $2}'
-}
 wait_for() {  # DESCRIPTION COMMAND...: up to 20 s for COMMAND to succeed
   local what="$1"
   shift
@@ -67,9 +66,4 @@ done
 # waited for its phase 1 would have sent its phase 2 before this request's: one decode request.
 [ "$(router_value "$pd" "worker_requests_total{pool=\"decode\",worker=\"${url[D]}\"}")" = 1 ] ||
   fail "a phase 2 reached the decode worker for the client that had left"
-# The abandoned requests were cancelled on the workers (their connections closed), not
-# computed: each worker completed only the request after them.
-for w in P W; do
-  [ "$(completed $w)" = 1 ] || fail "worker $w completed $(completed $w) requests, not 1"
-done
 echo "PASS router client gone"
