@@ -244,6 +244,7 @@ void MoeRunner::reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64
   }
   ensure_smem<true>(hidden);
   ensure_smem<false>(inter);
+  moe_detail::ensure_grouped_w4_smem();
   grouped_tokens_ = std::max(grouped_tokens_, tokens);
 }
 
@@ -282,7 +283,12 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   ga.top_k = K;
   ga.lim = a.swiglu_limit;
   ga.before = a.weight_before_w2;
-  if (T >= a.grouped_mma_min_tokens && H % moe_detail::kMmaK == 0 && I % moe_detail::kMmaK == 0) {
+  if (T >= a.grouped_mma_min_tokens && a.expert_format == MatrixFormat::kMxfp4 &&
+      moe_detail::grouped_w4_fits(H, I)) {
+    moe_detail::launch_grouped_w4(true, ga, E, T, stream);
+    moe_detail::launch_grouped_w4(false, ga, E, T, stream);
+  } else if (T >= a.grouped_mma_min_tokens && H % moe_detail::kMmaK == 0 &&
+             I % moe_detail::kMmaK == 0) {
     moe_detail::launch_grouped_mma(true, a.expert_format, ga, E, T, stream);
     moe_detail::launch_grouped_mma(false, a.expert_format, ga, E, T, stream);
   } else {
