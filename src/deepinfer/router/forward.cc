@@ -62,10 +62,7 @@ asio::awaitable<bool> forward(beast::tcp_stream& client,
     if (attempt > 0) ++state.counters.retries;
     Outcome out = co_await relay_attempt(client, req.keep_alive(), fwd, pool, *w, state, timer);
     if (out.kind == Outcome::kAnswered) co_return out.keep_alive;
-    if (out.kind == Outcome::kClientGone) {
-      ++state.counters.client_gone;
-      co_return false;
-    }
+    if (out.kind == Outcome::kClientGone) co_return false;  // counted where it was seen
     last_error = out.why;
   }
   co_return co_await send_router_error(client, last_error.empty(), last_error, req.keep_alive());

@@ -66,7 +66,7 @@ asio::awaitable<Phase1> prefill_phase(beast::tcp_stream& client, bool keep_alive
   // Phase 1's answer comes once the prefill is done: a client that leaves meanwhile closes the
   // prefill worker's connection (which cancels it there), and no phase 2 follows.
   const Phase1 gone{Phase1::kClientGone, "", "the client left"};
-  ClientWatch watch(client, [&call] { call.abort(); });
+  ClientWatch watch(client, abandon_on_leave(call, state));
   Status st = co_await start_attempt(call, pool, p, req, state, watch);
   if (watch.gone()) co_return gone;
   if (!st.ok()) co_return Phase1{Phase1::kFailed, "", "prefill " + st.message()};
@@ -117,10 +117,7 @@ asio::awaitable<bool> forward_pd(beast::tcp_stream& client, bool keep_alive, For
       (d ? tried_d : tried_p)[w] = true;
       Outcome out = co_await relay_attempt(client, keep_alive, fwd, pool, w, state, timer);
       if (out.kind == Outcome::kAnswered) co_return out.keep_alive;
-      if (out.kind == Outcome::kClientGone) {
-        ++counters.client_gone;
-        co_return false;
-      }
+      if (out.kind == Outcome::kClientGone) co_return false;  // counted where it was seen
       last_error = out.why;
       continue;
     }
@@ -136,10 +133,7 @@ asio::awaitable<bool> forward_pd(beast::tcp_stream& client, bool keep_alive, For
     Phase1 one = co_await prefill_phase(client, keep_alive, fwd, prompt_tokens, *p, state, timer);
     reserved.reset();  // phase 2's Attempt counts it from here
     if (one.kind == Phase1::kAnswered) co_return one.keep_alive;
-    if (one.kind == Phase1::kClientGone) {
-      ++counters.client_gone;
-      co_return false;
-    }
+    if (one.kind == Phase1::kClientGone) co_return false;
     if (one.kind == Phase1::kFailed) {
       tried_p[*p] = true;
       last_error = one.why;
@@ -155,10 +149,7 @@ asio::awaitable<bool> forward_pd(beast::tcp_stream& client, bool keep_alive, For
     Outcome out = co_await relay_attempt(client, keep_alive, std::move(two), decode, *d, state,
                                          timer, /*decode_phase=*/one.kind == Phase1::kToken);
     if (out.kind == Outcome::kAnswered) co_return out.keep_alive;
-    if (out.kind == Outcome::kClientGone) {
-      ++counters.client_gone;
-      co_return false;
-    }
+    if (out.kind == Outcome::kClientGone) co_return false;
     last_error = out.why;
     tried_d[*d] = true;
     if (out.kind == Outcome::kTransferFailed) {

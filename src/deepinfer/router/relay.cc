@@ -125,6 +125,13 @@ void Attempt::headed(const UpstreamCall& call) {
   ++worker_.first_byte_count;
 }
 
+std::function<void()> abandon_on_leave(UpstreamCall& call, RouterState& state) {
+  return [&call, &state] {
+    call.abort();
+    ++state.counters.client_gone;
+  };
+}
+
 asio::awaitable<Status> start_attempt(UpstreamCall& call, WorkerPool& pool, size_t i,
                                       const ForwardRequest& req, RouterState& state,
                                       const ClientWatch& watch) {
@@ -154,7 +161,7 @@ asio::awaitable<Outcome> relay_attempt(beast::tcp_stream& client, bool client_ke
   } add_wait{timer, call};
   const Outcome gone{Outcome::kClientGone, false, "the client left"};
   // Until the answer's first byte is written, nothing else would notice the client leave.
-  auto watch = std::make_unique<ClientWatch>(client, [&call] { call.abort(); });
+  auto watch = std::make_unique<ClientWatch>(client, abandon_on_leave(call, state));
   Status st = co_await start_attempt(call, pool, i, req, state, *watch);
   if (watch->gone()) co_return gone;
   if (!st.ok()) co_return Outcome{Outcome::kRetry, false, st.message()};

@@ -3,6 +3,7 @@
 // the PD paths (forward.cc, pd_forward.cc).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "deepinfer/router/asio_includes.h"
@@ -43,6 +44,10 @@ class Attempt {
   WorkerState& worker_;
   int64_t prefill_tokens_;
 };
+
+// What a ClientWatch does over `call` when the client leaves: closes the worker's connection (the
+// worker cancels) and counts it (RouterCounters::client_gone).
+std::function<void()> abandon_on_leave(UpstreamCall& call, RouterState& state);
 
 // Connects, sends and reads the head, as an Attempt on `pool[i]`. A 503 (loading or draining)
 // is a failure; a worker that refuses the connection is ejected. Errors name the worker's URL.
