@@ -292,7 +292,7 @@ void launch(dim3 grid, const GroupedArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool grouped_w4_fits(int64_t hidden, int64_t inter) {
-  return hidden % kBK == 0 && inter % kBK == 0 && hidden % 2 == 0 && inter % 2 == 0;
+  return hidden % kBK == 0 && inter % kBK == 0;
 }
 
 void ensure_grouped_w4_smem() {
