@@ -8,9 +8,14 @@
 namespace deepinfer::cpu {
 namespace {
 
+// Every buffer opens with a tag naming its exchange (dispatch or combine, and of which
+// micro-batch), so ranks that disagree on the schedule fail instead of misreading records.
 // Dispatch record: token, slot, expert, weight (4 x 4 bytes), then the token's hidden row.
 // Combine record: token, slot, then the pair's output row.
-constexpr size_t kHead = 16;
+constexpr size_t kTag = 4, kHead = 16;
+enum Part : uint32_t { kWhole = 0, kFirst = 1, kSecond = 2 };
+uint32_t dispatch_tag(Part p) { return 0x44000000u | p; }  // 'D'
+uint32_t combine_tag(Part p) { return 0x43000000u | p; }   // 'C'
 
 void put(std::string* s, const void* v, size_t n) { s->append(static_cast<const char*>(v), n); }
 template <class T>
@@ -20,77 +25,170 @@ T get(const char* p) {
   return v;
 }
 
+// One exchange's buffers: the tag, then whole records of `record` bytes. Errors name the rank.
+Status check_buffers(const std::vector<std::string>& recv, uint32_t tag, size_t record,
+                     const char* what) {
+  for (size_t s = 0; s < recv.size(); ++s) {
+    const std::string& b = recv[s];
+    if (b.size() < kTag || get<uint32_t>(b.data()) != tag)
+      return failed_precondition(std::string(what) + " from rank " + std::to_string(s) +
+                                 ": it is in another exchange (every rank must run the same "
+                                 "schedule: two-batch overlap on or off alike)");
+    if ((b.size() - kTag) % record != 0)
+      return internal_error(std::string(what) + " from rank " + std::to_string(s) + ": " +
+                            std::to_string(b.size()) + " bytes is not whole records");
+  }
+  return ok_status();
+}
+
+class Exchange {
+ public:
+  Exchange(Collective& group, const float* h, int64_t hidden, int64_t n, int K,
+           const std::vector<ExpertPair>& pairs, const ExpertCompute& compute, float* contrib)
+      : group_(group),
+        h_(h),
+        hidden_(hidden),
+        row_(static_cast<size_t>(hidden) * sizeof(float)),
+        K_(K),
+        pairs_(pairs),
+        compute_(compute),
+        contrib_(contrib),
+        seen_(static_cast<size_t>(n * K), 0) {}
+
+  // The pairs of tokens [lo, hi), each to its rank.
+  std::vector<std::string> dispatch(int64_t lo, int64_t hi, Part part) const {
+    std::vector<std::string> send(group_.size());
+    const uint32_t tag = dispatch_tag(part);
+    for (std::string& b : send) put(&b, &tag, kTag);
+    for (const ExpertPair& p : pairs_) {
+      if (p.token < lo || p.token >= hi) continue;
+      std::string& b = send[p.rank];
+      put(&b, &p.token, 4);
+      put(&b, &p.slot, 4);
+      put(&b, &p.expert, 4);
+      put(&b, &p.weight, 4);
+      put(&b, h_ + p.token * hidden_, row_);
+    }
+    return send;
+  }
+
+  // The pairs other ranks sent here, computed on the pool; their outputs to send back.
+  Status serve(const std::vector<std::string>& recv, Part part, std::vector<std::string>* back) {
+    RETURN_IF_ERROR(check_buffers(recv, dispatch_tag(part), kHead + row_, "expert dispatch"));
+    struct Received {
+      int src;
+      const char* rec;
+    };
+    std::vector<Received> got;
+    for (size_t s = 0; s < recv.size(); ++s)
+      for (size_t at = kTag; at < recv[s].size(); at += kHead + row_)
+        got.push_back({static_cast<int>(s), recv[s].data() + at});
+    std::vector<float> out(got.size() * hidden_, 0.0f);
+    ThreadPool::default_pool().parallel_for(
+        static_cast<int64_t>(got.size()), 1, [&](int64_t b, int64_t e) {
+          std::vector<float> x(hidden_);
+          for (int64_t i = b; i < e; ++i) {
+            const char* r = got[i].rec;
+            std::memcpy(x.data(), r + kHead, row_);
+            compute_(get<int32_t>(r + 8), x.data(), get<float>(r + 12), &out[i * hidden_]);
+          }
+        });
+    back->assign(recv.size(), std::string());
+    const uint32_t tag = combine_tag(part);
+    for (std::string& b : *back) put(&b, &tag, kTag);
+    for (size_t i = 0; i < got.size(); ++i) {
+      std::string& b = (*back)[got[i].src];
+      b.append(got[i].rec, 8);  // token, slot
+      put(&b, &out[i * hidden_], row_);
+    }
+    return ok_status();
+  }
+
+  // Outputs for this rank's tokens [lo, hi) into their (token, slot).
+  Status take(const std::vector<std::string>& recv, int64_t lo, int64_t hi, Part part) {
+    RETURN_IF_ERROR(check_buffers(recv, combine_tag(part), 8 + row_, "expert combine"));
+    for (size_t s = 0; s < recv.size(); ++s)
+      for (size_t at = kTag; at < recv[s].size(); at += 8 + row_) {
+        const char* r = recv[s].data() + at;
+        const auto t = get<int32_t>(r), k = get<int32_t>(r + 4);
+        if (t < lo || t >= hi || k < 0 || k >= K_ || seen_[t * K_ + k])
+          return internal_error("expert combine from rank " + std::to_string(s) +
+                                ": an unexpected (token, slot)");
+        seen_[t * K_ + k] = 1;
+        std::memcpy(contrib_ + (t * K_ + k) * hidden_, r + 8, row_);
+      }
+    return ok_status();
+  }
+
+  Status check_complete() const {
+    for (size_t i = 0; i < seen_.size(); ++i)
+      if (!seen_[i])
+        return internal_error("expert combine: token " + std::to_string(i / K_) +
+                              " is missing slot " + std::to_string(i % K_));
+    return ok_status();
+  }
+
+ private:
+  Collective& group_;
+  const float* h_;
+  const int64_t hidden_;
+  const size_t row_;
+  const int K_;
+  const std::vector<ExpertPair>& pairs_;
+  const ExpertCompute& compute_;
+  float* contrib_;
+  std::vector<char> seen_;
+};
+
+Status run_serial(Exchange& x, Collective& group, int64_t n, const ExchangeSchedule& schedule) {
+  std::vector<std::string> recv, back;
+  RETURN_IF_ERROR(group.all_to_all(x.dispatch(0, n, kWhole), &recv));
+  RETURN_IF_ERROR(x.serve(recv, kWhole, &back));
+  RETURN_IF_ERROR(group.all_to_all(std::move(back), &recv));
+  RETURN_IF_ERROR(x.take(recv, 0, n, kWhole));
+  if (schedule.local) schedule.local();
+  return ok_status();
+}
+
+Status run_two_batch(Exchange& x, Collective& group, int64_t n, const ExchangeSchedule& schedule) {
+  const int64_t split = (n + 1) / 2;
+  std::vector<std::string> recv, back;
+  PendingExchange dispatch_a = group.start_all_to_all(x.dispatch(0, split, kFirst));
+  PendingExchange dispatch_b = group.start_all_to_all(x.dispatch(split, n, kSecond));
+  if (schedule.local) schedule.local();
+  RETURN_IF_ERROR(dispatch_a.wait(&recv));
+  RETURN_IF_ERROR(x.serve(recv, kFirst, &back));
+  PendingExchange combine_a = group.start_all_to_all(std::move(back));
+  RETURN_IF_ERROR(dispatch_b.wait(&recv));
+  RETURN_IF_ERROR(x.serve(recv, kSecond, &back));
+  PendingExchange combine_b = group.start_all_to_all(std::move(back));
+  RETURN_IF_ERROR(combine_a.wait(&recv));
+  RETURN_IF_ERROR(x.take(recv, 0, split, kFirst));
+  RETURN_IF_ERROR(combine_b.wait(&recv));
+  return x.take(recv, split, n, kSecond);
+}
+
 }  // namespace
 
 Status exchange_experts(Collective& group, const float* h, int64_t hidden, int64_t n, int K,
                         const std::vector<ExpertPair>& pairs, const ExpertCompute& compute,
-                        float* contrib) {
-  const int R = group.size();
-  const size_t row = static_cast<size_t>(hidden) * sizeof(float);
-  std::vector<std::string> send(R), recv;
-  for (const ExpertPair& p : pairs) {
-    if (p.rank < 0 || p.rank >= R)
-      return internal_error("expert dispatch: expert " + std::to_string(p.expert) +
-                            " sent to rank " + std::to_string(p.rank) + " of a group of " +
-                            std::to_string(R));
-    std::string& b = send[p.rank];
-    put(&b, &p.token, 4);
-    put(&b, &p.slot, 4);
-    put(&b, &p.expert, 4);
-    put(&b, &p.weight, 4);
-    put(&b, h + p.token * hidden, row);
-  }
-  RETURN_IF_ERROR(group.all_to_all(send, &recv));
-
-  struct Received {
-    int src;
-    const char* rec;
-  };
-  std::vector<Received> got;
-  for (int s = 0; s < R; ++s) {
-    if (recv[s].size() % (kHead + row) != 0)
-      return internal_error("expert dispatch from rank " + std::to_string(s) + ": " +
-                            std::to_string(recv[s].size()) + " bytes is not whole records");
-    for (size_t at = 0; at < recv[s].size(); at += kHead + row)
-      got.push_back({s, recv[s].data() + at});
-  }
-  std::vector<float> out(got.size() * hidden, 0.0f);
-  ThreadPool::default_pool().parallel_for(
-      static_cast<int64_t>(got.size()), 1, [&](int64_t b, int64_t e) {
-        std::vector<float> x(hidden);
-        for (int64_t i = b; i < e; ++i) {
-          const char* r = got[i].rec;
-          std::memcpy(x.data(), r + kHead, row);
-          compute(get<int32_t>(r + 8), x.data(), get<float>(r + 12), &out[i * hidden]);
-        }
-      });
-  std::vector<std::string> back(R);
-  for (size_t i = 0; i < got.size(); ++i) {
-    std::string& b = back[got[i].src];
-    b.append(got[i].rec, 8);  // token, slot
-    put(&b, &out[i * hidden], row);
-  }
-  RETURN_IF_ERROR(group.all_to_all(back, &recv));
-
-  std::vector<char> seen(n * K, 0);
-  for (int s = 0; s < R; ++s) {
-    if (recv[s].size() % (8 + row) != 0)
-      return internal_error("expert combine from rank " + std::to_string(s) +
-                            ": not whole records");
-    for (size_t at = 0; at < recv[s].size(); at += 8 + row) {
-      const auto t = get<int32_t>(recv[s].data() + at), k = get<int32_t>(recv[s].data() + at + 4);
-      if (t < 0 || t >= n || k < 0 || k >= K || seen[t * K + k])
-        return internal_error("expert combine from rank " + std::to_string(s) +
-                              ": an unexpected (token, slot)");
-      seen[t * K + k] = 1;
-      std::memcpy(contrib + (t * K + k) * hidden, recv[s].data() + at + 8, row);
+                        const ExchangeSchedule& schedule, float* contrib) {
+  Status st;
+  for (const ExpertPair& p : pairs)
+    if (p.rank < 0 || p.rank >= group.size()) {
+      st =
+          internal_error("expert dispatch: expert " + std::to_string(p.expert) + " sent to rank " +
+                         std::to_string(p.rank) + " of a group of " + std::to_string(group.size()));
+      break;
     }
-  }
-  for (int64_t i = 0; i < n * K; ++i)
-    if (!seen[i])
-      return internal_error("expert combine: token " + std::to_string(i / K) + " is missing slot " +
-                            std::to_string(i % K));
-  return ok_status();
+  Exchange x(group, h, hidden, n, K, pairs, compute, contrib);
+  if (st.ok())
+    st = schedule.two_batch ? run_two_batch(x, group, n, schedule)
+                            : run_serial(x, group, n, schedule);
+  if (st.ok()) st = x.check_complete();
+  // The others would wait on this rank's part of the exchanges (some may still be in flight).
+  if (!st.ok()) group.abort(st.message());
+  return st;
 }
 
 }  // namespace deepinfer::cpu
