@@ -13,7 +13,7 @@ namespace {
 // Dispatch record: token, slot, expert, weight (4 x 4 bytes), then the token's hidden row.
 // Combine record: token, slot, then the pair's output row.
 constexpr size_t kTag = 4, kHead = 16;
-enum Part : uint32_t { kWhole = 0, kFirst = 1, kSecond = 2 };
+enum Part : uint8_t { kWhole = 0, kFirst = 1, kSecond = 2, kNone, kTaken };
 uint32_t dispatch_tag(Part p) { return 0x44000000u | p; }  // 'D'
 uint32_t combine_tag(Part p) { return 0x43000000u | p; }   // 'C'
 
@@ -53,15 +53,16 @@ class Exchange {
         pairs_(pairs),
         compute_(compute),
         contrib_(contrib),
-        seen_(static_cast<size_t>(n * K), 0) {}
+        sent_in_(static_cast<size_t>(n * K), kNone) {}
 
-  // The pairs of tokens [lo, hi), each to its rank.
-  std::vector<std::string> dispatch(int64_t lo, int64_t hi, Part part) const {
+  // pairs[first, last) (checked by check_pairs), each to its rank.
+  std::vector<std::string> dispatch(size_t first, size_t last, Part part) {
     std::vector<std::string> send(group_.size());
     const uint32_t tag = dispatch_tag(part);
     for (std::string& b : send) put(&b, &tag, kTag);
-    for (const ExpertPair& p : pairs_) {
-      if (p.token < lo || p.token >= hi) continue;
+    for (size_t i = first; i < last; ++i) {
+      const ExpertPair& p = pairs_[i];
+      sent_in_[p.token * K_ + p.slot] = part;
       std::string& b = send[p.rank];
       put(&b, &p.token, 4);
       put(&b, &p.slot, 4);
@@ -104,25 +105,26 @@ class Exchange {
     return ok_status();
   }
 
-  // Outputs for this rank's tokens [lo, hi) into their (token, slot).
-  Status take(const std::vector<std::string>& recv, int64_t lo, int64_t hi, Part part) {
+  // The outputs of the pairs dispatched in `part`, into their (token, slot).
+  Status take(const std::vector<std::string>& recv, Part part) {
     RETURN_IF_ERROR(check_buffers(recv, combine_tag(part), 8 + row_, "expert combine"));
+    const int64_t slots = static_cast<int64_t>(sent_in_.size());
     for (size_t s = 0; s < recv.size(); ++s)
       for (size_t at = kTag; at < recv[s].size(); at += 8 + row_) {
         const char* r = recv[s].data() + at;
-        const auto t = get<int32_t>(r), k = get<int32_t>(r + 4);
-        if (t < lo || t >= hi || k < 0 || k >= K_ || seen_[t * K_ + k])
+        const int64_t t = get<int32_t>(r), k = get<int32_t>(r + 4), i = t * K_ + k;
+        if (t < 0 || k < 0 || k >= K_ || i >= slots || sent_in_[i] != part)
           return internal_error("expert combine from rank " + std::to_string(s) +
                                 ": an unexpected (token, slot)");
-        seen_[t * K_ + k] = 1;
-        std::memcpy(contrib_ + (t * K_ + k) * hidden_, r + 8, row_);
+        sent_in_[i] = kTaken;
+        std::memcpy(contrib_ + i * hidden_, r + 8, row_);
       }
     return ok_status();
   }
 
   Status check_complete() const {
-    for (size_t i = 0; i < seen_.size(); ++i)
-      if (!seen_[i])
+    for (size_t i = 0; i < sent_in_.size(); ++i)
+      if (sent_in_[i] != kTaken)
         return internal_error("expert combine: token " + std::to_string(i / K_) +
                               " is missing slot " + std::to_string(i % K_));
     return ok_status();
@@ -137,24 +139,42 @@ class Exchange {
   const std::vector<ExpertPair>& pairs_;
   const ExpertCompute& compute_;
   float* contrib_;
-  std::vector<char> seen_;
+  std::vector<Part> sent_in_;  // per (token, slot): the part it went out in, then kTaken
 };
 
-Status run_serial(Exchange& x, Collective& group, int64_t n, const ExchangeSchedule& schedule) {
+// Every pair names a (token, slot) of the batch once, and a rank of the group.
+Status check_pairs(const std::vector<ExpertPair>& pairs, int64_t n, int K, int size) {
+  std::vector<char> named(static_cast<size_t>(n * K), 0);
+  for (const ExpertPair& p : pairs) {
+    if (p.rank < 0 || p.rank >= size)
+      return internal_error("expert dispatch: expert " + std::to_string(p.expert) +
+                            " sent to rank " + std::to_string(p.rank) + " of a group of " +
+                            std::to_string(size));
+    if (p.token < 0 || p.token >= n || p.slot < 0 || p.slot >= K || named[p.token * K + p.slot]++)
+      return internal_error("expert dispatch: token " + std::to_string(p.token) + " slot " +
+                            std::to_string(p.slot) + " is outside the batch or named twice");
+  }
+  return ok_status();
+}
+
+Status run_serial(Exchange& x, Collective& group, size_t pairs, const ExchangeSchedule& schedule) {
   std::vector<std::string> recv, back;
-  RETURN_IF_ERROR(group.all_to_all(x.dispatch(0, n, kWhole), &recv));
+  RETURN_IF_ERROR(group.all_to_all(x.dispatch(0, pairs, kWhole), &recv));
   RETURN_IF_ERROR(x.serve(recv, kWhole, &back));
   RETURN_IF_ERROR(group.all_to_all(std::move(back), &recv));
-  RETURN_IF_ERROR(x.take(recv, 0, n, kWhole));
+  RETURN_IF_ERROR(x.take(recv, kWhole));
   if (schedule.local) schedule.local();
   return ok_status();
 }
 
-Status run_two_batch(Exchange& x, Collective& group, int64_t n, const ExchangeSchedule& schedule) {
-  const int64_t split = (n + 1) / 2;
+// The micro-batches are the two halves of the pair list (token-major, so whole tokens where
+// n >= 2; a one-token decode row's slots split too, so it also has something to overlap).
+Status run_two_batch(Exchange& x, Collective& group, size_t pairs,
+                     const ExchangeSchedule& schedule) {
+  const size_t split = (pairs + 1) / 2;
   std::vector<std::string> recv, back;
   PendingExchange dispatch_a = group.start_all_to_all(x.dispatch(0, split, kFirst));
-  PendingExchange dispatch_b = group.start_all_to_all(x.dispatch(split, n, kSecond));
+  PendingExchange dispatch_b = group.start_all_to_all(x.dispatch(split, pairs, kSecond));
   if (schedule.local) schedule.local();
   RETURN_IF_ERROR(dispatch_a.wait(&recv));
   RETURN_IF_ERROR(x.serve(recv, kFirst, &back));
@@ -163,9 +183,9 @@ Status run_two_batch(Exchange& x, Collective& group, int64_t n, const ExchangeSc
   RETURN_IF_ERROR(x.serve(recv, kSecond, &back));
   PendingExchange combine_b = group.start_all_to_all(std::move(back));
   RETURN_IF_ERROR(combine_a.wait(&recv));
-  RETURN_IF_ERROR(x.take(recv, 0, split, kFirst));
+  RETURN_IF_ERROR(x.take(recv, kFirst));
   RETURN_IF_ERROR(combine_b.wait(&recv));
-  return x.take(recv, split, n, kSecond);
+  return x.take(recv, kSecond);
 }
 
 }  // namespace
@@ -173,18 +193,11 @@ Status run_two_batch(Exchange& x, Collective& group, int64_t n, const ExchangeSc
 Status exchange_experts(Collective& group, const float* h, int64_t hidden, int64_t n, int K,
                         const std::vector<ExpertPair>& pairs, const ExpertCompute& compute,
                         const ExchangeSchedule& schedule, float* contrib) {
-  Status st;
-  for (const ExpertPair& p : pairs)
-    if (p.rank < 0 || p.rank >= group.size()) {
-      st =
-          internal_error("expert dispatch: expert " + std::to_string(p.expert) + " sent to rank " +
-                         std::to_string(p.rank) + " of a group of " + std::to_string(group.size()));
-      break;
-    }
+  Status st = check_pairs(pairs, n, K, group.size());
   Exchange x(group, h, hidden, n, K, pairs, compute, contrib);
   if (st.ok())
-    st = schedule.two_batch ? run_two_batch(x, group, n, schedule)
-                            : run_serial(x, group, n, schedule);
+    st = schedule.two_batch ? run_two_batch(x, group, pairs.size(), schedule)
+                            : run_serial(x, group, pairs.size(), schedule);
   if (st.ok()) st = x.check_complete();
   // The others would wait on this rank's part of the exchanges (some may still be in flight).
   if (!st.ok()) group.abort(st.message());

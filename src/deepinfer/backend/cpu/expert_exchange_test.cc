@@ -81,7 +81,8 @@ void expect_every_slot_filled(const std::vector<int64_t>& tokens, bool two_batch
     EXPECT_EQ(locals[r].load(), 1) << "rank " << r;
     const std::vector<float> want = on_one_rank(in[r]);
     ASSERT_EQ(got[r].size(), want.size());
-    EXPECT_EQ(std::memcmp(got[r].data(), want.data(), want.size() * sizeof(float)), 0)
+    EXPECT_TRUE(want.empty() ||
+                std::memcmp(got[r].data(), want.data(), want.size() * sizeof(float)) == 0)
         << "rank " << r << " of " << size << " with " << tokens[r] << " tokens, two_batch "
         << two_batch;
   }
