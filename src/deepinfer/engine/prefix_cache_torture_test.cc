@@ -23,7 +23,7 @@
 #include "deepinfer/base/sanitized_build.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
-#include "deepinfer/engine/torture_device.h"
+#include "deepinfer/engine/testing/torture_device.h"
 #include "deepinfer/kv/redis_test_server.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"

@@ -13,17 +13,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/switches.h"
-#include "deepinfer/model/deepseek_v4/cpu_model.h"
-#include "deepinfer/model/deepseek_v41/cpu_model.h"
-#include "deepinfer/model/model_family.h"
+#include "deepinfer/model/testing/reference_logits.h"
 
 namespace deepinfer::testing {
 
@@ -31,8 +26,7 @@ namespace deepinfer::testing {
 // 2^-8 of the logit scale are one bf16 ulp apart, so their order is not determined on the GPU.
 constexpr double kTortureNearTie = 1.0 / 256;
 
-class TortureDevice {
- public:
+struct TortureDevice {
   bool cuda = false;
   bool bitwise = true;
 
@@ -47,7 +41,7 @@ class TortureDevice {
   double reference_gap(const std::string& model_dir, const std::vector<int32_t>& prefix, int32_t a,
                        int32_t b) const {
     std::vector<float> logits;
-    const Status st = last_logits(model_dir, prefix, &logits);
+    const Status st = model_testing::reference_last_logits(model_dir, prefix, &logits);
     EXPECT_TRUE(st.ok()) << st.to_string();
     if (!st.ok()) return 0;
     double scale = 0;
@@ -73,44 +67,6 @@ class TortureDevice {
         what.c_str(), agree, got.size(), want[agree], got[agree], gap);
     EXPECT_LT(gap, kTortureNearTie)
         << what << ": cache on and off part after " << agree << " tokens with a clear gap";
-  }
-
- private:
-  // The CPU reference models, loaded once per directory (plain numerics, as the GPU computes).
-  struct References {
-    std::mutex mu;
-    std::map<std::string, std::unique_ptr<v4::CpuModel>> v4;
-    std::map<std::string, std::unique_ptr<v41::CpuModel>> v41;
-  };
-  static References& references() {
-    static References r;
-    return r;
-  }
-
-  static Status last_logits(const std::string& dir, const std::vector<int32_t>& prefix,
-                            std::vector<float>* logits) {
-    References& r = references();
-    std::lock_guard<std::mutex> lock(r.mu);
-    ASSIGN_OR_RETURN(const ModelFamily family, detect_model_family(dir));
-    const auto n = static_cast<int64_t>(prefix.size());
-    if (family == ModelFamily::kDeepseekV41) {
-      auto& m = r.v41[dir];
-      if (!m) {
-        v41::ModelOptions o;
-        o.numerics = v4::Numerics::kPlain;
-        ASSIGN_OR_RETURN(m, v41::CpuModel::load(dir, o));
-      }
-      auto st = m->new_sequence();
-      return m->forward(st, prefix.data(), n, false, logits);
-    }
-    auto& m = r.v4[dir];
-    if (!m) {
-      v4::ModelOptions o;
-      o.numerics = v4::Numerics::kPlain;
-      ASSIGN_OR_RETURN(m, v4::CpuModel::load(dir, o));
-    }
-    auto st = m->new_sequence();
-    return m->forward(st, prefix.data(), n, false, logits);
   }
 };
 
