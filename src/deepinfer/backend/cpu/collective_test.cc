@@ -1,15 +1,15 @@
 // The asynchronous form of the CPU collectives (start_all_to_all / wait): exchanges started
 // together arrive in order, and an abort or a destroyed collective fails a pending exchange
 // with the group's error instead of leaving it waiting, for ranks as threads and over TCP.
-// The groups' timeouts are long (kTimeoutS): a call must end on the abort, far sooner. That is
-// a liveness bound (woken by the abort, not by the timeout, whose error would read the same
-// once the group is aborted), not a speed figure: it has a margin of thousands.
+// The groups' timeouts are an hour (kTimeoutS): a call must end on the abort, so a missed
+// wake-up hangs, and ctest's per-test limit (120 s, backend/CMakeLists.txt) fails it. No test
+// times anything itself (the timeout's error would read like the abort's once the group is
+// aborted, so the message cannot tell them apart).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,7 +23,7 @@ namespace deepinfer::cpu {
 namespace {
 
 using Group = std::vector<std::unique_ptr<Collective>>;
-constexpr double kTimeoutS = 120;
+constexpr double kTimeoutS = 3600;
 
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -97,12 +97,9 @@ void expect_in_order(const MakeGroup& make) {
 TEST(AsyncCollective, ExchangesStartedTogetherArriveInOrderLocal) { expect_in_order(local_group); }
 TEST(AsyncCollective, ExchangesStartedTogetherArriveInOrderTcp) { expect_in_order(tcp_group); }
 
-// Runs `call`, which must fail, and must end well before the group's timeout.
-Status fails_before_timeout(const std::function<Status()>& call) {
-  const auto start = std::chrono::steady_clock::now();
+// Runs `call`, which must fail (on the abort: the group's timeout is an hour).
+Status fails_on_abort(const std::function<Status()>& call) {
   const Status st = call();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(s, kTimeoutS / 2) << "ended by the group's timeout, not the abort: " << st.to_string();
   EXPECT_FALSE(st.ok());
   return st;
 }
@@ -118,11 +115,11 @@ void expect_abort_fails_pending(const MakeGroup& make, int pending_rank, int abo
   PendingExchange p = group[pending_rank]->start_all_to_all({"a", "b"});
   std::thread aborter([&] { group[aborting]->abort("test abort"); });
   std::vector<std::string> recv;
-  const Status st = fails_before_timeout([&] { return p.wait(&recv); });
+  const Status st = fails_on_abort([&] { return p.wait(&recv); });
   aborter.join();
   EXPECT_NE(st.message().find(want), std::string::npos) << st.to_string();
   Collective& other = *group[1 - pending_rank];
-  fails_before_timeout([&] {
+  fails_on_abort([&] {
     Status later = other.all_to_all({"", ""}, &recv);
     return later.ok() ? other.all_to_all({"", ""}, &recv) : later;
   });
@@ -149,7 +146,7 @@ TEST(AsyncCollective, RankZerosAbortReachesAnotherRanksPendingExchangeTcp) {
   PendingExchange p = group[1]->start_all_to_all({"a", "b"});
   group[0]->abort("test abort");
   std::vector<std::string> recv;
-  const Status st = fails_before_timeout([&] { return p.wait(&recv); });
+  const Status st = fails_on_abort([&] { return p.wait(&recv); });
   EXPECT_NE(st.message().find("rank 0 aborted: test abort"), std::string::npos) << st.to_string();
 }
 
@@ -160,12 +157,12 @@ void expect_destroyed_mid_exchange_fails_cleanly(const MakeGroup& make) {
   ASSERT_EQ(group.size(), 2u);
   PendingExchange p = group[0]->start_all_to_all({"a", "b"});
   std::vector<std::string> recv;
-  const Status st = fails_before_timeout([&] {
+  const Status st = fails_on_abort([&] {
     group[0].reset();
     return p.wait(&recv);
   });
   EXPECT_NE(st.message().find("destroyed"), std::string::npos) << st.to_string();
-  fails_before_timeout([&] {  // over TCP possibly one call late, as above
+  fails_on_abort([&] {  // over TCP possibly one call late, as above
     Status later = group[1]->all_to_all({"", ""}, &recv);
     return later.ok() ? group[1]->all_to_all({"", ""}, &recv) : later;
   });
