@@ -20,6 +20,7 @@
 
 #include "deepinfer/backend/cpu/local_collective.h"
 #include "deepinfer/backend/cpu/tcp_collective.h"
+#include "deepinfer/base/testing/free_port.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
@@ -211,15 +212,9 @@ TEST(ExpertParallel, AMissingRankTakesTheGroupDownWithAnError) {
 }
 
 int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = testing::free_loopback_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
+  return port;
 }
 
 pid_t spawn_rank(const std::vector<std::string>& args) {

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "deepinfer/base/testing/free_port.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
@@ -31,15 +32,9 @@ const std::string& v4_model() {
 }
 
 int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = testing::free_loopback_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
+  return port;
 }
 
 EngineArgs args_for(const std::string& model) {

@@ -18,6 +18,7 @@
 
 #include "deepinfer/backend/cpu/local_collective.h"
 #include "deepinfer/backend/cpu/tcp_collective.h"
+#include "deepinfer/base/testing/free_port.h"
 
 namespace deepinfer::cpu {
 namespace {
@@ -26,15 +27,9 @@ using Group = std::vector<std::unique_ptr<Collective>>;
 constexpr double kTimeoutS = 3600;
 
 int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = testing::free_loopback_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
+  return port;
 }
 
 // A TCP group of `size` ranks in this process (each join is on its own thread: rank 0 waits
