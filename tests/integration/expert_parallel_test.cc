@@ -2,8 +2,8 @@
 // loading only its share of the routed experts and forwarding its own sequence (data-parallel
 // attention), the MoE layers exchanging tokens through a LocalCollective. Every rank's logits
 // and greedy tokens must be bitwise those of one unsharded model running the same sequence
-// alone, for both families; a rank that never arrives takes the group down with an error
-// naming it.
+// alone, for both families and with two-batch overlap on or off; a rank that never arrives
+// takes the group down with an error naming it.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -20,6 +20,7 @@
 
 #include "deepinfer/backend/cpu/local_collective.h"
 #include "deepinfer/backend/cpu/tcp_collective.h"
+#include "deepinfer/base/testing/free_port.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
@@ -99,8 +100,22 @@ TEST(ExpertParallel, TwoAndFourRanksGiveOneRanksLogitsAndTokensV41) {
   expect_same_as_one_rank<v41::CpuModel>(dir, 4, v41::ModelOptions{});
 }
 
-// A rank with nothing to run takes part through idle calls (one per forward of the others).
-TEST(ExpertParallel, AnIdleRankKeepsTheOthersGoing) {
+// Two-batch overlap is on by default (the tests above); the serial exchange gives the same bits.
+TEST(ExpertParallel, WithoutTwoBatchOverlapTwoAndFourRanksGiveOneRanksLogitsToo) {
+  ModelOptions o = v4_options(Numerics::kOfficial);
+  o.two_batch_overlap = false;
+  expect_same_as_one_rank<CpuModel>(model_dir(), 2, o);
+  expect_same_as_one_rank<CpuModel>(model_dir(), 4, o);
+  const std::string& dir = v41::tiny_model_dir_for_test(/*quantized=*/true);
+  v41::ModelOptions o41;
+  o41.two_batch_overlap = false;
+  expect_same_as_one_rank<v41::CpuModel>(dir, 2, o41);
+  expect_same_as_one_rank<v41::CpuModel>(dir, 4, o41);
+}
+
+// A rank with nothing to run takes part through idle calls (one per forward of the others):
+// 0 tokens against the other's prefill chunks and its 1-token decode steps.
+void expect_idle_rank_keeps_the_others_going(bool overlap) {
   for (const bool v41_family : {false, true}) {
     auto group = cpu::make_local_group(2, /*timeout_s=*/120);
     deepinfer::Run want, got;
@@ -111,12 +126,14 @@ TEST(ExpertParallel, AnIdleRankKeepsTheOthersGoing) {
       if (v41_family) {
         v41::ModelOptions o;
         o.expert_group = group[1].get();
+        o.two_batch_overlap = overlap;
         auto m = v41::CpuModel::load(v41_dir, o);
         st = m.status();
         for (int i = 0; st.ok() && i < 9; ++i) st = (*m)->expert_parallel_idle();
       } else {
         ModelOptions o;
         o.expert_group = group[1].get();
+        o.two_batch_overlap = overlap;
         auto m = CpuModel::load(model_dir(), o);
         st = m.status();
         for (int i = 0; st.ok() && i < 9; ++i) st = (*m)->expert_parallel_idle();
@@ -132,6 +149,7 @@ TEST(ExpertParallel, AnIdleRankKeepsTheOthersGoing) {
       want = run(**single, p, 6);
       v41::ModelOptions o;
       o.expert_group = group[0].get();
+      o.two_batch_overlap = overlap;
       auto m = v41::CpuModel::load(dir, o);
       ASSERT_TRUE(m.ok());
       got = run(**m, p, 6);  // 3 chunks + 6 steps = 9 forwards
@@ -142,6 +160,7 @@ TEST(ExpertParallel, AnIdleRankKeepsTheOthersGoing) {
       want = run(**single, p, 6);
       ModelOptions o;
       o.expert_group = group[0].get();
+      o.two_batch_overlap = overlap;
       auto m = CpuModel::load(model_dir(), o);
       ASSERT_TRUE(m.ok());
       got = run(**m, p, 6);
@@ -152,8 +171,13 @@ TEST(ExpertParallel, AnIdleRankKeepsTheOthersGoing) {
     EXPECT_EQ(got.tokens, want.tokens);
     ASSERT_EQ(got.logits.size(), want.logits.size());
     EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), got.logits.size() * 4), 0)
-        << (v41_family ? "V4.1" : "V4");
+        << (v41_family ? "V4.1" : "V4") << (overlap ? " with" : " without") << " overlap";
   }
+}
+
+TEST(ExpertParallel, AnIdleRankKeepsTheOthersGoing) {
+  expect_idle_rank_keeps_the_others_going(/*overlap=*/true);
+  expect_idle_rank_keeps_the_others_going(/*overlap=*/false);
 }
 
 TEST(ExpertParallel, ARankKeepsOnlyItsExperts) {
@@ -188,15 +212,9 @@ TEST(ExpertParallel, AMissingRankTakesTheGroupDownWithAnError) {
 }
 
 int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = testing::free_loopback_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
+  return port;
 }
 
 pid_t spawn_rank(const std::vector<std::string>& args) {

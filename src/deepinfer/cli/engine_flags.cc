@@ -55,6 +55,11 @@ void add_expert_parallel_flags(CLI::App& app, EngineArgs* a) {
                  "EPLB plan (JSON, from `deepinfer eplb plan`): which rank holds which routed "
                  "experts per layer, with redundant copies of hot experts; every rank of the group "
                  "gets the same file (default: expert e on rank e % size)");
+  app.add_flag_callback(
+      "--no-two-batch-overlap", [a] { a->two_batch_overlap = false; },
+      "expert parallelism: run each MoE exchange serially (dispatch, experts, combine) instead "
+      "of as two micro-batches whose communication overlaps compute; the outputs are the same, "
+      "every rank must be given the same setting (to measure the overlap against)");
 }
 
 // The prefix cache's flags (engine/prefix_caching.h, kv/unit_tiers.h).

@@ -88,6 +88,10 @@ struct EngineArgs {
   // group, replicas of hot experts included (`deepinfer eplb plan` writes it). Needs
   // expert_parallel.size > 1. Empty: expert e on rank e % size.
   std::string eplb_plan;
+  // Two-batch overlap (--no-two-batch-overlap turns it off; docs/decisions/0015): each MoE
+  // exchange of the group runs as two micro-batches whose communication overlaps compute. The
+  // outputs are the same either way; every rank must be given the same value.
+  bool two_batch_overlap = true;
   // Test hook (`serve --debug-scripted-output FILE`): when set, every sample's tokens are this
   // text's encoding and then EOS instead of sampled ones; detokenizing, stop rules and streaming
   // stay the real ones. Only for tests of output parsing (tool calls, reasoning) on a tiny model.

@@ -48,6 +48,7 @@ StatusOr<runtime::RunnerOptions> runner_options(const EngineArgs& args) {
   ro.cuda_graphs = args.cuda_graphs;
   ro.on_load_progress = args.on_load_progress;
   ro.eplb_plan = args.eplb_plan;
+  ro.two_batch_overlap = args.two_batch_overlap;
   return ro;
 }
 

@@ -1,8 +1,9 @@
 // Expert parallelism through the engine (issue 22, acceptance 1): engines as ranks of one group
 // (TCP on loopback, each with its own requests: data-parallel attention, sharded experts, steps
 // in lockstep). Each rank's outputs must be bitwise those of one unsharded engine running the
-// same requests, for both families, with a rank that has nothing to do; a rank that leaves
-// takes the group down with an error instead of a hang; unsupported combinations are refused.
+// same requests, for both families, with a rank that has nothing to do, with two-batch overlap
+// and without; a rank that leaves takes the group down with an error instead of a hang; ranks
+// on different overlap settings fail naming it; unsupported combinations are refused.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "deepinfer/base/testing/free_port.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
@@ -30,15 +32,9 @@ const std::string& v4_model() {
 }
 
 int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const int port = testing::free_loopback_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
+  return port;
 }
 
 EngineArgs args_for(const std::string& model) {
@@ -50,9 +46,11 @@ EngineArgs args_for(const std::string& model) {
   return a;
 }
 
-// One group of `size` engines, created together (each waits for the others to join).
+// One group of `size` engines, created together (each waits for the others to join); rank r
+// gets two_batch_overlap = overlap[r] (default: on).
 std::vector<std::unique_ptr<Engine>> make_group(const std::string& model, int size,
-                                                const std::string& eplb_plan = "") {
+                                                const std::string& eplb_plan = "",
+                                                const std::vector<bool>& overlap = {}) {
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   std::vector<std::unique_ptr<Engine>> engines(size);
   std::vector<std::thread> threads;
@@ -61,6 +59,7 @@ std::vector<std::unique_ptr<Engine>> make_group(const std::string& model, int si
       EngineArgs a = args_for(model);
       a.expert_parallel = {size, r, address, 60};
       a.eplb_plan = eplb_plan;
+      if (!overlap.empty()) a.two_batch_overlap = overlap[r];
       auto e = Engine::create(a);
       EXPECT_TRUE(e.ok()) << "rank " << r << ": " << e.status().to_string();
       if (e.ok()) engines[r] = std::move(e).value();
@@ -96,7 +95,8 @@ void expect_same(const std::vector<RequestOutput>& got, const std::vector<Reques
 
 // Ranks 0..size-1 each serve their own batch (rank `idle` none); every output is the one-rank
 // engine's.
-void expect_group_matches_one_engine(const std::string& model, int size, int idle) {
+void expect_group_matches_one_engine(const std::string& model, int size, int idle,
+                                     bool overlap = true) {
   auto single = Engine::create(args_for(model));
   ASSERT_TRUE(single.ok()) << single.status().to_string();
   std::vector<std::vector<GenerateRequest>> work(size);
@@ -106,7 +106,7 @@ void expect_group_matches_one_engine(const std::string& model, int size, int idl
     work[r] = requests(7 + r, 3 + r);
     want[r] = testing::run_batch(**single, work[r]);
   }
-  auto engines = make_group(model, size);
+  auto engines = make_group(model, size, "", std::vector<bool>(size, overlap));
   for (const auto& e : engines) ASSERT_NE(e, nullptr);
   std::vector<std::vector<RequestOutput>> got(size);
   std::vector<std::thread> threads;
@@ -126,6 +126,23 @@ TEST(ExpertParallelEngine, ARankWithNothingToDoStepsWithTheOthersV4) {
 
 TEST(ExpertParallelEngine, TwoRanksServeTheirOwnRequestsAsOneEngineWouldV41) {
   expect_group_matches_one_engine(v41::tiny_model_dir_for_test(/*quantized=*/true), 2, -1);
+}
+
+TEST(ExpertParallelEngine, WithoutTwoBatchOverlapRanksServeAsOneEngineWouldV41) {
+  expect_group_matches_one_engine(v41::tiny_model_dir_for_test(/*quantized=*/true), 2, -1,
+                                  /*overlap=*/false);
+}
+
+// --no-two-batch-overlap on one rank only: the ranks' exchanges no longer pair up, and the
+// first MoE fails on every rank naming the mismatch instead of misreading records.
+TEST(ExpertParallelEngine, RanksGivenDifferentOverlapSettingsFailNamingIt) {
+  auto engines = make_group(v4_model(), 2, "", {true, false});
+  ASSERT_TRUE(engines[0] && engines[1]);
+  auto out = engines[0]->generate(requests(5, 1)[0]);
+  const Status st = out.ok() ? out->status : out.status();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("two-batch overlap on or off alike"), std::string::npos)
+      << st.to_string();
 }
 
 // Rank 1 goes away while rank 0 still has work: rank 0's requests end on the group's error and

@@ -288,6 +288,7 @@ void GrammarMatcher::walk_tokens(int32_t root, const uint64_t* fast, uint32_t* m
   size_t phys = 0;  // bytes of the current token the Earley matcher holds beyond base
   size_t prev = 0;  // the last walked position; path_state_ holds its walked prefix
   bool walked = false;
+  int64_t walked_count = 0;
   for (size_t i = next_to_walk(0); i < n;) {
     // A walked token shares the path only up to its common prefix with the last walked one
     // (tokens in between were skipped for a dead prefix, or are known accepted).
@@ -321,6 +322,7 @@ void GrammarMatcher::walk_tokens(int32_t root, const uint64_t* fast, uint32_t* m
     }
     prev = i;
     walked = true;
+    ++walked_count;
     if (q == end) {
       const int32_t id = sorted[i];
       mask[id / 32] |= uint32_t{1} << (id % 32);
@@ -334,6 +336,7 @@ void GrammarMatcher::walk_tokens(int32_t root, const uint64_t* fast, uint32_t* m
     while (i < n && lcp[i] >= dead) i = skip[i];
     i = next_to_walk(i);
   }
+  cache_->walked_tokens += walked_count;
   bytes_.rollback_bytes(bytes_.num_bytes() - base);
 }
 

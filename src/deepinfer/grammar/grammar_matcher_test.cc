@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "deepinfer/grammar/ebnf_parser.h"
@@ -440,6 +441,114 @@ TEST(GrammarMatcher, TextFastPathKeepsAsciiTokensPastItsUnicodePart) {
   EXPECT_GT(ascii_past, 1000);
   EXPECT_GT(unicode_within, 10);
   EXPECT_EQ(unicode_past, 0);
+}
+
+// Strict UTF-8 (Unicode Table 3-7), written out here apart from the matcher's own table.
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
+    const uint8_t c = b(0);
+    size_t n = c < 0x80                 ? 1
+               : c >= 0xC2 && c <= 0xDF ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if (b(k) < 0x80 || b(k) > 0xBF) return false;
+    if ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F) || (c == 0xF0 && b(1) < 0x90) ||
+        (c == 0xF4 && b(1) > 0x8F))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+// A token of `complete` plain JSON-string characters (no '"', '\\' or control) followed by the
+// start of a multi-byte character that some continuation bytes complete; -1 for other tokens.
+int chars_before_a_cut(const std::string& t) {
+  for (size_t cut = 1; cut <= 3 && cut < t.size() + 1; ++cut) {
+    const std::string head = t.substr(0, t.size() - cut), tail = t.substr(t.size() - cut);
+    if (!valid_utf8(head) || valid_utf8(tail)) continue;
+    bool completes = false;
+    for (uint8_t x : {0x80, 0x8F, 0x90, 0xA0, 0xBF})
+      for (size_t more = 1; more + cut <= 4 && !completes; ++more)
+        completes = valid_utf8(tail + std::string(more, static_cast<char>(x)));
+    if (!completes) continue;
+    int chars = 0;
+    for (unsigned char c : head) {
+      if (c == '"' || c == '\\' || c < 0x20) return -1;
+      chars += (c & 0xC0) != 0x80;
+    }
+    return chars;
+  }
+  return -1;
+}
+
+// Byte-level tokens that end in the middle of a character are decided by the fast path too:
+// such a token is viable exactly where its whole last character could follow, so inside a
+// maxLength string it counts as its complete characters plus one. With one character of room a
+// bare character start is allowed and one after another character is not; with three, two
+// characters and a start are allowed and three and a start are not. Every mask also equals
+// trying each token, and the walk steps none of the cut tokens: it visits at most the other
+// tokens that start with a byte a string can start with (those neither plain text nor cut, and
+// text past the fast path's length limit), plus one per dead first byte, which skips the rest.
+TEST(GrammarMatcher, TextFastPathDecidesTokensCutMidCharacter) {
+  auto ti = info();
+  auto schema = compile_json_schema_text(R"({"type":"string","maxLength":3})", {});
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  auto g = std::make_shared<const CompiledGrammar>(std::move(*schema));
+  auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
+  std::mt19937_64 rng(41);
+  int states = 0;
+  for (const char* prefix : {"\"", "\"ab"})
+    check_masks_on_random_walks(g, cache, 1, 1, /*rollbacks=*/false, rng, &states, prefix);
+  EXPECT_EQ(states, 2);
+  EXPECT_GT(cache->fast_walks, 0);
+  for (auto [prefix, room] : {std::pair{"\"", 3}, std::pair{"\"ab", 1}}) {
+    GrammarMatcher m(g, ti, cache);
+    auto ids = tok().encode(prefix, false);
+    ASSERT_TRUE(ids.ok());
+    for (int32_t id : *ids) ASSERT_TRUE(m.accept_token(id));
+    std::vector<uint32_t> mask(ti->mask_words());
+    auto fresh = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
+    GrammarMatcher cold(g, ti, fresh);
+    for (int32_t id : *ids) ASSERT_TRUE(cold.accept_token(id));
+    ASSERT_TRUE(cold.fill_next_token_bitmask(mask.data()));
+    int64_t not_text = 0;
+    for (int32_t id = 0; id < ti->vocab_size(); ++id) {
+      const std::string& t = ti->token_bytes(id);
+      int64_t chars = 0;
+      bool plain = valid_utf8(t) && !t.empty();
+      for (unsigned char c : t) {
+        plain = plain && c != '"' && c != '\\' && c >= 0x20;
+        chars += (c & 0xC0) != 0x80;
+      }
+      const auto c0 = static_cast<uint8_t>(t.empty() ? 0 : t[0]);
+      const bool viable_start = c0 >= 0x20 && (c0 < 0x80 || (c0 >= 0xC2 && c0 <= 0xF4));
+      if (viable_start && (!plain || chars > TextTokens::kMaxChars) && chars_before_a_cut(t) < 0)
+        ++not_text;
+    }
+    EXPECT_GT(fresh->walked_tokens, 0) << prefix;
+    EXPECT_LE(fresh->walked_tokens, not_text + 256) << prefix;
+    ASSERT_TRUE(m.fill_next_token_bitmask(mask.data()));
+    int within = 0, past = 0, within_allowed = 0, past_allowed = 0;
+    for (int32_t id = 0; id < ti->vocab_size(); ++id) {
+      const int chars = chars_before_a_cut(ti->token_bytes(id));
+      if (chars < 0 || chars > room) continue;
+      if (chars + 1 <= room) {
+        ++within;
+        within_allowed += allowed(mask, id);
+      } else {
+        ++past;
+        past_allowed += allowed(mask, id);
+      }
+    }
+    EXPECT_GT(within, 100) << prefix;
+    EXPECT_GT(past, 20) << prefix;
+    EXPECT_EQ(within_allowed, within) << prefix;
+    EXPECT_EQ(past_allowed, 0) << prefix;
+  }
 }
 
 // Deep inside a long counted string every position is new to the Earley matcher, but the

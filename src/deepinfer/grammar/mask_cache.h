@@ -36,6 +36,7 @@ class MaskCache {
   mutable int64_t hits = 0, misses = 0;
   int64_t fast_walks = 0;      // misses whose walk took the text fast path
   int64_t dead_end_walks = 0;  // fast walks that also skipped the run's longer text tokens
+  int64_t walked_tokens = 0;   // tokens the walks stepped (not decided by the fast path)
 
  private:
   int32_t mask_words_;

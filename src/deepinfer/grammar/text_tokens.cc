@@ -5,7 +5,9 @@
 namespace deepinfer::grammar {
 namespace {
 
-// Code points of a complete, well-formed UTF-8 string, or -1.
+// Code points of a well-formed UTF-8 string, or -1. The last one may be cut: a proper prefix
+// of a well-formed character (a byte-level token that ends mid-character) counts as one, since
+// the token is accepted exactly where that whole character could be.
 int count_chars(const std::string& s) {
   int chars = 0;
   for (size_t i = 0; i < s.size(); ++chars) {
@@ -16,14 +18,14 @@ int count_chars(const std::string& s) {
     }
     bool matched = false;
     for (const Utf8Form& f : multibyte_utf8_forms()) {
-      if (i + f.length > s.size()) continue;
+      const size_t have = std::min<size_t>(f.length, s.size() - i);
       bool ok = true;
-      for (int k = 0; k < f.length && ok; ++k) {
+      for (size_t k = 0; k < have && ok; ++k) {
         const uint8_t b = static_cast<uint8_t>(s[i + k]);
         ok = b >= f.ranges[k].first && b <= f.ranges[k].second;
       }
       if (ok) {
-        i += f.length;
+        i += have;
         matched = true;
         break;
       }

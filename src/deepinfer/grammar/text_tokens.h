@@ -1,7 +1,10 @@
-// Per-tokenizer index of "text" tokens for the mask fast path: tokens that are complete,
-// well-formed UTF-8. For each, which ASCII bytes it contains, whether it has non-ASCII
-// characters and how many code points it has, kept as bitsets twice: over token ids (ORed
-// straight into a mask) and over sorted positions (what remains to be walked, in trie order).
+// Per-tokenizer index of "text" tokens for the mask fast path: tokens that are well-formed
+// UTF-8, the last character possibly cut (a proper prefix of a well-formed character, as
+// byte-level BPE makes; it counts as a character, since the token is viable exactly where the
+// whole character could follow, and as non-ASCII). For each, which ASCII bytes it contains,
+// whether it has non-ASCII characters and how many code points it has, kept as bitsets twice:
+// over token ids (ORed straight into a mask) and over sorted positions (what remains to be
+// walked, in trie order).
 #pragma once
 
 #include <array>

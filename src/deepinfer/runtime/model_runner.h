@@ -56,6 +56,9 @@ struct RunnerOptions {
   // rank holds which routed experts, replicas included; it must fit the model and the group.
   // Empty: expert e on rank e % size.
   std::string eplb_plan;
+  // Expert parallelism: overlap each MoE exchange's communication with compute (two
+  // micro-batches, docs/decisions/0015). The same logits either way; the same on every rank.
+  bool two_batch_overlap = true;
   // Called while weights load: (tensors done, tensors total, bytes done, bytes total).
   std::function<void(int64_t, int64_t, int64_t, int64_t)> on_load_progress;
 };

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "deepinfer/backend/cpu/exchange_queue.h"
+
 namespace deepinfer::cpu {
 namespace {
 
@@ -24,11 +26,30 @@ struct Shared {
 
 class LocalCollective final : public Collective {
  public:
-  LocalCollective(std::shared_ptr<Shared> s, int rank) : s_(std::move(s)), rank_(rank) {}
+  LocalCollective(std::shared_ptr<Shared> s, int rank)
+      : s_(std::move(s)),
+        rank_(rank),
+        queue_([this](const auto& send, auto* recv) { return exchange(send, recv); }) {}
+  // The others would wait for an exchange this rank no longer runs: break the group instead.
+  ~LocalCollective() override {
+    if (!queue_.idle()) abort("its collective was destroyed with an exchange in flight");
+  }
   int rank() const override { return rank_; }
   int size() const override { return s_->size; }
 
-  Status all_to_all(const std::vector<std::string>& send, std::vector<std::string>* recv) override {
+  PendingExchange start_all_to_all(std::vector<std::string> send) override {
+    return queue_.start(std::move(send));
+  }
+
+  void abort(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    if (s_->broken.empty()) s_->broken = "rank " + std::to_string(rank_) + " aborted: " + why;
+    s_->cv.notify_all();
+  }
+
+ private:
+  // Blocking, on the queue's thread.
+  Status exchange(const std::vector<std::string>& send, std::vector<std::string>* recv) {
     Shared& s = *s_;
     if (static_cast<int>(send.size()) != s.size)
       return invalid_argument("all_to_all: " + std::to_string(send.size()) +
@@ -61,13 +82,6 @@ class LocalCollective final : public Collective {
     return ok_status();
   }
 
-  void abort(const std::string& why) override {
-    std::lock_guard<std::mutex> lock(s_->mu);
-    if (s_->broken.empty()) s_->broken = "rank " + std::to_string(rank_) + " aborted: " + why;
-    s_->cv.notify_all();
-  }
-
- private:
   std::string missing_locked() const {
     std::string who;
     for (int r = 0; r < s_->size; ++r)
@@ -87,6 +101,7 @@ class LocalCollective final : public Collective {
 
   std::shared_ptr<Shared> s_;
   int rank_;
+  ExchangeQueue queue_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace

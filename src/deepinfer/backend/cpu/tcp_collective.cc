@@ -4,9 +4,11 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "deepinfer/backend/cpu/exchange_queue.h"
 #include "deepinfer/base/socket_io.h"
 
 namespace deepinfer::cpu {
@@ -18,26 +20,54 @@ constexpr uint32_t kOk = 0, kDown = 1;
 class TcpCollective final : public Collective {
  public:
   TcpCollective(TcpGroupOptions o, std::vector<net::Fd> peers)
-      : o_(std::move(o)), peers_(std::move(peers)) {}
+      : o_(std::move(o)),
+        peers_(std::move(peers)),
+        queue_([this](const auto& send, auto* recv) { return run(send, recv); }) {}
+  // The others would wait for an exchange this rank no longer runs: take the group down.
+  ~TcpCollective() override {
+    if (!queue_.idle()) abort("its collective was destroyed with an exchange in flight");
+  }
   int rank() const override { return o_.rank; }
   int size() const override { return o_.size; }
 
-  Status all_to_all(const std::vector<std::string>& send, std::vector<std::string>* recv) override {
-    if (static_cast<int>(send.size()) != o_.size)
-      return invalid_argument("all_to_all: " + std::to_string(send.size()) +
-                              " buffers for a group of " + std::to_string(o_.size));
-    if (!broken_.empty()) return failed_precondition(broken_);
-    Status st = o_.rank == 0 ? route(send, recv) : exchange(send, recv);
-    if (!st.ok()) take_down(st.message());
-    return st;
+  PendingExchange start_all_to_all(std::vector<std::string> send) override {
+    return queue_.start(std::move(send));
   }
 
+  // From the rank's own thread, maybe while the queue's thread is inside an exchange: that one
+  // must not see its sockets closed under it (a reused descriptor), so it is only woken (its
+  // reads end) and closes them itself on the way out.
   void abort(const std::string& why) override {
-    take_down("rank " + std::to_string(o_.rank) + " aborted: " + why);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.empty()) broken_ = "rank " + std::to_string(o_.rank) + " aborted: " + why;
+    if (!busy_) return close_locked();
+    for (net::Fd& fd : peers_)
+      if (fd.get() >= 0) ::shutdown(fd.get(), SHUT_RD);
   }
 
  private:
   std::string peer(int r) const { return "expert-parallel rank " + std::to_string(r); }
+
+  // Blocking, on the queue's thread.
+  Status run(const std::vector<std::string>& send, std::vector<std::string>* recv) {
+    if (static_cast<int>(send.size()) != o_.size)
+      return invalid_argument("all_to_all: " + std::to_string(send.size()) +
+                              " buffers for a group of " + std::to_string(o_.size));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!broken_.empty()) return down_locked();
+      busy_ = true;
+    }
+    Status st = o_.rank == 0 ? route(send, recv) : exchange(send, recv);
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    if (!broken_.empty()) return down_locked();  // aborted meanwhile: that is the error
+    if (!st.ok()) {
+      broken_ = st.message();
+      close_locked();
+    }
+    return st;
+  }
 
   // Rank > 0: its buffers to rank 0, then what the others sent it.
   Status exchange(const std::vector<std::string>& send, std::vector<std::string>* recv) {
@@ -93,16 +123,21 @@ class TcpCollective final : public Collective {
     return ok_status();
   }
 
+  Status down_locked() {
+    close_locked();
+    return failed_precondition(broken_);
+  }
+
   // Rank 0 tells the others why before it closes; anyone else just closes, which rank 0 sees.
-  void take_down(const std::string& why) {
-    if (!broken_.empty()) return;
-    broken_ = why;
+  void close_locked() {
+    if (closed_) return;
+    closed_ = true;
     if (o_.rank == 0)
       for (int r = 1; r < o_.size; ++r) {
         std::string msg;
         net::put_u32(&msg, kDown);
-        net::put_u64(&msg, why.size());
-        msg += why;
+        net::put_u64(&msg, broken_.size());
+        msg += broken_;
         (void)net::write_all(peers_[r].get(), msg, net::after(1.0), peer(r));
       }
     for (net::Fd& fd : peers_) fd = net::Fd();
@@ -110,7 +145,11 @@ class TcpCollective final : public Collective {
 
   TcpGroupOptions o_;
   std::vector<net::Fd> peers_;  // rank 0: one per rank (index 0 unused); others: [0] = rank 0
-  std::string broken_;
+  std::mutex mu_;               // broken_, busy_, closed_; abort() comes from another thread
+  std::string broken_;          // why the group is down ("" while it is up)
+  bool busy_ = false;           // the queue's thread is using peers_
+  bool closed_ = false;
+  ExchangeQueue queue_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace

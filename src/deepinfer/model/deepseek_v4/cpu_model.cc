@@ -51,7 +51,8 @@ CpuModel::CpuModel(Config config, Weights weights, const ModelOptions& options)
            RopeTable(config_.compress_rope_theta, config_.rope_dim, &config_.yarn),
            options.expert_group,
            placement_.get(),
-           &routed_counts_},
+           &routed_counts_,
+           options.two_batch_overlap},
       layout_(std::make_shared<const StateLayout>(config_, kDefaultPageTokens)) {}
 
 Status CpuModel::block_forward(const std::string& p, int ratio, bool hash, float* X,

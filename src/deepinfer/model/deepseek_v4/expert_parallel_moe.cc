@@ -1,10 +1,12 @@
 #include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/backend/cpu/expert_exchange.h"
+#include "deepinfer/base/thread_pool.h"
 
 namespace deepinfer::v4 {
 
@@ -32,6 +34,29 @@ Status check_expert_placement(const ExpertPlacement* placement, const Collective
   return check_placement_fits(*placement, num_layers, num_experts, group->size());
 }
 
+std::vector<float> shared_expert_rows(int64_t n, int64_t hidden, const float* h,
+                                      const std::function<void(const float*, float*)>& expert) {
+  // -0 + y is y for every y (+0 included), so each row holds exactly what the expert would
+  // have added into the sum.
+  std::vector<float> out(n * hidden, -0.0f);
+  ThreadPool::default_pool().parallel_for(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) expert(h + t * hidden, &out[t * hidden]);
+  });
+  return out;
+}
+
+void sum_in_slot_order(const float* contrib, const float* shared, int64_t n, int K, int64_t hidden,
+                       float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    float* acc = out + t * hidden;
+    std::fill(acc, acc + hidden, 0.0f);
+    for (int k = 0; k < K; ++k)
+      for (int64_t d = 0; d < hidden; ++d) acc[d] += contrib[(t * K + k) * hidden + d];
+    if (shared)
+      for (int64_t d = 0; d < hidden; ++d) acc[d] += shared[t * hidden + d];
+  }
+}
+
 Status moe_forward_ep(const ModelContext& m, const std::string& p, bool hash, const float* h,
                       const int32_t* ids, int64_t n, float* out) {
   const Config& c = m.c;
@@ -53,6 +78,18 @@ Status moe_forward_ep(const ModelContext& m, const std::string& p, bool hash, co
       pairs[t * K + k] = {static_cast<int32_t>(t), k, idx[k], wts[k],
                           expert_rank(*m.expert_group, m.placement, layer, idx[k], t)};
   }
+  // The shared expert needs no exchange: it runs while the exchange is on the wire.
+  std::vector<float> shared;
+  cpu::ExchangeSchedule schedule;
+  schedule.two_batch = m.two_batch_overlap;
+  if (c.n_shared_experts > 0)
+    schedule.local = [&] {
+      shared = shared_expert_rows(n, H, h, [&](const float* row, float* acc) {
+        expert_into(m, p + "ffn.shared_experts.",
+                    int64_t(c.moe_intermediate_size) * c.n_shared_experts, row, 1.0f,
+                    m.clamp_shared_expert, acc);
+      });
+    };
   std::vector<float> contrib(n * K * H);
   RETURN_IF_ERROR(cpu::exchange_experts(
       *m.expert_group, h, H, n, K, pairs,
@@ -60,17 +97,8 @@ Status moe_forward_ep(const ModelContext& m, const std::string& p, bool hash, co
         expert_into(m, p + "ffn.experts." + std::to_string(e) + ".", c.moe_intermediate_size, row,
                     weight, true, o);
       },
-      contrib.data()));
-  for (int64_t t = 0; t < n; ++t) {
-    float* acc = out + t * H;
-    std::fill(acc, acc + H, 0.0f);
-    for (int k = 0; k < K; ++k)
-      for (int64_t d = 0; d < H; ++d) acc[d] += contrib[(t * K + k) * H + d];
-    if (c.n_shared_experts > 0)
-      expert_into(m, p + "ffn.shared_experts.",
-                  int64_t(c.moe_intermediate_size) * c.n_shared_experts, h + t * H, 1.0f,
-                  m.clamp_shared_expert, acc);
-  }
+      schedule, contrib.data()));
+  sum_in_slot_order(contrib.data(), shared.empty() ? nullptr : shared.data(), n, K, H, out);
   return ok_status();
 }
 

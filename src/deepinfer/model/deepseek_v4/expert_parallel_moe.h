@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/model/deepseek_v4/model_context.h"
@@ -19,6 +21,17 @@ namespace deepinfer::v4 {
 // n >= 0 of its own tokens. Errors are the group's (a rank gone, a timeout).
 Status moe_forward_ep(const ModelContext& m, const std::string& prefix, bool hash, const float* h,
                       const int32_t* ids, int64_t n, float* out);
+
+// The shared expert on n rows of h [n, hidden] (on the pool, while the exchange is on the wire):
+// `expert(row, acc)` adds one row's output into acc. Each output row holds exactly what the
+// expert adds, for sum_in_slot_order to add it where moe_forward does (both families).
+std::vector<float> shared_expert_rows(int64_t n, int64_t hidden, const float* h,
+                                      const std::function<void(const float*, float*)>& expert);
+
+// out[t] = 0 + contrib[t, 0] + ... + contrib[t, K-1] + shared[t] (shared may be null), in that
+// order: a one-rank MoE's sum, bit for bit.
+void sum_in_slot_order(const float* contrib, const float* shared, int64_t n, int K, int64_t hidden,
+                       float* out);
 
 // Whether a checkpoint tensor belongs on `rank` of a group of `size`: everything but the main
 // layers' routed experts of other ranks (e % size, or per `placement` when given).

@@ -29,6 +29,8 @@ struct ModelContext {
   Collective* expert_group = nullptr;
   const ExpertPlacement* placement = nullptr;   // EPLB's plan; null: e % size
   const RoutedCounts* routed_counts = nullptr;  // the main layers' picks are counted here
+  // Two-batch overlap of the MoE exchange (ModelOptions::two_batch_overlap).
+  bool two_batch_overlap = true;
 
   bool official() const { return numerics == Numerics::kOfficial; }
   const RopeTable& rope_for(int ratio) const { return ratio > 0 ? compress_rope : main_rope; }

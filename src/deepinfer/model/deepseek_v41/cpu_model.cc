@@ -127,7 +127,8 @@ CpuModel::CpuModel(Config config, v4::Weights weights, std::unique_ptr<Checkpoin
            rope_table(config_, config_.rope_compress),
            options.expert_group,
            placement_.get(),
-           &routed_counts_} {}
+           &routed_counts_,
+           options.two_batch_overlap} {}
 
 Status CpuModel::block_forward(int l, float* X, float* pre, int64_t n, int64_t pos0,
                                SequenceState& st, ForwardShared& shared, LayerRows rows) const {

@@ -29,6 +29,11 @@ struct ModelOptions {
   Collective* expert_group = nullptr;
   // EPLB (model/eplb/): which rank holds which routed experts, replicas included. Null: e % size.
   std::shared_ptr<const ExpertPlacement> placement;
+  // Expert parallelism: each MoE exchange runs as two micro-batches whose communication
+  // overlaps the other's compute and the shared expert (docs/decisions/0015). Off: the serial
+  // exchange, to measure against. The logits are the same bits either way; every rank of the
+  // group must be given the same value.
+  bool two_batch_overlap = true;
 };
 
 class CpuModel {

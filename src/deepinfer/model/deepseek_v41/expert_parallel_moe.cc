@@ -1,6 +1,7 @@
 // V4.1's MoE with the routed experts spread over a group (issue 22): as v4's
-// expert_parallel_moe.h, with V4.1's routing and its summation in expert id order.
-#include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"  // v4::expert_rank
+// expert_parallel_moe.h, with V4.1's routing and its summation in expert id order (the slots
+// are filled in that order).
+#include "deepinfer/model/deepseek_v4/expert_parallel_moe.h"  // v4::expert_rank, the sums
 
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/backend/cpu/expert_exchange.h"
@@ -26,6 +27,16 @@ Status moe_forward_ep(const ModelContext& m, int layer, const float* h, int64_t 
       pairs[t * K + k] = {static_cast<int32_t>(t), k, idx[k], wts[k],
                           v4::expert_rank(*m.expert_group, m.placement, layer, idx[k], t)};
   }
+  std::vector<float> shared;
+  cpu::ExchangeSchedule schedule;
+  schedule.two_batch = m.two_batch_overlap;
+  if (c.n_shared_experts > 0)
+    schedule.local = [&] {
+      shared = v4::shared_expert_rows(n, H, h, [&](const float* row, float* acc) {
+        expert_into(m, p + "shared_experts.", int64_t(c.moe_intermediate_size) * c.n_shared_experts,
+                    row, 1.0f, acc);
+      });
+    };
   std::vector<float> contrib(n * K * H);
   RETURN_IF_ERROR(cpu::exchange_experts(
       *m.expert_group, h, H, n, K, pairs,
@@ -33,16 +44,8 @@ Status moe_forward_ep(const ModelContext& m, int layer, const float* h, int64_t 
         expert_into(m, p + "experts." + std::to_string(e) + ".", c.moe_intermediate_size, row,
                     weight, o);
       },
-      contrib.data()));
-  for (int64_t t = 0; t < n; ++t) {
-    float* acc = out + t * H;
-    std::fill(acc, acc + H, 0.0f);
-    for (int k = 0; k < K; ++k)
-      for (int64_t d = 0; d < H; ++d) acc[d] += contrib[(t * K + k) * H + d];
-    if (c.n_shared_experts > 0)
-      expert_into(m, p + "shared_experts.", int64_t(c.moe_intermediate_size) * c.n_shared_experts,
-                  h + t * H, 1.0f, acc);
-  }
+      schedule, contrib.data()));
+  v4::sum_in_slot_order(contrib.data(), shared.empty() ? nullptr : shared.data(), n, K, H, out);
   return ok_status();
 }
 

@@ -44,7 +44,8 @@ StatusOr<std::unique_ptr<PagedModel>> load_v4(const RunnerOptions& o, const std:
                    read_plan(o, config.num_layers, config.n_routed_experts));
   ASSIGN_OR_RETURN(std::unique_ptr<v4::CpuModel> model,
                    v4::CpuModel::load(o.model_dir, std::move(config),
-                                      {numerics, std::nullopt, o.expert_group, std::move(plan)},
+                                      {numerics, std::nullopt, o.expert_group, std::move(plan),
+                                       o.two_batch_overlap},
                                       progress_of(o)));
   ModelInfo info;
   info.model_type = "deepseek_v4";
@@ -65,11 +66,11 @@ StatusOr<std::unique_ptr<PagedModel>> load_v41(const RunnerOptions& o, const std
   ASSIGN_OR_RETURN(v41::Config config, v41::parse_config_json(text, path));
   ASSIGN_OR_RETURN(std::shared_ptr<const ExpertPlacement> plan,
                    read_plan(o, config.num_layers, config.n_routed_experts));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<v41::CpuModel> model,
-      v41::CpuModel::load(o.model_dir, std::move(config),
-                          v41::ModelOptions{v4::Numerics::kPlain, o.expert_group, std::move(plan)},
-                          progress_of(o)));
+  ASSIGN_OR_RETURN(std::unique_ptr<v41::CpuModel> model,
+                   v41::CpuModel::load(o.model_dir, std::move(config),
+                                       v41::ModelOptions{v4::Numerics::kPlain, o.expert_group,
+                                                         std::move(plan), o.two_batch_overlap},
+                                       progress_of(o)));
   ModelInfo info;
   info.model_type = "deepseek_v41";
   info.vocab_size = model->config().vocab_size;

@@ -1,0 +1,93 @@
+// Tests only (header-only, needs gtest): the device the prefix-cache torture test runs on
+// (issue 18, acceptance 1). The CPU by default; DEEPINFER_TORTURE_DEVICE=cuda takes the CUDA
+// runner, on the GPU machine. `bitwise`: outputs must equal the cache-off run's exactly: always
+// on the CPU (its forward is the same for any chunking), and on CUDA with
+// DEEPINFER_BATCH_INVARIANT=1 (which the engine reads as well). Otherwise a cache hit changes the
+// prefill's chunking and so its bf16 roundings, and a split is allowed only at a near-tie that
+// the CPU reference measures.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "deepinfer/engine/engine.h"
+#include "deepinfer/engine/switches.h"
+#include "deepinfer/model/testing/reference_logits.h"
+
+namespace deepinfer::testing {
+
+// The CUDA tests' rule (tests/conformance/cuda/logits_tolerance.h): candidates closer than
+// 2^-8 of the logit scale are one bf16 ulp apart, so their order is not determined on the GPU.
+constexpr double kTortureNearTie = 1.0 / 256;
+
+struct TortureDevice {
+  bool cuda = false;
+  bool bitwise = true;
+
+  void apply(EngineArgs* a) const {
+    if (!cuda) return;
+    a->device = runtime::Device::kCuda;
+    a->gpu_memory_utilization = 0.3;  // the test sets the pool's bytes itself
+  }
+
+  // How far the CPU reference (plain numerics) at the end of `prefix` prefers token a over b,
+  // relative to the largest logit's magnitude.
+  double reference_gap(const std::string& model_dir, const std::vector<int32_t>& prefix, int32_t a,
+                       int32_t b) const {
+    std::vector<float> logits;
+    const Status st = model_testing::reference_last_logits(model_dir, prefix, &logits);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (!st.ok()) return 0;
+    double scale = 0;
+    for (float x : logits) scale = std::max(scale, std::fabs(double(x)));
+    return std::fabs(double(logits[a]) - logits[b]) / std::max(scale, 1e-30);
+  }
+
+  // got against want (same prompt): equal, or parted where the reference measures a near-tie
+  // between the two tokens. Every split is printed with its gap.
+  void expect_same_or_near_tie(const std::string& model_dir, const std::vector<int32_t>& prompt,
+                               const std::vector<int32_t>& got, const std::vector<int32_t>& want,
+                               const std::string& what) const {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    size_t agree = 0;
+    while (agree < got.size() && got[agree] == want[agree]) ++agree;
+    if (agree == got.size()) return;
+    std::vector<int32_t> prefix = prompt;
+    prefix.insert(prefix.end(), want.begin(), want.begin() + static_cast<int64_t>(agree));
+    const double gap = reference_gap(model_dir, prefix, want[agree], got[agree]);
+    std::printf(
+        "[%s] cache on and off part after %zu of %zu tokens (%d vs %d): reference gap "
+        "%.3e of the logit scale\n",
+        what.c_str(), agree, got.size(), want[agree], got[agree], gap);
+    EXPECT_LT(gap, kTortureNearTie)
+        << what << ": cache on and off part after " << agree << " tokens with a clear gap";
+  }
+};
+
+// DEEPINFER_TORTURE_DEVICE (cpu | cuda, default cpu); on cuda, bitwise when the engine's own
+// switches resolve batch invariance on. The choice is printed once.
+inline TortureDevice torture_device_from_env() {
+  TortureDevice d;
+  const char* v = std::getenv("DEEPINFER_TORTURE_DEVICE");
+  const std::string name = v != nullptr && *v != '\0' ? v : "cpu";
+  EXPECT_TRUE(name == "cpu" || name == "cuda")
+      << "DEEPINFER_TORTURE_DEVICE must be cpu or cuda, got '" << name << "'";
+  d.cuda = name == "cuda";
+  if (d.cuda) {
+    const StatusOr<Switches> s = resolve_switches(SwitchArgs{});
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    d.bitwise = s.ok() && s->batch_invariant;
+  }
+  std::printf("prefix cache torture on %s: %s\n", name.c_str(),
+              d.bitwise ? "bitwise against the cache-off run"
+                        : "greedy, splits allowed only at a measured near-tie");
+  return d;
+}
+
+}  // namespace deepinfer::testing
