@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
+#include "deepinfer/backend/cuda/attention/sink_attention_mma.h"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
@@ -174,6 +175,19 @@ void launch(const SinkAttentionArgs& a, cudaStream_t stream) {
 
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.num_queries == 0) return;
+  const bool mma_fits = sink_attention_mma_fits(a);
+  if (a.kernel == SinkKernel::kTensorCores && !mma_fits) {
+    std::fprintf(stderr,
+                 "sink_attention: the tensor-core kernel needs 64 heads of 512 dims, got %d of "
+                 "%d\n",
+                 a.num_heads, a.head_dim);
+    std::abort();
+  }
+  if (a.kernel == SinkKernel::kTensorCores ||
+      (a.kernel == SinkKernel::kAuto && mma_fits && a.num_queries >= kSinkMmaMinQueries)) {
+    sink_attention_mma(a, stream);
+    return;
+  }
   if (a.head_dim % 4 != 0) {
     std::fprintf(stderr, "sink_attention: head_dim %d is not a multiple of 4\n", a.head_dim);
     std::abort();
