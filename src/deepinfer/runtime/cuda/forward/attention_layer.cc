@@ -38,6 +38,9 @@ SinkAttentionArgs sink_args(const ForwardContext& m, const AttentionWeights& w) 
   a.head_dim = c.head_dim;
   a.window = c.sliding_window;
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Batch-invariant: one kernel at every launch width (the tensor-core one is taken only from
+  // kSinkMmaMinQueries queries, so a query would round differently alone and in a chunk).
+  if (m.gemm.batch_invariant()) a.kernel = SinkKernel::kFp32;
   return a;
 }
 
