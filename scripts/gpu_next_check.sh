@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The device check for branch gpu-next-w4-mhc-invariance (written 2026-12-05; built here, never
+# run on a GPU: none was lent since). What it covers:
+#   - the pair-shift W4A16 expert kernel, mHC's warp Sinkhorn and multi-token mixes, GEMV lanes
+#     fetching ahead, the grouped output GEMV (issue 16);
+#   - sink attention on tensor cores (issue 16; sink_attention_mma.cu);
+#   - batch invariance on CUDA (issue 19, acceptance 2) and the prefix-cache torture test on the
+#     CUDA runner, bitwise under it and near-tie-ruled without (issue 18, acceptance 1).
+# Usage (carry [".carry"]): scripts/gpu_next_check.sh 1   then   scripts/gpu_next_check.sh 2
+# (each under 600 s; about 900 s of device time in all). Build the carry here with
+# scripts/pack_gpu_carry.sh BUILD_DIR.
+set -uo pipefail
+phase=${1:-1}
+[ -f .carry/bin.tar.xz ] && mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry
+if [ -f .carry/redis.tar.xz ]; then  # redis-server with its own libraries, for the cluster tier
+  mkdir -p /tmp/redis && tar -xJf .carry/redis.tar.xz -C /tmp/redis && export PATH=/tmp/redis:$PATH
+fi
+B=.carry/bin
+OUT=${OUT:-gpu_logs}
+mkdir -p "$OUT"
+export DEEPINFER_SOURCE_DIR=$PWD DEEPINFER_SHARED_DIR=$PWD/.carry/shared
+source scripts/gpu_libs.sh $B/deepinfer $B/cuda_ops_test $B/prefix_cache_engine_test
+t0=$SECONDS
+left() { [ $((SECONDS - t0)) -lt $1 ]; }
+run_test() {  # binary timeout [env...]
+  local bin=$1 to=$2 tag=$1
+  shift 2
+  [ $# -gt 0 ] && tag="$bin.$(echo "$*" | tr ' =' '__')"
+  env "$@" timeout $to $B/$bin --gtest_color=no > $OUT/$tag.log 2>&1
+  echo "$tag rc $? at $((SECONDS - t0)) s"
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|trials, |seed|differs first|torture on|part after" \
+    $OUT/$tag.log | head -12
+}
+run_bench() {  # name extra-flags
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout ${BENCH_TIMEOUT:-150} $B/deepinfer \
+    bench forward --device cuda --model /tmp/m8 --batch-sizes 1,32,128 --context 4096 --steps 8 \
+    --phase-times --output-json $OUT/bench_$1.json $2 > $OUT/bench_$1.log 2>&1
+  echo "bench $1 rc $? at $((SECONDS - t0)) s"
+  grep -E 'moe: experts|mhc|attention|output projection|^\| (prefill|decode)' $OUT/bench_$1.log
+}
+make_m8() {
+  [ -f /tmp/m8/config.json ] ||
+    (time $B/deepinfer make-tiny-model /tmp/m8 --preset v4-flash-8layer) > $OUT/make_m8.log 2>&1
+}
+if [ "$phase" = 1 ]; then
+  make_m8 &
+  mk=$!
+  run_test cuda_ops_test 150
+  run_test cuda_batch_invariance_test 120
+  wait $mk
+  echo "make rc $? at $((SECONDS - t0)) s"
+  run_bench main ""
+  left 420 && run_bench invariant --batch-invariant
+  left 480 && run_test cuda_model_test 80
+  echo "phase 1 done at $((SECONDS - t0)) s"
+else
+  run_test prefix_cache_engine_test 200 DEEPINFER_TORTURE_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  run_test prefix_cache_engine_test 150 DEEPINFER_TORTURE_DEVICE=cuda
+  left 380 && run_test cuda_runner_test 80
+  left 460 && run_test cuda_engine_test 100
+  echo "phase 2 done at $((SECONDS - t0)) s"
+fi
