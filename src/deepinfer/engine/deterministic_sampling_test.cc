@@ -3,6 +3,8 @@
 // states. The CPU runner is batch- and chunking-invariant by construction
 // (DESIGN.md), so this checks the engine's side: per-sequence draws keyed by position, whatever
 // runs beside them. The seed is printed; DEEPINFER_DETERMINISM_SEED replays one.
+// DEEPINFER_TEST_DEVICE=cuda runs it with the CUDA runner on the GPU machine, where it needs
+// DEEPINFER_BATCH_INVARIANT=1 (deterministic sampling is batch invariance plus seq_seed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
+#include "deepinfer/engine/testing/test_device.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 
 namespace deepinfer {
@@ -23,8 +26,14 @@ const std::string& model_dir() {
   return dir;
 }
 
+const testing::TestDevice& device() {
+  static const testing::TestDevice d = testing::test_device_from_env();
+  return d;
+}
+
 std::unique_ptr<Engine> make_engine(int64_t budget) {
   EngineArgs a;
+  device().apply(&a);
   a.model = model_dir();
   a.max_num_batched_tokens = budget;
   a.max_num_seqs = static_cast<int>(std::min<int64_t>(16, budget));
@@ -51,6 +60,8 @@ GenerateRequest sampled(std::vector<int32_t> ids, int max_tokens) {
 }
 
 TEST(DeterministicSampling, SeqSeedGivesTheSameTokensWhateverRunsBesideIt) {
+  ASSERT_TRUE(device().bitwise)
+      << "deterministic sampling on CUDA needs batch invariance: DEEPINFER_BATCH_INVARIANT=1";
   std::mt19937_64 rng(
       testing::printed_test_seed("DEEPINFER_DETERMINISM_SEED", "deterministic sampling"));
   std::mt19937_64 fixed(7);

@@ -4,7 +4,7 @@
 // reference computes the same logits for any chunking (DESIGN.md), so any difference is a cache
 // bug. The seed is printed; DEEPINFER_TORTURE_SEED replays one.
 //
-// DEEPINFER_TORTURE_DEVICE=cuda runs it all with the CUDA runner (on the GPU machine). There,
+// DEEPINFER_TEST_DEVICE=cuda runs it all with the CUDA runner (on the GPU machine). There,
 // with DEEPINFER_BATCH_INVARIANT=1 (which the engine reads too) outputs must still be bitwise
 // equal. Without it a cache hit changes the prefill's chunking and so the bf16 roundings: every
 // request is then greedy (n > 1 forks included), and a split between cache on and off is allowed
@@ -23,7 +23,7 @@
 #include "deepinfer/base/sanitized_build.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
-#include "deepinfer/engine/testing/torture_device.h"
+#include "deepinfer/engine/testing/test_device.h"
 #include "deepinfer/kv/redis_test_server.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
@@ -59,8 +59,8 @@ struct Config {
   std::shared_ptr<const Clock> clock;
 };
 
-const testing::TortureDevice& device() {
-  static const testing::TortureDevice d = testing::torture_device_from_env();
+const testing::TestDevice& device() {
+  static const testing::TestDevice d = testing::test_device_from_env();
   return d;
 }
 

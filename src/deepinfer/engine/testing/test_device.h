@@ -1,10 +1,10 @@
-// Tests only (header-only, needs gtest): the device the prefix-cache torture test runs on
-// (issue 18, acceptance 1). The CPU by default; DEEPINFER_TORTURE_DEVICE=cuda takes the CUDA
-// runner, on the GPU machine. `bitwise`: outputs must equal the cache-off run's exactly: always
-// on the CPU (its forward is the same for any chunking), and on CUDA with
-// DEEPINFER_BATCH_INVARIANT=1 (which the engine reads as well). Otherwise a cache hit changes the
-// prefill's chunking and so its bf16 roundings, and a split is allowed only at a near-tie that
-// the CPU reference measures.
+// Tests only (header-only, needs gtest): the device an engine-level test runs on. The CPU by
+// default; DEEPINFER_TEST_DEVICE=cuda takes the CUDA runner, on the GPU machine (the
+// prefix-cache torture test of issue 18 and the deterministic-sampling test of issue 19 use
+// it). `bitwise`: outputs must equal their reference run's exactly: always on the CPU (its
+// forward is the same for any chunking and batch), and on CUDA with DEEPINFER_BATCH_INVARIANT=1
+// (which the engine reads as well). Otherwise a different chunking or batch changes the bf16
+// roundings, and a split is allowed only at a near-tie that the CPU reference measures.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,9 +24,9 @@ namespace deepinfer::testing {
 
 // The CUDA tests' rule (tests/conformance/cuda/logits_tolerance.h): candidates closer than
 // 2^-8 of the logit scale are one bf16 ulp apart, so their order is not determined on the GPU.
-constexpr double kTortureNearTie = 1.0 / 256;
+constexpr double kNearTie = 1.0 / 256;
 
-struct TortureDevice {
+struct TestDevice {
   bool cuda = false;
   bool bitwise = true;
 
@@ -65,28 +65,28 @@ struct TortureDevice {
         "[%s] cache on and off part after %zu of %zu tokens (%d vs %d): reference gap "
         "%.3e of the logit scale\n",
         what.c_str(), agree, got.size(), want[agree], got[agree], gap);
-    EXPECT_LT(gap, kTortureNearTie)
-        << what << ": cache on and off part after " << agree << " tokens with a clear gap";
+    EXPECT_LT(gap, kNearTie) << what << ": cache on and off part after " << agree
+                             << " tokens with a clear gap";
   }
 };
 
-// DEEPINFER_TORTURE_DEVICE (cpu | cuda, default cpu); on cuda, bitwise when the engine's own
+// DEEPINFER_TEST_DEVICE (cpu | cuda, default cpu); on cuda, bitwise when the engine's own
 // switches resolve batch invariance on. The choice is printed once.
-inline TortureDevice torture_device_from_env() {
-  TortureDevice d;
-  const char* v = std::getenv("DEEPINFER_TORTURE_DEVICE");
+inline TestDevice test_device_from_env() {
+  TestDevice d;
+  const char* v = std::getenv("DEEPINFER_TEST_DEVICE");
   const std::string name = v != nullptr && *v != '\0' ? v : "cpu";
   EXPECT_TRUE(name == "cpu" || name == "cuda")
-      << "DEEPINFER_TORTURE_DEVICE must be cpu or cuda, got '" << name << "'";
+      << "DEEPINFER_TEST_DEVICE must be cpu or cuda, got '" << name << "'";
   d.cuda = name == "cuda";
   if (d.cuda) {
     const StatusOr<Switches> s = resolve_switches(SwitchArgs{});
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     d.bitwise = s.ok() && s->batch_invariant;
   }
-  std::printf("prefix cache torture on %s: %s\n", name.c_str(),
-              d.bitwise ? "bitwise against the cache-off run"
-                        : "greedy, splits allowed only at a measured near-tie");
+  std::printf("engine test on %s: %s\n", name.c_str(),
+              d.bitwise ? "bitwise against its reference run"
+                        : "splits from the reference allowed only at a measured near-tie");
   return d;
 }
 
