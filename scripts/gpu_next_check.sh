@@ -4,8 +4,9 @@
 #   - the pair-shift W4A16 expert kernel, mHC's warp Sinkhorn and multi-token mixes, GEMV lanes
 #     fetching ahead, the grouped output GEMV (issue 16);
 #   - sink attention on tensor cores (issue 16; sink_attention_mma.cu);
-#   - batch invariance on CUDA (issue 19, acceptance 2) and the prefix-cache torture test on the
-#     CUDA runner, bitwise under it and near-tie-ruled without (issue 18, acceptance 1).
+#   - batch invariance on CUDA (issue 19, acceptance 2), deterministic sampling through the engine
+#     on CUDA (acceptance 3), and the prefix-cache torture test on the CUDA runner, bitwise under
+#     batch invariance and near-tie-ruled without it (issue 18, acceptance 1).
 # Usage (carry [".carry"]): scripts/gpu_next_check.sh 1   then   scripts/gpu_next_check.sh 2
 # (each under 600 s; about 900 s of device time in all). Build the carry here with
 # scripts/pack_gpu_carry.sh BUILD_DIR.
@@ -28,7 +29,7 @@ run_test() {  # binary timeout [env...]
   [ $# -gt 0 ] && tag="$bin.$(echo "$*" | tr ' =' '__')"
   env "$@" timeout $to $B/$bin --gtest_color=no > $OUT/$tag.log 2>&1
   echo "$tag rc $? at $((SECONDS - t0)) s"
-  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|trials, |seed|differs first|torture on|part after" \
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|trials, |seed|differs first|engine test on|parts from" \
     $OUT/$tag.log | head -12
 }
 run_bench() {  # name extra-flags
@@ -54,8 +55,9 @@ if [ "$phase" = 1 ]; then
   left 480 && run_test cuda_model_test 80
   echo "phase 1 done at $((SECONDS - t0)) s"
 else
-  run_test prefix_cache_engine_test 200 DEEPINFER_TORTURE_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
-  run_test prefix_cache_engine_test 150 DEEPINFER_TORTURE_DEVICE=cuda
+  run_test prefix_cache_engine_test 200 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  run_test deterministic_sampling_test 60 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  run_test prefix_cache_engine_test 150 DEEPINFER_TEST_DEVICE=cuda
   left 380 && run_test cuda_runner_test 80
   left 460 && run_test cuda_engine_test 100
   echo "phase 2 done at $((SECONDS - t0)) s"
