@@ -26,7 +26,7 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBN = 16 * kWarps;    // columns per block, of each matrix: a warp owns 16
+constexpr int kBN = 16 * kWarps;  // columns per block, of each matrix: a warp owns 16
 #ifndef W4_MIN_BLOCKS
 #define W4_MIN_BLOCKS 2
 #endif
@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
   constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT>();
   using L = StageLayout<NW, MT>;
   extern __shared__ __align__(16) uint8_t w4_sm[];
-  const int e = blockIdx.y;
+  const int e = grouped_expert(a);
+  if (e < 0) return;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
   if (rows == 0) return;
   const ExpertPass<kGateUp> pass(a, e);
@@ -319,7 +320,8 @@ void ensure_grouped_w4_smem() {
 void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
                        cudaStream_t stream) {
   const int64_t out = gate_up ? a.inter : a.hidden;
-  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>(num_experts));
+  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN),
+                  grouped_grid_rows(num_experts, tokens * a.top_k));
   // 64-row passes once an expert averages more than 16 rows (prefill chunks).
   const bool wide = tokens * a.top_k > int64_t{16} * num_experts;
   if (gate_up)
