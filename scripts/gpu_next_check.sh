@@ -7,8 +7,8 @@
 #   - batch invariance on CUDA (issue 19, acceptance 2), deterministic sampling through the engine
 #     on CUDA (acceptance 3), and the prefix-cache torture test on the CUDA runner, bitwise under
 #     batch invariance and near-tie-ruled without it (issue 18, acceptance 1).
-# Usage (carry [".carry"]): scripts/gpu_next_check.sh 1   then   scripts/gpu_next_check.sh 2
-# (each under 600 s; about 900 s of device time in all). Build the carry here with
+# Usage (carry [".carry"]): scripts/gpu_next_check.sh 1, then 2, then 3 (issue 16's bench beside
+# transformers eager, once 1 passes); each under 600 s, about 1500 s of device time in all. Build the carry here with
 # scripts/pack_gpu_carry.sh BUILD_DIR.
 set -uo pipefail
 phase=${1:-1}
@@ -54,6 +54,15 @@ if [ "$phase" = 1 ]; then
   left 420 && run_bench invariant --batch-invariant
   left 480 && run_test cuda_model_test 80
   echo "phase 1 done at $((SECONDS - t0)) s"
+elif [ "$phase" = 3 ]; then
+  # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
+  make_m8
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 540 $B/deepinfer bench forward \
+    --device cuda --model /tmp/m8 --batch-sizes 1,32,128 --context 4096 --steps 8 --phase-times \
+    --reference transformers --reference-args '--load dequant' \
+    --output-json $OUT/bench_reference.json > $OUT/bench_reference.log 2>&1
+  echo "bench reference rc $? at $((SECONDS - t0)) s"
+  grep -E '^\| (prefill|decode)|transformers' $OUT/bench_reference.log | head -20
 else
   run_test prefix_cache_engine_test 200 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
   run_test deterministic_sampling_test 60 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
