@@ -8,8 +8,8 @@
 #     on CUDA (acceptance 3), and the prefix-cache torture test on the CUDA runner, bitwise under
 #     batch invariance and near-tie-ruled without it (issue 18, acceptance 1).
 # Usage (carry [".carry"]): scripts/gpu_next_check.sh 1, then 2, then 3 (issue 16's bench beside
-# transformers eager, once 1 passes); each under 600 s, about 1500 s of device time in all. Build the carry here with
-# scripts/pack_gpu_carry.sh BUILD_DIR.
+# transformers eager, once 1 passes); each under 600 s, about 1500 s of device time in all.
+# Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
 set -uo pipefail
 phase=${1:-1}
 [ -f .carry/bin.tar.xz ] && mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry
