@@ -63,6 +63,21 @@ std::vector<float> cpu_sink(const AttnCase& k, const std::vector<float>& q,
   return want;
 }
 
+// `a` with each kernel into `out`, against the CPU's `want`: fp32 on CUDA cores, and bf16 tensor
+// cores (Q, K and the probabilities rounded to bf16, so the bf16 tolerance).
+void expect_both_kernels(SinkAttentionArgs a, DeviceBuffer<float>& out,
+                         const std::vector<float>& want, const std::string& what) {
+  for (auto [kernel, tol] :
+       {std::pair{SinkKernel::kFp32, kF32Tol}, std::pair{SinkKernel::kTensorCores, kBf16Tol}}) {
+    out.poison();
+    a.kernel = kernel;
+    a.out = out.get();
+    sink_attention(a, nullptr);
+    EXPECT_TRUE(close(out.download(), want, tol))
+        << what << (kernel == SinkKernel::kFp32 ? " fp32" : " mma");
+  }
+}
+
 // One sequence's launch over device copies of q, sinks and the selection; the caller's `set`
 // fills in where the keys are (ring, fresh, entries), then the output is compared with want.
 template <typename SetKeys>
@@ -86,16 +101,8 @@ void expect_one_sequence(const AttnCase& k, const std::vector<float>& q,
   a.window = kWindow;
   a.scale = 1.0f / std::sqrt(float(kHeadDim));
   set(a);
-  // Both kernels: fp32 on CUDA cores, and bf16 tensor cores (Q, K and the probabilities rounded
-  // to bf16, so the bf16 tolerance).
-  for (auto [kernel, tol] :
-       {std::pair{SinkKernel::kFp32, kF32Tol}, std::pair{SinkKernel::kTensorCores, kBf16Tol}}) {
-    dout.poison();
-    a.kernel = kernel;
-    sink_attention(a, nullptr);
-    EXPECT_TRUE(close(dout.download(), want, tol))
-        << "pos0 " << k.pos0 << " T " << k.T << (kernel == SinkKernel::kFp32 ? " fp32" : " mma");
-  }
+  expect_both_kernels(a, dout, want,
+                      "pos0 " + std::to_string(k.pos0) + " T " + std::to_string(k.T));
 }
 
 TEST(CudaSinkAttention, MatchesCpuInDecodeAndPrefillAtV4FlashDims) {
@@ -398,14 +405,7 @@ TEST(CudaSinkAttention, BatchedRowsMatchCpuPerSequenceAtV4FlashDims) {
   a.positions = dpos.get();
   a.rings = drp.get();
   a.entries = paged.view();
-  for (auto [kernel, tol] :
-       {std::pair{SinkKernel::kFp32, kF32Tol}, std::pair{SinkKernel::kTensorCores, kBf16Tol}}) {
-    dout.poison();
-    a.kernel = kernel;
-    sink_attention(a, nullptr);
-    EXPECT_TRUE(close(dout.download(), want, tol))
-        << (kernel == SinkKernel::kFp32 ? "fp32" : "mma");
-  }
+  expect_both_kernels(a, dout, want, "batched rows");
 }
 
 // Batched decode: per-query sequence, position and keys; scores rows strided by the capacity

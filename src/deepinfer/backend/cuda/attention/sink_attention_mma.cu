@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "deepinfer/backend/cuda/attention/sink_attention_mma.h"
+#include "deepinfer/backend/cuda/attention/sink_keys.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
@@ -53,30 +54,12 @@ __global__ void __launch_bounds__(kThreads, 1) sink_attention_mma_kernel(SinkAtt
   const float** keys = reinterpret_cast<const float**>(red + 4 * kHeads);  // [window + max_sel]
 
   const int64_t t = blockIdx.x;
-  const float* ring = a.ring;
-  int64_t s = a.pos0 + t, seq = 0, start = a.pos0;
-  if (a.query_seq) {
-    seq = a.query_seq[t];
-    if (seq < 0) {  // a padding row
-      for (int i = threadIdx.x; i < kHeads * kDim; i += kThreads) a.out[t * kHeads * kDim + i] = 0;
-      return;
-    }
-    ring = a.rings[seq];
-    s = start = a.positions[t];
+  const QueryKeys qk = gather_query_keys(a, t, keys);
+  if (qk.padding) {
+    for (int i = threadIdx.x; i < kHeads * kDim; i += kThreads) a.out[t * kHeads * kDim + i] = 0;
+    return;
   }
-  if (!a.fresh) start = s + 1;  // every window position is in the ring
-  const int64_t first = s - (a.window - 1) > 0 ? s - (a.window - 1) : 0;
-  const int nwin = static_cast<int>(s - first + 1);
-  const int nsel = a.max_selected ? a.num_selected[t] : 0;
-  const int nkeys = nwin + nsel;
-  for (int k = threadIdx.x; k < nkeys; k += kThreads) {
-    if (k < nwin) {
-      const int64_t p = first + k;
-      keys[k] = p >= start ? a.fresh + (t - (s - p)) * kDim : ring + (p % a.ring_rows) * kDim;
-    } else {
-      keys[k] = a.entries.entry(seq, a.selected[t * a.max_selected + (k - nwin)]);
-    }
-  }
+  const int nkeys = qk.nkeys;
   const float* q = a.q + t * kHeads * kDim;
   for (int i = threadIdx.x; i < kHeads * kDim / 4; i += kThreads) {
     const int row = i / (kDim / 4), col = (i % (kDim / 4)) * 4;
