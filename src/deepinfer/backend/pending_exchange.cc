@@ -19,12 +19,6 @@ Status ExchangeSlot::wait(std::vector<std::string>* recv) {
   return status_;
 }
 
-PendingExchange PendingExchange::failed(Status why) {
-  auto slot = std::make_shared<ExchangeSlot>();
-  slot->finish(std::move(why), {});
-  return PendingExchange(std::move(slot));
-}
-
 Status PendingExchange::wait(std::vector<std::string>* recv) {
   if (!slot_) return internal_error("waited for an exchange that was never started");
   return slot_->wait(recv);

@@ -30,8 +30,6 @@ class PendingExchange {
  public:
   PendingExchange() = default;  // none: wait() fails
   explicit PendingExchange(std::shared_ptr<ExchangeSlot> slot) : slot_(std::move(slot)) {}
-  // An exchange that failed before it was queued.
-  static PendingExchange failed(Status why);
 
   // Blocks until the exchange has run (every run ends: the transports bound each wait and an
   // abort fails them), then gives all_to_all's result. Once only.

@@ -150,6 +150,39 @@ GrammarBuilder::Fragment GrammarBuilder::literal(std::string_view s) {
   return {seq};
 }
 
+GrammarBuilder::Fragment GrammarBuilder::literals(std::vector<std::string> texts,
+                                                  std::string_view hint) {
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  // The texts [lo, hi) share their first `depth` bytes; their alternatives past them.
+  const auto node = [&](auto&& self, size_t lo, size_t hi, size_t depth) -> Fragment {
+    Fragment alts;
+    if (texts[lo].size() == depth) {  // sorted: the one text that ends here comes first
+      alts.push_back({});
+      ++lo;
+    }
+    while (lo < hi) {
+      size_t end = lo + 1;
+      while (end < hi && texts[end][depth] == texts[lo][depth]) ++end;
+      // The group's common prefix: that of its first and last (sorted).
+      size_t common = depth + 1;
+      const std::string &first = texts[lo], &last = texts[end - 1];
+      while (common < first.size() && common < last.size() && first[common] == last[common])
+        ++common;
+      Sequence seq = literal(std::string_view(first).substr(depth, common - depth))[0];
+      if (end - lo > 1 || first.size() > common) {
+        const Fragment rest = self(self, lo, end, common);
+        seq.push_back(as_element(rest, hint));
+      }
+      alts.push_back(std::move(seq));
+      lo = end;
+    }
+    return alts;
+  };
+  if (texts.empty()) return {};
+  return node(node, 0, texts.size(), 0);
+}
+
 GrammarBuilder::Fragment GrammarBuilder::code_point_ranges(
     const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
   std::vector<ByteRanges> pieces;

@@ -79,6 +79,10 @@ class GrammarBuilder {
 
   Element bytes(const ByteSet& set);
   Fragment literal(std::string_view bytes);
+  // The alternatives of several literals (duplicates dropped), left-factored into a trie: an
+  // Earley set then holds an item per distinct next byte, not one per literal still matching
+  // (a 150-value enum's first byte was 150 items, each scanned at every step).
+  Fragment literals(std::vector<std::string> texts, std::string_view hint);
   // Every UTF-8 encoding of a code point in the ranges (inclusive; surrogates excluded).
   Fragment code_point_ranges(const std::vector<std::pair<uint32_t, uint32_t>>& ranges);
 

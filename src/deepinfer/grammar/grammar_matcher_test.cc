@@ -54,6 +54,12 @@ std::shared_ptr<const CompiledGrammar> ebnf(const std::string& t) {
   return std::make_shared<CompiledGrammar>(std::move(*g));
 }
 
+std::shared_ptr<const CompiledGrammar> schema(const std::string& text) {
+  auto g = compile_json_schema_text(text, {});
+  EXPECT_TRUE(g.ok()) << text << ": " << g.status().to_string();
+  return std::make_shared<CompiledGrammar>(std::move(*g));
+}
+
 bool pcre_full_match(const std::string& pattern, const std::string& s) {
   int err = 0;
   PCRE2_SIZE off = 0;
@@ -385,9 +391,7 @@ TEST(GrammarMatcher, TextFastPathMaskEqualsBruteForce) {
 TEST(GrammarMatcher, TextFastPathSkipsLongerTokensOnlyAtADeadEnd) {
   auto ti = info();
   std::mt19937_64 rng(29);
-  auto schema = compile_json_schema_text(R"({"type":"string","maxLength":5})", {});
-  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
-  auto bounded = std::make_shared<const CompiledGrammar>(std::move(*schema));
+  auto bounded = schema(R"({"type":"string","maxLength":5})");
   int states = 0;
   {
     auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
@@ -495,9 +499,7 @@ int chars_before_a_cut(const std::string& t) {
 // text past the fast path's length limit), plus one per dead first byte, which skips the rest.
 TEST(GrammarMatcher, TextFastPathDecidesTokensCutMidCharacter) {
   auto ti = info();
-  auto schema = compile_json_schema_text(R"({"type":"string","maxLength":3})", {});
-  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
-  auto g = std::make_shared<const CompiledGrammar>(std::move(*schema));
+  auto g = schema(R"({"type":"string","maxLength":3})");
   auto cache = std::make_shared<MaskCache>(ti->mask_words(), 1 << 20);
   std::mt19937_64 rng(41);
   int states = 0;
@@ -573,9 +575,7 @@ TEST(GrammarMatcher, LongCountedStringsShareMasksExactly) {
   };
   int states = 0;
   for (const Case& c : cases) {
-    auto schema = compile_json_schema_text(c.schema, {});
-    ASSERT_TRUE(schema.ok()) << schema.status().to_string();
-    auto g = std::make_shared<const CompiledGrammar>(std::move(*schema));
+    auto g = schema(c.schema);
     auto cache = std::make_shared<MaskCache>(ti->mask_words(), 8 << 20);
     for (const std::string& prefix : c.prefixes)
       check_masks_on_random_walks(g, cache, 1, 2, /*rollbacks=*/false, rng, &states, prefix);
@@ -587,9 +587,7 @@ TEST(GrammarMatcher, LongCountedStringsShareMasksExactly) {
 // character of a 600-character minimum give equal masks from one cache entry.
 TEST(GrammarMatcher, DeepCountedPositionsShareOneCachedMask) {
   auto ti = info();
-  auto schema = compile_json_schema_text(R"({"type":"string","minLength":600})", {});
-  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
-  auto g = std::make_shared<const CompiledGrammar>(std::move(*schema));
+  auto g = schema(R"({"type":"string","minLength":600})");
   auto cache = std::make_shared<MaskCache>(ti->mask_words(), 8 << 20);
   std::vector<uint32_t> first(ti->mask_words()), second(ti->mask_words());
   for (int n : {300, 310}) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,34 @@ TEST(EbnfMatch, HandWrittenCases) {
     for (const auto& s : c.valid) EXPECT_TRUE(matches(g, s)) << c.grammar << "\nvalid: " << s;
     for (const auto& s : c.invalid) {
       EXPECT_FALSE(matches(g, s)) << c.grammar << "\ninvalid: " << s;
+    }
+  }
+}
+
+// GrammarBuilder::literals left-factors a set of literals into a trie; its language must be
+// exactly the set, and its viable prefixes exactly the set's prefixes. Random sets over "abc"
+// (duplicates, the empty string, members that are prefixes of others) against every string of
+// up to five bytes.
+TEST(GrammarBuilder, LiteralsAreExactlyTheSetLeftFactored) {
+  std::mt19937_64 rng(5);
+  std::vector<std::string> all = {""};
+  for (size_t i = 0; i < all.size() && all[i].size() < 5; ++i)
+    for (char c : {'a', 'b', 'c'}) all.push_back(all[i] + c);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<std::string> texts;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) texts.push_back(all[rng() % 121]);  // lengths 0..4
+    GrammarBuilder b;
+    const uint32_t root = b.add_rule("root");
+    b.rule(root).alternatives = b.literals(texts, "lit");
+    auto g = std::make_shared<CompiledGrammar>(std::move(b).finish(root));
+    const std::set<std::string> members(texts.begin(), texts.end());
+    for (const std::string& s : all) {
+      bool prefix = false;
+      for (const std::string& t : members) prefix = prefix || t.compare(0, s.size(), s) == 0;
+      EarleyMatcher m(g);
+      EXPECT_EQ(m.accept_bytes(s), prefix) << "trial " << trial << ": '" << s << "'";
+      EXPECT_EQ(matches(g, s), members.count(s) == 1) << "trial " << trial << ": '" << s << "'";
     }
   }
 }

@@ -88,6 +88,7 @@ StatusOr<Element> SchemaCompiler::enumeration(const Json& s, const std::string& 
     ASSIGN_OR_RETURN(types, json_detail::type_set(s["type"], path));
   }
   Fragment alts;
+  std::vector<std::string> scalars;  // canonical texts, one trie (GrammarBuilder::literals)
   std::set<std::string> seen;
   for (const Json& v : values) {
     if (!types.empty() && !json_detail::value_has_type(v, types)) continue;
@@ -100,8 +101,14 @@ StatusOr<Element> SchemaCompiler::enumeration(const Json& s, const std::string& 
     if (!holds) continue;
     std::string text = v.dump(-1, ' ', false, Json::error_handler_t::strict);
     if (!seen.insert(text).second) continue;
-    alts.push_back(Sequence{literal_value(v)});
+    if (v.is_array() || v.is_object()) {
+      alts.push_back(Sequence{literal_value(v)});  // whitespace gaps: not one literal
+    } else {
+      scalars.push_back(std::move(text));
+    }
   }
+  const Fragment trie = jb_.b().literals(std::move(scalars), "enum");
+  alts.insert(alts.end(), trie.begin(), trie.end());
   if (alts.empty()) return bad(path, "enum/const accepts no value");
   return jb_.rule_of(alts, "enum");
 }

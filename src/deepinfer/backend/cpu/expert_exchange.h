@@ -41,10 +41,10 @@ struct ExchangeSchedule {
 };
 
 // Collective: every rank of `group` calls it with its own n tokens (n >= 0) and their n * K
-// pairs, token-major (each (token, slot) once). contrib [n, K, hidden] gets each pair's output at (token, slot), the same bits either
-// schedule. Errors are the group's, a pair's rank outside the group, or a peer's malformed or
-// mismatched records (named by rank); an error takes the group down, since exchanges of this
-// call may be left in flight.
+// pairs, token-major (each (token, slot) once). contrib [n, K, hidden] gets each pair's output at
+// (token, slot), the same bits either schedule. Errors are the group's, a pair's rank outside the
+// group, or a peer's malformed or mismatched records (named by rank); an error takes the group
+// down, since exchanges of this call may be left in flight.
 Status exchange_experts(Collective& group, const float* h, int64_t hidden, int64_t n, int K,
                         const std::vector<ExpertPair>& pairs, const ExpertCompute& compute,
                         const ExchangeSchedule& schedule, float* contrib);

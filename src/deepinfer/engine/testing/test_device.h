@@ -62,10 +62,10 @@ struct TestDevice {
     prefix.insert(prefix.end(), want.begin(), want.begin() + static_cast<int64_t>(agree));
     const double gap = reference_gap(model_dir, prefix, want[agree], got[agree]);
     std::printf(
-        "[%s] cache on and off part after %zu of %zu tokens (%d vs %d): reference gap "
+        "[%s] parts from its reference after %zu of %zu tokens (%d vs %d): reference gap "
         "%.3e of the logit scale\n",
         what.c_str(), agree, got.size(), want[agree], got[agree], gap);
-    EXPECT_LT(gap, kNearTie) << what << ": cache on and off part after " << agree
+    EXPECT_LT(gap, kNearTie) << what << ": parts from its reference after " << agree
                              << " tokens with a clear gap";
   }
 };

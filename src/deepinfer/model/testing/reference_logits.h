@@ -17,6 +17,20 @@
 
 namespace deepinfer::model_testing {
 
+// One family's models by directory (Options: that family's ModelOptions).
+template <class Model, class Options>
+Status last_logits_of(std::map<std::string, std::unique_ptr<Model>>& models, const std::string& dir,
+                      const std::vector<int32_t>& prefix, std::vector<float>* logits) {
+  auto& m = models[dir];
+  if (!m) {
+    Options o;
+    o.numerics = v4::Numerics::kPlain;
+    ASSIGN_OR_RETURN(m, Model::load(dir, o));
+  }
+  auto st = m->new_sequence();
+  return m->forward(st, prefix.data(), static_cast<int64_t>(prefix.size()), false, logits);
+}
+
 inline Status reference_last_logits(const std::string& dir, const std::vector<int32_t>& prefix,
                                     std::vector<float>* logits) {
   static std::mutex mu;
@@ -24,25 +38,9 @@ inline Status reference_last_logits(const std::string& dir, const std::vector<in
   static std::map<std::string, std::unique_ptr<v41::CpuModel>> v41_models;
   std::lock_guard<std::mutex> lock(mu);
   ASSIGN_OR_RETURN(const ModelFamily family, detect_model_family(dir));
-  const auto n = static_cast<int64_t>(prefix.size());
-  if (family == ModelFamily::kDeepseekV41) {
-    auto& m = v41_models[dir];
-    if (!m) {
-      v41::ModelOptions o;
-      o.numerics = v4::Numerics::kPlain;
-      ASSIGN_OR_RETURN(m, v41::CpuModel::load(dir, o));
-    }
-    auto st = m->new_sequence();
-    return m->forward(st, prefix.data(), n, false, logits);
-  }
-  auto& m = v4_models[dir];
-  if (!m) {
-    v4::ModelOptions o;
-    o.numerics = v4::Numerics::kPlain;
-    ASSIGN_OR_RETURN(m, v4::CpuModel::load(dir, o));
-  }
-  auto st = m->new_sequence();
-  return m->forward(st, prefix.data(), n, false, logits);
+  if (family == ModelFamily::kDeepseekV41)
+    return last_logits_of<v41::CpuModel, v41::ModelOptions>(v41_models, dir, prefix, logits);
+  return last_logits_of<v4::CpuModel, v4::ModelOptions>(v4_models, dir, prefix, logits);
 }
 
 }  // namespace deepinfer::model_testing
