@@ -7,8 +7,11 @@
 #   - batch invariance on CUDA (issue 19, acceptance 2), deterministic sampling through the engine
 #     on CUDA (acceptance 3), and the prefix-cache torture test on the CUDA runner, bitwise under
 #     batch invariance and near-tie-ruled without it (issue 18, acceptance 1).
+#   - speculative rows and rollbacks on the CUDA runner (issue 19, acceptance 1): phase 4 runs the
+#     runner's bitwise rollback test and the engine's oracle-drafter tests under batch
+#     invariance, then bench's --spec-oracle-accept at B=1 and B=32.
 # Usage (carry [".carry"]): scripts/gpu_next_check.sh 1, then 2, then 3 (issue 16's bench beside
-# transformers eager, once 1 passes); each under 600 s, about 1500 s of device time in all.
+# transformers eager, once 1 passes), then 4; each under 600 s.
 # Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
 set -uo pipefail
 phase=${1:-1}
@@ -23,10 +26,10 @@ export DEEPINFER_SOURCE_DIR=$PWD DEEPINFER_SHARED_DIR=$PWD/.carry/shared
 source scripts/gpu_libs.sh $B/deepinfer $B/cuda_ops_test $B/prefix_cache_engine_test
 t0=$SECONDS
 left() { [ $((SECONDS - t0)) -lt $1 ]; }
-run_test() {  # binary timeout [env...]
+run_test() {  # binary timeout [env...] (GTEST_FILTER=... among them picks tests)
   local bin=$1 to=$2 tag=$1
   shift 2
-  [ $# -gt 0 ] && tag="$bin.$(echo "$*" | tr ' =' '__')"
+  [ $# -gt 0 ] && tag="$bin.$(echo "$*" | sed 's/GTEST_FILTER=[^ ]*/filtered/' | tr ' =' '__')"
   env "$@" timeout $to $B/$bin --gtest_color=no > $OUT/$tag.log 2>&1
   echo "$tag rc $? at $((SECONDS - t0)) s"
   grep -E "^\[  (PASSED|FAILED)|FAILED  \]|trials, |seed|differs first|engine test on|parts from" \
@@ -54,6 +57,23 @@ if [ "$phase" = 1 ]; then
   left 420 && run_bench invariant --batch-invariant
   left 480 && run_test cuda_model_test 80
   echo "phase 1 done at $((SECONDS - t0)) s"
+elif [ "$phase" = 4 ]; then
+  # Speculative decoding on the CUDA runner: bitwise only under batch invariance.
+  make_m8 &
+  mk=$!
+  run_test cuda_runner_test 150 GTEST_FILTER='CudaSpeculativeRows.*'
+  run_test speculative_decoding_test 240 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1 \
+    GTEST_FILTER='SpeculativeDecoding.Greedy*:SpeculativeDecoding.Small*:SpeculativeDecoding.Seeded*:SpeculativeDecoding.Grammar*'
+  wait $mk
+  for b in 1 32; do
+    left 480 || break
+    DEEPINFER_BATCH_INVARIANT=1 timeout 120 $B/deepinfer bench throughput --device cuda \
+      --model /tmp/m8 --num-prompts $b --max-num-seqs $b --input-len 512 --output-len 64 \
+      --spec-oracle-accept 0.6,0.8 --output-json $OUT/bench_spec_b$b.json > $OUT/bench_spec_b$b.log 2>&1
+    echo "bench spec B=$b rc $? at $((SECONDS - t0)) s"
+    grep -E '^\| (off|0\.)' $OUT/bench_spec_b$b.log
+  done
+  echo "phase 4 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then
   # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
   make_m8

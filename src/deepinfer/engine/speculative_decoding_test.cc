@@ -4,6 +4,10 @@
 // own continuations, so the acceptance rate is chosen: 0 (every draft rejected, every
 // verification rolled back), 0.6 (mixed) and 1 (all accepted). Budgets that cap the drafts and
 // a pool small enough to preempt are covered, and a grammar-constrained request.
+// DEEPINFER_TEST_DEVICE=cuda runs the oracle's tests with the CUDA runner on the GPU machine
+// (engine/testing/test_device.h), where outputs are compared bit for bit and so need
+// DEEPINFER_BATCH_INVARIANT=1 (without it a verification row rounds as a prefill chunk, not as a
+// decode). The MTP tests need the runner's own drafter: the CPU runner's only, so far.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +21,7 @@
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
 #include "deepinfer/engine/oracle_drafter.h"
+#include "deepinfer/engine/testing/test_device.h"
 #include "deepinfer/loader/checkpoint_copy_for_tests.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 
@@ -28,9 +33,17 @@ const std::string& model_dir() {
   return dir;
 }
 
+const testing::TestDevice& device() {
+  static const testing::TestDevice d = testing::test_device_from_env();
+  return d;
+}
+
 std::unique_ptr<Engine> make_engine(int64_t budget, std::shared_ptr<Drafter> drafter,
                                     int64_t kv_bytes = 1ll << 30, int64_t max_model_len = 0) {
+  EXPECT_TRUE(device().bitwise) << "speculative decoding's outputs are compared bit for bit: on "
+                                   "cuda it needs DEEPINFER_BATCH_INVARIANT=1";
   EngineArgs a;
+  device().apply(&a);
   a.model = model_dir();
   a.max_num_batched_tokens = budget;
   a.max_num_seqs = static_cast<int>(std::min<int64_t>(64, budget));
@@ -123,7 +136,9 @@ TEST(SpeculativeDecoding, GreedyOutputsAreUnchangedAtAnyAcceptanceRate) {
     EXPECT_GT(s.spec_verifications, 0) << what;
     EXPECT_GT(s.spec_draft_tokens, 0) << what;
     EXPECT_EQ(accepted_in_usage(got), s.spec_accepted_tokens) << what;
-    if (accept == 0.0) EXPECT_EQ(s.spec_accepted_tokens, 0) << what;  // every draft is off
+    if (accept == 0.0) {
+      EXPECT_EQ(s.spec_accepted_tokens, 0) << what;  // every draft is off
+    }
     if (accept == 1.0) {
       // The oracle's drafts are the reference's own tokens: all accepted, fewer steps.
       EXPECT_EQ(s.spec_accepted_tokens, s.spec_draft_tokens) << what;

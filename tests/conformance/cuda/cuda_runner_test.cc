@@ -27,9 +27,12 @@
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
 #include "deepinfer/runtime/model_runner.h"
+#include "deepinfer/runtime/testing/speculative_rows_check.h"
 #include "golden_fixture.h"
 #include "logits_tolerance.h"
 #include "runner_rows.h"
@@ -593,6 +596,38 @@ TEST(CudaRunnerMemoryTest, LargestStepsStayWithinTheUtilization) {
       (limit - used) / (1 << 20));
   EXPECT_LE(used, limit);
   std::filesystem::remove_all(dir);
+}
+
+// Speculative rows and rollbacks (issue 19) on the GPU, both families: under batch invariance a
+// verification row's logits and a rolled-back state are bit for bit those of plain decoding
+// (runtime/testing/speculative_rows_check.h, which the CPU runner passes too).
+std::unique_ptr<ModelRunner> invariant_runner(const std::string& dir) {
+  runtime::RunnerOptions o = runner_options(dir);
+  o.batch_invariant = true;
+  o.kv_memory_bytes = int64_t{256} << 20;  // beside the other runners a test may hold
+  auto r = runtime::create_runner(o);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+TEST(CudaSpeculativeRows, DeepseekV4RollbackToAnyAcceptedLengthEqualsPlainDecoding) {
+  v4::TinyModelOptions o;
+  o.quantized = true;
+  o.seed = 29;
+  runtime::testing::expect_rollbacks_are_exact(
+      invariant_runner(v4::write_tiny_model_for_test("cuda_speculative_v4", o)).get());
+}
+
+TEST(CudaSpeculativeRows, DeepseekV41RollbackToAnyAcceptedLengthEqualsPlainDecoding) {
+  runtime::testing::expect_rollbacks_are_exact(
+      invariant_runner(v41::tiny_model_dir_for_test(/*quantized=*/true)).get());
+}
+
+TEST(CudaSpeculativeRows, RollbacksOutsideASpeculativeRowAreErrors) {
+  v4::TinyModelOptions o;
+  o.seed = 30;
+  runtime::testing::expect_rollback_errors(
+      invariant_runner(v4::write_tiny_model_for_test("cuda_speculative_errors", o)).get());
 }
 
 }  // namespace

@@ -600,8 +600,6 @@ int run_bench(int argc, char** argv) {
   }
   if (input_len < 1 || output_len < 1 || batch < 1 || num_requests < 0)
     return fail("--input-len, --output-len and --batch-size must be positive");
-  if (!f.spec_oracle_accept.empty() && args.device == Device::kCuda)
-    return fail("--spec-oracle-accept: the CUDA runner has no speculative rows yet (cpu only)");
   if (mode == "latency") args.max_num_seqs = std::max(args.max_num_seqs, batch);
   const int n = mode == "latency" ? batch : (num_requests > 0 ? num_requests : 64);
   return run_engine_bench(mode, model_arg, n, input_len, output_len, json_path, f, args);

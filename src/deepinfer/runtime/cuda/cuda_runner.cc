@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -63,8 +65,14 @@ class CudaRunner final : public ModelRunner {
   const ModelInfo& info() const override { return info_; }
   const kv::PageSpec& page_spec() const override { return spec_; }
   Status execute(const StepBatch& batch, StepOutput* out) override;
-  // Nothing is kept per sequence: its pages and their token count (the row's start_pos) are all.
-  void release(uint64_t) override {}
+  // A sequence's pages and their token count (the row's start_pos) are its whole state; the
+  // runner keeps only a speculative row's snapshot, until the sequence's next row or rollback.
+  void release(uint64_t seq_id) override { speculated_.erase(seq_id); }
+  Status mtp_draft(uint64_t, int32_t, int64_t, std::vector<int32_t>*) override {
+    return unimplemented(
+        "the CUDA runner has no MTP or DSpark drafter yet (it verifies drafts: an external "
+        "drafter, such as bench's --spec-oracle-accept, runs on it)");
+  }
   StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) override;
   Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) override;
   StatusOr<DevicePages> export_pages_ipc(const std::vector<int32_t>& pages) override {
@@ -91,8 +99,11 @@ class CudaRunner final : public ModelRunner {
                             std::to_string(spec_.page_bytes) + " bytes");
   }
   // Every check of a batch before any state changes; splits its rows into the decode group and
-  // the prefill rows.
+  // the prefill rows (speculative rows among them).
   Status plan(const StepBatch& batch);
+  Status check_rollbacks(const StepBatch& batch);
+  Status roll_back(const Rollback& r);
+  Status snapshot(const StepRow& r);
   PagedSequence sequence(const StepRow& r) const {
     PagedSequence q;
     q.constant_pages = r.state_pages->data();
@@ -101,6 +112,18 @@ class CudaRunner final : public ModelRunner {
     q.num_tokens = r.start_pos;
     return q;
   }
+
+  // What a speculative row needs to be rolled back, as the CPU runner keeps it: the sequence's
+  // constant pages as they were before the row (rings and compressor partial windows change in
+  // place; growing state is positional and rewritten), in a device buffer, and the row's
+  // tokens, to replay the accepted ones. The buffer stays with the sequence for its next row.
+  struct Speculated {
+    bool held = false;  // the sequence's latest row was speculative and not yet settled
+    int64_t start_pos = 0;
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> constant_pages;
+    DevicePages snapshot;
+  };
 
   std::unique_ptr<PagedForward> model_;
   ModelInfo info_;
@@ -118,13 +141,74 @@ class CudaRunner final : public ModelRunner {
   // StepOutput::logits rows, then (in a mixed step) the decode group's rows before they are
   // placed among them.
   PinnedBuffer<float> logits_;
+  std::unordered_map<uint64_t, Speculated> speculated_;
+  std::unordered_set<uint64_t> rolled_;  // check_rollbacks' duplicates
 };
 
+Status CudaRunner::check_rollbacks(const StepBatch& batch) {
+  rolled_.clear();
+  for (const Rollback& r : batch.rollbacks) {
+    const std::string who = "rollback of sequence " + std::to_string(r.seq_id);
+    auto it = speculated_.find(r.seq_id);
+    if (it == speculated_.end() || !it->second.held)
+      return invalid_argument(who + ": its latest row was not speculative");
+    if (!rolled_.insert(r.seq_id).second) return invalid_argument(who + ": twice in one step");
+    const Speculated& h = it->second;
+    const int64_t end = h.start_pos + int64_t(h.tokens.size());
+    if (r.num_tokens < h.start_pos || r.num_tokens > end)
+      return out_of_range(who + " to " + std::to_string(r.num_tokens) +
+                          " tokens: its speculative row allows [" + std::to_string(h.start_pos) +
+                          ", " + std::to_string(end) + "]");
+    if (r.state_pages == nullptr || r.block_table == nullptr)
+      return invalid_argument(who + " has no page tables");
+    if (*r.state_pages != h.constant_pages)
+      return internal_error(who + ": its constant pages are not those of its speculative row");
+    const int64_t need = (r.num_tokens + spec_.page_tokens - 1) / spec_.page_tokens;
+    if (int64_t(r.block_table->size()) < need)
+      return internal_error(who + ": a block table of " + std::to_string(r.block_table->size()) +
+                            " pages for " + std::to_string(r.num_tokens) + " positions needs " +
+                            std::to_string(need));
+  }
+  return ok_status();
+}
+
+// Restores the constant pages and replays the accepted tokens from the speculative row's start.
+// With batch invariance the forward is chunking-invariant, so this is the state a run without
+// speculation has, bit for bit; without it, the state a prefill of those tokens would leave.
+Status CudaRunner::roll_back(const Rollback& r) {
+  Speculated& h = speculated_.at(r.seq_id);
+  h.held = false;
+  if (r.num_tokens == h.start_pos + int64_t(h.tokens.size())) return ok_status();  // all kept
+  RETURN_IF_ERROR(model_->write_pages(h.constant_pages.data(), int64_t(h.constant_pages.size()),
+                                      h.snapshot.buffer.get()));
+  if (r.num_tokens == h.start_pos) return ok_status();
+  PagedSequence q;
+  q.constant_pages = r.state_pages->data();
+  q.token_pages = r.block_table->data();
+  q.num_token_pages = int64_t(r.block_table->size());
+  q.num_tokens = h.start_pos;
+  return model_->forward_paged(q, h.tokens.data(), r.num_tokens - h.start_pos,
+                               /*all_logits=*/false, nullptr, nullptr);
+}
+
+Status CudaRunner::snapshot(const StepRow& r) {
+  Speculated& h = speculated_[r.seq_id];
+  const int64_t bytes = int64_t(r.state_pages->size()) * spec_.page_bytes;
+  if (h.snapshot.bytes != bytes) {
+    h.snapshot = {};  // the old buffer goes first
+    ASSIGN_OR_RETURN(h.snapshot, device_buffer(bytes));
+  }
+  RETURN_IF_ERROR(model_->read_pages(r.state_pages->data(), int64_t(r.state_pages->size()),
+                                     h.snapshot.buffer.get()));
+  h.start_pos = r.start_pos;
+  h.tokens.assign(r.tokens, r.tokens + r.num_tokens);
+  h.constant_pages = *r.state_pages;
+  h.held = true;
+  return ok_status();
+}
+
 Status CudaRunner::plan(const StepBatch& batch) {
-  // Speculative decoding is CPU-only so far: refuse it before anything changes.
-  if (!batch.rollbacks.empty() || std::any_of(batch.rows.begin(), batch.rows.end(),
-                                              [](const StepRow& r) { return r.speculative; }))
-    return unimplemented("speculative rows and rollbacks: the CUDA runner has none yet");
+  RETURN_IF_ERROR(check_rollbacks(batch));
   for (int32_t p : written_) page_row_[p] = -1;
   written_.clear();
   copy_from_.clear();
@@ -179,7 +263,9 @@ Status CudaRunner::plan(const StepBatch& batch) {
                                 " at position " + std::to_string(r.start_pos + t) +
                                 " is outside the vocabulary (" + std::to_string(info_.vocab_size) +
                                 ")");
-    if (r.start_pos > 0 && r.num_tokens == 1 &&
+    if (r.speculative && r.start_pos == 0)
+      return invalid_argument(row_name(i, r) + ": a speculative row starts at position 0");
+    if (!r.speculative && r.start_pos > 0 && r.num_tokens == 1 &&
         int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
       decode_rows_.push_back(i);
       decode_seqs_.push_back(sequence(r));
@@ -193,6 +279,7 @@ Status CudaRunner::plan(const StepBatch& batch) {
 
 Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   RETURN_IF_ERROR(plan(batch));
+  for (const Rollback& r : batch.rollbacks) RETURN_IF_ERROR(roll_back(r));
   if (!copy_from_.empty())
     RETURN_IF_ERROR(
         model_->copy_pages(copy_from_.data(), copy_to_.data(), int64_t(copy_from_.size())));
@@ -202,8 +289,16 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   out_row_.assign(n, -1);
   int64_t n_out = 0, decode_out = 0;
   bool decode_logits = false;  // a decode row needs its logits row, not just the argmax
-  for (size_t i = 0; i < n; ++i)
-    if (batch.rows[i].wants_logits) out_row_[i] = n_out++;
+  for (size_t i = 0; i < n; ++i) {
+    const StepRow& r = batch.rows[i];
+    if (r.wants_logits || r.speculative) out_row_[i] = n_out;
+    n_out += r.speculative ? r.num_tokens : r.wants_logits ? 1 : 0;
+    // A row that no rollback cut was accepted whole: its snapshot is done with. A speculative
+    // row takes a new one before any row runs (the copies above are in the pages it saves).
+    auto it = speculated_.find(r.seq_id);
+    if (it != speculated_.end()) it->second.held = false;
+    if (r.speculative) RETURN_IF_ERROR(snapshot(r));
+  }
   for (size_t i : decode_rows_) {
     const StepRow& r = batch.rows[i];
     decode_out += r.wants_logits ? 1 : 0;
@@ -237,6 +332,11 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   for (size_t i : prefill_rows_) {
     const StepRow& r = batch.rows[i];
     const int64_t k = out_row_[i];
+    if (r.speculative) {  // every position's logits, in order
+      RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
+                                            /*all_logits=*/true, host + k * V, nullptr));
+      continue;
+    }
     const bool argmax_only = k >= 0 && r.argmax_only;
     RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
                                           /*all_logits=*/false,

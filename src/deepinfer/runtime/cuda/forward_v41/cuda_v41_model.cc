@@ -73,6 +73,7 @@ struct CudaV41Model::Impl {
         main_inv_freq(inv_freq(c, c.rope_main)),
         compress_inv_freq(inv_freq(c, c.rope_compress)) {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    gemm.set_batch_invariant(o.batch_invariant);  // Linear and run_moe follow it (decision 0014)
     linear.reserve(w.largest_quantized());
     const int bs = std::max(1, c.candidate_block_size);
     const int min_ratio = min_compress_ratio(c);

@@ -161,6 +161,8 @@ void attend_segment(const V41Context& m, int layer, const V41Attention& w, const
   a.out = o + g.row0 * nh * hd;
   a.num_queries = g.n;
   a.pos0 = g.pos0;
+  // Batch-invariant: one kernel at every launch width, as deepseek_v4's (attention_layer.cc).
+  if (m.gemm.batch_invariant()) a.kernel = SinkKernel::kFp32;
   sink_attention(a, m.stream);
   ring_write(p.kv + g.row0 * hd, g.n, g.pos0, hd, st.ring, c.sliding_window, m.stream);
 }
