@@ -133,7 +133,11 @@ class CudaRunner final : public ModelRunner {
   std::vector<int64_t> page_row_;  // [num_pages]: the row of this step writing the page, or -1
   std::vector<int32_t> written_;   // the pages set above, reset by the next plan
   std::vector<int32_t> copy_from_, copy_to_;
-  std::vector<size_t> decode_rows_, prefill_rows_;  // row indices
+  std::vector<size_t> decode_rows_, verify_rows_, prefill_rows_;  // row indices
+  std::vector<PagedSequence> verify_seqs_;  // the speculative rows', one verify_paged call
+  std::vector<int32_t> verify_ids_;
+  std::vector<int64_t> verify_counts_;
+  std::vector<float*> verify_out_;
   std::vector<PagedSequence> decode_seqs_;
   std::vector<int32_t> decode_ids_;
   std::vector<int64_t> out_row_;                 // per row: its logits row in the output, or -1
@@ -218,7 +222,11 @@ Status CudaRunner::plan(const StepBatch& batch) {
     copy_to_.push_back(pc.to);
   }
   decode_rows_.clear();
+  verify_rows_.clear();
   prefill_rows_.clear();
+  verify_seqs_.clear();
+  verify_ids_.clear();
+  verify_counts_.clear();
   decode_seqs_.clear();
   decode_ids_.clear();
   const int64_t pt = spec_.page_tokens;
@@ -263,10 +271,15 @@ Status CudaRunner::plan(const StepBatch& batch) {
                                 " at position " + std::to_string(r.start_pos + t) +
                                 " is outside the vocabulary (" + std::to_string(info_.vocab_size) +
                                 ")");
-    if (r.speculative && r.start_pos == 0)
-      return invalid_argument(row_name(i, r) + ": a speculative row starts at position 0");
-    if (!r.speculative && r.start_pos > 0 && r.num_tokens == 1 &&
-        int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
+    if (r.speculative) {
+      if (r.start_pos == 0)
+        return invalid_argument(row_name(i, r) + ": a speculative row starts at position 0");
+      verify_rows_.push_back(i);
+      verify_seqs_.push_back(sequence(r));
+      verify_ids_.insert(verify_ids_.end(), r.tokens, r.tokens + r.num_tokens);
+      verify_counts_.push_back(r.num_tokens);
+    } else if (r.start_pos > 0 && r.num_tokens == 1 &&
+               int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
       decode_rows_.push_back(i);
       decode_seqs_.push_back(sequence(r));
       decode_ids_.push_back(r.tokens[0]);
@@ -311,7 +324,7 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   // A step of decode rows only, all sampling from logits (the steady state without greedy
   // rows): decode's rows are the output rows, in order, so they land in place. Greedy-only
   // decode rows bring back their argmax alone.
-  const bool in_place = prefill_rows_.empty() && decode_logits &&
+  const bool in_place = prefill_rows_.empty() && verify_rows_.empty() && decode_logits &&
                         decode_out == static_cast<int64_t>(decode_rows_.size());
   const int64_t staged = in_place || !decode_logits ? 0 : int64_t(decode_rows_.size());
   ASSIGN_OR_RETURN(float* host, logits_.reserve(size_t(std::max<int64_t>(n_out + staged, 1)) * V));
@@ -329,14 +342,16 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
         std::memcpy(host + k * V, host + (n_out + b) * V, V * sizeof(float));
     }
   }
+  if (!verify_rows_.empty()) {  // every position's logits, straight into its output rows
+    verify_out_.clear();
+    for (size_t i : verify_rows_) verify_out_.push_back(host + out_row_[i] * V);
+    RETURN_IF_ERROR(model_->verify_paged(verify_seqs_.data(), verify_ids_.data(),
+                                         verify_counts_.data(), int64_t(verify_seqs_.size()),
+                                         verify_out_.data()));
+  }
   for (size_t i : prefill_rows_) {
     const StepRow& r = batch.rows[i];
     const int64_t k = out_row_[i];
-    if (r.speculative) {  // every position's logits, in order
-      RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
-                                            /*all_logits=*/true, host + k * V, nullptr));
-      continue;
-    }
     const bool argmax_only = k >= 0 && r.argmax_only;
     RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
                                           /*all_logits=*/false,

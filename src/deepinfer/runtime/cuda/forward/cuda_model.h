@@ -127,6 +127,8 @@ class CudaModel final : public PagedForward {
                        float* logits, int32_t* argmax = nullptr) override;
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
                       std::vector<int32_t>* greedy) override;
+  Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
+                      int64_t count, float* const* logits) override;
   // Page to page on the device (forks), and pages to and from host bytes (page_bytes() each,
   // page after page): the raw page I/O of the runner.
   Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) override;

@@ -93,21 +93,42 @@ CompressorView PagedState::compressor_view(const v4::CompressorLayout& cl, const
   return v;
 }
 
+void PagedState::resolve_into(const PagedSequence& seq, const int32_t* table,
+                              SegmentState* out) const {
+  out->layers.resize(c_.num_layers);
+  for (int l = 0; l < c_.num_layers; ++l) {
+    const v4::LayerLayout& ll = layout_.layers()[l];
+    const Place* p = &places_[size_t(l) * kKinds];
+    LayerView& v = out->layers[l];
+    v.ring = address(p[kRing], seq.constant_pages);
+    v.ring_rows = c_.sliding_window;
+    v.comp = compressor_view(ll.comp, p + kCompKv, seq.constant_pages, table);
+    v.index = compressor_view(ll.index, p + kIdxKv, seq.constant_pages, table);
+  }
+}
+
 const SegmentState& PagedState::resolve(const PagedSequence& seq, cudaStream_t stream) {
   if (seq.num_token_pages > 0)
     DI_CUDA_CHECK(cudaMemcpyAsync(segment_table_.get(), seq.token_pages,
                                   seq.num_token_pages * sizeof(int32_t), cudaMemcpyHostToDevice,
                                   stream));
-  for (int l = 0; l < c_.num_layers; ++l) {
-    const v4::LayerLayout& ll = layout_.layers()[l];
-    const Place* p = &places_[size_t(l) * kKinds];
-    LayerView& v = segment_.layers[l];
-    v.ring = address(p[kRing], seq.constant_pages);
-    v.ring_rows = c_.sliding_window;
-    v.comp = compressor_view(ll.comp, p + kCompKv, seq.constant_pages, segment_table_.get());
-    v.index = compressor_view(ll.index, p + kIdxKv, seq.constant_pages, segment_table_.get());
-  }
+  resolve_into(seq, segment_table_.get(), &segment_);
   return segment_;
+}
+
+const std::vector<SegmentState>& PagedState::resolve_rows(const PagedSequence* seqs, int64_t count,
+                                                          cudaStream_t stream) {
+  DI_CHECK(count >= 1 && count <= max_rows_);
+  const int64_t stride = std::max<int64_t>(1, max_token_pages_);
+  row_segments_.resize(size_t(count));
+  for (int64_t b = 0; b < count; ++b) {
+    std::memcpy(host_tables_.get() + b * stride, seqs[b].token_pages,
+                seqs[b].num_token_pages * sizeof(int32_t));
+    resolve_into(seqs[b], row_tables_.get() + b * stride, &row_segments_[size_t(b)]);
+  }
+  DI_CUDA_CHECK(cudaMemcpyAsync(row_tables_.get(), host_tables_.get(),
+                                count * stride * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  return row_segments_;
 }
 
 void PagedState::reset(const PagedSequence& seq, cudaStream_t stream) {

@@ -387,6 +387,38 @@ struct CudaV41Model::Impl {
     return ok_status();
   }
 
+  // Speculative verification: every sequence's ids as its own segment of few forwards, every
+  // row's logits back in order.
+  Status verify(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts, int64_t count,
+                float* const* out) {
+    if (count <= 0) return invalid_argument("verify: no sequences");
+    int64_t off = 0;
+    for (int64_t b = 0; b < count; ++b) {
+      if (seqs[b].num_tokens < 1)
+        return invalid_argument("verify: sequence " + std::to_string(b) +
+                                " has no prefilled tokens");
+      RETURN_IF_ERROR(check_ids(ids + off, counts[b], seqs[b].num_tokens));
+      RETURN_IF_ERROR(check_sequence(seqs[b], counts[b]));
+      off += counts[b];
+    }
+    const int64_t V = c.vocab_size;
+    return for_verify_groups(
+        counts, count, max_rows, options.max_chunk,
+        [&](int64_t b0, int64_t n, int64_t row0, int64_t rows) -> Status {
+          std::vector<V41Segment> plan;
+          for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
+            plan.push_back(V41Segment{r, counts[b0 + i], seqs[b0 + i].num_tokens, nullptr});
+          run(seqs + b0, plan, ids + row0, rows, rows);
+          for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
+            if (out && out[b0 + i])
+              DI_CUDA_CHECK(cudaMemcpyAsync(out[b0 + i], logits.get() + r * V,
+                                            counts[b0 + i] * V * 4, cudaMemcpyDeviceToHost,
+                                            stream));
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          return ok_status();
+        });
+  }
+
   int32_t last_argmax() {
     int32_t* t = grow(token, 1);
     argmax_rows(logits.get(), 1, c.vocab_size, t, stream);
@@ -497,6 +529,11 @@ Status CudaV41Model::forward_paged(const PagedSequence& seq, const int32_t* ids,
 Status CudaV41Model::decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count,
                                   float* logits, std::vector<int32_t>* greedy) {
   return impl_->decode(seqs, ids, count, logits, greedy);
+}
+
+Status CudaV41Model::verify_paged(const PagedSequence* seqs, const int32_t* ids,
+                                  const int64_t* counts, int64_t count, float* const* logits) {
+  return impl_->verify(seqs, ids, counts, count, logits);
 }
 
 Status CudaV41Model::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {
