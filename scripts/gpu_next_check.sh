@@ -9,7 +9,8 @@
 #     batch invariance and near-tie-ruled without it (issue 18, acceptance 1).
 #   - speculative rows and rollbacks on the CUDA runner (issue 19, acceptance 1): phase 4 runs the
 #     runner's bitwise rollback test and the engine's oracle-drafter tests under batch
-#     invariance, then bench's --spec-oracle-accept at B=1 and B=32.
+#     invariance, then bench's --spec-oracle-accept at B=1 and B=32; with it YOCO compact's
+#     bitwise test. Phase 5: YOCO's prefill saving at 4k and 32k.
 # Usage (carry [".carry"]): scripts/gpu_next_check.sh 1, then 2, then 3 (issue 16's bench beside
 # transformers eager, once 1 passes), then 4; each under 600 s.
 # Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
@@ -61,7 +62,7 @@ elif [ "$phase" = 4 ]; then
   # Speculative decoding on the CUDA runner: bitwise only under batch invariance.
   make_m8 &
   mk=$!
-  run_test cuda_runner_test 150 GTEST_FILTER='CudaSpeculativeRows.*'
+  run_test cuda_runner_test 150 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*'
   run_test speculative_decoding_test 240 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1 \
     GTEST_FILTER='SpeculativeDecoding.Greedy*:SpeculativeDecoding.Small*:SpeculativeDecoding.Seeded*:SpeculativeDecoding.Grammar*'
   wait $mk
@@ -74,6 +75,21 @@ elif [ "$phase" = 4 ]; then
     grep -E '^\| (off|0\.)' $OUT/bench_spec_b$b.log
   done
   echo "phase 4 done at $((SECONDS - t0)) s"
+elif [ "$phase" = 5 ]; then
+  # YOCO compact on the GPU: 4 prefills of 4k and of 32k tokens, truncation off and on.
+  make_m8
+  for len in 4096 32768; do
+    for mode in off compact; do
+      left 540 || break
+      DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 150 $B/deepinfer bench throughput \
+        --device cuda --model /tmp/m8 --num-prompts 4 --max-num-seqs 1 --input-len $len \
+        --output-len 1 --no-isolated --output-json $OUT/bench_yoco_${mode}_$len.json \
+        > $OUT/bench_yoco_${mode}_$len.log 2>&1
+      echo "bench yoco $mode $len rc $? at $((SECONDS - t0)) s"
+      grep -iE 'ttft|wall|output tok' $OUT/bench_yoco_${mode}_$len.log | head -4
+    done
+  done
+  echo "phase 5 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then
   # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
   make_m8

@@ -630,5 +630,49 @@ TEST(CudaSpeculativeRows, RollbacksOutsideASpeculativeRowAreErrors) {
       invariant_runner(v4::write_tiny_model_for_test("cuda_speculative_errors", o)).get());
 }
 
+// YOCO compact on the GPU (issue 19): a prompt whose positions before the last 5 skip the last
+// layer's MoE gives the same last logits, and the same next decode step, bit for bit under batch
+// invariance (the skipped rows feed no state and no kept logits).
+TEST(CudaYoco, KeptLogitsAndStateAreUnchanged) {
+  v4::TinyModelOptions o;
+  o.quantized = true;
+  o.seed = 31;
+  auto r = invariant_runner(v4::write_tiny_model_for_test("cuda_yoco_v4", o));
+  ASSERT_NE(r, nullptr);
+  const std::vector<int32_t> prompt = runtime::testing::random_ids(300, 77);
+  const int64_t vocab = r->info().vocab_size;
+  std::vector<std::vector<float>> last(2), next(2);
+  for (int keep : {0, 1}) {
+    auto kv = kv::KvManager::create(r->page_spec());
+    ASSERT_TRUE(kv.ok());
+    const uint64_t seq = 10 + keep;
+    StepOutput out;
+    for (int64_t pos = 0; pos < 300; pos += 100) {  // the keep position lies in the last chunk
+      ASSERT_TRUE(kv->reserve(seq, pos + 100));
+      StepRow row{seq,
+                  pos,
+                  &prompt[pos],
+                  100,
+                  kv->state_pages(seq),
+                  kv->block_table(seq),
+                  pos + 100 == 300};
+      row.keep_from_pos = keep ? 295 : 0;
+      StepBatch b;
+      b.rows.push_back(row);
+      ASSERT_TRUE(r->execute(b, &out).ok());
+    }
+    last[keep].assign(out.logits, out.logits + vocab);
+    const int32_t token = 9;
+    ASSERT_TRUE(kv->reserve(seq, 301));
+    StepBatch b;
+    b.rows.push_back({seq, 300, &token, 1, kv->state_pages(seq), kv->block_table(seq), true});
+    ASSERT_TRUE(r->execute(b, &out).ok());
+    next[keep].assign(out.logits, out.logits + vocab);
+    r->release(seq);
+  }
+  EXPECT_EQ(last[0], last[1]);
+  EXPECT_EQ(next[0], next[1]);
+}
+
 }  // namespace
 }  // namespace deepinfer::cuda

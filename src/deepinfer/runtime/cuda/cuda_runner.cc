@@ -356,7 +356,7 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
     RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
                                           /*all_logits=*/false,
                                           k >= 0 && !argmax_only ? host + k * V : nullptr,
-                                          argmax_only ? &argmax_[k] : nullptr));
+                                          argmax_only ? &argmax_[k] : nullptr, r.keep_from_pos));
   }
   return ok_status();
 }

@@ -184,9 +184,10 @@ struct CudaModel::Impl {
     return a;
   }
 
-  // One block (spec §6.2-6.9): per sub-layer hc_pre, its norm, the sub-layer, hc_post.
+  // One block (spec §6.2-6.9): per sub-layer hc_pre, its norm, the sub-layer, hc_post. The FFN
+  // sub-layer runs for rows [ffn_from, n) only (YOCO: nothing reads the others' streams).
   void block(const ForwardContext& ctx, int l, float* X, const int32_t* ids, int64_t n,
-             const int64_t* positions, const std::vector<RowSegment>& segs) {
+             const int64_t* positions, const std::vector<RowSegment>& segs, int64_t ffn_from = 0) {
     ForwardContext m = ctx;
     m.layer = l;
     const LayerWeights& L = layers[l];
@@ -197,29 +198,36 @@ struct CudaModel::Impl {
     float* comb = grow(s.comb, n * hc * hc);
     float* f = grow(s.f, n * H);
     for (const bool attn : {true, false}) {
-      hc_pre(hc_args(attn ? L.hc_attn : L.hc_ffn, n), X, y, post, comb, stream);
-      rms_norm(y, attn ? L.attn_norm : L.ffn_norm, n, H, m.eps(), y, stream);
+      const int64_t t0 = attn ? 0 : ffn_from, k = n - t0;  // rows t0.. of this sub-layer
+      if (k <= 0) continue;
+      float* Xt = X + t0 * hc * H;
+      hc_pre(hc_args(attn ? L.hc_attn : L.hc_ffn, k), Xt, y, post, comb, stream);
+      rms_norm(y, attn ? L.attn_norm : L.ffn_norm, k, H, m.eps(), y, stream);
       m.mark("mhc + norms");
       if (attn)
         attention_layer(m, L.attn, c.compress_ratio(l), y, n, positions, segs, f);
       else
-        moe_layer(m, L.ffn, c.is_hash_layer(l), y, ids, n, f);
-      hc_post(f, post, comb, n, hc, H, X, stream);
+        moe_layer(m, L.ffn, c.is_hash_layer(l), y, ids + t0, k, f);
+      hc_post(f, post, comb, k, hc, H, Xt, stream);
       m.mark("mhc + norms");
     }
   }
 
   // Every layer over n rows whose token ids are on the device, then the head over the trailing
-  // `rows` rows into `logits`. positions: device, one per row. Launches only (graph-safe when
-  // m.batch is set).
+  // `rows` rows into `logits`. positions: device, one per row. Rows before full_from (at most
+  // n - rows) skip the last layer's MoE (YOCO compact). Launches only (graph-safe when m.batch
+  // is set).
   void forward_rows(const ForwardContext& m, const int32_t* ids, int64_t n,
-                    const int64_t* positions, const std::vector<RowSegment>& segs, int64_t rows) {
+                    const int64_t* positions, const std::vector<RowSegment>& segs, int64_t rows,
+                    int64_t full_from = 0) {
     const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
     float* X = grow(x, n * hc * H);
     embed_rows(head.embed, ids, n, hc, H, X, stream);
     m.mark("embedding");
-    for (int l = 0; l < c.num_layers; ++l) block(m, l, X, ids, n, positions, segs);
+    full_from = std::clamp<int64_t>(full_from, 0, n - rows);
+    for (int l = 0; l < c.num_layers; ++l)
+      block(m, l, X, ids, n, positions, segs, l + 1 == c.num_layers ? full_from : 0);
     if (rows > 0) {
       const float* Xh = X + (n - rows) * hc * H;
       float* y = grow(s.y, rows * H);
@@ -234,23 +242,24 @@ struct CudaModel::Impl {
 
   // Runs n rows (host ids) of the segments' sequences and advances them.
   void run_rows(const int32_t* host_ids, int64_t n, const int64_t* positions,
-                const std::vector<RowSegment>& segs, int64_t rows) {
+                const std::vector<RowSegment>& segs, int64_t rows, int64_t full_from = 0) {
     int32_t* ids = grow(s.token_ids, n);
     DI_CUDA_CHECK(cudaMemcpyAsync(ids, host_ids, n * 4, cudaMemcpyHostToDevice, stream));
     ForwardContext m = context();
     if (timer) timer->begin(stream);
-    forward_rows(m, ids, n, positions, segs, rows);
+    forward_rows(m, ids, n, positions, segs, rows, full_from);
     // The host ids (and positions) feed async copies: done before the caller may reuse them.
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (timer) timer->collect();
   }
 
   // n <= max_chunk tokens at the end of one sequence; logits for `rows` trailing positions.
-  void chunk(const PagedSequence& seq, const int32_t* host_ids, int64_t n, int64_t rows) {
+  void chunk(const PagedSequence& seq, const int32_t* host_ids, int64_t n, int64_t rows,
+             int64_t full_from = 0) {
     int64_t* positions = grow(s.positions, n);
     fill_positions(positions, n, seq.num_tokens, 1, stream);
     const SegmentState& st = state->resolve(seq, stream);
-    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st}}, rows);
+    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st}}, rows, full_from);
   }
 
   Status check_ids(const int32_t* ids, int64_t n, int64_t pos0) const {
@@ -277,9 +286,10 @@ struct CudaModel::Impl {
     return cuda::check_sequence(pool(), seq, n, options.max_tokens);
   }
 
-  // out: host memory for (all_logits ? n : 1) x vocab floats, or null.
+  // out: host memory for (all_logits ? n : 1) x vocab floats, or null. Positions before
+  // keep_from_pos skip the last layer's MoE (YOCO compact; ignored with all_logits).
   Status forward(const PagedSequence& in, const int32_t* ids, int64_t n, bool all_logits,
-                 float* out) {
+                 float* out, int64_t keep_from_pos = 0) {
     if (n <= 0) return invalid_argument("forward: no tokens");
     RETURN_IF_ERROR(check_ids(ids, n, in.num_tokens));
     RETURN_IF_ERROR(check_sequence(in, n));
@@ -290,7 +300,7 @@ struct CudaModel::Impl {
       const int64_t len = std::min(options.max_chunk, n - off);
       const bool last = off + len == n;
       const int64_t rows = all_logits ? len : (last ? 1 : 0);
-      chunk(seq, ids + off, len, rows);
+      chunk(seq, ids + off, len, rows, all_logits ? 0 : keep_from_pos - seq.num_tokens);
       seq.num_tokens += len;
       // On the forward's own stream: it is non-blocking, so a legacy-stream copy would not
       // wait for the chunk.
@@ -584,9 +594,10 @@ Status CudaModel::decode_into(const int* slots, const int32_t* ids, int64_t coun
 }
 
 Status CudaModel::forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n,
-                                bool all_logits, float* logits, int32_t* argmax) {
+                                bool all_logits, float* logits, int32_t* argmax,
+                                int64_t keep_from_pos) {
   if (argmax && all_logits) return invalid_argument("forward_paged: argmax with all_logits");
-  RETURN_IF_ERROR(impl_->forward(seq, ids, n, all_logits, logits));
+  RETURN_IF_ERROR(impl_->forward(seq, ids, n, all_logits, logits, keep_from_pos));
   if (argmax) *argmax = impl_->last_argmax();
   return ok_status();
 }

@@ -124,7 +124,8 @@ class CudaModel final : public PagedForward {
   // argmax (if not null, and all_logits false): the last position's argmax (the CUDA argmax,
   // ties to the lower id), so a greedy caller can pass logits null and copy nothing back.
   Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
-                       float* logits, int32_t* argmax = nullptr) override;
+                       float* logits, int32_t* argmax = nullptr,
+                       int64_t keep_from_pos = 0) override;
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
                       std::vector<int32_t>* greedy) override;
   Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,

@@ -28,8 +28,11 @@ class PagedForward {
 
   // Appends ids to seq at seq.num_tokens (a fresh sequence at 0); logits (host, or null) gets
   // (all_logits ? n : 1) rows; argmax (if set, all_logits false) the last row's argmax.
+  // keep_from_pos (StepRow's, YOCO compact; ignored with all_logits): positions before it may
+  // skip the work that feeds no cached state (the families say which).
   virtual Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n,
-                               bool all_logits, float* logits, int32_t* argmax = nullptr) = 0;
+                               bool all_logits, float* logits, int32_t* argmax = nullptr,
+                               int64_t keep_from_pos = 0) = 0;
   // Appends ids[b] to seqs[b] (distinct constant pages); logits gets count rows; greedy each
   // row's argmax.
   virtual Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count,

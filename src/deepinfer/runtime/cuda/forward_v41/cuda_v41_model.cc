@@ -519,7 +519,7 @@ int64_t CudaV41Model::weight_bytes() const { return impl_->w.bytes(); }
 int64_t CudaV41Model::max_token_pages() const { return impl_->state->max_token_pages(); }
 
 Status CudaV41Model::forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n,
-                                   bool all_logits, float* logits, int32_t* argmax) {
+                                   bool all_logits, float* logits, int32_t* argmax, int64_t) {
   if (argmax && all_logits) return invalid_argument("forward_paged: argmax with all_logits");
   RETURN_IF_ERROR(impl_->forward(seq, ids, n, all_logits, logits));
   if (argmax) *argmax = impl_->last_argmax();

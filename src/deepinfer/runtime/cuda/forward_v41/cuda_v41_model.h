@@ -47,8 +47,10 @@ class CudaV41Model final : public PagedForward {
   // Token pages a sequence of max_tokens needs (its block table's most entries).
   int64_t max_token_pages() const;
 
+  // keep_from_pos is ignored: YOCO for deepseek_v41 is the CPU runner's only so far.
   Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
-                       float* logits, int32_t* argmax = nullptr) override;
+                       float* logits, int32_t* argmax = nullptr,
+                       int64_t keep_from_pos = 0) override;
   // Every row is its own segment of one token: the projections and experts run over all rows
   // at once, the state ops per row.
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
