@@ -102,7 +102,7 @@ class CudaRunner final : public ModelRunner {
   // the prefill rows (speculative rows among them).
   Status plan(const StepBatch& batch);
   Status check_rollbacks(const StepBatch& batch);
-  Status roll_back(const Rollback& r);
+  Status roll_back(const StepBatch& batch);
   Status snapshot(const StepRow& r);
   PagedSequence sequence(const StepRow& r) const {
     PagedSequence q;
@@ -138,6 +138,9 @@ class CudaRunner final : public ModelRunner {
   std::vector<int32_t> verify_ids_;
   std::vector<int64_t> verify_counts_;
   std::vector<float*> verify_out_;
+  std::vector<PagedSequence> replay_seqs_;  // the step's rollbacks' replays, one call
+  std::vector<int32_t> replay_ids_;
+  std::vector<int64_t> replay_counts_;
   std::vector<PagedSequence> decode_seqs_;
   std::vector<int32_t> decode_ids_;
   std::vector<int64_t> out_row_;                 // per row: its logits row in the output, or -1
@@ -176,23 +179,34 @@ Status CudaRunner::check_rollbacks(const StepBatch& batch) {
   return ok_status();
 }
 
-// Restores the constant pages and replays the accepted tokens from the speculative row's start.
-// With batch invariance the forward is chunking-invariant, so this is the state a run without
-// speculation has, bit for bit; without it, the state a prefill of those tokens would leave.
-Status CudaRunner::roll_back(const Rollback& r) {
-  Speculated& h = speculated_.at(r.seq_id);
-  h.held = false;
-  if (r.num_tokens == h.start_pos + int64_t(h.tokens.size())) return ok_status();  // all kept
-  RETURN_IF_ERROR(model_->write_pages(h.constant_pages.data(), int64_t(h.constant_pages.size()),
-                                      h.snapshot.buffer.get()));
-  if (r.num_tokens == h.start_pos) return ok_status();
-  PagedSequence q;
-  q.constant_pages = r.state_pages->data();
-  q.token_pages = r.block_table->data();
-  q.num_token_pages = int64_t(r.block_table->size());
-  q.num_tokens = h.start_pos;
-  return model_->forward_paged(q, h.tokens.data(), r.num_tokens - h.start_pos,
-                               /*all_logits=*/false, nullptr, nullptr);
+// Restores each cut sequence's constant pages, then replays the accepted tokens from their
+// speculative rows' starts, all in one verify_paged call without logits. With batch invariance
+// the forward is chunking-invariant, so this is the state a run without speculation has, bit
+// for bit; without it, the state a prefill chunk of those tokens would leave.
+Status CudaRunner::roll_back(const StepBatch& batch) {
+  replay_seqs_.clear();
+  replay_ids_.clear();
+  replay_counts_.clear();
+  for (const Rollback& r : batch.rollbacks) {
+    Speculated& h = speculated_.at(r.seq_id);
+    h.held = false;
+    if (r.num_tokens == h.start_pos + int64_t(h.tokens.size())) continue;  // all kept
+    RETURN_IF_ERROR(model_->write_pages(h.constant_pages.data(), int64_t(h.constant_pages.size()),
+                                        h.snapshot.buffer.get()));
+    if (r.num_tokens == h.start_pos) continue;
+    PagedSequence q;
+    q.constant_pages = r.state_pages->data();
+    q.token_pages = r.block_table->data();
+    q.num_token_pages = int64_t(r.block_table->size());
+    q.num_tokens = h.start_pos;
+    replay_seqs_.push_back(q);
+    replay_ids_.insert(replay_ids_.end(), h.tokens.begin(),
+                       h.tokens.begin() + (r.num_tokens - h.start_pos));
+    replay_counts_.push_back(r.num_tokens - h.start_pos);
+  }
+  if (replay_seqs_.empty()) return ok_status();
+  return model_->verify_paged(replay_seqs_.data(), replay_ids_.data(), replay_counts_.data(),
+                              int64_t(replay_seqs_.size()), nullptr);
 }
 
 Status CudaRunner::snapshot(const StepRow& r) {
@@ -292,7 +306,7 @@ Status CudaRunner::plan(const StepBatch& batch) {
 
 Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   RETURN_IF_ERROR(plan(batch));
-  for (const Rollback& r : batch.rollbacks) RETURN_IF_ERROR(roll_back(r));
+  RETURN_IF_ERROR(roll_back(batch));
   if (!copy_from_.empty())
     RETURN_IF_ERROR(
         model_->copy_pages(copy_from_.data(), copy_to_.data(), int64_t(copy_from_.size())));

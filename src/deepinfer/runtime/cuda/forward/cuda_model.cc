@@ -407,7 +407,7 @@ struct CudaModel::Impl {
             fill_positions(positions + r, counts[b0 + i], q.num_tokens, 1, stream);
             segs.push_back(RowSegment{r, counts[b0 + i], q.num_tokens, &st[size_t(i)]});
           }
-          run_rows(ids + row0, rows, positions, segs, rows);
+          run_rows(ids + row0, rows, positions, segs, out ? rows : 0);
           for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
             if (out && out[b0 + i])
               DI_CUDA_CHECK(cudaMemcpyAsync(out[b0 + i], logits.get() + r * V,

@@ -40,6 +40,7 @@ class PagedForward {
   // Speculative verification: appends counts[b] ids to seqs[b] (distinct constant pages, each
   // past position 0), the ids concatenated in sequence order, in as few forwards of several
   // segments as the scratch allows; logits[b] (host, or null) gets sequence b's counts[b] rows.
+  // logits null: no head at all (a rollback's replay).
   virtual Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
                               int64_t count, float* const* logits) = 0;
   virtual Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) = 0;

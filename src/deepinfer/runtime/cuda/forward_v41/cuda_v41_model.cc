@@ -408,7 +408,7 @@ struct CudaV41Model::Impl {
           std::vector<V41Segment> plan;
           for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
             plan.push_back(V41Segment{r, counts[b0 + i], seqs[b0 + i].num_tokens, nullptr});
-          run(seqs + b0, plan, ids + row0, rows, rows);
+          run(seqs + b0, plan, ids + row0, rows, out ? rows : 0);
           for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
             if (out && out[b0 + i])
               DI_CUDA_CHECK(cudaMemcpyAsync(out[b0 + i], logits.get() + r * V,
