@@ -60,6 +60,9 @@ Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst)
   cudaError_t e = cudaSuccess;
   for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
     e = cudaMemcpy(out + i * p.page_bytes(), p.page(pages[i]), p.page_bytes(), cudaMemcpyDefault);
+  // cudaMemcpy does not wait for a device-to-device copy, and the forward's stream does not
+  // order after the legacy one: done before a forward may write these pages.
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
   return copy_status(e, "reading pages");
 }
 
@@ -69,6 +72,7 @@ Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const voi
   cudaError_t e = cudaSuccess;
   for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
     e = cudaMemcpy(p.page(pages[i]), in + i * p.page_bytes(), p.page_bytes(), cudaMemcpyDefault);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();  // as read_pages: before a forward reads them
   return copy_status(e, "writing pages");
 }
 
