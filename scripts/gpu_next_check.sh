@@ -62,9 +62,9 @@ elif [ "$phase" = 4 ]; then
   # Speculative decoding on the CUDA runner: bitwise only under batch invariance.
   make_m8 &
   mk=$!
-  run_test cuda_runner_test 150 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*'
+  run_test cuda_runner_test 150 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
   run_test speculative_decoding_test 240 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1 \
-    GTEST_FILTER='SpeculativeDecoding.Greedy*:SpeculativeDecoding.Small*:SpeculativeDecoding.Seeded*:SpeculativeDecoding.Grammar*'
+    GTEST_FILTER='SpeculativeDecoding.Greedy*:SpeculativeDecoding.Small*:SpeculativeDecoding.Seeded*:SpeculativeDecoding.Grammar*:SpeculativeDecoding.MtpDrafts*'
   wait $mk
   for b in 1 32; do
     left 480 || break

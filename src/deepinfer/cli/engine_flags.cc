@@ -127,7 +127,7 @@ void add_switch_flags(CLI::App& app, EngineArgs* a) {
       "--enable-mtp", [a] { a->switches.enable_mtp = true; },
       "speculative decoding with the checkpoint's MTP layer (V4) or DSpark (V4.1): drafts "
       "verified in one step, outputs unchanged (default: $DEEPINFER_ENABLE_MTP_VARLEN, else off). "
-      "The drafters run on the CPU runner only so far (on cuda it turns itself off); a "
+      "On cuda only V4's MTP layer drafts so far (DSpark turns itself off there); a "
       "checkpoint without draft weights turns it off");
   app.add_flag_callback(
       "--no-enable-mtp", [a] { a->switches.enable_mtp = false; },

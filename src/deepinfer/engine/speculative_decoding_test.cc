@@ -7,7 +7,8 @@
 // DEEPINFER_TEST_DEVICE=cuda runs the oracle's tests with the CUDA runner on the GPU machine
 // (engine/testing/test_device.h), where outputs are compared bit for bit and so need
 // DEEPINFER_BATCH_INVARIANT=1 (without it a verification row rounds as a prefill chunk, not as a
-// decode). The MTP tests need the runner's own drafter: the CPU runner's only, so far.
+// decode). On cuda the MTP test drafts with the GPU's MTP layer; the other MTP tests and the
+// DSpark ones are the CPU runner's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -162,9 +163,11 @@ TEST(SpeculativeDecoding, MtpDraftsKeepOutputsUnchanged) {
   const auto ref = reference(reqs);
   ASSERT_EQ(ref.size(), reqs.size());
   EngineArgs a;
+  device().apply(&a);
   a.model = model_dir();
   a.max_num_batched_tokens = 256;
   a.max_num_seqs = 64;
+  a.kv_memory_bytes = 1ll << 30;
   a.switches.enable_mtp = true;
   a.switches.nextn_decode = 5;
   auto e = Engine::create(a);

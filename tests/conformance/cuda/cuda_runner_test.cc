@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cpu_decisions.h"
+#include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
@@ -672,6 +673,66 @@ TEST(CudaYoco, KeptLogitsAndStateAreUnchanged) {
   }
   EXPECT_EQ(last[0], last[1]);
   EXPECT_EQ(next[0], next[1]);
+}
+
+// MTP drafting on the GPU (issue 19): sequences drafted together get the drafts each gets alone
+// (bitwise forward under batch invariance, so the same greedy picks), and the drafts follow the
+// CPU runner's MTP layer: at least half of the first drafts agree (a bf16 forward may pick
+// differently at a near-tie; a wrong MTP forward agrees with none of 129k ids).
+TEST(CudaMtp, DraftsAloneEqualDraftsTogetherAndFollowTheCpu) {
+  v4::TinyModelOptions o;
+  o.quantized = true;
+  o.seed = 33;
+  const std::string dir = v4::write_tiny_model_for_test("cuda_mtp_v4", o);
+  runtime::RunnerOptions go = runner_options(dir);
+  go.batch_invariant = true;
+  go.drafting = true;
+  go.kv_memory_bytes = int64_t{256} << 20;
+  auto gpu = runtime::create_runner(go);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  runtime::RunnerOptions co;
+  co.model_dir = dir;
+  co.drafting = true;
+  co.kv_memory_bytes = int64_t{256} << 20;
+  auto cpu = runtime::create_runner(co);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  constexpr int kSeqs = 8, kDrafts = 4;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < kSeqs; ++i)
+    prompts.push_back(runtime::testing::random_ids(20 + 17 * i, 50 + i));
+  std::vector<uint64_t> ids;
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> counts(kSeqs, kDrafts);
+  std::vector<std::unique_ptr<kv::KvManager>> kvs;
+  for (ModelRunner* r : {gpu->get(), cpu->get()}) {
+    auto kv = kv::KvManager::create(r->page_spec());
+    ASSERT_TRUE(kv.ok());
+    kvs.push_back(std::make_unique<kv::KvManager>(std::move(*kv)));
+    for (int i = 0; i < kSeqs; ++i)
+      runtime::testing::run_chunked(*r, *kvs.back(), uint64_t(i + 1), prompts[i], 0, 64);
+  }
+  for (int i = 0; i < kSeqs; ++i) {
+    ids.push_back(uint64_t(i + 1));
+    tokens.push_back(int32_t(7 + i));
+  }
+  std::vector<std::vector<int32_t>> together, alone(kSeqs), on_cpu;
+  ASSERT_TRUE((*gpu)->mtp_draft_batch(ids, tokens, counts, &together).ok());
+  for (int i = 0; i < kSeqs; ++i)
+    ASSERT_TRUE((*gpu)->mtp_draft(ids[i], tokens[i], kDrafts, &alone[i]).ok());
+  ASSERT_TRUE((*cpu)->mtp_draft_batch(ids, tokens, counts, &on_cpu).ok());
+  int agree = 0;
+  for (int i = 0; i < kSeqs; ++i) {
+    ASSERT_EQ(together[i].size(), size_t(kDrafts)) << "sequence " << i;
+    EXPECT_EQ(together[i], alone[i]) << "sequence " << i;
+    ASSERT_EQ(on_cpu[i].size(), size_t(kDrafts)) << "sequence " << i;
+    agree += together[i][0] == on_cpu[i][0];
+    std::printf("sequence %d: gpu", i);
+    for (int32_t t : together[i]) std::printf(" %d", t);
+    std::printf(" | cpu");
+    for (int32_t t : on_cpu[i]) std::printf(" %d", t);
+    std::printf("\n");
+  }
+  EXPECT_GE(agree, kSeqs / 2) << agree << " of " << kSeqs << " first drafts agree with the CPU";
 }
 
 }  // namespace

@@ -60,19 +60,29 @@ class CudaRunner final : public ModelRunner {
         info_(std::move(info)),
         spec_(spec),
         max_model_len_(max_model_len),
-        page_row_(spec.num_pages, -1) {}
+        page_row_(spec.num_pages, -1) {
+    drafting_on_ = model_->final_stream_floats() > 0;
+  }
 
   const ModelInfo& info() const override { return info_; }
   const kv::PageSpec& page_spec() const override { return spec_; }
   Status execute(const StepBatch& batch, StepOutput* out) override;
   // A sequence's pages and their token count (the row's start_pos) are its whole state; the
   // runner keeps only a speculative row's snapshot, until the sequence's next row or rollback.
-  void release(uint64_t seq_id) override { speculated_.erase(seq_id); }
-  Status mtp_draft(uint64_t, int32_t, int64_t, std::vector<int32_t>*) override {
-    return unimplemented(
-        "the CUDA runner has no MTP or DSpark drafter yet (it verifies drafts: an external "
-        "drafter, such as bench's --spec-oracle-accept, runs on it)");
+  void release(uint64_t seq_id) override {
+    speculated_.erase(seq_id);
+    drafting_.erase(seq_id);
   }
+  Status mtp_draft(uint64_t seq_id, int32_t token, int64_t max_drafts,
+                   std::vector<int32_t>* out) override {
+    std::vector<std::vector<int32_t>> all;
+    RETURN_IF_ERROR(mtp_draft_batch({seq_id}, {token}, {max_drafts}, &all));
+    out->insert(out->end(), all[0].begin(), all[0].end());
+    return ok_status();
+  }
+  Status mtp_draft_batch(const std::vector<uint64_t>& seq_ids, const std::vector<int32_t>& tokens,
+                         const std::vector<int64_t>& max_drafts,
+                         std::vector<std::vector<int32_t>>* out) override;
   StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) override;
   Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) override;
   StatusOr<DevicePages> export_pages_ipc(const std::vector<int32_t>& pages) override {
@@ -104,6 +114,11 @@ class CudaRunner final : public ModelRunner {
   Status check_rollbacks(const StepBatch& batch);
   Status roll_back(const StepBatch& batch);
   Status snapshot(const StepRow& r);
+  // With drafting: the row's sequence with final_streams set to its draft record's buffer,
+  // grown to `rows` rows.
+  StatusOr<PagedSequence> drafting_sequence(const StepRow& r, int64_t rows);
+  // After a row ran: its record's last computed position.
+  void note_row(const StepRow& r);
   PagedSequence sequence(const StepRow& r) const {
     PagedSequence q;
     q.constant_pages = r.state_pages->data();
@@ -149,6 +164,17 @@ class CudaRunner final : public ModelRunner {
   // placed among them.
   PinnedBuffer<float> logits_;
   std::unordered_map<uint64_t, Speculated> speculated_;
+  // Drafting (RunnerOptions::drafting with a model that drafts): per sequence the final streams
+  // of its latest rows (the MTP layer's input) and where its state stands.
+  struct Drafting {
+    DevicePages streams;  // rows x final_stream_floats()
+    int64_t rows = 0;
+    int64_t last = -1;  // the row holding the last computed position's streams; -1: none
+    int64_t num_tokens = 0;
+    std::vector<int32_t> constant_pages;
+  };
+  bool drafting_on_ = false;
+  std::unordered_map<uint64_t, Drafting> drafting_;
   std::unordered_set<uint64_t> rolled_;  // check_rollbacks' duplicates
 };
 
@@ -190,6 +216,12 @@ Status CudaRunner::roll_back(const StepBatch& batch) {
   for (const Rollback& r : batch.rollbacks) {
     Speculated& h = speculated_.at(r.seq_id);
     h.held = false;
+    // The speculative row left every position's streams; the last accepted one is row
+    // num_tokens - start - 1 (a replay rewrites the same rows).
+    if (auto d = drafting_.find(r.seq_id); d != drafting_.end()) {
+      d->second.last = r.num_tokens > h.start_pos ? r.num_tokens - h.start_pos - 1 : -1;
+      d->second.num_tokens = r.num_tokens;
+    }
     if (r.num_tokens == h.start_pos + int64_t(h.tokens.size())) continue;  // all kept
     RETURN_IF_ERROR(model_->write_pages(h.constant_pages.data(), int64_t(h.constant_pages.size()),
                                         h.snapshot.buffer.get()));
@@ -199,6 +231,8 @@ Status CudaRunner::roll_back(const StepBatch& batch) {
     q.token_pages = r.block_table->data();
     q.num_token_pages = int64_t(r.block_table->size());
     q.num_tokens = h.start_pos;
+    if (auto d = drafting_.find(r.seq_id); d != drafting_.end())
+      q.final_streams = static_cast<float*>(d->second.streams.buffer.get());
     replay_seqs_.push_back(q);
     replay_ids_.insert(replay_ids_.end(), h.tokens.begin(),
                        h.tokens.begin() + (r.num_tokens - h.start_pos));
@@ -207,6 +241,73 @@ Status CudaRunner::roll_back(const StepBatch& batch) {
   if (replay_seqs_.empty()) return ok_status();
   return model_->verify_paged(replay_seqs_.data(), replay_ids_.data(), replay_counts_.data(),
                               int64_t(replay_seqs_.size()), nullptr);
+}
+
+StatusOr<PagedSequence> CudaRunner::drafting_sequence(const StepRow& r, int64_t rows) {
+  PagedSequence q = sequence(r);
+  if (!drafting_on_) return q;
+  Drafting& d = drafting_[r.seq_id];
+  if (d.rows < rows) {
+    const int64_t want = std::max<int64_t>(rows, 8);  // a verification of 7 drafts fits
+    d.streams = {};
+    ASSIGN_OR_RETURN(d.streams, device_buffer(want * model_->final_stream_floats() * 4));
+    d.rows = want;
+    d.last = -1;
+  }
+  q.final_streams = static_cast<float*>(d.streams.buffer.get());
+  return q;
+}
+
+void CudaRunner::note_row(const StepRow& r) {
+  auto it = drafting_.find(r.seq_id);
+  if (it == drafting_.end()) return;
+  it->second.last = r.speculative ? r.num_tokens - 1 : 0;
+  it->second.num_tokens = r.start_pos + r.num_tokens;
+  it->second.constant_pages = *r.state_pages;
+}
+
+Status CudaRunner::mtp_draft_batch(const std::vector<uint64_t>& seq_ids,
+                                   const std::vector<int32_t>& tokens,
+                                   const std::vector<int64_t>& max_drafts,
+                                   std::vector<std::vector<int32_t>>* out) {
+  out->assign(seq_ids.size(), {});
+  if (!drafting_on_)  // the model says why: no drafter, or loaded without drafting
+    return model_->mtp_draft(nullptr, nullptr, nullptr, 0, 0, nullptr);
+  // Sequences whose last position's streams are known (a restart from cached or imported pages
+  // drafts once a row has run), each drafting the most any asks for, within max_model_len.
+  int64_t k = 0;
+  for (size_t i = 0; i < seq_ids.size(); ++i) k = std::max(k, max_drafts[i]);
+  std::vector<PagedSequence> seqs;
+  std::vector<const float*> hidden;
+  std::vector<int32_t> toks;
+  std::vector<size_t> asked;
+  const int64_t per = model_->final_stream_floats();
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    auto it = drafting_.find(seq_ids[i]);
+    if (max_drafts[i] < 1 || it == drafting_.end() || it->second.last < 0 ||
+        it->second.num_tokens + k > max_model_len_)
+      continue;
+    const Drafting& d = it->second;
+    PagedSequence q;
+    q.constant_pages = d.constant_pages.data();
+    q.num_tokens = d.num_tokens;
+    seqs.push_back(q);
+    hidden.push_back(static_cast<const float*>(d.streams.buffer.get()) + d.last * per);
+    toks.push_back(tokens[i]);
+    asked.push_back(i);
+  }
+  std::vector<int32_t> drafts(seqs.size() * size_t(k));
+  const int64_t group = std::max<int64_t>(1, model_->max_decode_rows());
+  for (int64_t b0 = 0; b0 < int64_t(seqs.size()); b0 += group) {
+    const int64_t n = std::min<int64_t>(group, int64_t(seqs.size()) - b0);
+    RETURN_IF_ERROR(
+        model_->mtp_draft(&seqs[b0], &toks[b0], &hidden[b0], n, k, drafts.data() + b0 * k));
+  }
+  for (size_t b = 0; b < asked.size(); ++b) {
+    const int32_t* row = drafts.data() + b * k;
+    (*out)[asked[b]].assign(row, row + max_drafts[asked[b]]);
+  }
+  return ok_status();
 }
 
 Status CudaRunner::snapshot(const StepRow& r) {
@@ -289,13 +390,15 @@ Status CudaRunner::plan(const StepBatch& batch) {
       if (r.start_pos == 0)
         return invalid_argument(row_name(i, r) + ": a speculative row starts at position 0");
       verify_rows_.push_back(i);
-      verify_seqs_.push_back(sequence(r));
+      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, r.num_tokens));
+      verify_seqs_.push_back(q);
       verify_ids_.insert(verify_ids_.end(), r.tokens, r.tokens + r.num_tokens);
       verify_counts_.push_back(r.num_tokens);
     } else if (r.start_pos > 0 && r.num_tokens == 1 &&
                int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
       decode_rows_.push_back(i);
-      decode_seqs_.push_back(sequence(r));
+      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1));
+      decode_seqs_.push_back(q);
       decode_ids_.push_back(r.tokens[0]);
     } else {
       prefill_rows_.push_back(i);
@@ -367,11 +470,13 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
     const StepRow& r = batch.rows[i];
     const int64_t k = out_row_[i];
     const bool argmax_only = k >= 0 && r.argmax_only;
-    RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
+    ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1));
+    RETURN_IF_ERROR(model_->forward_paged(q, r.tokens, r.num_tokens,
                                           /*all_logits=*/false,
                                           k >= 0 && !argmax_only ? host + k * V : nullptr,
                                           argmax_only ? &argmax_[k] : nullptr, r.keep_from_pos));
   }
+  for (const StepRow& r : batch.rows) note_row(r);
   return ok_status();
 }
 
@@ -428,6 +533,7 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
   mo.pool_bytes = std::max<int64_t>(o.kv_memory_bytes, 0);
   mo.cuda_graphs = o.cuda_graphs;
   mo.batch_invariant = o.batch_invariant;
+  mo.drafting = o.drafting;
   if (o.on_load_progress)
     mo.progress = [cb = o.on_load_progress](const v4::LoadProgress& p) {
       cb(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "deepinfer/backend/cuda/indexer/indexer.h"
@@ -51,6 +52,7 @@ struct CudaModel::Impl {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     gemm.set_batch_invariant(o.batch_invariant);
     linear.reserve(w.largest_quantized());  // before any graph capture
+    if (o.drafting && c.num_mtp_layers > 0) mtp.emplace(resolve_mtp(c, w));
   }
 
   // The decode step's fixed buffers, then the page pool and the slots (load's last step).
@@ -188,9 +190,15 @@ struct CudaModel::Impl {
   // sub-layer runs for rows [ffn_from, n) only (YOCO: nothing reads the others' streams).
   void block(const ForwardContext& ctx, int l, float* X, const int32_t* ids, int64_t n,
              const int64_t* positions, const std::vector<RowSegment>& segs, int64_t ffn_from = 0) {
+    block_of(ctx, l, layers[l], c.compress_ratio(l), c.is_hash_layer(l), X, ids, n, positions, segs,
+             ffn_from);
+  }
+  // The same for any block's weights (the MTP layer's is layer num_layers of the state).
+  void block_of(const ForwardContext& ctx, int l, const LayerWeights& L, int ratio, bool hash,
+                float* X, const int32_t* ids, int64_t n, const int64_t* positions,
+                const std::vector<RowSegment>& segs, int64_t ffn_from = 0) {
     ForwardContext m = ctx;
     m.layer = l;
-    const LayerWeights& L = layers[l];
     const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
     float* y = grow(s.y, n * H);
@@ -205,9 +213,9 @@ struct CudaModel::Impl {
       rms_norm(y, attn ? L.attn_norm : L.ffn_norm, k, H, m.eps(), y, stream);
       m.mark("mhc + norms");
       if (attn)
-        attention_layer(m, L.attn, c.compress_ratio(l), y, n, positions, segs, f);
+        attention_layer(m, L.attn, ratio, y, n, positions, segs, f);
       else
-        moe_layer(m, L.ffn, c.is_hash_layer(l), y, ids + t0, k, f);
+        moe_layer(m, L.ffn, hash, y, ids + t0, k, f);
       hc_post(f, post, comb, k, hc, H, Xt, stream);
       m.mark("mhc + norms");
     }
@@ -307,9 +315,18 @@ struct CudaModel::Impl {
       if (out && rows > 0)
         DI_CUDA_CHECK(cudaMemcpyAsync(out + (all_logits ? off * V : 0), logits.get(), rows * V * 4,
                                       cudaMemcpyDeviceToHost, stream));
+      if (last) keep_streams(in.final_streams, len - 1, 1);
     }
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     return ok_status();
+  }
+
+  // Rows [row, row + n) of the latest forward's final streams to dst (device), if set.
+  void keep_streams(float* dst, int64_t row, int64_t n) {
+    if (dst == nullptr) return;
+    const int64_t per = int64_t(c.hc_mult) * c.hidden_size;
+    DI_CUDA_CHECK(
+        cudaMemcpyAsync(dst, x.get() + row * per, n * per * 4, cudaMemcpyDeviceToDevice, stream));
   }
 
   // out: host memory for count x vocab floats, or null. The sequences' constant pages must be
@@ -376,6 +393,7 @@ struct CudaModel::Impl {
     if (out)
       DI_CUDA_CHECK(
           cudaMemcpyAsync(out, logits.get(), count * V * 4, cudaMemcpyDeviceToHost, stream));
+    for (int64_t b = 0; b < count; ++b) keep_streams(seqs[b].final_streams, b, 1);
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (timer) timer->collect();
     return ok_status();
@@ -408,14 +426,99 @@ struct CudaModel::Impl {
             segs.push_back(RowSegment{r, counts[b0 + i], q.num_tokens, &st[size_t(i)]});
           }
           run_rows(ids + row0, rows, positions, segs, out ? rows : 0);
-          for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
+          for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i) {
             if (out && out[b0 + i])
               DI_CUDA_CHECK(cudaMemcpyAsync(out[b0 + i], logits.get() + r * V,
                                             counts[b0 + i] * V * 4, cudaMemcpyDeviceToHost,
                                             stream));
+            keep_streams(seqs[b0 + i].final_streams, r, counts[b0 + i]);
+          }
           DI_CUDA_CHECK(cudaStreamSynchronize(stream));
           return ok_status();
         });
+  }
+
+  // MTP drafting (CudaModel::mtp_draft): k chained steps over every sequence at once, each a
+  // one-row segment of the MTP block at its own position.
+  Status mtp_draft(const PagedSequence* seqs, const int32_t* tokens, const float* const* hidden,
+                   int64_t count, int64_t k, int32_t* drafts) {
+    if (!mtp)
+      return unimplemented(options.drafting ? "this checkpoint has no MTP layer (mtp.*)"
+                                            : "the GPU forward was loaded without drafting "
+                                              "(CudaModelOptions::drafting)");
+    if (count <= 0 || k <= 0) return ok_status();
+    if (count > state->max_rows())
+      return invalid_argument("mtp_draft: " + std::to_string(count) +
+                              " sequences exceed the largest decode batch (" +
+                              std::to_string(state->max_rows()) + ")");
+    for (int64_t b = 0; b < count; ++b) {
+      if (seqs[b].num_tokens < 1 || hidden[b] == nullptr)
+        return invalid_argument("mtp_draft: sequence " + std::to_string(b) +
+                                " has no computed position to draft from");
+      if (seqs[b].num_tokens + k > options.max_tokens)
+        return out_of_range("mtp_draft: sequence " + std::to_string(b) + " at " +
+                            std::to_string(seqs[b].num_tokens) + " tokens cannot draft " +
+                            std::to_string(k) + " past max_tokens " +
+                            std::to_string(options.max_tokens));
+      RETURN_IF_ERROR(check_ids(tokens + b, 1, seqs[b].num_tokens));
+      for (int64_t i = 0; i < state->layout().constant_pages(); ++i)
+        RETURN_IF_ERROR(check_page(pool(), seqs[b].constant_pages[i], "mtp_draft constant"));
+    }
+    const int64_t H = c.hidden_size, B = count;
+    const int hc = c.hc_mult;
+    const MtpWeights& mw = *mtp;
+    float* hid = grow(mtp_hidden, B * hc * H);
+    for (int64_t b = 0; b < B; ++b)
+      DI_CUDA_CHECK(cudaMemcpyAsync(hid + b * hc * H, hidden[b], hc * H * 4,
+                                    cudaMemcpyDeviceToDevice, stream));
+    int32_t* tok = grow(mtp_tokens, B);
+    DI_CUDA_CHECK(cudaMemcpyAsync(tok, tokens, B * 4, cudaMemcpyHostToDevice, stream));
+    RETURN_IF_ERROR(mtp_out.reserve(size_t(B * k)).status());
+    std::vector<int64_t> pos(B);
+    int64_t* positions = grow(mtp_positions, B);
+    const std::vector<SegmentState>& st = state->resolve_rows(seqs, B, stream);
+    ForwardContext m = context();
+    m.trace = nullptr;  // the trace counts main layers only
+    for (int64_t j = 0; j < k; ++j) {
+      std::vector<RowSegment> segs;
+      for (int64_t b = 0; b < B; ++b) {
+        pos[b] = seqs[b].num_tokens + j;
+        segs.push_back(RowSegment{b, 1, pos[b], &st[size_t(b)]});
+      }
+      DI_CUDA_CHECK(cudaMemcpyAsync(positions, pos.data(), B * 8, cudaMemcpyHostToDevice, stream));
+      // The block's input (spec §7): h_proj(hnorm(stream)) of each of the last position's
+      // streams, plus e_proj(enorm(embedding of the token)).
+      float* e = grow(mtp_e, B * H);
+      embed_rows(head.embed, tok, B, 1, H, e, stream);
+      rms_norm(e, mw.enorm, B, H, m.eps(), e, stream);
+      // Own buffers where a step needs more than the forward's scratch holds (B x hc rows).
+      __nv_bfloat16* eb = grow(mtp_b, B * hc * H);
+      to_bf16(e, B * H, eb, stream);
+      float* E = grow(s.f, B * H);
+      m.linear(mw.e_proj, eb, B, H, H, E);
+      float* hn = grow(mtp_norm, B * hc * H);
+      rms_norm(hid, mw.hnorm, B * hc, H, m.eps(), hn, stream);
+      to_bf16(hn, B * hc * H, eb, stream);
+      float* X = grow(x, B * hc * H);
+      m.linear(mw.h_proj, eb, B * hc, H, H, X);
+      add_to_streams(X, E, B, hc, H, stream);
+      block_of(m, c.num_layers, mw.block, 0, false, X, tok, B, positions, segs);
+      // Its own head mix and norm, then the shared LM head; the greedy draft feeds the next step.
+      float* y = grow(s.y, B * H);
+      hc_head(hc_args(mw.hc_head, B), X, y, stream);
+      rms_norm(y, mw.norm, B, H, m.eps(), y, stream);
+      __nv_bfloat16* yb = grow(s.hb, B * H);
+      to_bf16(y, B * H, yb, stream);
+      m.linear(head.head, yb, B, c.vocab_size, H, grow(logits, B * c.vocab_size));
+      argmax_rows(logits.get(), B, c.vocab_size, tok, stream);
+      DI_CUDA_CHECK(
+          cudaMemcpyAsync(mtp_out.get() + j * B, tok, B * 4, cudaMemcpyDeviceToHost, stream));
+      DI_CUDA_CHECK(cudaMemcpyAsync(hid, X, B * hc * H * 4, cudaMemcpyDeviceToDevice, stream));
+    }
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < k; ++j) drafts[b * k + j] = mtp_out.get()[j * B + b];
+    return ok_status();
   }
 
   // The argmax of the latest forward's last logits row (the CUDA argmax), on the host.
@@ -447,6 +550,12 @@ struct CudaModel::Impl {
   CudaModelOptions options;
   DeviceWeights w;
   std::vector<LayerWeights> layers;  // pointers into w, resolved once at load
+  std::optional<MtpWeights> mtp;     // with drafting, when the checkpoint has the layer
+  DeviceBuffer<float> mtp_hidden, mtp_e, mtp_norm;
+  DeviceBuffer<__nv_bfloat16> mtp_b;
+  DeviceBuffer<int32_t> mtp_tokens;
+  DeviceBuffer<int64_t> mtp_positions;
+  PinnedBuffer<int32_t> mtp_out;  // the drafts, step after step
   HeadWeights head;
   Gemm gemm;
   Linear linear;  // projections in the weights' stored formats, over gemm
@@ -502,7 +611,9 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
   if (options.memory_fraction < 0 || options.memory_fraction > 1)
     return invalid_argument("CudaModel: memory_fraction " +
                             std::to_string(options.memory_fraction) + " is outside [0, 1]");
-  ASSIGN_OR_RETURN(DeviceWeights weights, DeviceWeights::load(config, *ckpt, options.progress));
+  ASSIGN_OR_RETURN(DeviceWeights weights,
+                   DeviceWeights::load(config, *ckpt, options.progress,
+                                       options.drafting && config.num_mtp_layers > 0));
   auto impl = std::make_unique<Impl>(std::move(config), std::move(weights), options);
   RETURN_IF_ERROR(impl->allocate());
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
@@ -610,6 +721,15 @@ Status CudaModel::decode_paged(const PagedSequence* seqs, const int32_t* ids, in
 Status CudaModel::verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
                                int64_t count, float* const* logits) {
   return impl_->verify(seqs, ids, counts, count, logits);
+}
+
+int64_t CudaModel::final_stream_floats() const {
+  return impl_->mtp ? int64_t(impl_->c.hc_mult) * impl_->c.hidden_size : 0;
+}
+
+Status CudaModel::mtp_draft(const PagedSequence* seqs, const int32_t* tokens,
+                            const float* const* hidden, int64_t count, int64_t k, int32_t* drafts) {
+  return impl_->mtp_draft(seqs, tokens, hidden, count, k, drafts);
 }
 
 Status CudaModel::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {

@@ -25,6 +25,9 @@ class PagedForward {
   virtual int64_t weight_bytes() const = 0;     // on the device
   virtual int64_t vocab_size() const = 0;
   virtual int64_t eos_token_id() const = 0;
+  // Floats of one row's final streams (PagedSequence::final_streams); 0 where the family's GPU
+  // forward keeps none (no drafter).
+  virtual int64_t final_stream_floats() const { return 0; }
 
   // Appends ids to seq at seq.num_tokens (a fresh sequence at 0); logits (host, or null) gets
   // (all_logits ? n : 1) rows; argmax (if set, all_logits false) the last row's argmax.
@@ -43,6 +46,13 @@ class PagedForward {
   // logits null: no head at all (a rollback's replay).
   virtual Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
                               int64_t count, float* const* logits) = 0;
+  // Drafting with the model's own drafter (deepseek_v4's CudaModel: the MTP layer); the
+  // default is unimplemented, saying why.
+  virtual Status mtp_draft(const PagedSequence* seqs, const int32_t* tokens,
+                           const float* const* hidden, int64_t count, int64_t k, int32_t* drafts) {
+    (void)seqs, (void)tokens, (void)hidden, (void)count, (void)k, (void)drafts;
+    return unimplemented("this model family has no drafter on the GPU yet");
+  }
   virtual Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) = 0;
   // dst / src: host or device memory of this process.
   virtual Status read_pages(const int32_t* pages, int64_t n, void* dst) = 0;
