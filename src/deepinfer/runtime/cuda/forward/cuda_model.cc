@@ -237,15 +237,22 @@ struct CudaModel::Impl {
     for (int l = 0; l < c.num_layers; ++l)
       block(m, l, X, ids, n, positions, segs, l + 1 == c.num_layers ? full_from : 0);
     if (rows > 0) {
-      const float* Xh = X + (n - rows) * hc * H;
-      float* y = grow(s.y, rows * H);
-      hc_head(hc_args(head.hc, rows), Xh, y, stream);
-      rms_norm(y, head.norm, rows, H, m.eps(), y, stream);
-      __nv_bfloat16* yb = grow(s.hb, rows * H);
-      to_bf16(y, rows * H, yb, stream);
-      m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
+      head_rows(m, head.hc, head.norm, X + (n - rows) * hc * H, rows);
       m.mark("head");
     }
+  }
+
+  // The head over `rows` rows of final streams into `logits`: the hc_head mix, the norm (the
+  // main model's, or the MTP layer's own), the shared LM head.
+  void head_rows(const ForwardContext& m, const HcWeights& mix, const float* norm, const float* X,
+                 int64_t rows) {
+    const int64_t H = c.hidden_size;
+    float* y = grow(s.y, rows * H);
+    hc_head(hc_args(mix, rows), X, y, stream);
+    rms_norm(y, norm, rows, H, m.eps(), y, stream);
+    __nv_bfloat16* yb = grow(s.hb, rows * H);
+    to_bf16(y, rows * H, yb, stream);
+    m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
   }
 
   // Runs n rows (host ids) of the segments' sequences and advances them.
@@ -403,16 +410,9 @@ struct CudaModel::Impl {
   // row's logits back in order.
   Status verify(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts, int64_t count,
                 float* const* out) {
-    if (count <= 0) return invalid_argument("verify: no sequences");
-    int64_t off = 0;
-    for (int64_t b = 0; b < count; ++b) {
-      if (seqs[b].num_tokens < 1)
-        return invalid_argument("verify: sequence " + std::to_string(b) +
-                                " has no prefilled tokens");
-      RETURN_IF_ERROR(check_ids(ids + off, counts[b], seqs[b].num_tokens));
-      RETURN_IF_ERROR(check_sequence(seqs[b], counts[b]));
-      off += counts[b];
-    }
+    RETURN_IF_ERROR(check_verify(
+        pool(), seqs, ids, counts, count, options.max_tokens,
+        [&](const int32_t* t, int64_t n, int64_t pos0) { return check_ids(t, n, pos0); }));
     const int64_t V = c.vocab_size;
     return for_verify_groups(
         counts, count, state->max_rows(), options.max_chunk,
@@ -504,12 +504,7 @@ struct CudaModel::Impl {
       add_to_streams(X, E, B, hc, H, stream);
       block_of(m, c.num_layers, mw.block, 0, false, X, tok, B, positions, segs);
       // Its own head mix and norm, then the shared LM head; the greedy draft feeds the next step.
-      float* y = grow(s.y, B * H);
-      hc_head(hc_args(mw.hc_head, B), X, y, stream);
-      rms_norm(y, mw.norm, B, H, m.eps(), y, stream);
-      __nv_bfloat16* yb = grow(s.hb, B * H);
-      to_bf16(y, B * H, yb, stream);
-      m.linear(head.head, yb, B, c.vocab_size, H, grow(logits, B * c.vocab_size));
+      head_rows(m, mw.hc_head, mw.norm, X, B);
       argmax_rows(logits.get(), B, c.vocab_size, tok, stream);
       DI_CUDA_CHECK(
           cudaMemcpyAsync(mtp_out.get() + j * B, tok, B * 4, cudaMemcpyDeviceToHost, stream));

@@ -391,16 +391,9 @@ struct CudaV41Model::Impl {
   // row's logits back in order.
   Status verify(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts, int64_t count,
                 float* const* out) {
-    if (count <= 0) return invalid_argument("verify: no sequences");
-    int64_t off = 0;
-    for (int64_t b = 0; b < count; ++b) {
-      if (seqs[b].num_tokens < 1)
-        return invalid_argument("verify: sequence " + std::to_string(b) +
-                                " has no prefilled tokens");
-      RETURN_IF_ERROR(check_ids(ids + off, counts[b], seqs[b].num_tokens));
-      RETURN_IF_ERROR(check_sequence(seqs[b], counts[b]));
-      off += counts[b];
-    }
+    RETURN_IF_ERROR(check_verify(
+        pool(), seqs, ids, counts, count, options.max_tokens,
+        [&](const int32_t* t, int64_t n, int64_t pos0) { return check_ids(t, n, pos0); }));
     const int64_t V = c.vocab_size;
     return for_verify_groups(
         counts, count, max_rows, options.max_chunk,
