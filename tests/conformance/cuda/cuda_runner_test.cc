@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,8 +18,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +33,7 @@
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/model/deepseek_v41/tiny_model.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
 #include "deepinfer/runtime/model_runner.h"
@@ -631,14 +635,13 @@ TEST(CudaSpeculativeRows, RollbacksOutsideASpeculativeRowAreErrors) {
       invariant_runner(v4::write_tiny_model_for_test("cuda_speculative_errors", o)).get());
 }
 
-// YOCO compact on the GPU (issue 19): a prompt whose positions before the last 5 skip the last
-// layer's MoE gives the same last logits, and the same next decode step, bit for bit under batch
-// invariance (the skipped rows feed no state and no kept logits).
-TEST(CudaYoco, KeptLogitsAndStateAreUnchanged) {
-  v4::TinyModelOptions o;
-  o.quantized = true;
-  o.seed = 31;
-  auto r = invariant_runner(v4::write_tiny_model_for_test("cuda_yoco_v4", o));
+// YOCO compact on the GPU (issues 17 and 19): a 300-token prompt in chunks of 100 whose
+// positions before the last 5 skip what feeds no cached state gives the same last logits, and the
+// same next decode step, bit for bit under batch invariance. deepseek_v4 skips the last layer's
+// MoE; deepseek_v41 runs its trailing layers (after the last one with cached state) only on the
+// rows later rows read, in the final chunk and the ones before it.
+void expect_yoco_keeps_logits_and_state(const std::string& dir) {
+  auto r = invariant_runner(dir);
   ASSERT_NE(r, nullptr);
   const std::vector<int32_t> prompt = runtime::testing::random_ids(300, 77);
   const int64_t vocab = r->info().vocab_size;
@@ -673,6 +676,30 @@ TEST(CudaYoco, KeptLogitsAndStateAreUnchanged) {
   }
   EXPECT_EQ(last[0], last[1]);
   EXPECT_EQ(next[0], next[1]);
+}
+
+TEST(CudaYoco, DeepseekV4KeptLogitsAndStateAreUnchanged) {
+  v4::TinyModelOptions o;
+  o.quantized = true;
+  o.seed = 31;
+  expect_yoco_keeps_logits_and_state(v4::write_tiny_model_for_test("cuda_yoco_v4", o));
+}
+
+TEST(CudaYoco, DeepseekV41TrailingLayersKeepTheKeptLogitsAndState) {
+  // The tiny schedule with index sources 2 and 4 only: layers 5 and 6 trail (window 16).
+  std::ifstream in(v41::tiny_model_dir_for_test(/*quantized=*/true) + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  nlohmann::json& text = cfg.contains("text_config") ? cfg["text_config"] : cfg;
+  text["index_source_layer_ids"] = {2, 4};
+  const std::string base = ::testing::TempDir() + "/cuda_yoco_v41_" + std::to_string(::getpid());
+  std::filesystem::create_directories(base);
+  std::ofstream(base + "/trailing.config.json") << cfg.dump(2);
+  v4::TinyModelOptions o;
+  o.config_path = base + "/trailing.config.json";
+  o.quantized = true;
+  ASSERT_TRUE(v41::write_tiny_model(base + "/model", o).ok());
+  expect_yoco_keeps_logits_and_state(base + "/model");
+  std::filesystem::remove_all(base);
 }
 
 // MTP drafting on the GPU (issue 19): sequences drafted together get the drafts each gets alone

@@ -47,7 +47,8 @@ class CudaV41Model final : public PagedForward {
   // Token pages a sequence of max_tokens needs (its block table's most entries).
   int64_t max_token_pages() const;
 
-  // keep_from_pos is ignored: YOCO for deepseek_v41 is the CPU runner's only so far.
+  // keep_from_pos (YOCO compact): the layers after the last one with cached state run only the
+  // rows the kept logits and later calls read, as the CPU's v41::yoco_layer_rows says.
   Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
                        float* logits, int32_t* argmax = nullptr,
                        int64_t keep_from_pos = 0) override;
