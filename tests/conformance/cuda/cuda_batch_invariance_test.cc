@@ -3,7 +3,9 @@
 // 100 random batch compositions and chunkings. The model is a quantized tiny one (FP8 dense
 // weights, MXFP4 experts) whose hidden and expert dims (256, 128) take the pipelined MXFP4
 // expert kernel, as the real model does; every layer kind (sliding, CSA with its indexer, HCA)
-// and hash routing are in it. The seed is printed; DEEPINFER_INVARIANCE_SEED replays a run.
+// and hash routing are in it. deepseek_v41 runs too, on its quantized tiny model (every layer
+// role of spec §11.2, Engram included). The seed is printed; DEEPINFER_INVARIANCE_SEED replays a
+// run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_presets.h"
+#include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 #include "deepinfer/runtime/cuda/cuda_runner.h"
 #include "deepinfer/runtime/model_runner.h"
 #include "runner_rows.h"
@@ -66,14 +69,18 @@ std::string write_model() {
   return dir.string();
 }
 
-class CudaBatchInvarianceTest : public ::testing::Test {
+// The parameter is the family: "deepseek_v4" or "deepseek_v41".
+class CudaBatchInvarianceTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() { dir_ = new std::string(write_model()); }
-  static void TearDownTestSuite() { delete dir_; }
+  static std::string model_dir() {
+    if (GetParam() == "deepseek_v41") return v41::tiny_model_dir_for_test(/*quantized=*/true);
+    static const std::string v4 = write_model();
+    return v4;
+  }
 
   std::unique_ptr<ModelRunner> runner() {
     runtime::RunnerOptions o;
-    o.model_dir = *dir_;
+    o.model_dir = model_dir();
     o.device = runtime::Device::kCuda;
     o.numerics = runtime::Numerics::kPlain;
     o.max_model_len = kMaxLen;
@@ -86,10 +93,7 @@ class CudaBatchInvarianceTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? std::move(*r) : nullptr;
   }
-
-  static std::string* dir_;
 };
-std::string* CudaBatchInvarianceTest::dir_ = nullptr;
 
 // One sequence's plan: its ids, and the pieces (chunks, then single decode tokens) it runs in.
 struct Plan {
@@ -153,7 +157,7 @@ Rows run_plans(ModelRunner& r, std::vector<Plan>& plans, std::mt19937_64& rng, i
   return got;
 }
 
-TEST_F(CudaBatchInvarianceTest, ARequestsLogitsAreTheSameBitsInEveryBatchAndChunking) {
+TEST_P(CudaBatchInvarianceTest, ARequestsLogitsAreTheSameBitsInEveryBatchAndChunking) {
   auto r = runner();
   ASSERT_TRUE(r);
   const int64_t vocab = r->info().vocab_size;
@@ -208,9 +212,12 @@ TEST_F(CudaBatchInvarianceTest, ARequestsLogitsAreTheSameBitsInEveryBatchAndChun
     }
     for (const Plan& p : plans) r->release(p.seq.id);
   }
-  std::printf("%d trials, %d with a logits row that differs from the request alone\n", kTrials,
-              mismatched_trials);
+  std::printf("%s: %d trials, %d with a logits row that differs from the request alone\n",
+              GetParam().c_str(), kTrials, mismatched_trials);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaBatchInvarianceTest,
+                         ::testing::Values("deepseek_v4", "deepseek_v41"));
 
 }  // namespace
 }  // namespace deepinfer::cuda
