@@ -12,7 +12,8 @@
 #     invariance, then bench's --spec-oracle-accept at B=1 and B=32; with it YOCO compact's
 #     bitwise test. Phase 5: YOCO's prefill saving at 4k and 32k.
 # Usage (carry [".carry"]): scripts/gpu_next_check.sh 1, then 2, then 3 (issue 16's bench beside
-# transformers eager, once 1 passes), then 4; each under 600 s.
+# transformers eager, once 1 passes), then 4 and 5; each under 600 s. Phase c is the
+# correctness subset of 1 and 4, for a session with little device time.
 # Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
 set -uo pipefail
 phase=${1:-1}
@@ -58,6 +59,17 @@ if [ "$phase" = 1 ]; then
   left 420 && run_bench invariant --batch-invariant
   left 480 && run_test cuda_model_test 80
   echo "phase 1 done at $((SECONDS - t0)) s"
+elif [ "$phase" = c ]; then
+  # Correctness first, when device time is short: the op tests, batch invariance (both
+  # families), the runner's speculative/YOCO/MTP tests, the engine's speculative tests on cuda.
+  run_test cuda_ops_test 150
+  left 300 && run_test cuda_batch_invariance_test 150
+  left 400 && run_test cuda_runner_test 100 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
+  left 420 && run_test speculative_decoding_test 170 DEEPINFER_TEST_DEVICE=cuda \
+    DEEPINFER_BATCH_INVARIANT=1 \
+    GTEST_FILTER='SpeculativeDecoding.Greedy*:SpeculativeDecoding.Seeded*:SpeculativeDecoding.MtpDrafts*'
+  left 520 && run_test cuda_model_test 60
+  echo "phase c done at $((SECONDS - t0)) s"
 elif [ "$phase" = 4 ]; then
   # Speculative decoding on the CUDA runner: bitwise only under batch invariance.
   make_m8 &
