@@ -326,13 +326,18 @@ std::optional<double> isolated_decode_ms(const std::string& dir, int batch, int6
 
 // --spec-oracle-accept: the same requests again with speculative decoding, the oracle drafter
 // proposing the run above's own outputs at each acceptance rate (engine/oracle_drafter.h):
-// what verification buys at that rate, the outputs checked equal to the run without drafts.
+// what verification buys at that rate, the outputs checked equal to the run without drafts. On
+// cuda without batch invariance a verification rounds as a prefill chunk does, not as a decode
+// step, so an output may part at a near-tie: that is reported, not an error.
 deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs& base, int n,
                                                      int input_len, int output_len,
                                                      const EngineRun& off, int64_t off_steps,
                                                      int64_t vocab_size, const ForwardFlags& f) {
   nlohmann::json rows = nlohmann::json::array();
   const double out_tok = static_cast<double>(n) * output_len;
+  auto switches = deepinfer::resolve_switches(base.switches);
+  if (!switches.ok()) return switches.status();
+  const bool bitwise = base.device != Device::kCuda || switches->batch_invariant;
   std::printf("\nspeculative decoding, oracle drafter (up to %lld drafts per step):\n",
               (long long)base.switches.nextn_decode.value_or(deepinfer::kDefaultNextnDecode));
   std::printf(
@@ -368,7 +373,8 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
     std::printf("| %.2f | %.3f | %.1f | %.2fx | %lld | %lld | %lld | %.2f | %s | %s |\n", rate,
                 on.wall_s, out_tok / on.wall_s, off.wall_s / on.wall_s, (long long)st.steps,
                 (long long)st.spec_draft_tokens, (long long)st.spec_accepted_tokens, mean_accepted,
-                by_pos.c_str(), same ? "yes" : "NO");
+                by_pos.c_str(),
+                same ? "yes" : bitwise ? "NO" : "no (bf16, without batch invariance)");
     rows.push_back({{"accept_rate", rate},
                     {"wall_s", on.wall_s},
                     {"output_tokens_per_s", out_tok / on.wall_s},
@@ -377,8 +383,9 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
                     {"draft_tokens", st.spec_draft_tokens},
                     {"accepted_tokens", st.spec_accepted_tokens},
                     {"acceptance_by_position", at},
-                    {"outputs_as_without_drafts", same}});
-    if (!same)
+                    {"outputs_as_without_drafts", same},
+                    {"bitwise_expected", bitwise}});
+    if (!same && bitwise)
       return deepinfer::internal_error("speculative decoding changed an output at acceptance " +
                                        std::to_string(rate) + " (a bug: it must be lossless)");
   }
