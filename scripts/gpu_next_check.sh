@@ -10,7 +10,8 @@
 #   - speculative rows and rollbacks on the CUDA runner (issue 19, acceptance 1): phase 4 runs the
 #     runner's bitwise rollback test and the engine's oracle-drafter tests under batch
 #     invariance, then bench's --spec-oracle-accept at B=1 and B=32; with it YOCO compact's
-#     bitwise test. Phase 5: YOCO's prefill saving at 4k and 32k.
+#     bitwise test. Phase 5: YOCO's prefill saving at 4k and 32k. Phase 6: V4.1 at real dims
+#     (v41-flash-8layer): YOCO at 4k, decode at B=1 and 32 (issue 17).
 # Usage (carry [".carry"]): scripts/gpu_next_check.sh 1, then 2, then 3 (issue 16's bench beside
 # transformers eager, once 1 passes), then 4 and 5; each under 600 s. Phase c is the
 # correctness subset of 1 and 4, for a session with little device time.
@@ -104,6 +105,29 @@ elif [ "$phase" = 5 ]; then
     done
   done
   echo "phase 5 done at $((SECONDS - t0)) s"
+elif [ "$phase" = 6 ]; then
+  # V4.1 at real dims (issue 17): make v41-flash-8layer (about 60 GB, in memory, then written),
+  # then a 4k prefill with YOCO off and compact, and decode at B=1 and 32.
+  (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
+  echo "make m41 rc $? at $((SECONDS - t0)) s"
+  for mode in off compact; do
+    left 420 || break
+    DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 90 $B/deepinfer bench throughput \
+      --device cuda --model /tmp/m41 --num-prompts 2 --max-num-seqs 1 --input-len 4096 \
+      --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_$mode.json \
+      > $OUT/bench_v41_yoco_$mode.log 2>&1
+    echo "bench v41 yoco $mode rc $? at $((SECONDS - t0)) s"
+    grep -iE 'ttft' $OUT/bench_v41_yoco_$mode.log | head -2
+  done
+  for b in 1 32; do
+    left 500 || break
+    timeout 90 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
+      --input-len 1024 --output-len 32 --no-isolated --output-json $OUT/bench_v41_b$b.json \
+      > $OUT/bench_v41_b$b.log 2>&1
+    echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
+    grep -iE 'itl|tpot|floor' $OUT/bench_v41_b$b.log | head -4
+  done
+  echo "phase 6 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then
   # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
   make_m8
