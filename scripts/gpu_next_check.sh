@@ -71,6 +71,13 @@ elif [ "$phase" = c ]; then
     GTEST_FILTER='SpeculativeDecoding.Greedy*:SpeculativeDecoding.Seeded*:SpeculativeDecoding.MtpDrafts*'
   left 520 && run_test cuda_model_test 60
   echo "phase c done at $((SECONDS - t0)) s"
+elif [ "$phase" = q ]; then
+  # The quickest look, for a few minutes of device time: the runner's new tests, the op tests,
+  # batch invariance.
+  run_test cuda_runner_test 90 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
+  run_test cuda_ops_test 150
+  left 200 && run_test cuda_batch_invariance_test 150
+  echo "phase q done at $((SECONDS - t0)) s"
 elif [ "$phase" = 4 ]; then
   # Speculative decoding on the CUDA runner: bitwise only under batch invariance.
   make_m8 &
