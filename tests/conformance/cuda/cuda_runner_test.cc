@@ -606,8 +606,10 @@ TEST(CudaRunnerMemoryTest, LargestStepsStayWithinTheUtilization) {
 // Speculative rows and rollbacks (issue 19) on the GPU, both families: under batch invariance a
 // verification row's logits and a rolled-back state are bit for bit those of plain decoding
 // (runtime/testing/speculative_rows_check.h, which the CPU runner passes too).
-std::unique_ptr<ModelRunner> invariant_runner(const std::string& dir) {
+std::unique_ptr<ModelRunner> invariant_runner(const std::string& dir,
+                                              int64_t max_model_len = kMaxModelLen) {
   runtime::RunnerOptions o = runner_options(dir);
+  o.max_model_len = max_model_len;
   o.batch_invariant = true;
   o.kv_memory_bytes = int64_t{256} << 20;  // beside the other runners a test may hold
   auto r = runtime::create_runner(o);
@@ -641,7 +643,7 @@ TEST(CudaSpeculativeRows, RollbacksOutsideASpeculativeRowAreErrors) {
 // MoE; deepseek_v41 runs its trailing layers (after the last one with cached state) only on the
 // rows later rows read, in the final chunk and the ones before it.
 void expect_yoco_keeps_logits_and_state(const std::string& dir) {
-  auto r = invariant_runner(dir);
+  auto r = invariant_runner(dir, /*max_model_len=*/512);  // a 300-token prompt and a step
   ASSERT_NE(r, nullptr);
   const std::vector<int32_t> prompt = runtime::testing::random_ids(300, 77);
   const int64_t vocab = r->info().vocab_size;
@@ -697,12 +699,14 @@ TEST(CudaYoco, DeepseekV41TrailingLayersKeepTheKeptLogitsAndState) {
   v4::TinyModelOptions o;
   o.config_path = base + "/trailing.config.json";
   o.quantized = true;
+  o.tokenizer_dir = v4::tests_source_dir() + "/assets/tokenizers/deepseek_v3";  // Engram's map
   ASSERT_TRUE(v41::write_tiny_model(base + "/model", o).ok());
   expect_yoco_keeps_logits_and_state(base + "/model");
   std::filesystem::remove_all(base);
 }
 
-// MTP drafting on the GPU (issue 19): sequences drafted together get the drafts each gets alone
+// MTP drafting on the GPU (issue 19): sequences drafted together get the drafts copies of them get
+// alone
 // (bitwise forward under batch invariance, so the same greedy picks), and the drafts follow the
 // CPU runner's MTP layer: at least half of the first drafts agree (a bf16 forward may pick
 // differently at a near-tie; a wrong MTP forward agrees with none of 129k ids).
@@ -731,12 +735,18 @@ TEST(CudaMtp, DraftsAloneEqualDraftsTogetherAndFollowTheCpu) {
   std::vector<int32_t> tokens;
   std::vector<int64_t> counts(kSeqs, kDrafts);
   std::vector<std::unique_ptr<kv::KvManager>> kvs;
+  // Drafting writes the MTP ring at the drafted positions, which later drafts of the same
+  // sequence read: the GPU gets every prompt twice (ids i + 1 drafted together, ids i + 101
+  // alone), so each set drafts from the state the prompts left.
   for (ModelRunner* r : {gpu->get(), cpu->get()}) {
     auto kv = kv::KvManager::create(r->page_spec());
     ASSERT_TRUE(kv.ok());
     kvs.push_back(std::make_unique<kv::KvManager>(std::move(*kv)));
-    for (int i = 0; i < kSeqs; ++i)
+    for (int i = 0; i < kSeqs; ++i) {
       runtime::testing::run_chunked(*r, *kvs.back(), uint64_t(i + 1), prompts[i], 0, 64);
+      if (r == gpu->get())
+        runtime::testing::run_chunked(*r, *kvs.back(), uint64_t(i + 101), prompts[i], 0, 64);
+    }
   }
   for (int i = 0; i < kSeqs; ++i) {
     ids.push_back(uint64_t(i + 1));
@@ -745,7 +755,7 @@ TEST(CudaMtp, DraftsAloneEqualDraftsTogetherAndFollowTheCpu) {
   std::vector<std::vector<int32_t>> together, alone(kSeqs), on_cpu;
   ASSERT_TRUE((*gpu)->mtp_draft_batch(ids, tokens, counts, &together).ok());
   for (int i = 0; i < kSeqs; ++i)
-    ASSERT_TRUE((*gpu)->mtp_draft(ids[i], tokens[i], kDrafts, &alone[i]).ok());
+    ASSERT_TRUE((*gpu)->mtp_draft(ids[i] + 100, tokens[i], kDrafts, &alone[i]).ok());
   ASSERT_TRUE((*cpu)->mtp_draft_batch(ids, tokens, counts, &on_cpu).ok());
   int agree = 0;
   for (int i = 0; i < kSeqs; ++i) {
