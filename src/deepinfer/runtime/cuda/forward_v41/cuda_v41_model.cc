@@ -209,6 +209,14 @@ struct CudaV41Model::Impl {
                 stream);
   }
 
+  // What the sub-layers of one call (or of its trimmed tail) read.
+  v41f::V41Context context_for(const std::vector<V41Segment>& segs, int64_t rows,
+                               const int64_t* positions, v41f::V41Trace* tr) {
+    return v41f::V41Context{
+        c,    gemm, linear,    moe,        x, main_inv_freq.get(), compress_inv_freq.get(), stream,
+        segs, rows, positions, max_blocks, tr};
+  }
+
   // Every layer over the segments' rows (host ids), then the head over the trailing
   // `logit_rows` rows into `logits`. Synchronizes before returning. full_from (YOCO compact, one
   // segment): only the logits from that row on are needed, so the layers after the last one with
@@ -244,19 +252,7 @@ struct CudaV41Model::Impl {
     grow(x.keep, rows * max_blocks);
 
     if (trace) trace->gap.assign(rows, INFINITY);
-    const V41Context m{c,
-                       gemm,
-                       linear,
-                       moe,
-                       x,
-                       main_inv_freq.get(),
-                       compress_inv_freq.get(),
-                       stream,
-                       segs,
-                       rows,
-                       positions,
-                       max_blocks,
-                       trace};
+    const V41Context m = context_for(segs, rows, positions, trace);
     float* y = grow(x.s.y, rows * H);
     float* post = grow(x.s.post, rows * hc);
     float* comb = grow(x.s.comb, rows * hc * hc);
@@ -284,19 +280,7 @@ struct CudaV41Model::Impl {
           v41f::v41_attention(m, l, L.attn, y, f);
         } else if (attn) {  // the segment's last k rows, reading their rows of the call's picks
           const std::vector<V41Segment> tail{V41Segment{0, k, segs[0].pos0 + t0, segs[0].seq}};
-          v41f::V41Context mt{c,
-                              gemm,
-                              linear,
-                              moe,
-                              x,
-                              main_inv_freq.get(),
-                              compress_inv_freq.get(),
-                              stream,
-                              tail,
-                              k,
-                              positions + t0,
-                              max_blocks,
-                              nullptr};
+          v41f::V41Context mt = context_for(tail, k, positions + t0, nullptr);
           mt.pick_row0 = t0;
           v41f::v41_attention(mt, l, L.attn, y, f);
         } else {
