@@ -113,8 +113,10 @@ elif [ "$phase" = 5 ]; then
   done
   echo "phase 5 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 6 ]; then
-  # V4.1 at real dims (issue 17): make v41-flash-8layer (about 60 GB, in memory, then written),
-  # then a 4k prefill with YOCO off and compact, and decode at B=1 and 32.
+  # V4.1 at real dims (issue 17): make v41-flash-8layer (about 60 GB, in memory, then written;
+  # 6 minutes on 16 cores), then a 4k prefill with YOCO off and compact, and decode at B=1 and
+  # 32. The disk (64 GiB) holds one such model: v4-flash-8layer goes first.
+  rm -rf /tmp/m8
   (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
   echo "make m41 rc $? at $((SECONDS - t0)) s"
   for mode in off compact; do
@@ -144,11 +146,31 @@ elif [ "$phase" = 3 ]; then
     --output-json $OUT/bench_reference.json > $OUT/bench_reference.log 2>&1
   echo "bench reference rc $? at $((SECONDS - t0)) s"
   grep -E '^\| (prefill|decode)|transformers' $OUT/bench_reference.log | head -20
+elif [ "$phase" = t ]; then
+  # The torture and speculative tests after their small-pool fix (the CUDA runner's pool must
+  # hold one --max-model-len sequence), then the oracle speed-up under batch invariance, where
+  # verification rows round as decode rows do and the oracle's continuation stays the target's.
+  make_m8 &
+  mk=$!
+  run_test prefix_cache_engine_test 150 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  run_test prefix_cache_engine_test 120 DEEPINFER_TEST_DEVICE=cuda
+  run_test speculative_decoding_test 120 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  wait $mk
+  for b in 1 32; do
+    left 330 || break
+    timeout 110 $B/deepinfer bench throughput --device cuda --batch-invariant \
+      --model /tmp/m8 --num-prompts $b --max-num-seqs $b --input-len 512 --output-len 64 \
+      --spec-oracle-accept 0,0.6,1 --no-isolated --output-json $OUT/bench_spec_inv_b$b.json \
+      > $OUT/bench_spec_inv_b$b.log 2>&1
+    echo "bench spec invariant B=$b rc $? at $((SECONDS - t0)) s"
+    grep -E '^\| (off|[01]\.)|ITL' $OUT/bench_spec_inv_b$b.log
+  done
+  echo "phase t done at $((SECONDS - t0)) s"
 else
   run_test prefix_cache_engine_test 200 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
   run_test deterministic_sampling_test 60 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
   run_test prefix_cache_engine_test 150 DEEPINFER_TEST_DEVICE=cuda
-  left 380 && run_test cuda_runner_test 80
+  left 380 && run_test cuda_runner_test 200
   left 460 && run_test cuda_engine_test 100
   echo "phase 2 done at $((SECONDS - t0)) s"
 fi

@@ -107,7 +107,8 @@ void add_switch_flags(CLI::App& app, EngineArgs* a) {
       "--batch-invariant", [a] { a->switches.batch_invariant = true; },
       "batch-invariant inference: a request's logits do not depend on what else is batched "
       "or how its prompt is chunked (default: $DEEPINFER_BATCH_INVARIANT, else off). The CPU "
-      "runner always is; the CUDA runner refuses it until it has such kernels");
+      "runner always is; on cuda its GEMMs run as fixed-order GEMVs, much slower for prefill "
+      "and large batches (README's switch table gives the cost)");
   app.add_flag_callback(
       "--no-batch-invariant", [a] { a->switches.batch_invariant = false; },
       "turn batch invariance off whatever DEEPINFER_BATCH_INVARIANT says");

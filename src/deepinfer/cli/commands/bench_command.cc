@@ -374,7 +374,9 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
                 on.wall_s, out_tok / on.wall_s, off.wall_s / on.wall_s, (long long)st.steps,
                 (long long)st.spec_draft_tokens, (long long)st.spec_accepted_tokens, mean_accepted,
                 by_pos.c_str(),
-                same ? "yes" : bitwise ? "NO" : "no (bf16, without batch invariance)");
+                same      ? "yes"
+                : bitwise ? "NO"
+                          : "no (bf16, without batch invariance)");
     rows.push_back({{"accept_rate", rate},
                     {"wall_s", on.wall_s},
                     {"output_tokens_per_s", out_tok / on.wall_s},
@@ -555,8 +557,8 @@ int run_bench(int argc, char** argv) {
                "latency|throughput on cuda: skip the isolated-forward comparison");
   app.add_option("--spec-oracle-accept", f.spec_oracle_accept,
                  "latency|throughput: rerun with speculative decoding, an oracle drafter "
-                 "proposing the first run's own outputs at each acceptance rate (e.g. 0.6,0.8); "
-                 "cpu only so far")
+                 "proposing the first run's own outputs at each acceptance rate (e.g. 0.6,0.8); on "
+                 "cuda its outputs match the first run's only with --batch-invariant")
       ->delimiter(',');
   app.add_option("--steps", cu.steps,
                  "cuda, forward and the isolated comparison: timed decode steps per batch size, "
