@@ -107,7 +107,8 @@ void add_switch_flags(CLI::App& app, EngineArgs* a) {
       "--batch-invariant", [a] { a->switches.batch_invariant = true; },
       "batch-invariant inference: a request's logits do not depend on what else is batched "
       "or how its prompt is chunked (default: $DEEPINFER_BATCH_INVARIANT, else off). The CPU "
-      "runner always is; the CUDA runner refuses it until it has such kernels");
+      "runner always is; on cuda its GEMMs run as fixed-order GEMVs, much slower for prefill "
+      "and large batches (README's switch table gives the cost)");
   app.add_flag_callback(
       "--no-batch-invariant", [a] { a->switches.batch_invariant = false; },
       "turn batch invariance off whatever DEEPINFER_BATCH_INVARIANT says");
@@ -127,7 +128,8 @@ void add_switch_flags(CLI::App& app, EngineArgs* a) {
       "--enable-mtp", [a] { a->switches.enable_mtp = true; },
       "speculative decoding with the checkpoint's MTP layer (V4) or DSpark (V4.1): drafts "
       "verified in one step, outputs unchanged (default: $DEEPINFER_ENABLE_MTP_VARLEN, else off). "
-      "CPU runner only so far; a checkpoint without draft weights turns it off");
+      "On cuda only V4's MTP layer drafts so far (DSpark turns itself off there); a "
+      "checkpoint without draft weights turns it off");
   app.add_flag_callback(
       "--no-enable-mtp", [a] { a->switches.enable_mtp = false; },
       "turn MTP off whatever DEEPINFER_ENABLE_MTP_VARLEN says");

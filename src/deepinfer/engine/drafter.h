@@ -28,6 +28,13 @@ class Drafter {
   // Appends at most r.max_drafts tokens to *out (none: a plain decode). Called on the engine
   // thread only.
   virtual void propose(const DraftRequest& r, std::vector<int32_t>* out) = 0;
+  // Every decoding sequence's drafts for one step: (*out)[i] gets requests[i]'s, as propose
+  // would. A drafter that runs on the device drafts them together (MtpDrafter).
+  virtual void propose_all(const std::vector<DraftRequest>& requests,
+                           std::vector<std::vector<int32_t>>* out) {
+    out->assign(requests.size(), {});
+    for (size_t i = 0; i < requests.size(); ++i) propose(requests[i], &(*out)[i]);
+  }
 };
 
 }  // namespace deepinfer

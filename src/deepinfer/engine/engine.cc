@@ -150,6 +150,8 @@ class EngineImpl final : public Engine {
     cap.max_sequences = c.max_sequences;
     cap.num_pages = c.num_pages;
     cap.page_bytes = kv_.spec().page_bytes;
+    cap.page_tokens = kv_.spec().page_tokens;
+    cap.constant_pages = kv_.spec().constant_pages_per_seq;
     cap.device = runtime::device_name(info.device);
     cap.device_name = info.device_name;
     cap.numerics = info.numerics;

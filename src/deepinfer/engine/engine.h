@@ -189,11 +189,13 @@ struct PrefixCacheStats {
 
 struct EngineCapacity {
   int64_t max_tokens = 0, max_sequences = 0, num_pages = 0;
-  int64_t page_bytes = 0;    // every page is this many bytes of the runner's page pool
-  std::string device;        // "cpu" | "cuda"
-  std::string device_name;   // e.g. "cpu", "NVIDIA H200"
-  std::string numerics;      // what the runner computes: "official" | "plain"
-  int64_t weight_bytes = 0;  // weights on the device
+  int64_t page_bytes = 0;      // every page is this many bytes of the runner's page pool
+  int64_t page_tokens = 0;     // tokens per page
+  int64_t constant_pages = 0;  // pages every sequence holds whatever its length
+  std::string device;          // "cpu" | "cuda"
+  std::string device_name;     // e.g. "cpu", "NVIDIA H200"
+  std::string numerics;        // what the runner computes: "official" | "plain"
+  int64_t weight_bytes = 0;    // weights on the device
 };
 
 class Engine {

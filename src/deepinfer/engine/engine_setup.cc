@@ -101,10 +101,6 @@ StatusOr<std::unique_ptr<Collective>> join_group_if_asked(const EngineArgs& args
     ASSIGN_OR_RETURN(group, runtime::join_expert_group(args.expert_parallel));
     ro->expert_group = group.get();
   }
-  if ((switches.enable_mtp || args.drafter) && ro->device == runtime::Device::kCuda)
-    return unimplemented(
-        "DEEPINFER_ENABLE_MTP_VARLEN / --enable-mtp: speculative decoding runs on the CPU runner "
-        "only so far (the CUDA runner has no speculative rows yet)");
   return group;
 }
 

@@ -16,20 +16,39 @@ namespace deepinfer {
 class MtpDrafter : public Drafter {
  public:
   explicit MtpDrafter(runtime::ModelRunner* runner) : runner_(runner) {}
+  // One sequence: the batched path with one request (the engine asks propose_all).
   void propose(const DraftRequest& r, std::vector<int32_t>* out) override {
-    if (off_ || r.tokens.empty()) return;
-    const size_t before = out->size();
-    const Status st = runner_->mtp_draft(r.seq_id, r.tokens.back(), r.max_drafts, out);
-    if (st.ok()) return;
-    out->resize(before);
-    if (st.code() == StatusCode::kUnimplemented) {
-      off_ = true;
-      std::fprintf(stderr, "deepinfer: MTP/DSpark speculative decoding off: %s\n",
-                   st.message().c_str());
+    std::vector<std::vector<int32_t>> one;
+    propose_all({r}, &one);
+    out->insert(out->end(), one[0].begin(), one[0].end());
+  }
+  // One runner call for the step (ModelRunner::mtp_draft_batch): a device drafts every
+  // sequence's next tokens together. A failed call leaves every sequence without drafts.
+  void propose_all(const std::vector<DraftRequest>& requests,
+                   std::vector<std::vector<int32_t>>* out) override {
+    out->assign(requests.size(), {});
+    if (off_ || requests.empty()) return;
+    ids_.clear();
+    tokens_.clear();
+    max_drafts_.clear();
+    for (const DraftRequest& r : requests) {
+      ids_.push_back(r.seq_id);
+      tokens_.push_back(r.tokens.empty() ? -1 : r.tokens.back());
+      max_drafts_.push_back(r.tokens.empty() ? 0 : r.max_drafts);
     }
+    const Status st = runner_->mtp_draft_batch(ids_, tokens_, max_drafts_, out);
+    if (st.ok()) return;
+    out->assign(requests.size(), {});
+    if (st.code() != StatusCode::kUnimplemented) return;
+    off_ = true;
+    std::fprintf(stderr, "deepinfer: MTP/DSpark speculative decoding off: %s\n",
+                 st.message().c_str());
   }
 
  private:
+  std::vector<uint64_t> ids_;
+  std::vector<int32_t> tokens_;
+  std::vector<int64_t> max_drafts_;
   runtime::ModelRunner* runner_;
   bool off_ = false;
 };

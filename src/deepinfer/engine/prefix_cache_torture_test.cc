@@ -64,11 +64,23 @@ const testing::TestDevice& device() {
   return d;
 }
 
+std::unique_ptr<Engine> make_engine(const Config& c);
+
+// The default pool's capacity, for the page geometry (probed once).
+const EngineCapacity& default_capacity() {
+  static const EngineCapacity cap = [] {
+    auto e = make_engine(Config{});
+    return e ? e->capacity() : EngineCapacity{};
+  }();
+  return cap;
+}
+
 std::unique_ptr<Engine> make_engine(const Config& c) {
   EngineArgs a;
   device().apply(&a);
   a.model = model_dir();
   a.kv_memory_bytes = c.kv_bytes;
+  if (c.kv_bytes != Config{}.kv_bytes) device().fit_max_model_len(&a, default_capacity());
   a.max_num_batched_tokens = c.budget;
   a.max_num_seqs = c.max_seqs;
   a.enable_prefix_cache = c.cache;
@@ -248,6 +260,7 @@ std::string temp_dir(const std::string& name) {
 
 TEST(PrefixCacheTorture, LargePoolHitsAndMatchesCacheOff) {
   auto e = make_engine(Config{});
+  ASSERT_TRUE(e);
   const WaveOutputs got = run_workload(*e, workload());
   expect_same(workload(), got, reference(workload()), "large pool");
   // Follow-ups and repeats share at least one whole block with a finished request.
@@ -260,15 +273,15 @@ TEST(PrefixCacheTorture, LargePoolHitsAndMatchesCacheOff) {
 TEST(PrefixCacheTorture, TinyPoolEvictsAndPreemptsAndMatchesCacheOff) {
   // Room for a few sequences: cached units are evicted for running ones, and running ones are
   // preempted (then restart from the cache).
-  auto probe = make_engine(Config{});
-  const int64_t page_bytes = probe->capacity().page_bytes;
-  probe.reset();
+  const int64_t page_bytes = default_capacity().page_bytes;
+  ASSERT_GT(page_bytes, 0);
   Config c;
   c.kv_bytes = page_bytes * kTinyPoolPages;
   c.host_bytes = 0;  // the device tier alone
   c.budget = 128;
   c.max_seqs = 8;
   auto e = make_engine(c);
+  ASSERT_TRUE(e);
   const WaveOutputs got = run_workload(*e, workload());
   expect_same(workload(), got, reference(workload()), "tiny pool");
   EXPECT_GT(e->prefix_cache_stats().evicted_capacity[0], 0);
@@ -287,6 +300,7 @@ TEST(PrefixCacheTorture, PreemptedSequencesRestartFromTheCacheAndMatch) {
   Config off;
   off.cache = false;
   auto ref_engine = make_engine(off);
+  ASSERT_TRUE(ref_engine);
   const EngineCapacity cap = ref_engine->capacity();
   const int64_t per_seq_pages = cap.num_pages / cap.max_sequences;  // constant pages + 1
   Config c;
@@ -295,6 +309,7 @@ TEST(PrefixCacheTorture, PreemptedSequencesRestartFromTheCacheAndMatch) {
   c.budget = 64;
   c.max_seqs = 12;
   auto e = make_engine(c);
+  ASSERT_TRUE(e);
   ASSERT_TRUE(e->generate(request(seed, 1, 1, 0)).ok());  // caches the base
   for (int workload = 0; workload < 3 && e->stats().preemptions == 0; ++workload) {
     std::vector<GenerateRequest> reqs;
@@ -313,14 +328,14 @@ TEST(PrefixCacheTorture, PreemptedSequencesRestartFromTheCacheAndMatch) {
 }
 
 TEST(PrefixCacheTorture, HostTierServesWhatTheDevicePoolEvicted) {
-  auto probe = make_engine(Config{});
-  const int64_t page_bytes = probe->capacity().page_bytes;
-  probe.reset();
+  const int64_t page_bytes = default_capacity().page_bytes;
+  ASSERT_GT(page_bytes, 0);
   Config c;
   c.kv_bytes = page_bytes * kTinyPoolPages;
   c.budget = 128;
   c.max_seqs = 8;
   auto e = make_engine(c);
+  ASSERT_TRUE(e);
   const WaveOutputs got = run_workload(*e, workload());
   expect_same(workload(), got, reference(workload()), "tiny pool + host tier");
   // A prompt as long as the pool holds evicts every cached unit from the device; a repeat of a
@@ -346,10 +361,12 @@ TEST(PrefixCacheTorture, RestartOverTheSameDiskDirectoryHitsAndMatches) {
   c.disk_dir = dir;
   {
     auto e = make_engine(c);
+    ASSERT_TRUE(e);
     expect_same(workload(), run_workload(*e, workload()), reference(workload()), "before restart");
   }                  // the writer drains into the directory as the engine closes
   c.host_bytes = 0;  // every hit after the restart comes from disk
   auto e = make_engine(c);
+  ASSERT_TRUE(e);
   const WaveOutputs got = run_workload(*e, workload());
   expect_same(workload(), got, reference(workload()), "after restart");
   EXPECT_GT(got.first.cached_tokens, 0) << "the first wave found nothing on disk";
@@ -364,6 +381,7 @@ TEST(PrefixCacheTorture, CorruptDiskUnitsAreRecomputedNeverLoaded) {
   c.disk_dir = dir;
   {
     auto e = make_engine(c);
+    ASSERT_TRUE(e);
     run_workload(*e, workload());
   }
   // Flip a payload bit in half the files and truncate the rest.
@@ -386,6 +404,7 @@ TEST(PrefixCacheTorture, CorruptDiskUnitsAreRecomputedNeverLoaded) {
   ASSERT_GT(damaged, 0);
   c.host_bytes = 0;
   auto e = make_engine(c);
+  ASSERT_TRUE(e);
   const WaveOutputs got = run_workload(*e, workload());
   expect_same(workload(), got, reference(workload()), "corrupt disk");
   EXPECT_EQ(e->prefix_cache_stats().hit_tokens[2], 0) << "a damaged unit was loaded";
@@ -405,6 +424,7 @@ TEST(PrefixCacheTorture, AFullDiskCostsStoresNotAnswers) {
   const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
   {
     auto e = make_engine(c);
+    ASSERT_TRUE(e);
     rlimit small = old;
     small.rlim_cur = 48 << 10;  // a block's page fits, a unit with a snapshot does not
     ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
@@ -427,6 +447,7 @@ TEST(PrefixCacheTorture, AFullDiskCostsStoresNotAnswers) {
   }
   EXPECT_GT(units, 0);
   auto e = make_engine(c);
+  ASSERT_TRUE(e);
   expect_same(workload(), run_workload(*e, workload()), reference(workload()),
               "restart after a full disk");
   std::filesystem::remove_all(dir);
@@ -516,6 +537,7 @@ TEST(PrefixCacheRetention, AgentThreeDaysChatSevenDaysAndHitsExtend) {
   Config c;
   c.clock = clock;
   auto e = make_engine(c);
+  ASSERT_TRUE(e);
   std::mt19937_64 rng(torture_seed());
   const auto agent_prompt = random_tokens(rng, 300), chat_prompt = random_tokens(rng, 300);
   auto run = [&](const std::vector<int32_t>& p, CacheRetention r) {

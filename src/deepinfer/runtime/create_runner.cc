@@ -8,10 +8,6 @@ namespace deepinfer::runtime {
 
 StatusOr<std::unique_ptr<ModelRunner>> create_runner(const RunnerOptions& options) {
   if (options.device == Device::kCpu) return cpu::create_cpu_runner(options);
-  if (options.batch_invariant)
-    return unimplemented(
-        "batch_invariant (--batch-invariant, DEEPINFER_BATCH_INVARIANT=1): the CUDA runner has "
-        "no batch-invariant kernels yet; the CPU runner (--device cpu) is batch-invariant");
 #if DEEPINFER_HAS_CUDA
   return cuda::create_cuda_runner(options);
 #else

@@ -104,6 +104,23 @@ class ModelRunner {
     (void)seq_id, (void)token, (void)max_drafts, (void)out;
     return unimplemented("this runner has no MTP drafting");
   }
+  // mtp_draft for several sequences at once ((*out)[i] gets sequence i's drafts; a max_drafts of
+  // 0 asks none). The default asks each in turn: a sequence whose call fails gets none, and
+  // unimplemented is returned at once. A GPU runner drafts them together.
+  virtual Status mtp_draft_batch(const std::vector<uint64_t>& seq_ids,
+                                 const std::vector<int32_t>& tokens,
+                                 const std::vector<int64_t>& max_drafts,
+                                 std::vector<std::vector<int32_t>>* out) {
+    out->assign(seq_ids.size(), {});
+    for (size_t i = 0; i < seq_ids.size(); ++i) {
+      if (max_drafts[i] < 1) continue;
+      const Status st = mtp_draft(seq_ids[i], tokens[i], max_drafts[i], &(*out)[i]);
+      if (st.ok()) continue;
+      (*out)[i].clear();
+      if (st.code() == StatusCode::kUnimplemented) return st;
+    }
+    return ok_status();
+  }
 
   // Routed picks per main layer per expert of every forward so far (EPLB's input), readable
   // from any thread. Empty where the runner does not count (CUDA).

@@ -32,8 +32,8 @@ struct StepRow {
   // YOCO prefill truncation: positions before this one feed nothing the engine will use (no
   // cached state, no logits), so they may skip that work (the final layer's MoE, the head).
   // It may lie past the row (a prefill chunk before the last); with wants_logits it is at most
-  // the row's last position. 0: every position in full. Runners that do not truncate (cuda so
-  // far) ignore it.
+  // the row's last position. 0: every position in full. Runners may ignore it (the CUDA
+  // runner's deepseek_v41 forward does so far).
   int64_t keep_from_pos = 0;
   // Speculative verification (a sampled token and its drafts): logits for every position of the
   // row, num_tokens rows in order (wants_logits is implied, argmax_only ignored), and the runner

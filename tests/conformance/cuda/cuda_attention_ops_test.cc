@@ -63,6 +63,21 @@ std::vector<float> cpu_sink(const AttnCase& k, const std::vector<float>& q,
   return want;
 }
 
+// `a` with each kernel into `out`, against the CPU's `want`: fp32 on CUDA cores, and bf16 tensor
+// cores (Q, K and the probabilities rounded to bf16, so the bf16 tolerance).
+void expect_both_kernels(SinkAttentionArgs a, DeviceBuffer<float>& out,
+                         const std::vector<float>& want, const std::string& what) {
+  for (auto [kernel, tol] :
+       {std::pair{SinkKernel::kFp32, kF32Tol}, std::pair{SinkKernel::kTensorCores, kBf16Tol}}) {
+    out.poison();
+    a.kernel = kernel;
+    a.out = out.get();
+    sink_attention(a, nullptr);
+    EXPECT_TRUE(close(out.download(), want, tol))
+        << what << (kernel == SinkKernel::kFp32 ? " fp32" : " mma");
+  }
+}
+
 // One sequence's launch over device copies of q, sinks and the selection; the caller's `set`
 // fills in where the keys are (ring, fresh, entries), then the output is compared with want.
 template <typename SetKeys>
@@ -86,8 +101,8 @@ void expect_one_sequence(const AttnCase& k, const std::vector<float>& q,
   a.window = kWindow;
   a.scale = 1.0f / std::sqrt(float(kHeadDim));
   set(a);
-  sink_attention(a, nullptr);
-  EXPECT_TRUE(close(dout.download(), want, kF32Tol)) << "pos0 " << k.pos0 << " T " << k.T;
+  expect_both_kernels(a, dout, want,
+                      "pos0 " + std::to_string(k.pos0) + " T " + std::to_string(k.T));
 }
 
 TEST(CudaSinkAttention, MatchesCpuInDecodeAndPrefillAtV4FlashDims) {
@@ -115,7 +130,7 @@ TEST(CudaSinkAttention, MatchesCpuInDecodeAndPrefillAtV4FlashDims) {
 TEST(CudaSinkAttention, FreshChunkKeysAndPagedEntriesMatchCpu) {
   const int hd = kHeadDim, W = kWindow;
   for (AttnCase k : {AttnCase{0, 37, 0}, AttnCase{300, 37, 75}, AttnCase{1000, 1, 250},
-                     AttnCase{129, 200, 40}}) {
+                     AttnCase{129, 200, 40}, AttnCase{3968, 128, 512}}) {
     // Every position's key, as the CPU sees them; the ring gets those before pos0.
     const auto keys_at = randn((k.pos0 + k.T) * hd);
     std::vector<float> ring(W * hd, NAN);  // rows never written must never be read
@@ -138,10 +153,12 @@ TEST(CudaSinkAttention, FreshChunkKeysAndPagedEntriesMatchCpu) {
   }
 }
 
-// The kernel groups 16, 8, 4, 2 or 1 heads per block by the launch's query count (wide groups
-// for prefill and large batches, one head per block for a single query). A query's output must be
-// the same bits whichever width its launch took: 70 queries at once (groups of 16) against each
-// launched alone (one head per block), every position in the ring.
+// The fp32 kernel groups 16, 8, 4, 2 or 1 heads per block by the launch's query count (wide
+// groups for prefill and large batches, one head per block for a single query); the tensor-core
+// kernel runs a block per query. With either, a query's output must be the same bits whichever
+// width its launch took: 70 queries at once against each launched alone, every position in the
+// ring. kAuto takes the tensor cores for the 70 (at least kSinkMmaMinQueries): the same bits as
+// asking for them.
 TEST(CudaSinkAttention, AQuerysOutputIsTheSameBitsAloneAndInAWideLaunch) {
   const int hd = kHeadDim;
   const AttnCase k{900, 70, 512};
@@ -167,25 +184,40 @@ TEST(CudaSinkAttention, AQuerysOutputIsTheSameBitsAloneAndInAWideLaunch) {
   a.head_dim = hd;
   a.window = kWindow;
   a.scale = 1.0f / std::sqrt(float(hd));
-  DeviceBuffer<float> wide(k.T * kHeads * hd), alone(k.T * kHeads * hd);
-  wide.poison();
-  alone.poison();
-  a.out = wide.get();
-  sink_attention(a, nullptr);
-  for (int64_t t = 0; t < k.T; ++t) {
-    SinkAttentionArgs one = a;
-    one.q = dq.get() + t * kHeads * hd;
-    one.selected = dsel.get() + t * k.max_sel;
-    one.num_selected = dnsel.get() + t;
-    one.num_queries = 1;
-    one.pos0 = k.pos0 + t;
-    one.out = alone.get() + t * kHeads * hd;
-    sink_attention(one, nullptr);
+  const auto differing = [](const std::vector<float>& x, const std::vector<float>& y) {
+    size_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
+    return differ;
+  };
+  std::vector<float> mma_wide;
+  for (SinkKernel kernel : {SinkKernel::kFp32, SinkKernel::kTensorCores}) {
+    DeviceBuffer<float> wide(k.T * kHeads * hd), alone(k.T * kHeads * hd);
+    wide.poison();
+    alone.poison();
+    a.kernel = kernel;
+    a.out = wide.get();
+    sink_attention(a, nullptr);
+    for (int64_t t = 0; t < k.T; ++t) {
+      SinkAttentionArgs one = a;
+      one.q = dq.get() + t * kHeads * hd;
+      one.selected = dsel.get() + t * k.max_sel;
+      one.num_selected = dnsel.get() + t;
+      one.num_queries = 1;
+      one.pos0 = k.pos0 + t;
+      one.out = alone.get() + t * kHeads * hd;
+      sink_attention(one, nullptr);
+    }
+    const auto w = wide.download(), o = alone.download();
+    EXPECT_EQ(differing(w, o), 0u)
+        << "of " << w.size() << " outputs" << (kernel == SinkKernel::kFp32 ? " fp32" : " mma");
+    if (kernel == SinkKernel::kTensorCores) mma_wide = w;
   }
-  const auto w = wide.download(), o = alone.download();
-  size_t differ = 0;
-  for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&w[i], &o[i], sizeof(float)) != 0;
-  EXPECT_EQ(differ, 0u) << "of " << w.size() << " outputs";
+  DeviceBuffer<float> automatic(k.T * kHeads * hd);
+  automatic.poison();
+  a.kernel = SinkKernel::kAuto;
+  a.out = automatic.get();
+  sink_attention(a, nullptr);
+  EXPECT_EQ(differing(automatic.download(), mma_wide), 0u) << "kAuto at " << k.T << " queries";
 }
 
 TEST(CudaIndexer, ScoresMatchCpuAtV4FlashDims) {
@@ -373,8 +405,7 @@ TEST(CudaSinkAttention, BatchedRowsMatchCpuPerSequenceAtV4FlashDims) {
   a.positions = dpos.get();
   a.rings = drp.get();
   a.entries = paged.view();
-  sink_attention(a, nullptr);
-  EXPECT_TRUE(close(dout.download(), want, kF32Tol));
+  expect_both_kernels(a, dout, want, "batched rows");
 }
 
 // Batched decode: per-query sequence, position and keys; scores rows strided by the capacity

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,21 +18,29 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cpu_decisions.h"
+#include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/model/deepseek_v41/tiny_model.h"
+#include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
 #include "deepinfer/runtime/model_runner.h"
+#include "deepinfer/runtime/testing/speculative_rows_check.h"
 #include "golden_fixture.h"
 #include "logits_tolerance.h"
+#include "runner_rows.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -45,39 +54,15 @@ constexpr int kMaxSeqs = 4;
 constexpr int64_t kMaxModelLen = 256;
 constexpr int64_t kBatchedTokens = 256;  // the runner's prefill chunk (as the traced model's)
 
-// A sequence as the engine holds it: an id, its constant pages and its block table.
-struct Seq {
-  uint64_t id = 0;
-  std::vector<int32_t> constant, table;
-};
+using Seq = testing::RunnerSeq;
 
-// Sequence k of a test's pages: every k-th page from k on, backwards, so neither a sequence's
-// pages nor their order are contiguous (kMaxModelLen tokens of table).
 Seq seq_at(uint64_t id, int k, const kv::PageSpec& spec) {
-  const int64_t per = spec.constant_pages_per_seq + spec.pages_for_tokens(kMaxModelLen);
-  Seq s;
-  s.id = id;
-  for (int64_t j = per - 1; j >= 0; --j) {
-    const int32_t page = static_cast<int32_t>(k + j * kMaxSeqs);
-    if (int64_t(s.constant.size()) < spec.constant_pages_per_seq)
-      s.constant.push_back(page);
-    else
-      s.table.push_back(page);
-  }
-  return s;
+  return testing::runner_seq(id, k, spec, kMaxModelLen, kMaxSeqs);
 }
 
 StepRow make_row(const Seq& s, const std::vector<int32_t>& ids, int64_t start, int64_t n,
                  bool wants_logits) {
-  StepRow r;
-  r.seq_id = s.id;
-  r.start_pos = start;
-  r.tokens = ids.data() + start;
-  r.num_tokens = n;
-  r.state_pages = &s.constant;
-  r.block_table = &s.table;
-  r.wants_logits = wants_logits;
-  return r;
+  return testing::runner_row(s, ids, start, n, wants_logits);
 }
 
 runtime::RunnerOptions runner_options(const std::string& dir) {
@@ -616,6 +601,175 @@ TEST(CudaRunnerMemoryTest, LargestStepsStayWithinTheUtilization) {
       (limit - used) / (1 << 20));
   EXPECT_LE(used, limit);
   std::filesystem::remove_all(dir);
+}
+
+// Speculative rows and rollbacks (issue 19) on the GPU, both families: under batch invariance a
+// verification row's logits and a rolled-back state are bit for bit those of plain decoding
+// (runtime/testing/speculative_rows_check.h, which the CPU runner passes too).
+std::unique_ptr<ModelRunner> invariant_runner(const std::string& dir,
+                                              int64_t max_model_len = kMaxModelLen) {
+  runtime::RunnerOptions o = runner_options(dir);
+  o.max_model_len = max_model_len;
+  o.batch_invariant = true;
+  o.kv_memory_bytes = int64_t{256} << 20;  // beside the other runners a test may hold
+  auto r = runtime::create_runner(o);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+TEST(CudaSpeculativeRows, DeepseekV4RollbackToAnyAcceptedLengthEqualsPlainDecoding) {
+  v4::TinyModelOptions o;
+  o.quantized = true;
+  o.seed = 29;
+  runtime::testing::expect_rollbacks_are_exact(
+      invariant_runner(v4::write_tiny_model_for_test("cuda_speculative_v4", o)).get());
+}
+
+TEST(CudaSpeculativeRows, DeepseekV41RollbackToAnyAcceptedLengthEqualsPlainDecoding) {
+  runtime::testing::expect_rollbacks_are_exact(
+      invariant_runner(v41::tiny_model_dir_for_test(/*quantized=*/true)).get());
+}
+
+TEST(CudaSpeculativeRows, RollbacksOutsideASpeculativeRowAreErrors) {
+  v4::TinyModelOptions o;
+  o.seed = 30;
+  runtime::testing::expect_rollback_errors(
+      invariant_runner(v4::write_tiny_model_for_test("cuda_speculative_errors", o)).get());
+}
+
+// YOCO compact on the GPU (issues 17 and 19): a 300-token prompt in chunks of 100 whose
+// positions before the last 5 skip what feeds no cached state gives the same last logits, and the
+// same next decode step, bit for bit under batch invariance. deepseek_v4 skips the last layer's
+// MoE; deepseek_v41 runs its trailing layers (after the last one with cached state) only on the
+// rows later rows read, in the final chunk and the ones before it.
+void expect_yoco_keeps_logits_and_state(const std::string& dir) {
+  auto r = invariant_runner(dir, /*max_model_len=*/512);  // a 300-token prompt and a step
+  ASSERT_NE(r, nullptr);
+  const std::vector<int32_t> prompt = runtime::testing::random_ids(300, 77);
+  const int64_t vocab = r->info().vocab_size;
+  std::vector<std::vector<float>> last(2), next(2);
+  for (int keep : {0, 1}) {
+    auto kv = kv::KvManager::create(r->page_spec());
+    ASSERT_TRUE(kv.ok());
+    const uint64_t seq = 10 + keep;
+    StepOutput out;
+    for (int64_t pos = 0; pos < 300; pos += 100) {  // the keep position lies in the last chunk
+      ASSERT_TRUE(kv->reserve(seq, pos + 100));
+      StepRow row{seq,
+                  pos,
+                  &prompt[pos],
+                  100,
+                  kv->state_pages(seq),
+                  kv->block_table(seq),
+                  pos + 100 == 300};
+      row.keep_from_pos = keep ? 295 : 0;
+      StepBatch b;
+      b.rows.push_back(row);
+      ASSERT_TRUE(r->execute(b, &out).ok());
+    }
+    last[keep].assign(out.logits, out.logits + vocab);
+    const int32_t token = 9;
+    ASSERT_TRUE(kv->reserve(seq, 301));
+    StepBatch b;
+    b.rows.push_back({seq, 300, &token, 1, kv->state_pages(seq), kv->block_table(seq), true});
+    ASSERT_TRUE(r->execute(b, &out).ok());
+    next[keep].assign(out.logits, out.logits + vocab);
+    r->release(seq);
+  }
+  EXPECT_EQ(last[0], last[1]);
+  EXPECT_EQ(next[0], next[1]);
+}
+
+TEST(CudaYoco, DeepseekV4KeptLogitsAndStateAreUnchanged) {
+  v4::TinyModelOptions o;
+  o.quantized = true;
+  o.seed = 31;
+  expect_yoco_keeps_logits_and_state(v4::write_tiny_model_for_test("cuda_yoco_v4", o));
+}
+
+TEST(CudaYoco, DeepseekV41TrailingLayersKeepTheKeptLogitsAndState) {
+  // The tiny schedule with index sources 2 and 4 only: layers 5 and 6 trail (window 16).
+  std::ifstream in(v41::tiny_model_dir_for_test(/*quantized=*/true) + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  nlohmann::json& text = cfg.contains("text_config") ? cfg["text_config"] : cfg;
+  text["index_source_layer_ids"] = {2, 4};
+  const std::string base = ::testing::TempDir() + "/cuda_yoco_v41_" + std::to_string(::getpid());
+  std::filesystem::create_directories(base);
+  std::ofstream(base + "/trailing.config.json") << cfg.dump(2);
+  v4::TinyModelOptions o;
+  o.config_path = base + "/trailing.config.json";
+  o.quantized = true;
+  o.tokenizer_dir = v4::tests_source_dir() + "/assets/tokenizers/deepseek_v3";  // Engram's map
+  ASSERT_TRUE(v41::write_tiny_model(base + "/model", o).ok());
+  expect_yoco_keeps_logits_and_state(base + "/model");
+  std::filesystem::remove_all(base);
+}
+
+// MTP drafting on the GPU (issue 19): sequences drafted together get the drafts copies of them get
+// alone
+// (bitwise forward under batch invariance, so the same greedy picks), and the drafts follow the
+// CPU runner's MTP layer: at least half of the first drafts agree (a bf16 forward may pick
+// differently at a near-tie; a wrong MTP forward agrees with none of 129k ids).
+TEST(CudaMtp, DraftsAloneEqualDraftsTogetherAndFollowTheCpu) {
+  v4::TinyModelOptions o;
+  o.quantized = true;
+  o.seed = 33;
+  const std::string dir = v4::write_tiny_model_for_test("cuda_mtp_v4", o);
+  runtime::RunnerOptions go = runner_options(dir);
+  go.batch_invariant = true;
+  go.drafting = true;
+  go.kv_memory_bytes = int64_t{256} << 20;
+  auto gpu = runtime::create_runner(go);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  runtime::RunnerOptions co;
+  co.model_dir = dir;
+  co.drafting = true;
+  co.kv_memory_bytes = int64_t{256} << 20;
+  auto cpu = runtime::create_runner(co);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  constexpr int kSeqs = 8, kDrafts = 4;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < kSeqs; ++i)
+    prompts.push_back(runtime::testing::random_ids(20 + 17 * i, 50 + i));
+  std::vector<uint64_t> ids;
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> counts(kSeqs, kDrafts);
+  std::vector<std::unique_ptr<kv::KvManager>> kvs;
+  // Drafting writes the MTP ring at the drafted positions, which later drafts of the same
+  // sequence read: the GPU gets every prompt twice (ids i + 1 drafted together, ids i + 101
+  // alone), so each set drafts from the state the prompts left.
+  for (ModelRunner* r : {gpu->get(), cpu->get()}) {
+    auto kv = kv::KvManager::create(r->page_spec());
+    ASSERT_TRUE(kv.ok());
+    kvs.push_back(std::make_unique<kv::KvManager>(std::move(*kv)));
+    for (int i = 0; i < kSeqs; ++i) {
+      runtime::testing::run_chunked(*r, *kvs.back(), uint64_t(i + 1), prompts[i], 0, 64);
+      if (r == gpu->get())
+        runtime::testing::run_chunked(*r, *kvs.back(), uint64_t(i + 101), prompts[i], 0, 64);
+    }
+  }
+  for (int i = 0; i < kSeqs; ++i) {
+    ids.push_back(uint64_t(i + 1));
+    tokens.push_back(int32_t(7 + i));
+  }
+  std::vector<std::vector<int32_t>> together, alone(kSeqs), on_cpu;
+  ASSERT_TRUE((*gpu)->mtp_draft_batch(ids, tokens, counts, &together).ok());
+  for (int i = 0; i < kSeqs; ++i)
+    ASSERT_TRUE((*gpu)->mtp_draft(ids[i] + 100, tokens[i], kDrafts, &alone[i]).ok());
+  ASSERT_TRUE((*cpu)->mtp_draft_batch(ids, tokens, counts, &on_cpu).ok());
+  int agree = 0;
+  for (int i = 0; i < kSeqs; ++i) {
+    ASSERT_EQ(together[i].size(), size_t(kDrafts)) << "sequence " << i;
+    EXPECT_EQ(together[i], alone[i]) << "sequence " << i;
+    ASSERT_EQ(on_cpu[i].size(), size_t(kDrafts)) << "sequence " << i;
+    agree += together[i][0] == on_cpu[i][0];
+    std::printf("sequence %d: gpu", i);
+    for (int32_t t : together[i]) std::printf(" %d", t);
+    std::printf(" | cpu");
+    for (int32_t t : on_cpu[i]) std::printf(" %d", t);
+    std::printf("\n");
+  }
+  EXPECT_GE(agree, kSeqs / 2) << agree << " of " << kSeqs << " first drafts agree with the CPU";
 }
 
 }  // namespace

@@ -166,6 +166,9 @@ int run_forward(const std::string& model_arg, const std::string& json_path, int6
   o.prefill_len = prefill_len;
   o.json_path = json_path;
   o.cuda_graphs = args.cuda_graphs;
+  auto switches = deepinfer::resolve_switches(args.switches);
+  if (!switches.ok()) return fail(switches.status());
+  o.batch_invariant = switches->batch_invariant;
   if (auto st = parse_batch_sizes(f.batch_sizes.empty() ? "1,8,32,128" : f.batch_sizes, &o.batches);
       !st.ok())
     return fail(st);
@@ -323,13 +326,18 @@ std::optional<double> isolated_decode_ms(const std::string& dir, int batch, int6
 
 // --spec-oracle-accept: the same requests again with speculative decoding, the oracle drafter
 // proposing the run above's own outputs at each acceptance rate (engine/oracle_drafter.h):
-// what verification buys at that rate, the outputs checked equal to the run without drafts.
+// what verification buys at that rate, the outputs checked equal to the run without drafts. On
+// cuda without batch invariance a verification rounds as a prefill chunk does, not as a decode
+// step, so an output may part at a near-tie: that is reported, not an error.
 deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs& base, int n,
                                                      int input_len, int output_len,
                                                      const EngineRun& off, int64_t off_steps,
                                                      int64_t vocab_size, const ForwardFlags& f) {
   nlohmann::json rows = nlohmann::json::array();
   const double out_tok = static_cast<double>(n) * output_len;
+  auto switches = deepinfer::resolve_switches(base.switches);
+  if (!switches.ok()) return switches.status();
+  const bool bitwise = base.device != Device::kCuda || switches->batch_invariant;
   std::printf("\nspeculative decoding, oracle drafter (up to %lld drafts per step):\n",
               (long long)base.switches.nextn_decode.value_or(deepinfer::kDefaultNextnDecode));
   std::printf(
@@ -365,7 +373,10 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
     std::printf("| %.2f | %.3f | %.1f | %.2fx | %lld | %lld | %lld | %.2f | %s | %s |\n", rate,
                 on.wall_s, out_tok / on.wall_s, off.wall_s / on.wall_s, (long long)st.steps,
                 (long long)st.spec_draft_tokens, (long long)st.spec_accepted_tokens, mean_accepted,
-                by_pos.c_str(), same ? "yes" : "NO");
+                by_pos.c_str(),
+                same      ? "yes"
+                : bitwise ? "NO"
+                          : "no (bf16, without batch invariance)");
     rows.push_back({{"accept_rate", rate},
                     {"wall_s", on.wall_s},
                     {"output_tokens_per_s", out_tok / on.wall_s},
@@ -374,8 +385,9 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
                     {"draft_tokens", st.spec_draft_tokens},
                     {"accepted_tokens", st.spec_accepted_tokens},
                     {"acceptance_by_position", at},
-                    {"outputs_as_without_drafts", same}});
-    if (!same)
+                    {"outputs_as_without_drafts", same},
+                    {"bitwise_expected", bitwise}});
+    if (!same && bitwise)
       return deepinfer::internal_error("speculative decoding changed an output at acceptance " +
                                        std::to_string(rate) + " (a bug: it must be lossless)");
   }
@@ -545,8 +557,8 @@ int run_bench(int argc, char** argv) {
                "latency|throughput on cuda: skip the isolated-forward comparison");
   app.add_option("--spec-oracle-accept", f.spec_oracle_accept,
                  "latency|throughput: rerun with speculative decoding, an oracle drafter "
-                 "proposing the first run's own outputs at each acceptance rate (e.g. 0.6,0.8); "
-                 "cpu only so far")
+                 "proposing the first run's own outputs at each acceptance rate (e.g. 0.6,0.8); on "
+                 "cuda its outputs match the first run's only with --batch-invariant")
       ->delimiter(',');
   app.add_option("--steps", cu.steps,
                  "cuda, forward and the isolated comparison: timed decode steps per batch size, "
@@ -597,8 +609,6 @@ int run_bench(int argc, char** argv) {
   }
   if (input_len < 1 || output_len < 1 || batch < 1 || num_requests < 0)
     return fail("--input-len, --output-len and --batch-size must be positive");
-  if (!f.spec_oracle_accept.empty() && args.device == Device::kCuda)
-    return fail("--spec-oracle-accept: the CUDA runner has no speculative rows yet (cpu only)");
   if (mode == "latency") args.max_num_seqs = std::max(args.max_num_seqs, batch);
   const int n = mode == "latency" ? batch : (num_requests > 0 ? num_requests : 64);
   return run_engine_bench(mode, model_arg, n, input_len, output_len, json_path, f, args);

@@ -76,6 +76,7 @@ bool measure(const CudaBenchOptions& o, const v4::Config& c, const Roofline& roo
                   (o.phase_times ? kPhaseSteps : 0);
   mo.max_chunk = std::max<int64_t>(o.prefill_chunk, max_batch);
   mo.cuda_graphs = o.cuda_graphs;
+  mo.batch_invariant = o.batch_invariant;
   int64_t next_report = 0;
   mo.progress = [&](const v4::LoadProgress& p) {
     if (p.bytes_done < next_report && p.tensors_done < p.tensors_total) return;
@@ -288,10 +289,10 @@ int run_cuda_bench(const CudaBenchOptions& o) {
   const Hardware hw;
   std::printf(
       "deepinfer bench %s --device cuda  model=%s  layers=%d  weights on device %.1f GB, stored "
-      "%.1f GB (%.2fx; load %.1f s)  prefill chunks of %lld tokens\n",
+      "%.1f GB (%.2fx; load %.1f s)  prefill chunks of %lld tokens%s\n",
       o.mode.c_str(), o.model_dir.c_str(), cfg->num_layers, weight_bytes / 1e9, stored_bytes / 1e9,
       double(weight_bytes) / double(std::max<int64_t>(stored_bytes, 1)), load_s,
-      static_cast<long long>(o.prefill_chunk));
+      static_cast<long long>(o.prefill_chunk), o.batch_invariant ? "  batch-invariant" : "");
   std::printf(
       "floor = max((weight + state bytes) / %.1f TB/s, FLOPs / %.0f TFLOP/s); weights as stored "
       "(FP8, MXFP4, BF16), state as bf16\n\n",
@@ -350,6 +351,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
       {"load_s", load_s},
       {"warmup_steps", o.warmup},
       {"cuda_graphs", o.cuda_graphs},
+      {"batch_invariant", o.batch_invariant},
       {"timed_steps", o.steps},
       {"prefill_chunk", o.prefill_chunk},
       {"hardware", {{"bytes_per_s", hw.bytes_per_s}, {"flops_per_s", hw.flops_per_s}}},

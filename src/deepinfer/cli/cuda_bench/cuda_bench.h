@@ -23,9 +23,10 @@ struct CudaBenchOptions {
   // Prefill runs in chunks of this many tokens (the CUDA runner's largest chunk: every chunk
   // reads every touched expert's weights once, so the chunk bounds prefill's weight traffic).
   int64_t prefill_chunk = 2048;
-  bool cuda_graphs = true;  // decode steps replayed from CUDA graphs (off: launched eagerly)
-  bool phase_times = false;  // per row, extra untimed runs with GPU time per forward phase
-  std::string reference;    // "transformers" to run the reference, empty for none
+  bool cuda_graphs = true;       // decode steps replayed from CUDA graphs (off: launched eagerly)
+  bool batch_invariant = false;  // --batch-invariant / DEEPINFER_BATCH_INVARIANT: its kernels
+  bool phase_times = false;      // per row, extra untimed runs with GPU time per forward phase
+  std::string reference;         // "transformers" to run the reference, empty for none
   std::string reference_script;
   std::string reference_args;  // appended to the reference command line as given
   std::string python = "python3";

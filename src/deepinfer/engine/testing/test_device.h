@@ -36,6 +36,17 @@ struct TestDevice {
     a->gpu_memory_utilization = 0.3;  // the test sets the pool's bytes itself
   }
 
+  // For a test that gives the engine a small pool (a->kv_memory_bytes): the CUDA runner refuses
+  // a pool without room for one sequence of --max-model-len (as vLLM does), where the CPU
+  // runner's longest sequence shrinks to what the pool holds. On cuda this sets max_model_len
+  // to that same length, so both devices run the test alike. `probe`: any engine's capacity
+  // for this model (the page geometry does not depend on the pool's size).
+  void fit_max_model_len(EngineArgs* a, const EngineCapacity& probe) const {
+    if (!cuda || a->max_model_len > 0) return;
+    const int64_t pages = a->kv_memory_bytes / probe.page_bytes - probe.constant_pages;
+    a->max_model_len = std::clamp<int64_t>(pages * probe.page_tokens, 1, 65536);
+  }
+
   // How far the CPU reference (plain numerics) at the end of `prefix` prefers token a over b,
   // relative to the largest logit's magnitude.
   double reference_gap(const std::string& model_dir, const std::vector<int32_t>& prefix, int32_t a,

@@ -18,6 +18,13 @@
 
 namespace deepinfer::v4 {
 
+// The checkout the tests read: DEEPINFER_SOURCE_DIR in the environment overrides the compiled-in
+// one (a binary built here and run on the GPU machine, whose copy of the tree lies elsewhere).
+inline std::string tests_source_dir() {
+  const char* env = std::getenv("DEEPINFER_SOURCE_DIR");
+  return env && *env ? env : DEEPINFER_SOURCE_DIR;
+}
+
 // Writes the model to TempDir()/NAME_PID (call it once per name, e.g. from a function-local
 // static) and returns the directory; a failure is a test failure.
 inline std::string write_tiny_model_for_test(const std::string& name, TinyModelOptions options) {
@@ -34,7 +41,7 @@ inline std::string write_tiny_model_for_test(const std::string& name, TinyModelO
     }
     dirs->push_back(dir);
   }
-  options.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+  options.tokenizer_dir = tests_source_dir() + "/assets/tokenizers/deepseek_v3";
   Status st = write_tiny_model(dir, options);
   EXPECT_TRUE(st.ok()) << st.to_string();
   return dir;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"  // tests_source_dir
 #include "deepinfer/model/deepseek_v41/tiny_model.h"
 
 namespace deepinfer::v41 {
@@ -37,7 +38,7 @@ inline const std::string& tiny_model_dir_for_test(bool quantized = false,
   v4::TinyModelOptions o;
   o.preset = preset;
   o.quantized = quantized;
-  o.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+  o.tokenizer_dir = v4::tests_source_dir() + "/assets/tokenizers/deepseek_v3";
   Status st = v41::write_tiny_model(dir, o);
   EXPECT_TRUE(st.ok()) << st.to_string();
   return dir;

@@ -11,7 +11,7 @@
 #include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
-#include "deepinfer/runtime/cpu/runner_test_steps.h"
+#include "deepinfer/runtime/testing/runner_test_steps.h"
 
 namespace deepinfer::runtime {
 namespace {

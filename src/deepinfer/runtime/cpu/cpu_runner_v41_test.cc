@@ -9,7 +9,7 @@
 #include "deepinfer/model/deepseek_v41/cpu_model.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 #include "deepinfer/runtime/cpu/cpu_runner.h"
-#include "deepinfer/runtime/cpu/runner_test_steps.h"
+#include "deepinfer/runtime/testing/runner_test_steps.h"
 
 namespace deepinfer::runtime {
 namespace {

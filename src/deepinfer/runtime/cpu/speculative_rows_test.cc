@@ -11,17 +11,11 @@
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 #include "deepinfer/runtime/cpu/cpu_runner.h"
-#include "deepinfer/runtime/cpu/runner_test_steps.h"
+#include "deepinfer/runtime/testing/runner_test_steps.h"
+#include "deepinfer/runtime/testing/speculative_rows_check.h"
 
 namespace deepinfer::runtime {
 namespace {
-
-using runtime::testing::random_ids;
-using runtime::testing::run_chunked;
-
-constexpr int kDrafts = 4;
-constexpr int kPrompt = 150;   // crosses a 128-token page
-constexpr int kAccepted = 14;  // tokens decoded after the prompt
 
 std::unique_ptr<ModelRunner> make_runner(const std::string& dir) {
   RunnerOptions o;
@@ -32,98 +26,8 @@ std::unique_ptr<ModelRunner> make_runner(const std::string& dir) {
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
-bool same_bits(const float* a, const float* b, int64_t n) {
-  return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
-}
-
-// Logits after each of `tokens` decoded one at a time after `prompt`: row i follows tokens[i].
-std::vector<float> plain_decode(ModelRunner& r, const std::vector<int32_t>& prompt,
-                                const std::vector<int32_t>& tokens) {
-  auto kv = kv::KvManager::create(r.page_spec());
-  EXPECT_TRUE(kv.ok());
-  std::vector<int32_t> all = prompt;
-  run_chunked(r, *kv, 1, all, 0, kPrompt);
-  std::vector<float> rows;
-  for (int32_t t : tokens) {
-    all.push_back(t);
-    const auto l = run_chunked(r, *kv, 1, all, static_cast<int64_t>(all.size()) - 1, 1);
-    rows.insert(rows.end(), l.begin(), l.end());
-  }
-  r.release(1);
-  return rows;
-}
-
-// Decodes `tokens` with speculative rows of one accepted token plus kDrafts drafts, of which
-// the first `good` are the next tokens and the rest wrong, each row rolled back to its accepted
-// prefix in the next step. Checks every accepted position's logits against `ref`.
-void decode_speculatively(ModelRunner& r, const std::vector<int32_t>& prompt,
-                          const std::vector<int32_t>& tokens, int good,
-                          const std::vector<float>& ref) {
-  const int64_t vocab = r.info().vocab_size;
-  auto kv = kv::KvManager::create(r.page_spec());
-  ASSERT_TRUE(kv.ok());
-  const uint64_t seq = 2;
-  run_chunked(r, *kv, seq, prompt, 0, 64);
-  std::mt19937_64 rng(good);
-  size_t done = 0;  // tokens[0..done) are in the state
-  std::vector<Rollback> pending;
-  while (done < tokens.size()) {
-    std::vector<int32_t> row_ids = {tokens[done]};
-    for (int d = 1; d <= kDrafts; ++d) {
-      const size_t at = done + d;
-      const bool right = d <= good && at < tokens.size();
-      // A wrong draft differs from the right token (when there is one).
-      int32_t wrong = static_cast<int32_t>(2 + rng() % 1000);
-      if (at < tokens.size() && wrong == tokens[at]) ++wrong;
-      row_ids.push_back(right ? tokens[at] : wrong);
-    }
-    const int64_t pos = kPrompt + static_cast<int64_t>(done);
-    ASSERT_TRUE(kv->reserve(seq, pos + kDrafts + 1));
-    StepBatch b;
-    b.rollbacks = pending;
-    StepRow row{seq, pos, row_ids.data(), kDrafts + 1, kv->state_pages(seq), kv->block_table(seq),
-                true};
-    row.speculative = true;
-    b.rows.push_back(row);
-    StepOutput out;
-    Status st = r.execute(b, &out);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_EQ(out.num_logit_rows, kDrafts + 1);
-    // Accepted: the sampled token and the right drafts, up to the end of `tokens`.
-    const int accepted = 1 + static_cast<int>(std::min<size_t>(good, tokens.size() - done - 1));
-    for (int t = 0; t < accepted; ++t)
-      EXPECT_TRUE(same_bits(out.logits + t * vocab, &ref[(done + t) * vocab], vocab))
-          << "good " << good << ", position " << pos + t;
-    done += accepted;
-    pending = {
-        {seq, kPrompt + static_cast<int64_t>(done), kv->state_pages(seq), kv->block_table(seq)}};
-  }
-  // The rolled-back state continues like the plain one: one more plain token.
-  std::vector<int32_t> all = prompt;
-  all.insert(all.end(), tokens.begin(), tokens.end());
-  all.push_back(5);
-  StepBatch b;
-  b.rollbacks = pending;
-  const int64_t pos = static_cast<int64_t>(all.size()) - 1;
-  ASSERT_TRUE(kv->reserve(seq, pos + 1));
-  b.rows.push_back({seq, pos, &all[pos], 1, kv->state_pages(seq), kv->block_table(seq), true});
-  StepOutput out;
-  ASSERT_TRUE(r.execute(b, &out).ok());
-  ASSERT_EQ(out.num_logit_rows, 1);
-  EXPECT_TRUE(same_bits(out.logits, &ref[tokens.size() * vocab], vocab)) << "good " << good;
-  r.release(seq);
-}
-
 void expect_rollbacks_are_exact(const std::string& dir) {
-  auto r = make_runner(dir);
-  ASSERT_NE(r, nullptr);
-  const auto prompt = random_ids(kPrompt, 41);
-  auto tokens = random_ids(kAccepted, 42);
-  std::vector<int32_t> with_tail = tokens;
-  with_tail.push_back(5);
-  const std::vector<float> ref = plain_decode(*r, prompt, with_tail);
-  // The first rejected draft at every position, and none rejected.
-  for (int good = 0; good <= kDrafts; ++good) decode_speculatively(*r, prompt, tokens, good, ref);
+  testing::expect_rollbacks_are_exact(make_runner(dir).get());
 }
 
 TEST(SpeculativeRows, DeepseekV4RollbackToAnyAcceptedLengthEqualsPlainDecoding) {
@@ -140,35 +44,8 @@ TEST(SpeculativeRows, DeepseekV41RollbackToAnyAcceptedLengthEqualsPlainDecoding)
 TEST(SpeculativeRows, RollbacksOutsideASpeculativeRowAreErrors) {
   v4::TinyModelOptions o;
   o.seed = 30;
-  auto r = make_runner(v4::write_tiny_model_for_test("speculative_errors", o));
-  ASSERT_NE(r, nullptr);
-  auto kv = kv::KvManager::create(r->page_spec());
-  ASSERT_TRUE(kv.ok());
-  const auto ids = random_ids(20, 3);
-  run_chunked(*r, *kv, 1, ids, 0, 10);
-  StepBatch b;
-  b.rollbacks.push_back({1, 15, kv->state_pages(1), kv->block_table(1)});
-  StepOutput out;
-  Status st = r->execute(b, &out);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("was not speculative"), std::string::npos) << st.to_string();
-
-  ASSERT_TRUE(kv->reserve(1, 23));
-  std::vector<int32_t> spec = {7, 8, 9};
-  StepBatch s;
-  StepRow row{1, 20, spec.data(), 3, kv->state_pages(1), kv->block_table(1), true};
-  row.speculative = true;
-  s.rows.push_back(row);
-  ASSERT_TRUE(r->execute(s, &out).ok());
-  StepBatch too_far;
-  too_far.rollbacks.push_back({1, 24, kv->state_pages(1), kv->block_table(1)});
-  st = r->execute(too_far, &out);
-  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
-  EXPECT_NE(st.message().find("allows [20, 23]"), std::string::npos) << st.to_string();
-  // The failed rollback kept the row's snapshot: a valid one still works.
-  StepBatch back;
-  back.rollbacks.push_back({1, 21, kv->state_pages(1), kv->block_table(1)});
-  EXPECT_TRUE(r->execute(back, &out).ok());
+  testing::expect_rollback_errors(
+      make_runner(v4::write_tiny_model_for_test("speculative_errors", o)).get());
 }
 
 }  // namespace

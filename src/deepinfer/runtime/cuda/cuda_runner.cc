@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -58,13 +60,29 @@ class CudaRunner final : public ModelRunner {
         info_(std::move(info)),
         spec_(spec),
         max_model_len_(max_model_len),
-        page_row_(spec.num_pages, -1) {}
+        page_row_(spec.num_pages, -1) {
+    drafting_on_ = model_->final_stream_floats() > 0;
+  }
 
   const ModelInfo& info() const override { return info_; }
   const kv::PageSpec& page_spec() const override { return spec_; }
   Status execute(const StepBatch& batch, StepOutput* out) override;
-  // Nothing is kept per sequence: its pages and their token count (the row's start_pos) are all.
-  void release(uint64_t) override {}
+  // A sequence's pages and their token count (the row's start_pos) are its whole state; the
+  // runner keeps only a speculative row's snapshot, until the sequence's next row or rollback.
+  void release(uint64_t seq_id) override {
+    speculated_.erase(seq_id);
+    drafting_.erase(seq_id);
+  }
+  Status mtp_draft(uint64_t seq_id, int32_t token, int64_t max_drafts,
+                   std::vector<int32_t>* out) override {
+    std::vector<std::vector<int32_t>> all;
+    RETURN_IF_ERROR(mtp_draft_batch({seq_id}, {token}, {max_drafts}, &all));
+    out->insert(out->end(), all[0].begin(), all[0].end());
+    return ok_status();
+  }
+  Status mtp_draft_batch(const std::vector<uint64_t>& seq_ids, const std::vector<int32_t>& tokens,
+                         const std::vector<int64_t>& max_drafts,
+                         std::vector<std::vector<int32_t>>* out) override;
   StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) override;
   Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) override;
   StatusOr<DevicePages> export_pages_ipc(const std::vector<int32_t>& pages) override {
@@ -91,8 +109,16 @@ class CudaRunner final : public ModelRunner {
                             std::to_string(spec_.page_bytes) + " bytes");
   }
   // Every check of a batch before any state changes; splits its rows into the decode group and
-  // the prefill rows.
+  // the prefill rows (speculative rows among them).
   Status plan(const StepBatch& batch);
+  Status check_rollbacks(const StepBatch& batch);
+  Status roll_back(const StepBatch& batch);
+  Status snapshot(const StepRow& r);
+  // With drafting: the row's sequence with final_streams set to its draft record's buffer,
+  // grown to `rows` rows.
+  StatusOr<PagedSequence> drafting_sequence(const StepRow& r, int64_t rows);
+  // After a row ran: its record's last computed position.
+  void note_row(const StepRow& r);
   PagedSequence sequence(const StepRow& r) const {
     PagedSequence q;
     q.constant_pages = r.state_pages->data();
@@ -102,6 +128,18 @@ class CudaRunner final : public ModelRunner {
     return q;
   }
 
+  // What a speculative row needs to be rolled back, as the CPU runner keeps it: the sequence's
+  // constant pages as they were before the row (rings and compressor partial windows change in
+  // place; growing state is positional and rewritten), in a device buffer, and the row's
+  // tokens, to replay the accepted ones. The buffer stays with the sequence for its next row.
+  struct Speculated {
+    bool held = false;  // the sequence's latest row was speculative and not yet settled
+    int64_t start_pos = 0;
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> constant_pages;
+    DevicePages snapshot;
+  };
+
   std::unique_ptr<PagedForward> model_;
   ModelInfo info_;
   kv::PageSpec spec_;
@@ -110,7 +148,14 @@ class CudaRunner final : public ModelRunner {
   std::vector<int64_t> page_row_;  // [num_pages]: the row of this step writing the page, or -1
   std::vector<int32_t> written_;   // the pages set above, reset by the next plan
   std::vector<int32_t> copy_from_, copy_to_;
-  std::vector<size_t> decode_rows_, prefill_rows_;  // row indices
+  std::vector<size_t> decode_rows_, verify_rows_, prefill_rows_;  // row indices
+  std::vector<PagedSequence> verify_seqs_;  // the speculative rows', one verify_paged call
+  std::vector<int32_t> verify_ids_;
+  std::vector<int64_t> verify_counts_;
+  std::vector<float*> verify_out_;
+  std::vector<PagedSequence> replay_seqs_;  // the step's rollbacks' replays, one call
+  std::vector<int32_t> replay_ids_;
+  std::vector<int64_t> replay_counts_;
   std::vector<PagedSequence> decode_seqs_;
   std::vector<int32_t> decode_ids_;
   std::vector<int64_t> out_row_;                 // per row: its logits row in the output, or -1
@@ -118,13 +163,171 @@ class CudaRunner final : public ModelRunner {
   // StepOutput::logits rows, then (in a mixed step) the decode group's rows before they are
   // placed among them.
   PinnedBuffer<float> logits_;
+  std::unordered_map<uint64_t, Speculated> speculated_;
+  // Drafting (RunnerOptions::drafting with a model that drafts): per sequence the final streams
+  // of its latest rows (the MTP layer's input) and where its state stands.
+  struct Drafting {
+    DevicePages streams;  // rows x final_stream_floats()
+    int64_t rows = 0;
+    int64_t last = -1;  // the row holding the last computed position's streams; -1: none
+    int64_t num_tokens = 0;
+    std::vector<int32_t> constant_pages;
+  };
+  bool drafting_on_ = false;
+  std::unordered_map<uint64_t, Drafting> drafting_;
+  std::unordered_set<uint64_t> rolled_;  // check_rollbacks' duplicates
 };
 
+Status CudaRunner::check_rollbacks(const StepBatch& batch) {
+  rolled_.clear();
+  for (const Rollback& r : batch.rollbacks) {
+    const std::string who = "rollback of sequence " + std::to_string(r.seq_id);
+    auto it = speculated_.find(r.seq_id);
+    if (it == speculated_.end() || !it->second.held)
+      return invalid_argument(who + ": its latest row was not speculative");
+    if (!rolled_.insert(r.seq_id).second) return invalid_argument(who + ": twice in one step");
+    const Speculated& h = it->second;
+    const int64_t end = h.start_pos + int64_t(h.tokens.size());
+    if (r.num_tokens < h.start_pos || r.num_tokens > end)
+      return out_of_range(who + " to " + std::to_string(r.num_tokens) +
+                          " tokens: its speculative row allows [" + std::to_string(h.start_pos) +
+                          ", " + std::to_string(end) + "]");
+    if (r.state_pages == nullptr || r.block_table == nullptr)
+      return invalid_argument(who + " has no page tables");
+    if (*r.state_pages != h.constant_pages)
+      return internal_error(who + ": its constant pages are not those of its speculative row");
+    const int64_t need = (r.num_tokens + spec_.page_tokens - 1) / spec_.page_tokens;
+    if (int64_t(r.block_table->size()) < need)
+      return internal_error(who + ": a block table of " + std::to_string(r.block_table->size()) +
+                            " pages for " + std::to_string(r.num_tokens) + " positions needs " +
+                            std::to_string(need));
+  }
+  return ok_status();
+}
+
+// Restores each cut sequence's constant pages, then replays the accepted tokens from their
+// speculative rows' starts, all in one verify_paged call without logits. With batch invariance
+// the forward is chunking-invariant, so this is the state a run without speculation has, bit
+// for bit; without it, the state a prefill chunk of those tokens would leave.
+Status CudaRunner::roll_back(const StepBatch& batch) {
+  replay_seqs_.clear();
+  replay_ids_.clear();
+  replay_counts_.clear();
+  for (const Rollback& r : batch.rollbacks) {
+    Speculated& h = speculated_.at(r.seq_id);
+    h.held = false;
+    // The speculative row left every position's streams; the last accepted one is row
+    // num_tokens - start - 1 (a replay rewrites the same rows).
+    if (auto d = drafting_.find(r.seq_id); d != drafting_.end()) {
+      d->second.last = r.num_tokens > h.start_pos ? r.num_tokens - h.start_pos - 1 : -1;
+      d->second.num_tokens = r.num_tokens;
+    }
+    if (r.num_tokens == h.start_pos + int64_t(h.tokens.size())) continue;  // all kept
+    RETURN_IF_ERROR(model_->write_pages(h.constant_pages.data(), int64_t(h.constant_pages.size()),
+                                        h.snapshot.buffer.get()));
+    if (r.num_tokens == h.start_pos) continue;
+    PagedSequence q;
+    q.constant_pages = r.state_pages->data();
+    q.token_pages = r.block_table->data();
+    q.num_token_pages = int64_t(r.block_table->size());
+    q.num_tokens = h.start_pos;
+    if (auto d = drafting_.find(r.seq_id); d != drafting_.end())
+      q.final_streams = static_cast<float*>(d->second.streams.buffer.get());
+    replay_seqs_.push_back(q);
+    replay_ids_.insert(replay_ids_.end(), h.tokens.begin(),
+                       h.tokens.begin() + (r.num_tokens - h.start_pos));
+    replay_counts_.push_back(r.num_tokens - h.start_pos);
+  }
+  if (replay_seqs_.empty()) return ok_status();
+  return model_->verify_paged(replay_seqs_.data(), replay_ids_.data(), replay_counts_.data(),
+                              int64_t(replay_seqs_.size()), nullptr);
+}
+
+StatusOr<PagedSequence> CudaRunner::drafting_sequence(const StepRow& r, int64_t rows) {
+  PagedSequence q = sequence(r);
+  if (!drafting_on_) return q;
+  Drafting& d = drafting_[r.seq_id];
+  if (d.rows < rows) {
+    const int64_t want = std::max<int64_t>(rows, 8);  // a verification of 7 drafts fits
+    d.streams = {};
+    ASSIGN_OR_RETURN(d.streams, device_buffer(want * model_->final_stream_floats() * 4));
+    d.rows = want;
+    d.last = -1;
+  }
+  q.final_streams = static_cast<float*>(d.streams.buffer.get());
+  return q;
+}
+
+void CudaRunner::note_row(const StepRow& r) {
+  auto it = drafting_.find(r.seq_id);
+  if (it == drafting_.end()) return;
+  it->second.last = r.speculative ? r.num_tokens - 1 : 0;
+  it->second.num_tokens = r.start_pos + r.num_tokens;
+  it->second.constant_pages = *r.state_pages;
+}
+
+Status CudaRunner::mtp_draft_batch(const std::vector<uint64_t>& seq_ids,
+                                   const std::vector<int32_t>& tokens,
+                                   const std::vector<int64_t>& max_drafts,
+                                   std::vector<std::vector<int32_t>>* out) {
+  out->assign(seq_ids.size(), {});
+  if (!drafting_on_)  // the model says why: no drafter, or loaded without drafting
+    return model_->mtp_draft(nullptr, nullptr, nullptr, 0, 0, nullptr);
+  // Sequences whose last position's streams are known (a restart from cached or imported pages
+  // drafts once a row has run), each drafting the most any asks for, within max_model_len.
+  int64_t k = 0;
+  for (size_t i = 0; i < seq_ids.size(); ++i) k = std::max(k, max_drafts[i]);
+  std::vector<PagedSequence> seqs;
+  std::vector<const float*> hidden;
+  std::vector<int32_t> toks;
+  std::vector<size_t> asked;
+  const int64_t per = model_->final_stream_floats();
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    auto it = drafting_.find(seq_ids[i]);
+    if (max_drafts[i] < 1 || it == drafting_.end() || it->second.last < 0 ||
+        it->second.num_tokens + k > max_model_len_)
+      continue;
+    const Drafting& d = it->second;
+    PagedSequence q;
+    q.constant_pages = d.constant_pages.data();
+    q.num_tokens = d.num_tokens;
+    seqs.push_back(q);
+    hidden.push_back(static_cast<const float*>(d.streams.buffer.get()) + d.last * per);
+    toks.push_back(tokens[i]);
+    asked.push_back(i);
+  }
+  std::vector<int32_t> drafts(seqs.size() * size_t(k));
+  const int64_t group = std::max<int64_t>(1, model_->max_decode_rows());
+  for (int64_t b0 = 0; b0 < int64_t(seqs.size()); b0 += group) {
+    const int64_t n = std::min<int64_t>(group, int64_t(seqs.size()) - b0);
+    RETURN_IF_ERROR(
+        model_->mtp_draft(&seqs[b0], &toks[b0], &hidden[b0], n, k, drafts.data() + b0 * k));
+  }
+  for (size_t b = 0; b < asked.size(); ++b) {
+    const int32_t* row = drafts.data() + b * k;
+    (*out)[asked[b]].assign(row, row + max_drafts[asked[b]]);
+  }
+  return ok_status();
+}
+
+Status CudaRunner::snapshot(const StepRow& r) {
+  Speculated& h = speculated_[r.seq_id];
+  const int64_t bytes = int64_t(r.state_pages->size()) * spec_.page_bytes;
+  if (h.snapshot.bytes != bytes) {
+    h.snapshot = {};  // the old buffer goes first
+    ASSIGN_OR_RETURN(h.snapshot, device_buffer(bytes));
+  }
+  RETURN_IF_ERROR(model_->read_pages(r.state_pages->data(), int64_t(r.state_pages->size()),
+                                     h.snapshot.buffer.get()));
+  h.start_pos = r.start_pos;
+  h.tokens.assign(r.tokens, r.tokens + r.num_tokens);
+  h.constant_pages = *r.state_pages;
+  h.held = true;
+  return ok_status();
+}
+
 Status CudaRunner::plan(const StepBatch& batch) {
-  // Speculative decoding is CPU-only so far: refuse it before anything changes.
-  if (!batch.rollbacks.empty() || std::any_of(batch.rows.begin(), batch.rows.end(),
-                                              [](const StepRow& r) { return r.speculative; }))
-    return unimplemented("speculative rows and rollbacks: the CUDA runner has none yet");
+  RETURN_IF_ERROR(check_rollbacks(batch));
   for (int32_t p : written_) page_row_[p] = -1;
   written_.clear();
   copy_from_.clear();
@@ -134,7 +337,11 @@ Status CudaRunner::plan(const StepBatch& batch) {
     copy_to_.push_back(pc.to);
   }
   decode_rows_.clear();
+  verify_rows_.clear();
   prefill_rows_.clear();
+  verify_seqs_.clear();
+  verify_ids_.clear();
+  verify_counts_.clear();
   decode_seqs_.clear();
   decode_ids_.clear();
   const int64_t pt = spec_.page_tokens;
@@ -179,10 +386,19 @@ Status CudaRunner::plan(const StepBatch& batch) {
                                 " at position " + std::to_string(r.start_pos + t) +
                                 " is outside the vocabulary (" + std::to_string(info_.vocab_size) +
                                 ")");
-    if (r.start_pos > 0 && r.num_tokens == 1 &&
-        int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
+    if (r.speculative) {
+      if (r.start_pos == 0)
+        return invalid_argument(row_name(i, r) + ": a speculative row starts at position 0");
+      verify_rows_.push_back(i);
+      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, r.num_tokens));
+      verify_seqs_.push_back(q);
+      verify_ids_.insert(verify_ids_.end(), r.tokens, r.tokens + r.num_tokens);
+      verify_counts_.push_back(r.num_tokens);
+    } else if (r.start_pos > 0 && r.num_tokens == 1 &&
+               int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
       decode_rows_.push_back(i);
-      decode_seqs_.push_back(sequence(r));
+      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1));
+      decode_seqs_.push_back(q);
       decode_ids_.push_back(r.tokens[0]);
     } else {
       prefill_rows_.push_back(i);
@@ -193,6 +409,7 @@ Status CudaRunner::plan(const StepBatch& batch) {
 
 Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   RETURN_IF_ERROR(plan(batch));
+  RETURN_IF_ERROR(roll_back(batch));
   if (!copy_from_.empty())
     RETURN_IF_ERROR(
         model_->copy_pages(copy_from_.data(), copy_to_.data(), int64_t(copy_from_.size())));
@@ -202,8 +419,16 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   out_row_.assign(n, -1);
   int64_t n_out = 0, decode_out = 0;
   bool decode_logits = false;  // a decode row needs its logits row, not just the argmax
-  for (size_t i = 0; i < n; ++i)
-    if (batch.rows[i].wants_logits) out_row_[i] = n_out++;
+  for (size_t i = 0; i < n; ++i) {
+    const StepRow& r = batch.rows[i];
+    if (r.wants_logits || r.speculative) out_row_[i] = n_out;
+    n_out += r.speculative ? r.num_tokens : r.wants_logits ? 1 : 0;
+    // A row that no rollback cut was accepted whole: its snapshot is done with. A speculative
+    // row takes a new one before any row runs (the copies above are in the pages it saves).
+    auto it = speculated_.find(r.seq_id);
+    if (it != speculated_.end()) it->second.held = false;
+    if (r.speculative) RETURN_IF_ERROR(snapshot(r));
+  }
   for (size_t i : decode_rows_) {
     const StepRow& r = batch.rows[i];
     decode_out += r.wants_logits ? 1 : 0;
@@ -216,7 +441,7 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   // A step of decode rows only, all sampling from logits (the steady state without greedy
   // rows): decode's rows are the output rows, in order, so they land in place. Greedy-only
   // decode rows bring back their argmax alone.
-  const bool in_place = prefill_rows_.empty() && decode_logits &&
+  const bool in_place = prefill_rows_.empty() && verify_rows_.empty() && decode_logits &&
                         decode_out == static_cast<int64_t>(decode_rows_.size());
   const int64_t staged = in_place || !decode_logits ? 0 : int64_t(decode_rows_.size());
   ASSIGN_OR_RETURN(float* host, logits_.reserve(size_t(std::max<int64_t>(n_out + staged, 1)) * V));
@@ -234,15 +459,24 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
         std::memcpy(host + k * V, host + (n_out + b) * V, V * sizeof(float));
     }
   }
+  if (!verify_rows_.empty()) {  // every position's logits, straight into its output rows
+    verify_out_.clear();
+    for (size_t i : verify_rows_) verify_out_.push_back(host + out_row_[i] * V);
+    RETURN_IF_ERROR(model_->verify_paged(verify_seqs_.data(), verify_ids_.data(),
+                                         verify_counts_.data(), int64_t(verify_seqs_.size()),
+                                         verify_out_.data()));
+  }
   for (size_t i : prefill_rows_) {
     const StepRow& r = batch.rows[i];
     const int64_t k = out_row_[i];
     const bool argmax_only = k >= 0 && r.argmax_only;
-    RETURN_IF_ERROR(model_->forward_paged(sequence(r), r.tokens, r.num_tokens,
+    ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1));
+    RETURN_IF_ERROR(model_->forward_paged(q, r.tokens, r.num_tokens,
                                           /*all_logits=*/false,
                                           k >= 0 && !argmax_only ? host + k * V : nullptr,
-                                          argmax_only ? &argmax_[k] : nullptr));
+                                          argmax_only ? &argmax_[k] : nullptr, r.keep_from_pos));
   }
+  for (const StepRow& r : batch.rows) note_row(r);
   return ok_status();
 }
 
@@ -298,6 +532,8 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
   mo.memory_fraction = o.gpu_memory_utilization;
   mo.pool_bytes = std::max<int64_t>(o.kv_memory_bytes, 0);
   mo.cuda_graphs = o.cuda_graphs;
+  mo.batch_invariant = o.batch_invariant;
+  mo.drafting = o.drafting;
   if (o.on_load_progress)
     mo.progress = [cb = o.on_load_progress](const v4::LoadProgress& p) {
       cb(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total);

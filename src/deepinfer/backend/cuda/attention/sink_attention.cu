@@ -4,6 +4,8 @@
 #include <cstdlib>
 
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
+#include "deepinfer/backend/cuda/attention/sink_attention_mma.h"
+#include "deepinfer/backend/cuda/attention/sink_keys.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
@@ -51,33 +53,15 @@ __global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionA
   const int64_t t = blockIdx.x;
   const int h0 = blockIdx.y * HG;
   const int hd = a.head_dim, nh = a.num_heads;
-  const float* ring = a.ring;
-  int64_t s = a.pos0 + t, seq = 0, start = a.pos0;
-  if (a.query_seq) {
-    seq = a.query_seq[t];
-    if (seq < 0) {
-      for (int i = threadIdx.x; i < HG * hd; i += blockDim.x)
-        if (h0 + i / hd < nh) a.out[(t * nh + h0) * hd + i] = 0.0f;
-      return;
-    }
-    ring = a.rings[seq];
-    s = start = a.positions[t];
+  const QueryKeys qk = gather_query_keys(a, t, keys);
+  if (qk.padding) {
+    for (int i = threadIdx.x; i < HG * hd; i += blockDim.x)
+      if (h0 + i / hd < nh) a.out[(t * nh + h0) * hd + i] = 0.0f;
+    return;
   }
-  if (!a.fresh) start = s + 1;  // every window position is in the ring
-  const int64_t first = s - (a.window - 1) > 0 ? s - (a.window - 1) : 0;
-  const int nwin = static_cast<int>(s - first + 1);
-  const int nsel = a.max_selected ? a.num_selected[t] : 0;
-  const int nkeys = nwin + nsel;
+  const int nkeys = qk.nkeys;
   for (int i = threadIdx.x; i < HG * hd; i += blockDim.x)
     qs[i] = h0 + i / hd < nh ? a.q[(t * nh + h0) * hd + i] : 0.0f;
-  for (int k = threadIdx.x; k < nkeys; k += blockDim.x) {
-    if (k < nwin) {
-      const int64_t p = first + k;
-      keys[k] = p >= start ? a.fresh + (t - (s - p)) * hd : ring + (p % a.ring_rows) * hd;
-    } else {
-      keys[k] = a.entries.entry(seq, a.selected[t * a.max_selected + (k - nwin)]);
-    }
-  }
   __syncthreads();
 
   // Logits, as probs[k][h] (scaled).
@@ -174,6 +158,19 @@ void launch(const SinkAttentionArgs& a, cudaStream_t stream) {
 
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.num_queries == 0) return;
+  const bool mma_fits = sink_attention_mma_fits(a);
+  if (a.kernel == SinkKernel::kTensorCores && !mma_fits) {
+    std::fprintf(stderr,
+                 "sink_attention: the tensor-core kernel needs 64 heads of 512 dims, got %d of "
+                 "%d\n",
+                 a.num_heads, a.head_dim);
+    std::abort();
+  }
+  if (a.kernel == SinkKernel::kTensorCores ||
+      (a.kernel == SinkKernel::kAuto && mma_fits && a.num_queries >= kSinkMmaMinQueries)) {
+    sink_attention_mma(a, stream);
+    return;
+  }
   if (a.head_dim % 4 != 0) {
     std::fprintf(stderr, "sink_attention: head_dim %d is not a multiple of 4\n", a.head_dim);
     std::abort();

@@ -13,6 +13,11 @@
 // row, whose output is zero), at position positions[t], with that sequence's ring from `rings`
 // and its entries in row query_seq[t] of the entry tables; pos0 and ring are unused. One
 // sequence: its entries are row 0.
+//
+// Two kernels: fp32 on CUDA cores (sink_attention.cu) and, for V4's 64 heads of 512 dims, bf16
+// mma.sync with fp32 accumulation (sink_attention_mma.cu: Q, K and the probabilities rounded to
+// bf16). kAuto takes tensor cores for launches of at least kSinkMmaMinQueries queries. Either
+// kernel gives a query the same bits whatever else its launch holds.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +27,11 @@
 #include "deepinfer/backend/cuda/entry_pages.h"
 
 namespace deepinfer::cuda {
+
+enum class SinkKernel { kAuto, kFp32, kTensorCores };
+// Below this many queries a launch has too few blocks (one per query) for the tensor-core
+// kernel; the fp32 kernel then splits the heads over blocks. A first guess, to be measured.
+inline constexpr int64_t kSinkMmaMinQueries = 64;
 
 struct SinkAttentionArgs {
   const float* q = nullptr;     // [num_queries, num_heads, head_dim]
@@ -37,9 +47,10 @@ struct SinkAttentionArgs {
   int64_t num_queries = 0, pos0 = 0;
   int num_heads = 0, head_dim = 0, window = 0;
   float scale = 0;
-  const int32_t* query_seq = nullptr;   // device [num_queries]; null: one sequence
-  const int64_t* positions = nullptr;   // device [num_queries]
-  const float* const* rings = nullptr;  // device [sequences]
+  const int32_t* query_seq = nullptr;     // device [num_queries]; null: one sequence
+  const int64_t* positions = nullptr;     // device [num_queries]
+  const float* const* rings = nullptr;    // device [sequences]
+  SinkKernel kernel = SinkKernel::kAuto;  // kTensorCores needs 64 heads of 512 dims
 };
 
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);

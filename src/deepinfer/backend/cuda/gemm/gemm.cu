@@ -1,5 +1,6 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
+#include "deepinfer/backend/cuda/gemm/weight_gemv.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -74,11 +75,24 @@ void Gemm::run(cudaDataType_t ab, cublasComputeType_t compute, const void* w, co
 
 void Gemm::bf16(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, int64_t n, int64_t out,
                 int64_t in, cudaStream_t stream) {
+  if (batch_invariant_) {
+    DeviceMatrix m;
+    m.format = MatrixFormat::kBf16;
+    m.data = w;
+    m.rows = out;
+    m.cols = in;
+    weight_gemv(m, x, n, y, stream);
+    return;
+  }
   run(CUDA_R_16BF, CUBLAS_COMPUTE_32F, w, x, y, n, out, in, stream);
 }
 
 void Gemm::f32(const float* w, const float* x, float* y, int64_t n, int64_t out, int64_t in,
                cudaStream_t stream) {
+  if (batch_invariant_) {
+    f32_gemv(w, x, n, out, in, y, stream);
+    return;
+  }
   run(CUDA_R_32F, CUBLAS_COMPUTE_32F, w, x, y, n, out, in, stream);
 }
 

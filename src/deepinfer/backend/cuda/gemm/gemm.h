@@ -28,6 +28,13 @@ class Gemm {
   void f32(const float* w, const float* x, float* y, int64_t n, int64_t out, int64_t in,
            cudaStream_t stream);
 
+  // Batch-invariant mode (DEEPINFER_BATCH_INVARIANT): a row of Y depends on that row of X alone,
+  // bit for bit, whatever n is. cuBLASLt picks its algorithm (and split of K) by shape, so here
+  // both products, and Linear's over this Gemm, run one-warp-per-column kernels with one fixed
+  // order of sums instead (weight_gemv.h). Slower for many rows; decode barely changes.
+  void set_batch_invariant(bool on) { batch_invariant_ = on; }
+  bool batch_invariant() const { return batch_invariant_; }
+
  private:
   // What a matmul's descriptors and heuristic depend on; the ld values are derived from the
   // shape today but are part of the key so a strided caller can't alias another plan.
@@ -55,6 +62,7 @@ class Gemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 32u << 20;
+  bool batch_invariant_ = false;
 };
 
 // Elementwise fp32 -> bf16 (round to nearest even).

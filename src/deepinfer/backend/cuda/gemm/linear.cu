@@ -16,6 +16,11 @@ void Linear::reserve(int64_t elems) {
 void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_t n,
                  cudaStream_t stream) {
   if (n == 0 || w.rows == 0) return;
+  // Batch-invariant: one kernel for every n (Gemm's comment), so a row's sums never change.
+  if (gemm_.batch_invariant() && w.format != MatrixFormat::kBf16) {
+    weight_gemv(w, x, n, y, stream);
+    return;
+  }
   if (w.format == MatrixFormat::kBf16) {
     gemm_.bf16(static_cast<const __nv_bfloat16*>(w.data), x, y, n, w.rows, w.cols, stream);
     return;

@@ -5,6 +5,8 @@
 // - FP8 / MXFP4 weights, more rows (prefill, large batches): the weight is dequantized into one
 //   bf16 scratch matrix, then cuBLASLt; the scratch is reused in stream order by every call, so
 //   the device keeps one bf16 copy of the largest matrix, not of the model.
+// - In the Gemm's batch-invariant mode: weight_gemv (or Gemm's own invariant kernel for bf16) for
+//   every n.
 #pragma once
 
 #include <cuda_bf16.h>

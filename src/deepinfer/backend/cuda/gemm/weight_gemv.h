@@ -20,4 +20,16 @@ bool weight_gemv_supports(const DeviceMatrix& w);
 void weight_gemv(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y,
                  cudaStream_t stream);
 
+// y[n, out] = x[n, in] . W^T with fp32 W [out, in], x and math: one warp per output column, lanes
+// over k, a fixed order of sums per row (batch-invariant mode's router, Gemm::f32).
+void f32_gemv(const float* w, const float* x, int64_t n, int64_t out, int64_t in, float* y,
+              cudaStream_t stream);
+
+// A block-diagonal projection in one launch: w's rows split into `groups` equal blocks, block g
+// multiplying x's columns [g * w.cols, (g + 1) * w.cols). x: bf16 [n, groups * w.cols]; y: fp32
+// [n, w.rows] (the groups' outputs side by side). Each column's sum is the one weight_gemv forms
+// over that group's slice alone.
+void weight_gemv_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n,
+                         float* y, cudaStream_t stream);
+
 }  // namespace deepinfer::cuda

@@ -13,46 +13,70 @@ __device__ inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 constexpr int kSliceThreads = 128;
 constexpr int kSliceWarps = kSliceThreads / 32;
-constexpr int kSlice = 512;  // values of a token's streams per partial block
-constexpr int kAcc = 8;      // mixes a thread accumulates per pass
+constexpr int kSlice = 512;      // values of a token's streams per partial block
+constexpr int kAcc = 8;          // mixes a thread accumulates per pass
+constexpr int kBlockTokens = 4;  // tokens per block: each fn value loaded serves them all
 
 __host__ __device__ inline int64_t slices(int64_t n) { return (n + kSlice - 1) / kSlice; }
 
-// Block (s, t): over values [s * kSlice, (s + 1) * kSlice) of token t's streams X (n values),
-// part[t][s][r] = fn[r] . X for r < rows, and part[t][s][rows] = X . X.
+// Block (s, b): over values [s * kSlice, (s + 1) * kSlice) of the streams X (n values) of tokens
+// t = b * kBlockTokens + u, part[t][s][r] = fn[r] . X_t for r < rows, and part[t][s][rows] =
+// X_t . X_t. fn's slice is read once for the block's tokens (prefill re-read it per token from
+// L2, gigabytes per layer); each token's sums have the order they have alone.
 __global__ void __launch_bounds__(kSliceThreads)
-    mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int rows, float* part) {
-  __shared__ float wsum[kSliceWarps][kMaxMix + 1];
-  const int64_t t = blockIdx.y, s = blockIdx.x, S = gridDim.x;
-  const float* X = Xall + t * n;
+    mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
+                        float* part) {
+  __shared__ float wsum[kSliceWarps][kBlockTokens][kMaxMix + 1];
+  const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kBlockTokens;
+  const int tn = tokens - t0 < kBlockTokens ? static_cast<int>(tokens - t0) : kBlockTokens;
   const int64_t i0 = s * kSlice, i1 = min(n, i0 + kSlice);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float ss = 0;
-  for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) ss += X[i] * X[i];
-  ss = warp_reduce(ss, SumOp{});
-  if (lane == 0) wsum[warp][rows] = ss;
+  const float* X[kBlockTokens];
+#pragma unroll
+  for (int u = 0; u < kBlockTokens; ++u) X[u] = Xall + (t0 + (u < tn ? u : 0)) * n;
+#pragma unroll
+  for (int u = 0; u < kBlockTokens; ++u) {
+    if (u >= tn) break;
+    float ss = 0;
+    for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) ss += X[u][i] * X[u][i];
+    ss = warp_reduce(ss, SumOp{});
+    if (lane == 0) wsum[warp][u][rows] = ss;
+  }
   for (int r0 = 0; r0 < rows; r0 += kAcc) {
-    float acc[kAcc];
+    float acc[kBlockTokens][kAcc];
 #pragma unroll
-    for (int j = 0; j < kAcc; ++j) acc[j] = 0.0f;
+    for (int u = 0; u < kBlockTokens; ++u)
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j) acc[u][j] = 0.0f;
     for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) {
-      const float x = X[i];
+      float f[kAcc];
 #pragma unroll
-      for (int j = 0; j < kAcc; ++j)
-        if (r0 + j < rows) acc[j] += fn[(r0 + j) * n + i] * x;
+      for (int j = 0; j < kAcc; ++j) f[j] = r0 + j < rows ? fn[(r0 + j) * n + i] : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kBlockTokens; ++u) {
+        const float x = X[u][i];
+#pragma unroll
+        for (int j = 0; j < kAcc; ++j) acc[u][j] += f[j] * x;
+      }
     }
 #pragma unroll
-    for (int j = 0; j < kAcc; ++j) {
-      const float v = warp_reduce(acc[j], SumOp{});
-      if (lane == 0 && r0 + j < rows) wsum[warp][r0 + j] = v;
+    for (int u = 0; u < kBlockTokens; ++u) {
+      if (u >= tn) break;
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j) {
+        const float v = warp_reduce(acc[u][j], SumOp{});
+        if (lane == 0 && r0 + j < rows) wsum[warp][u][r0 + j] = v;
+      }
     }
   }
   __syncthreads();
-  float* out = part + (t * S + s) * (rows + 1);
-  for (int r = threadIdx.x; r <= rows; r += kSliceThreads) {
-    float v = 0;
-    for (int w = 0; w < kSliceWarps; ++w) v += wsum[w][r];
-    out[r] = v;
+  for (int u = 0; u < tn; ++u) {
+    float* out = part + ((t0 + u) * S + s) * (rows + 1);
+    for (int r = threadIdx.x; r <= rows; r += kSliceThreads) {
+      float v = 0;
+      for (int w = 0; w < kSliceWarps; ++w) v += wsum[w][u][r];
+      out[r] = v;
+    }
   }
 }
 
@@ -62,26 +86,38 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
     std::abort();
   }
   const int64_t n = a.hc * a.hidden;
-  const dim3 grid(static_cast<unsigned>(slices(n)), static_cast<unsigned>(a.tokens));
-  mix_partials_kernel<<<grid, kSliceThreads, 0, stream>>>(a.fn, X, n, rows, a.partials);
+  const dim3 grid(static_cast<unsigned>(slices(n)),
+                  static_cast<unsigned>((a.tokens + kBlockTokens - 1) / kBlockTokens));
+  mix_partials_kernel<<<grid, kSliceThreads, 0, stream>>>(a.fn, X, n, a.tokens, rows, a.partials);
   DI_CUDA_LAUNCH_CHECK();
 }
+
+// The partial sums a token's mixes read, staged in shared memory by the whole block first: the
+// sums below then walk shared memory instead of S dependent global loads each (decode's latency).
+constexpr int kMaxStaged = 64 * (kMaxMix + 1);
 
 // m[r] = fn[r] . (X * rsqrt(mean(X^2) + eps)) for token blockIdx.x from its partial sums (the
 // norm factor is a scalar, so it multiplies the raw dot products), summed in slice order.
 __device__ void mixes(const HcArgs& a, int rows, float* m) {
   __shared__ float inv;
+  __shared__ float staged[kMaxStaged];
   const int64_t n = a.hc * a.hidden, S = slices(n), t = blockIdx.x;
   const float* part = a.partials + t * S * (rows + 1);
+  const int64_t total = S * (rows + 1);
+  const bool stage = total <= kMaxStaged;
+  if (stage)
+    for (int64_t i = threadIdx.x; i < total; i += blockDim.x) staged[i] = part[i];
+  __syncthreads();
+  const float* src = stage ? staged : part;
   if (threadIdx.x == 0) {
     float ss = 0;
-    for (int64_t s = 0; s < S; ++s) ss += part[s * (rows + 1) + rows];
+    for (int64_t s = 0; s < S; ++s) ss += src[s * (rows + 1) + rows];
     inv = rsqrtf(ss / static_cast<float>(n) + a.norm_eps);
   }
   __syncthreads();
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
     float acc = 0;
-    for (int64_t s = 0; s < S; ++s) acc += part[s * (rows + 1) + r];
+    for (int64_t s = 0; s < S; ++s) acc += src[s * (rows + 1) + r];
     m[r] = acc * inv;
   }
   __syncthreads();
@@ -89,52 +125,71 @@ __device__ void mixes(const HcArgs& a, int rows, float* m) {
 
 // pre_in null: the collapse uses the site's own pre (V4). Otherwise (V4.1's deferred mHC) it uses
 // pre_in (the previous site's), and the site's own pre goes to pre_out (which may alias pre_in).
+// Sinkhorn runs on warp 0, lane j * hc + k holding comb[j][k]; each sum keeps the serial order.
 __global__ void hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out,
                               float* y, float* post, float* comb) {
-  __shared__ float m[kMaxMix], pre[kMaxHc], c[kMaxHc * kMaxHc], collapse[kMaxHc];
+  __shared__ float m[kMaxMix], collapse[kMaxHc];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
   const float* X = Xall + t * hc * H;
   mixes(a, (2 + hc) * hc, m);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
     const float eps = a.hc_eps;
-    for (int j = 0; j < hc; ++j) {
-      pre[j] = sigmoidf(m[j] * a.scale[0] + a.base[j]) + eps;
-      post[t * hc + j] = 2.0f * sigmoidf(m[hc + j] * a.scale[1] + a.base[hc + j]);
-      collapse[j] = pre_in ? pre_in[t * hc + j] : pre[j];
-      if (pre_out) pre_out[t * hc + j] = pre[j];
+    const int lane = threadIdx.x;
+    if (lane < hc) {
+      const float pre = sigmoidf(m[lane] * a.scale[0] + a.base[lane]) + eps;
+      post[t * hc + lane] = 2.0f * sigmoidf(m[hc + lane] * a.scale[1] + a.base[hc + lane]);
+      collapse[lane] = pre_in ? pre_in[t * hc + lane] : pre;
+      if (pre_out) pre_out[t * hc + lane] = pre;
     }
-    // Sinkhorn: row softmax + eps, column normalize, then (iters - 1) x (row, column).
-    for (int j = 0; j < hc; ++j) {
-      float mx = -INFINITY;
-      for (int k = 0; k < hc; ++k) {
-        c[j * hc + k] = m[2 * hc + j * hc + k] * a.scale[2] + a.base[2 * hc + j * hc + k];
-        mx = fmaxf(mx, c[j * hc + k]);
-      }
+    // Cell i = j * hc + k of comb lives on lane i % 32, slot i / 32 (a second slot only when
+    // hc * hc > 32). Every sum walks its cells in the serial order, so the bits are the ones a
+    // single thread would get.
+    const int cells = hc * hc, slots = cells > 32 ? 2 : 1;
+    float c[2] = {0.0f, 0.0f};
+    int jj[2] = {0, 0}, kk[2] = {0, 0};
+    bool live[2] = {false, false};
+    for (int h = 0; h < slots; ++h) {
+      const int i = lane + 32 * h;
+      live[h] = i < cells;
+      if (!live[h]) continue;
+      jj[h] = i / hc;
+      kk[h] = i % hc;
+      c[h] = m[2 * hc + i] * a.scale[2] + a.base[2 * hc + i];
+    }
+    const auto cell_value = [&](int cell) {
+      const float x0 = __shfl_sync(0xffffffffu, c[0], cell & 31);
+      if (slots == 1) return x0;
+      const float x1 = __shfl_sync(0xffffffffu, c[1], cell & 31);
+      return cell < 32 ? x0 : x1;
+    };
+    // Row (or column) h's sum of the walk, for this lane's cell in slot h.
+    const auto sum = [&](bool col, int h) {
       float s = 0;
-      for (int k = 0; k < hc; ++k) s += (c[j * hc + k] = expf(c[j * hc + k] - mx));
-      for (int k = 0; k < hc; ++k) c[j * hc + k] = c[j * hc + k] / s + eps;
-    }
-    auto col_norm = [&] {
-      for (int k = 0; k < hc; ++k) {
-        float s = 0;
-        for (int j = 0; j < hc; ++j) s += c[j * hc + k];
-        for (int j = 0; j < hc; ++j) c[j * hc + k] /= (s + eps);
-      }
+      for (int i = 0; i < hc; ++i) s += cell_value(col ? i * hc + kk[h] : jj[h] * hc + i);
+      return s;
     };
-    auto row_norm = [&] {
-      for (int j = 0; j < hc; ++j) {
-        float s = 0;
-        for (int k = 0; k < hc; ++k) s += c[j * hc + k];
-        for (int k = 0; k < hc; ++k) c[j * hc + k] /= (s + eps);
-      }
+    // Sinkhorn: row softmax + eps, column normalize, then (iters - 1) x (row, column).
+    float mx[2] = {-INFINITY, -INFINITY};
+    for (int h = 0; h < slots; ++h)
+      for (int i = 0; i < hc; ++i) mx[h] = fmaxf(mx[h], cell_value(jj[h] * hc + i));
+    for (int h = 0; h < slots; ++h) c[h] = live[h] ? expf(c[h] - mx[h]) : 0.0f;
+    float rs[2] = {0.0f, 0.0f};
+    for (int h = 0; h < slots; ++h) rs[h] = sum(false, h);
+    for (int h = 0; h < slots; ++h) c[h] = live[h] ? c[h] / rs[h] + eps : 0.0f;
+    const auto norm = [&](bool col) {
+      float d[2] = {0.0f, 0.0f};
+      for (int h = 0; h < slots; ++h) d[h] = sum(col, h);
+      for (int h = 0; h < slots; ++h)
+        if (live[h]) c[h] /= (d[h] + eps);
     };
-    col_norm();
+    norm(true);
     for (int it = 1; it < a.sinkhorn_iters; ++it) {
-      row_norm();
-      col_norm();
+      norm(false);
+      norm(true);
     }
-    for (int i = 0; i < hc * hc; ++i) comb[t * hc * hc + i] = c[i];
+    for (int h = 0; h < slots; ++h)
+      if (live[h]) comb[t * cells + lane + 32 * h] = c[h];
   }
   __syncthreads();
   for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {

@@ -30,11 +30,14 @@ inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + 255) /
 void combine_slots(const float* slots, const float* shared, int64_t tokens, int k, int64_t d,
                    float* out, cudaStream_t stream);
 
-// What the grouped kernels (grouped_experts.cu, grouped_experts_mma.cu) read: the slots grouped
-// per expert, offsets[e] ..< offsets[e + 1] in `order`.
+// What the grouped kernels (grouped_experts.cu, grouped_experts_mma.cu, grouped_experts_w4.cu)
+// read: the slots grouped per expert, offsets[e] ..< offsets[e + 1] in `order`; the experts
+// that have slots, ascending, in active[0 .. *num_active).
 struct GroupedArgs {
   const ExpertWeights* experts;
   const int32_t* offsets;
+  const int32_t* active;
+  const int32_t* num_active;
   const int32_t* order;
   const float* weights;     // [tokens * top_k], by slot
   const __nv_bfloat16* xb;  // [tokens, hidden]
@@ -45,6 +48,17 @@ struct GroupedArgs {
   float lim;
   bool before;  // the routing weight scales h (else w2's output)
 };
+
+// A grouped kernel's grid has a row per expert that can have slots (grouped_grid_rows), not one
+// per expert: a decode step touches a few of 256, and 16k blocks that only find no rows cost
+// tens of microseconds per launch. Row y takes the y-th expert with slots; -1 past the last.
+inline unsigned grouped_grid_rows(int num_experts, int64_t slots) {
+  return static_cast<unsigned>(slots < num_experts ? slots : num_experts);
+}
+__device__ inline int grouped_expert(const GroupedArgs& a) {
+  const int y = static_cast<int>(blockIdx.y);
+  return y < *a.num_active ? a.active[y] : -1;
+}
 
 // What a grouped kernel's block multiplies for expert e: w1 and w3 (gate-up: in = hidden, out =
 // inter) or w2 (down: in = inter, out = hidden).

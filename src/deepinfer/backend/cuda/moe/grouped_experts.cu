@@ -26,11 +26,13 @@ size_t group_smem(int num_experts) {
   return sizeof(int32_t) * static_cast<size_t>(num_experts) * (kGroupWarps + 1);
 }
 
-// One block. order[offsets[e] ..< offsets[e + 1]] = expert e's slots, ascending. Counts come from
+// One block. order[offsets[e] ..< offsets[e + 1]] = expert e's slots, ascending; active[] the
+// experts with slots, ascending, *num_active of them. Counts come from
 // shared-memory atomics (order-free); placement goes a tile of slots at a time: a warp ranks its
 // equal ids with __match_any_sync and learns, per expert, how many the warps before it hold.
 __global__ void __launch_bounds__(kGroupThreads)
-    group_kernel(const int32_t* ids, int64_t n, int num_experts, int32_t* offsets, int32_t* order) {
+    group_kernel(const int32_t* ids, int64_t n, int num_experts, int32_t* offsets, int32_t* active,
+                 int32_t* num_active, int32_t* order) {
   extern __shared__ int32_t group_sm[];
   const int E = num_experts;
   int32_t* next = group_sm;         // [E]: the count, then the next free position
@@ -51,18 +53,27 @@ __global__ void __launch_bounds__(kGroupThreads)
   // Exclusive scan of the counts, each thread owning a contiguous run of experts.
   const int per = (E + kGroupThreads - 1) / kGroupThreads;
   const int lo = min(E, tid * per), hi = min(E, lo + per);
-  int mine = 0;
-  for (int e = lo; e < hi; ++e) mine += next[e];
+  int mine = 0, mine_active = 0;
+  for (int e = lo; e < hi; ++e) {
+    mine += next[e];
+    mine_active += next[e] > 0;
+  }
   using Scan = cub::BlockScan<int, kGroupThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
-  int at = 0, total = 0;
+  int at = 0, total = 0, act = 0, total_active = 0;
   Scan(scan_tmp).ExclusiveSum(mine, at, total);
+  __syncthreads();  // scan_tmp is reused
+  Scan(scan_tmp).ExclusiveSum(mine_active, act, total_active);
   for (int e = lo; e < hi; ++e) {
     const int c = next[e];
     offsets[e] = next[e] = at;
     at += c;
+    if (c > 0) active[act++] = e;
   }
-  if (tid == 0) offsets[E] = total;
+  if (tid == 0) {
+    offsets[E] = total;
+    *num_active = total_active;
+  }
   __syncthreads();
 
   for (int64_t base = 0; base < n; base += kGroupThreads) {
@@ -121,7 +132,8 @@ extern __shared__ uint4 gemm_sm[];  // 16-byte aligned staging rows
 template <bool kGateUp, MatrixFormat F>
 __global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
   constexpr int NW = kGateUp ? 2 : 1;
-  const int e = blockIdx.y;
+  const int e = moe_detail::grouped_expert(a);
+  if (e < 0) return;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
   if (rows == 0) return;
   const moe_detail::ExpertPass<kGateUp> pass(a, e);
@@ -231,7 +243,7 @@ void MoeRunner::reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64
   check_num_experts(num_experts);
   const size_t T = static_cast<size_t>(tokens), n = T * static_cast<size_t>(top_k);
   Grouped& g = grouped_;
-  grow(g.offsets, static_cast<size_t>(num_experts) + 1);
+  grow(g.offsets, 2 * static_cast<size_t>(num_experts) + 2);  // offsets, active, num_active
   grow(g.order, n);
   grow(g.xb, T * hidden);
   grow(g.h, n * inter);
@@ -261,18 +273,22 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
     fail("hidden and inter must be multiples of the expert format's 16-byte load");
   const size_t n = static_cast<size_t>(T) * K;
   const Grouped& g = grouped_;
-  int32_t* offsets = reserved(g.offsets, static_cast<size_t>(E) + 1, "offsets");
+  int32_t* offsets = reserved(g.offsets, 2 * static_cast<size_t>(E) + 2, "offsets");
+  int32_t* active = offsets + E + 1;
+  int32_t* num_active = active + E;
   int32_t* order = reserved(g.order, n, "order");
   __nv_bfloat16* xb = reserved(g.xb, T * H, "xb");
 
   group_kernel<<<1, kGroupThreads, group_smem(E), stream>>>(a.expert_ids, static_cast<int64_t>(n),
-                                                            E, offsets, order);
+                                                            E, offsets, active, num_active, order);
   DI_CUDA_LAUNCH_CHECK();
   to_bf16(a.x, T * H, xb, stream);  // the GPU rounds expert inputs to bf16 (as run() does)
 
   GroupedArgs ga;
   ga.experts = a.device_experts;
   ga.offsets = offsets;
+  ga.active = active;
+  ga.num_active = num_active;
   ga.order = order;
   ga.weights = a.weights;
   ga.xb = xb;
@@ -283,20 +299,23 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   ga.top_k = K;
   ga.lim = a.swiglu_limit;
   ga.before = a.weight_before_w2;
-  if (T >= a.grouped_mma_min_tokens && a.expert_format == MatrixFormat::kMxfp4 &&
+  // Batch-invariant: the kernel (and with it each row's order of sums) must not depend on T; the
+  // tensor-core forms' rows are independent of each other and of the rows per pass.
+  const int64_t mma_from = linear_.gemm().batch_invariant() ? 1 : a.grouped_mma_min_tokens;
+  if (T >= mma_from && a.expert_format == MatrixFormat::kMxfp4 &&
       moe_detail::grouped_w4_fits(H, I)) {
     moe_detail::launch_grouped_w4(true, ga, E, T, stream);
     moe_detail::launch_grouped_w4(false, ga, E, T, stream);
-  } else if (T >= a.grouped_mma_min_tokens && H % moe_detail::kMmaK == 0 &&
-             I % moe_detail::kMmaK == 0) {
+  } else if (T >= mma_from && H % moe_detail::kMmaK == 0 && I % moe_detail::kMmaK == 0) {
     moe_detail::launch_grouped_mma(true, a.expert_format, ga, E, T, stream);
     moe_detail::launch_grouped_mma(false, a.expert_format, ga, E, T, stream);
   } else {
     const auto tiles = [](int64_t c) { return static_cast<unsigned>((c + kCols - 1) / kCols); };
     ensure_smem<true>(H);
-    launch_experts<true>(a.expert_format, dim3(tiles(I), E), gemm_smem(H), ga, stream);
+    const unsigned rows = moe_detail::grouped_grid_rows(E, static_cast<int64_t>(n));
+    launch_experts<true>(a.expert_format, dim3(tiles(I), rows), gemm_smem(H), ga, stream);
     ensure_smem<false>(I);
-    launch_experts<false>(a.expert_format, dim3(tiles(H), E), gemm_smem(I), ga, stream);
+    launch_experts<false>(a.expert_format, dim3(tiles(H), rows), gemm_smem(I), ga, stream);
   }
 
   float* shared = nullptr;

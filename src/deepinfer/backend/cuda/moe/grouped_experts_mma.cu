@@ -101,7 +101,8 @@ template <bool kGateUp, MatrixFormat F, int MT>
 __global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
   constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = kM * MT;
   __shared__ Tiles<NW, MT> t;
-  const int e = blockIdx.y;
+  const int e = grouped_expert(a);
+  if (e < 0) return;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
   if (rows == 0) return;
   const moe_detail::ExpertPass<kGateUp> pass(a, e);
@@ -200,7 +201,8 @@ void launch(MatrixFormat f, dim3 grid, const GroupedArgs& a, cudaStream_t stream
 void launch_grouped_mma(bool gate_up, MatrixFormat format, const GroupedArgs& a, int num_experts,
                         int64_t tokens, cudaStream_t stream) {
   const int64_t out = gate_up ? a.inter : a.hidden;
-  const dim3 grid(static_cast<unsigned>((out + kN - 1) / kN), static_cast<unsigned>(num_experts));
+  const dim3 grid(static_cast<unsigned>((out + kN - 1) / kN),
+                  grouped_grid_rows(num_experts, tokens * a.top_k));
   // 64-row passes once an expert averages more than 16 rows (prefill chunks).
   const bool wide = tokens * a.top_k > int64_t{kM} * num_experts;
   if (gate_up)

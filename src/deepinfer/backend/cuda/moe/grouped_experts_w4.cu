@@ -7,10 +7,12 @@
 //
 // The trick that makes that possible: a dot product does not care in which order k is walked, so
 // the mma's k positions are mapped onto the tile's k so that one thread's weight values are
-// contiguous. In mma step ks (0..7) the thread with t = lane % 4 takes k positions {2t, 2t+1,
-// 2t+8, 2t+9}; they stand for tile k 32t + 4ks + {0, 1, 2, 3}. So thread t reads exactly the
-// tile's k [32t, 32t + 32): 16 bytes and one E8M0 scale per column. The activation fragments
-// follow the same map, read as 16-byte words of shared memory (swizzled against bank conflicts).
+// contiguous and cheap to expand. Thread t (= lane % 4) reads the tile's k [32t, 32t + 32): 16
+// bytes and one E8M0 scale per column; word p of them holds k 32t + 8p + i in nibble i. In mma
+// step 2p + h its k positions {2t, 2t+1} stand for nibbles (2h, 2h + 4) and {2t+8, 2t+9} for
+// (2h + 1, 2h + 5): each pair sits 16 bits apart in the word, so one shift puts both where a
+// bf16x2 wants them. The activation fragments follow the same map: 16-byte words of shared
+// memory (swizzled against bank conflicts), their halves paired by byte permutes.
 // Every expanded weight is the value weight_rows.cuh gives (stored value times its power-of-two
 // scale, exact in bf16), so this kernel differs from the others only in the order of the sums.
 #include <cuda_bf16.h>
@@ -24,7 +26,11 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBN = 16 * kWarps;    // columns per block, of each matrix: a warp owns 16
+constexpr int kBN = 16 * kWarps;  // columns per block, of each matrix: a warp owns 16
+#ifndef W4_MIN_BLOCKS
+#define W4_MIN_BLOCKS 2
+#endif
+constexpr int kW4MinBlocks = W4_MIN_BLOCKS;
 constexpr int kBK = 128;            // k per tile
 constexpr int kColBytes = kBK / 2;  // a column's packed bytes per tile
 constexpr int kChunks = kBK / 8;    // 16-byte chunks of an activation row per tile
@@ -80,41 +86,40 @@ __device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// A column's E8M0 scale as two bf16x2 factors whose product scales a raw expanded pair (below)
-// exactly: one factor 2^(b - 1) where that is a normal bf16 (b in 1..128, every real checkpoint),
-// else 2^126 then the scale itself (2^-127 for b = 0, NaN for 255, as weight_rows::e8m0).
-struct Scale {
-  __nv_bfloat162 first, second;
-};
-__device__ inline __nv_bfloat162 bf16x2_bits(uint32_t half) {
-  const uint32_t w = half | (half << 16);
-  return *reinterpret_cast<const __nv_bfloat162*>(&w);
+// A column's E8M0 scale b as the factor that makes a raw pair (below) exact: 2^(b - 1), a bf16
+// for b <= 128 (every real checkpoint; b = 0 is 2^-127, as weight_rows::e8m0). Past that, 2^126
+// (the raw bits' own offset) and then the scale itself (NaN for 255), a second multiply.
+__device__ inline uint32_t bf16x2_bits(uint32_t half) { return half | (half << 16); }
+__device__ inline uint32_t first_factor(uint32_t b) {
+  return bf16x2_bits(b <= 128 ? (b + 126) << 7 : 253u << 7);
 }
-__device__ inline Scale scale_of(uint32_t b) {
-  if (b >= 1 && b <= 128) return {bf16x2_bits((b + 126) << 7), bf16x2_bits(0x3f80u)};
-  const uint32_t s = b == 0 ? 0x0040u : b == 255 ? 0x7fc0u : b << 7;
-  return {bf16x2_bits(253u << 7), bf16x2_bits(s)};
+__device__ inline uint32_t second_factor(uint32_t b) {
+  return bf16x2_bits(b <= 128 ? 0x3f80u : b == 255 ? 0x7fc0u : b << 7);
+}
+__device__ inline uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                   *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// Two E2M1 nibbles (the even k in the low one) -> a bf16x2 of their raw bits: sign to bit 15,
-// exponent and mantissa to bits 6..8, so the bits read as value * 2^-126 (0.5 is the subnormal
-// 2^-127). Scale's factors then make it exact.
-__device__ inline uint32_t fp4x2_raw(uint32_t x) {
-  return ((x & 0x7u) << 6) | ((x & 0x8u) << 12) | ((x & 0x70u) << 18) | ((x & 0x80u) << 24);
-}
-__device__ inline uint32_t expand_pair(uint32_t x, const Scale& s) {
-  const uint32_t raw = fp4x2_raw(x);
-  __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&raw), s.first);
-  v = __hmul2(v, s.second);
-  return *reinterpret_cast<const uint32_t*>(&v);
+// Nibbles I and I + 4 of w (E2M1) -> a bf16x2 of their raw bits: sign to bit 15 (31), exponent
+// and mantissa to bits 6..8 (22..24), so the bits read as value * 2^-126 (0.5 is the subnormal
+// 2^-127); then scaled exactly. `b`: the E8M0 byte, read only when `twice` (some column's b is
+// past 128).
+template <int I>
+__device__ inline uint32_t expand_pair(uint32_t w, uint32_t first, bool twice, uint32_t b) {
+  const uint32_t v = w << (12 - 4 * I);
+  const uint32_t r = mul_bf16x2((v & 0x80008000u) | ((v >> 6) & 0x01C001C0u), first);
+  return twice ? mul_bf16x2(r, second_factor(b)) : r;
 }
 
 template <bool kGateUp, int MT>
-__global__ void __launch_bounds__(kThreads, 2) w4_kernel(GroupedArgs a) {
+__global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs a) {
   constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT>();
   using L = StageLayout<NW, MT>;
   extern __shared__ __align__(16) uint8_t w4_sm[];
-  const int e = blockIdx.y;
+  const int e = grouped_expert(a);
+  if (e < 0) return;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
   if (rows == 0) return;
   const ExpertPass<kGateUp> pass(a, e);
@@ -198,15 +203,19 @@ __global__ void __launch_bounds__(kThreads, 2) w4_kernel(GroupedArgs a) {
       commit();
       const uint8_t* st = w4_sm + (tile % S) * L::kBytes;
       uint4 raw[NW][2];
-      Scale sc[NW][2];
+      uint32_t first[NW][2], sbytes = 0;  // sbytes: byte 2j + nt is that column's E8M0
 #pragma unroll
       for (int j = 0; j < NW; ++j)
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           const int col = j * kBN + warp * 16 + nt * 8 + g;
           raw[j][nt] = *reinterpret_cast<const uint4*>(st + col * kColBytes + 16 * t);
-          sc[j][nt] = scale_of(st[L::kW + 4 * col + t]);
+          const uint32_t sb = st[L::kW + 4 * col + t];
+          first[j][nt] = first_factor(sb);
+          sbytes |= sb << (8 * (2 * j + nt));
         }
+      // Past 128 only in a synthetic checkpoint: then every column takes the second multiply.
+      const bool twice = __vcmpgtu4(sbytes, 0x80808080u) != 0;
       const uint8_t* xs = st + L::kW + L::kS;
 #pragma unroll
       for (int p = 0; p < 4; ++p) {  // mma steps 2p and 2p + 1: chunk 4t + p of each row
@@ -216,11 +225,11 @@ __global__ void __launch_bounds__(kThreads, 2) w4_kernel(GroupedArgs a) {
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) {
             const uint32_t w = reinterpret_cast<const uint32_t*>(&raw[j][nt])[p];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              b[h][j][nt][0] = expand_pair((w >> (16 * h)) & 0xffu, sc[j][nt]);
-              b[h][j][nt][1] = expand_pair((w >> (16 * h + 8)) & 0xffu, sc[j][nt]);
-            }
+            const uint32_t sb = (sbytes >> (8 * (2 * j + nt))) & 0xffu;
+            b[0][j][nt][0] = expand_pair<0>(w, first[j][nt], twice, sb);
+            b[0][j][nt][1] = expand_pair<1>(w, first[j][nt], twice, sb);
+            b[1][j][nt][0] = expand_pair<2>(w, first[j][nt], twice, sb);
+            b[1][j][nt][1] = expand_pair<3>(w, first[j][nt], twice, sb);
           }
         const int c = 4 * t + p;
 #pragma unroll
@@ -231,7 +240,13 @@ __global__ void __launch_bounds__(kThreads, 2) w4_kernel(GroupedArgs a) {
               *reinterpret_cast<const uint4*>(xs + (r0 * kChunks + swizzle(r0, c)) * 16);
           const uint4 x1 =
               *reinterpret_cast<const uint4*>(xs + (r1 * kChunks + swizzle(r1, c)) * 16);
-          const uint32_t fa[2][4] = {{x0.x, x1.x, x0.y, x1.y}, {x0.z, x1.z, x0.w, x1.w}};
+          // Values k 0..7 of the chunk are x.x = (0, 1), .y = (2, 3), .z = (4, 5), .w = (6, 7):
+          // step h pairs (2h, 2h + 4) and (2h + 1, 2h + 5).
+          const uint32_t fa[2][4] = {
+              {__byte_perm(x0.x, x0.z, 0x5410), __byte_perm(x1.x, x1.z, 0x5410),
+               __byte_perm(x0.x, x0.z, 0x7632), __byte_perm(x1.x, x1.z, 0x7632)},
+              {__byte_perm(x0.y, x0.w, 0x5410), __byte_perm(x1.y, x1.w, 0x5410),
+               __byte_perm(x0.y, x0.w, 0x7632), __byte_perm(x1.y, x1.w, 0x7632)}};
 #pragma unroll
           for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -305,7 +320,8 @@ void ensure_grouped_w4_smem() {
 void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
                        cudaStream_t stream) {
   const int64_t out = gate_up ? a.inter : a.hidden;
-  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>(num_experts));
+  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN),
+                  grouped_grid_rows(num_experts, tokens * a.top_k));
   // 64-row passes once an expert averages more than 16 rows (prefill chunks).
   const bool wide = tokens * a.top_k > int64_t{16} * num_experts;
   if (gate_up)

@@ -147,32 +147,48 @@ __device__ inline void load(const Row& r, int64_t k, float* f) {
 }
 
 // acc[j][r] = W_j[row] . x[r, :] for r < rn (rows of x `ldx` apart, bf16), summed over the warp
-// (every lane gets it). Lanes stride over k a 16-byte load at a time; fp32 accumulation.
+// (every lane gets it). Lanes stride over k a 16-byte load at a time; fp32 accumulation. Each lane
+// fetches kAhead of its words before expanding the first, so a warp keeps kAhead * 512 bytes of
+// a row in flight (one at a time left small matrices, whose few warps fill no SM, far below the
+// memory bandwidth); the sums keep the order of one word after another.
 // Needs in % per_load(F) == 0 and 16-byte aligned rows of both operands.
 template <MatrixFormat F, int NW, int R>
 __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int64_t ldx, int64_t in,
                                 int rn, float (&acc)[NW][R]) {
   constexpr int P = DeviceMatrix::per_load(F);
+  constexpr int kAhead = 4;
 #pragma unroll
   for (int j = 0; j < NW; ++j)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[j][r] = 0.0f;
-  for (int64_t k = (threadIdx.x & 31) * P; k < in; k += 32 * P) {
-    float wf[NW][P];
+  for (int64_t k0 = (threadIdx.x & 31) * P; k0 < in; k0 += kAhead * 32 * P) {
+    uint4 q[kAhead][NW];
+    uint32_t sb[kAhead][NW];
 #pragma unroll
-    for (int j = 0; j < NW; ++j) load<F>(w[j], k, wf[j]);
+    for (int u = 0; u < kAhead; ++u)
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (r >= rn) break;
-      const auto* xp = reinterpret_cast<const uint4*>(x + r * ldx + k);
+      for (int j = 0; j < NW; ++j)
+        if (k0 + u * 32 * P < in) fetch<F>(w[j], k0 + u * 32 * P, &q[u][j], &sb[u][j]);
 #pragma unroll
-      for (int q = 0; q < P / 8; ++q) {
-        float xf[8];
-        unpack8(xp[q], xf);
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t k = k0 + u * 32 * P;
+      if (k >= in) break;
+      float wf[NW][P];
 #pragma unroll
-        for (int j = 0; j < NW; ++j)
+      for (int j = 0; j < NW; ++j) expand<F>(q[u][j], sb[u][j], wf[j]);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[j][r] = fmaf(wf[j][q * 8 + i], xf[i], acc[j][r]);
+      for (int r = 0; r < R; ++r) {
+        if (r >= rn) break;
+        const auto* xp = reinterpret_cast<const uint4*>(x + r * ldx + k);
+#pragma unroll
+        for (int qq = 0; qq < P / 8; ++qq) {
+          float xf[8];
+          unpack8(xp[qq], xf);
+#pragma unroll
+          for (int j = 0; j < NW; ++j)
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[j][r] = fmaf(wf[j][qq * 8 + i], xf[i], acc[j][r]);
+        }
       }
     }
   }

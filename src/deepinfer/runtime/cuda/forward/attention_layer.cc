@@ -10,6 +10,7 @@
 
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
+#include "deepinfer/backend/cuda/gemm/weight_gemv.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
 #include "deepinfer/runtime/cuda/forward/forward_context.h"
@@ -37,6 +38,9 @@ SinkAttentionArgs sink_args(const ForwardContext& m, const AttentionWeights& w) 
   a.head_dim = c.head_dim;
   a.window = c.sliding_window;
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Batch-invariant: one kernel at every launch width (the tensor-core one is taken only from
+  // kSinkMmaMinQueries queries, so a query would round differently alone and in a chunk).
+  if (m.gemm.batch_invariant()) a.kernel = SinkKernel::kFp32;
   return a;
 }
 
@@ -257,7 +261,19 @@ void grouped_output(Linear& lin, ForwardScratch& sc, const DeviceMatrix& wo_a,
     std::fprintf(stderr, "cuda forward: wo_a/wo_b do not match the grouped output's dims\n");
     std::abort();
   }
-  // Group g's heads (gin values) go through wo_a's g-th row block.
+  // Group g's heads (gin values) go through wo_a's g-th row block. Decode's few rows: one grouped
+  // launch over o as it lies, writing z's layout (the same sums as one launch per group).
+  if (n <= Linear::kGemvMaxRows && wo_a.format != MatrixFormat::kBf16 &&
+      weight_gemv_supports(wo_a)) {
+    __nv_bfloat16* ob = grow(sc.ob, n * groups * gin);
+    to_bf16(o, n * groups * gin, ob, s);
+    float* z = grow(sc.z, n * groups * ol);
+    weight_gemv_grouped(wo_a, groups, ob, n, z, s);
+    __nv_bfloat16* zb = grow(sc.zb, n * groups * ol);
+    to_bf16(z, n * groups * ol, zb, s);
+    lin.run(wo_b, zb, out, n, s);
+    return;
+  }
   __nv_bfloat16* ob = grow(sc.ob, n * groups * gin);
   split_groups_bf16(o, n, groups, gin, ob, s);
   float* zg = grow(sc.zg, n * groups * ol);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "deepinfer/backend/cuda/indexer/indexer.h"
@@ -49,7 +50,9 @@ struct CudaModel::Impl {
         main_inv_freq(v4::RopeTable(c.rope_theta, c.rope_dim, nullptr).inv_freq()),
         compress_inv_freq(v4::RopeTable(c.compress_rope_theta, c.rope_dim, &c.yarn).inv_freq()) {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    gemm.set_batch_invariant(o.batch_invariant);
     linear.reserve(w.largest_quantized());  // before any graph capture
+    if (o.drafting && c.num_mtp_layers > 0) mtp.emplace(resolve_mtp(c, w));
   }
 
   // The decode step's fixed buffers, then the page pool and the slots (load's last step).
@@ -183,12 +186,19 @@ struct CudaModel::Impl {
     return a;
   }
 
-  // One block (spec §6.2-6.9): per sub-layer hc_pre, its norm, the sub-layer, hc_post.
+  // One block (spec §6.2-6.9): per sub-layer hc_pre, its norm, the sub-layer, hc_post. The FFN
+  // sub-layer runs for rows [ffn_from, n) only (YOCO: nothing reads the others' streams).
   void block(const ForwardContext& ctx, int l, float* X, const int32_t* ids, int64_t n,
-             const int64_t* positions, const std::vector<RowSegment>& segs) {
+             const int64_t* positions, const std::vector<RowSegment>& segs, int64_t ffn_from = 0) {
+    block_of(ctx, l, layers[l], c.compress_ratio(l), c.is_hash_layer(l), X, ids, n, positions, segs,
+             ffn_from);
+  }
+  // The same for any block's weights (the MTP layer's is layer num_layers of the state).
+  void block_of(const ForwardContext& ctx, int l, const LayerWeights& L, int ratio, bool hash,
+                float* X, const int32_t* ids, int64_t n, const int64_t* positions,
+                const std::vector<RowSegment>& segs, int64_t ffn_from = 0) {
     ForwardContext m = ctx;
     m.layer = l;
-    const LayerWeights& L = layers[l];
     const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
     float* y = grow(s.y, n * H);
@@ -196,60 +206,75 @@ struct CudaModel::Impl {
     float* comb = grow(s.comb, n * hc * hc);
     float* f = grow(s.f, n * H);
     for (const bool attn : {true, false}) {
-      hc_pre(hc_args(attn ? L.hc_attn : L.hc_ffn, n), X, y, post, comb, stream);
-      rms_norm(y, attn ? L.attn_norm : L.ffn_norm, n, H, m.eps(), y, stream);
+      const int64_t t0 = attn ? 0 : ffn_from, k = n - t0;  // rows t0.. of this sub-layer
+      if (k <= 0) continue;
+      float* Xt = X + t0 * hc * H;
+      hc_pre(hc_args(attn ? L.hc_attn : L.hc_ffn, k), Xt, y, post, comb, stream);
+      rms_norm(y, attn ? L.attn_norm : L.ffn_norm, k, H, m.eps(), y, stream);
       m.mark("mhc + norms");
       if (attn)
-        attention_layer(m, L.attn, c.compress_ratio(l), y, n, positions, segs, f);
+        attention_layer(m, L.attn, ratio, y, n, positions, segs, f);
       else
-        moe_layer(m, L.ffn, c.is_hash_layer(l), y, ids, n, f);
-      hc_post(f, post, comb, n, hc, H, X, stream);
+        moe_layer(m, L.ffn, hash, y, ids + t0, k, f);
+      hc_post(f, post, comb, k, hc, H, Xt, stream);
       m.mark("mhc + norms");
     }
   }
 
   // Every layer over n rows whose token ids are on the device, then the head over the trailing
-  // `rows` rows into `logits`. positions: device, one per row. Launches only (graph-safe when
-  // m.batch is set).
+  // `rows` rows into `logits`. positions: device, one per row. Rows before full_from (at most
+  // n - rows) skip the last layer's MoE (YOCO compact). Launches only (graph-safe when m.batch
+  // is set).
   void forward_rows(const ForwardContext& m, const int32_t* ids, int64_t n,
-                    const int64_t* positions, const std::vector<RowSegment>& segs, int64_t rows) {
+                    const int64_t* positions, const std::vector<RowSegment>& segs, int64_t rows,
+                    int64_t full_from = 0) {
     const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
     float* X = grow(x, n * hc * H);
     embed_rows(head.embed, ids, n, hc, H, X, stream);
     m.mark("embedding");
-    for (int l = 0; l < c.num_layers; ++l) block(m, l, X, ids, n, positions, segs);
+    full_from = std::clamp<int64_t>(full_from, 0, n - rows);
+    for (int l = 0; l < c.num_layers; ++l)
+      block(m, l, X, ids, n, positions, segs, l + 1 == c.num_layers ? full_from : 0);
     if (rows > 0) {
-      const float* Xh = X + (n - rows) * hc * H;
-      float* y = grow(s.y, rows * H);
-      hc_head(hc_args(head.hc, rows), Xh, y, stream);
-      rms_norm(y, head.norm, rows, H, m.eps(), y, stream);
-      __nv_bfloat16* yb = grow(s.hb, rows * H);
-      to_bf16(y, rows * H, yb, stream);
-      m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
+      head_rows(m, head.hc, head.norm, X + (n - rows) * hc * H, rows);
       m.mark("head");
     }
   }
 
+  // The head over `rows` rows of final streams into `logits`: the hc_head mix, the norm (the
+  // main model's, or the MTP layer's own), the shared LM head.
+  void head_rows(const ForwardContext& m, const HcWeights& mix, const float* norm, const float* X,
+                 int64_t rows) {
+    const int64_t H = c.hidden_size;
+    float* y = grow(s.y, rows * H);
+    hc_head(hc_args(mix, rows), X, y, stream);
+    rms_norm(y, norm, rows, H, m.eps(), y, stream);
+    __nv_bfloat16* yb = grow(s.hb, rows * H);
+    to_bf16(y, rows * H, yb, stream);
+    m.linear(head.head, yb, rows, c.vocab_size, H, grow(logits, rows * c.vocab_size));
+  }
+
   // Runs n rows (host ids) of the segments' sequences and advances them.
   void run_rows(const int32_t* host_ids, int64_t n, const int64_t* positions,
-                const std::vector<RowSegment>& segs, int64_t rows) {
+                const std::vector<RowSegment>& segs, int64_t rows, int64_t full_from = 0) {
     int32_t* ids = grow(s.token_ids, n);
     DI_CUDA_CHECK(cudaMemcpyAsync(ids, host_ids, n * 4, cudaMemcpyHostToDevice, stream));
     ForwardContext m = context();
     if (timer) timer->begin(stream);
-    forward_rows(m, ids, n, positions, segs, rows);
+    forward_rows(m, ids, n, positions, segs, rows, full_from);
     // The host ids (and positions) feed async copies: done before the caller may reuse them.
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (timer) timer->collect();
   }
 
   // n <= max_chunk tokens at the end of one sequence; logits for `rows` trailing positions.
-  void chunk(const PagedSequence& seq, const int32_t* host_ids, int64_t n, int64_t rows) {
+  void chunk(const PagedSequence& seq, const int32_t* host_ids, int64_t n, int64_t rows,
+             int64_t full_from = 0) {
     int64_t* positions = grow(s.positions, n);
     fill_positions(positions, n, seq.num_tokens, 1, stream);
     const SegmentState& st = state->resolve(seq, stream);
-    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st}}, rows);
+    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st}}, rows, full_from);
   }
 
   Status check_ids(const int32_t* ids, int64_t n, int64_t pos0) const {
@@ -276,9 +301,10 @@ struct CudaModel::Impl {
     return cuda::check_sequence(pool(), seq, n, options.max_tokens);
   }
 
-  // out: host memory for (all_logits ? n : 1) x vocab floats, or null.
+  // out: host memory for (all_logits ? n : 1) x vocab floats, or null. Positions before
+  // keep_from_pos skip the last layer's MoE (YOCO compact; ignored with all_logits).
   Status forward(const PagedSequence& in, const int32_t* ids, int64_t n, bool all_logits,
-                 float* out) {
+                 float* out, int64_t keep_from_pos = 0) {
     if (n <= 0) return invalid_argument("forward: no tokens");
     RETURN_IF_ERROR(check_ids(ids, n, in.num_tokens));
     RETURN_IF_ERROR(check_sequence(in, n));
@@ -289,16 +315,25 @@ struct CudaModel::Impl {
       const int64_t len = std::min(options.max_chunk, n - off);
       const bool last = off + len == n;
       const int64_t rows = all_logits ? len : (last ? 1 : 0);
-      chunk(seq, ids + off, len, rows);
+      chunk(seq, ids + off, len, rows, all_logits ? 0 : keep_from_pos - seq.num_tokens);
       seq.num_tokens += len;
       // On the forward's own stream: it is non-blocking, so a legacy-stream copy would not
       // wait for the chunk.
       if (out && rows > 0)
         DI_CUDA_CHECK(cudaMemcpyAsync(out + (all_logits ? off * V : 0), logits.get(), rows * V * 4,
                                       cudaMemcpyDeviceToHost, stream));
+      if (last) keep_streams(in.final_streams, len - 1, 1);
     }
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     return ok_status();
+  }
+
+  // Rows [row, row + n) of the latest forward's final streams to dst (device), if set.
+  void keep_streams(float* dst, int64_t row, int64_t n) {
+    if (dst == nullptr) return;
+    const int64_t per = int64_t(c.hc_mult) * c.hidden_size;
+    DI_CUDA_CHECK(
+        cudaMemcpyAsync(dst, x.get() + row * per, n * per * 4, cudaMemcpyDeviceToDevice, stream));
   }
 
   // out: host memory for count x vocab floats, or null. The sequences' constant pages must be
@@ -365,8 +400,119 @@ struct CudaModel::Impl {
     if (out)
       DI_CUDA_CHECK(
           cudaMemcpyAsync(out, logits.get(), count * V * 4, cudaMemcpyDeviceToHost, stream));
+    for (int64_t b = 0; b < count; ++b) keep_streams(seqs[b].final_streams, b, 1);
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (timer) timer->collect();
+    return ok_status();
+  }
+
+  // Speculative verification: every sequence's ids as its own segment of few forwards, every
+  // row's logits back in order.
+  Status verify(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts, int64_t count,
+                float* const* out) {
+    RETURN_IF_ERROR(check_verify(
+        pool(), seqs, ids, counts, count, options.max_tokens,
+        [&](const int32_t* t, int64_t n, int64_t pos0) { return check_ids(t, n, pos0); }));
+    const int64_t V = c.vocab_size;
+    return for_verify_groups(
+        counts, count, state->max_rows(), options.max_chunk,
+        [&](int64_t b0, int64_t n, int64_t row0, int64_t rows) -> Status {
+          const std::vector<SegmentState>& st = state->resolve_rows(seqs + b0, n, stream);
+          int64_t* positions = grow(s.positions, rows);
+          std::vector<RowSegment> segs;
+          for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i) {
+            const PagedSequence& q = seqs[b0 + i];
+            fill_positions(positions + r, counts[b0 + i], q.num_tokens, 1, stream);
+            segs.push_back(RowSegment{r, counts[b0 + i], q.num_tokens, &st[size_t(i)]});
+          }
+          run_rows(ids + row0, rows, positions, segs, out ? rows : 0);
+          for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i) {
+            if (out && out[b0 + i])
+              DI_CUDA_CHECK(cudaMemcpyAsync(out[b0 + i], logits.get() + r * V,
+                                            counts[b0 + i] * V * 4, cudaMemcpyDeviceToHost,
+                                            stream));
+            keep_streams(seqs[b0 + i].final_streams, r, counts[b0 + i]);
+          }
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          return ok_status();
+        });
+  }
+
+  // MTP drafting (CudaModel::mtp_draft): k chained steps over every sequence at once, each a
+  // one-row segment of the MTP block at its own position.
+  Status mtp_draft(const PagedSequence* seqs, const int32_t* tokens, const float* const* hidden,
+                   int64_t count, int64_t k, int32_t* drafts) {
+    if (!mtp)
+      return unimplemented(options.drafting ? "this checkpoint has no MTP layer (mtp.*)"
+                                            : "the GPU forward was loaded without drafting "
+                                              "(CudaModelOptions::drafting)");
+    if (count <= 0 || k <= 0) return ok_status();
+    if (count > state->max_rows())
+      return invalid_argument("mtp_draft: " + std::to_string(count) +
+                              " sequences exceed the largest decode batch (" +
+                              std::to_string(state->max_rows()) + ")");
+    for (int64_t b = 0; b < count; ++b) {
+      if (seqs[b].num_tokens < 1 || hidden[b] == nullptr)
+        return invalid_argument("mtp_draft: sequence " + std::to_string(b) +
+                                " has no computed position to draft from");
+      if (seqs[b].num_tokens + k > options.max_tokens)
+        return out_of_range("mtp_draft: sequence " + std::to_string(b) + " at " +
+                            std::to_string(seqs[b].num_tokens) + " tokens cannot draft " +
+                            std::to_string(k) + " past max_tokens " +
+                            std::to_string(options.max_tokens));
+      RETURN_IF_ERROR(check_ids(tokens + b, 1, seqs[b].num_tokens));
+      for (int64_t i = 0; i < state->layout().constant_pages(); ++i)
+        RETURN_IF_ERROR(check_page(pool(), seqs[b].constant_pages[i], "mtp_draft constant"));
+    }
+    const int64_t H = c.hidden_size, B = count;
+    const int hc = c.hc_mult;
+    const MtpWeights& mw = *mtp;
+    float* hid = grow(mtp_hidden, B * hc * H);
+    for (int64_t b = 0; b < B; ++b)
+      DI_CUDA_CHECK(cudaMemcpyAsync(hid + b * hc * H, hidden[b], hc * H * 4,
+                                    cudaMemcpyDeviceToDevice, stream));
+    int32_t* tok = grow(mtp_tokens, B);
+    DI_CUDA_CHECK(cudaMemcpyAsync(tok, tokens, B * 4, cudaMemcpyHostToDevice, stream));
+    RETURN_IF_ERROR(mtp_out.reserve(size_t(B * k)).status());
+    std::vector<int64_t> pos(B);
+    int64_t* positions = grow(mtp_positions, B);
+    const std::vector<SegmentState>& st = state->resolve_rows(seqs, B, stream);
+    ForwardContext m = context();
+    m.trace = nullptr;  // the trace counts main layers only
+    for (int64_t j = 0; j < k; ++j) {
+      std::vector<RowSegment> segs;
+      for (int64_t b = 0; b < B; ++b) {
+        pos[b] = seqs[b].num_tokens + j;
+        segs.push_back(RowSegment{b, 1, pos[b], &st[size_t(b)]});
+      }
+      DI_CUDA_CHECK(cudaMemcpyAsync(positions, pos.data(), B * 8, cudaMemcpyHostToDevice, stream));
+      // The block's input (spec §7): h_proj(hnorm(stream)) of each of the last position's
+      // streams, plus e_proj(enorm(embedding of the token)).
+      float* e = grow(mtp_e, B * H);
+      embed_rows(head.embed, tok, B, 1, H, e, stream);
+      rms_norm(e, mw.enorm, B, H, m.eps(), e, stream);
+      // Own buffers where a step needs more than the forward's scratch holds (B x hc rows).
+      __nv_bfloat16* eb = grow(mtp_b, B * hc * H);
+      to_bf16(e, B * H, eb, stream);
+      float* E = grow(s.f, B * H);
+      m.linear(mw.e_proj, eb, B, H, H, E);
+      float* hn = grow(mtp_norm, B * hc * H);
+      rms_norm(hid, mw.hnorm, B * hc, H, m.eps(), hn, stream);
+      to_bf16(hn, B * hc * H, eb, stream);
+      float* X = grow(x, B * hc * H);
+      m.linear(mw.h_proj, eb, B * hc, H, H, X);
+      add_to_streams(X, E, B, hc, H, stream);
+      block_of(m, c.num_layers, mw.block, 0, false, X, tok, B, positions, segs);
+      // Its own head mix and norm, then the shared LM head; the greedy draft feeds the next step.
+      head_rows(m, mw.hc_head, mw.norm, X, B);
+      argmax_rows(logits.get(), B, c.vocab_size, tok, stream);
+      DI_CUDA_CHECK(
+          cudaMemcpyAsync(mtp_out.get() + j * B, tok, B * 4, cudaMemcpyDeviceToHost, stream));
+      DI_CUDA_CHECK(cudaMemcpyAsync(hid, X, B * hc * H * 4, cudaMemcpyDeviceToDevice, stream));
+    }
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < k; ++j) drafts[b * k + j] = mtp_out.get()[j * B + b];
     return ok_status();
   }
 
@@ -399,6 +545,12 @@ struct CudaModel::Impl {
   CudaModelOptions options;
   DeviceWeights w;
   std::vector<LayerWeights> layers;  // pointers into w, resolved once at load
+  std::optional<MtpWeights> mtp;     // with drafting, when the checkpoint has the layer
+  DeviceBuffer<float> mtp_hidden, mtp_e, mtp_norm;
+  DeviceBuffer<__nv_bfloat16> mtp_b;
+  DeviceBuffer<int32_t> mtp_tokens;
+  DeviceBuffer<int64_t> mtp_positions;
+  PinnedBuffer<int32_t> mtp_out;  // the drafts, step after step
   HeadWeights head;
   Gemm gemm;
   Linear linear;  // projections in the weights' stored formats, over gemm
@@ -454,7 +606,9 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& dir,
   if (options.memory_fraction < 0 || options.memory_fraction > 1)
     return invalid_argument("CudaModel: memory_fraction " +
                             std::to_string(options.memory_fraction) + " is outside [0, 1]");
-  ASSIGN_OR_RETURN(DeviceWeights weights, DeviceWeights::load(config, *ckpt, options.progress));
+  ASSIGN_OR_RETURN(DeviceWeights weights,
+                   DeviceWeights::load(config, *ckpt, options.progress,
+                                       options.drafting && config.num_mtp_layers > 0));
   auto impl = std::make_unique<Impl>(std::move(config), std::move(weights), options);
   RETURN_IF_ERROR(impl->allocate());
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
@@ -546,9 +700,10 @@ Status CudaModel::decode_into(const int* slots, const int32_t* ids, int64_t coun
 }
 
 Status CudaModel::forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n,
-                                bool all_logits, float* logits, int32_t* argmax) {
+                                bool all_logits, float* logits, int32_t* argmax,
+                                int64_t keep_from_pos) {
   if (argmax && all_logits) return invalid_argument("forward_paged: argmax with all_logits");
-  RETURN_IF_ERROR(impl_->forward(seq, ids, n, all_logits, logits));
+  RETURN_IF_ERROR(impl_->forward(seq, ids, n, all_logits, logits, keep_from_pos));
   if (argmax) *argmax = impl_->last_argmax();
   return ok_status();
 }
@@ -556,6 +711,20 @@ Status CudaModel::forward_paged(const PagedSequence& seq, const int32_t* ids, in
 Status CudaModel::decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count,
                                float* logits, std::vector<int32_t>* greedy) {
   return impl_->decode(seqs, ids, count, logits, greedy);
+}
+
+Status CudaModel::verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
+                               int64_t count, float* const* logits) {
+  return impl_->verify(seqs, ids, counts, count, logits);
+}
+
+int64_t CudaModel::final_stream_floats() const {
+  return impl_->mtp ? int64_t(impl_->c.hc_mult) * impl_->c.hidden_size : 0;
+}
+
+Status CudaModel::mtp_draft(const PagedSequence* seqs, const int32_t* tokens,
+                            const float* const* hidden, int64_t count, int64_t k, int32_t* drafts) {
+  return impl_->mtp_draft(seqs, tokens, hidden, count, k, drafts);
 }
 
 Status CudaModel::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {

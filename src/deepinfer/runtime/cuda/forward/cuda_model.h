@@ -41,6 +41,10 @@ struct PagedSequence {
   const int32_t* token_pages = nullptr;
   int64_t num_token_pages = 0;
   int64_t num_tokens = 0;
+  // deepseek_v4 with drafting: where a call leaves the sequence's final hc streams (device,
+  // hc_mult x hidden floats a row): its last row's for forward_paged and decode_paged, every
+  // row's for verify_paged. Null: not kept.
+  float* final_streams = nullptr;
 };
 
 struct CudaModelOptions {
@@ -63,6 +67,11 @@ struct CudaModelOptions {
   // decode() replays each batch bucket's step from a CUDA graph (buckets: powers of two up to
   // max_chunk, padded with rows that touch no sequence). Off: the same launches, eagerly.
   bool cuda_graphs = true;
+  // A row's logits the same bits whatever else is in its batch or chunk (Gemm::
+  // set_batch_invariant: no cuBLASLt; the grouped expert kernels at every batch size).
+  bool batch_invariant = false;
+  // Speculative decoding: upload the MTP layer (when the checkpoint has one) for mtp_draft.
+  bool drafting = false;
   std::function<void(const v4::LoadProgress&)> progress;  // load: called after every tensor
 };
 
@@ -121,9 +130,21 @@ class CudaModel final : public PagedForward {
   // argmax (if not null, and all_logits false): the last position's argmax (the CUDA argmax,
   // ties to the lower id), so a greedy caller can pass logits null and copy nothing back.
   Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
-                       float* logits, int32_t* argmax = nullptr) override;
+                       float* logits, int32_t* argmax = nullptr,
+                       int64_t keep_from_pos = 0) override;
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
                       std::vector<int32_t>* greedy) override;
+  Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
+                      int64_t count, float* const* logits) override;
+  int64_t final_stream_floats() const override;
+  // MTP drafting (spec §7), every sequence at once: k greedy drafts chained through the MTP
+  // layer after tokens[b] (just sampled for position seqs[b].num_tokens), from hidden[b] (device:
+  // the final streams of the sequence's last position, as final_streams leaves them); drafts
+  // gets count x k ids, sequence after sequence. Writes only the MTP layer's ring (constant
+  // pages) at positions num_tokens .. num_tokens + k - 1, as CpuModel::mtp_draft does.
+  // unimplemented without drafting or without an MTP layer.
+  Status mtp_draft(const PagedSequence* seqs, const int32_t* tokens, const float* const* hidden,
+                   int64_t count, int64_t k, int32_t* drafts) override;
   // Page to page on the device (forks), and pages to and from host bytes (page_bytes() each,
   // page after page): the raw page I/O of the runner.
   Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) override;

@@ -33,9 +33,9 @@ auto* find_or_die(const Map& m, const std::string& name, const char* kind) {
 
 bool is_projection(const std::string& name) {
   // The router (ffn.gate.weight) stays fp32: MoE top-k is a discrete choice (see Gemm::f32).
-  for (const char* s :
-       {"wq_a.weight", "wq_b.weight", "wkv.weight", "wo_a.weight", "wo_b.weight", "wgate.weight",
-        "weights_proj.weight", "w1.weight", "w2.weight", "w3.weight", "head.weight"})
+  for (const char* s : {"wq_a.weight", "wq_b.weight", "wkv.weight", "wo_a.weight", "wo_b.weight",
+                        "wgate.weight", "weights_proj.weight", "w1.weight", "w2.weight",
+                        "w3.weight", "head.weight", "e_proj.weight", "h_proj.weight"})
     if (ends_with(name, s)) return true;
   return false;
 }
@@ -150,7 +150,7 @@ Status DeviceWeights::add(const SourceView& s, const std::function<Status(float*
 
 StatusOr<DeviceWeights> DeviceWeights::load(
     const v4::Config& c, const Checkpoint& ckpt,
-    const std::function<void(const v4::LoadProgress&)>& progress) {
+    const std::function<void(const v4::LoadProgress&)>& progress, bool with_mtp) {
   ASSIGN_OR_RETURN(std::vector<v4::WeightSource> sources, v4::resolve_weights(ckpt, c));
   DeviceWeights dw;
   v4::LoadProgress p;
@@ -159,7 +159,7 @@ StatusOr<DeviceWeights> DeviceWeights::load(
   for (const v4::WeightSource& s : sources) {
     p.bytes_done += s.stored_bytes();
     ++p.tensors_done;
-    if (s.spec.name.rfind("mtp.", 0) != 0)  // the MTP layer is not uploaded
+    if (with_mtp || s.spec.name.rfind("mtp.", 0) != 0)
       RETURN_IF_ERROR(dw.add(
           view_of(s, c), [&](float* out) { return v4::load_float(s, c, out); },
           [&](std::vector<int32_t>* out) { return v4::load_index(s, c, out); },

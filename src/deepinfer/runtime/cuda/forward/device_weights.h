@@ -33,9 +33,11 @@ struct SourceView;
 class DeviceWeights {
  public:
   // Validates the checkpoint as load_weights does (errors name the tensor and file), then uploads.
-  // progress, when set, is called after every tensor.
+  // progress, when set, is called after every tensor. The MTP layer (mtp.*) is uploaded only
+  // with_mtp (speculative decoding asked for).
   static StatusOr<DeviceWeights> load(const v4::Config& c, const Checkpoint& ckpt,
-                                      const std::function<void(const v4::LoadProgress&)>& progress);
+                                      const std::function<void(const v4::LoadProgress&)>& progress,
+                                      bool with_mtp = false);
 
   // Abort naming the tensor when absent: the manifest was validated at load, so a miss is a bug.
   // deepseek_v41: the same, less the Engram tables, which stay in host memory.

@@ -6,6 +6,14 @@ namespace {
 
 unsigned blocks_for(int64_t work) { return static_cast<unsigned>((work + 255) / 256); }
 
+// X[t, j, d] += e[t, d] for every stream j.
+__global__ void add_to_streams_kernel(float* X, const float* e, int64_t n, int hc, int64_t hidden) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * hc * hidden) return;
+  const int64_t t = i / (hc * hidden), d = i % hidden;
+  X[i] += e[t * hidden + d];
+}
+
 __global__ void embed_kernel(const float* embed, const int32_t* ids, int64_t n, int hc,
                              int64_t hidden, float* X) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -142,6 +150,13 @@ void embed_rows(const float* embed, const int32_t* ids, int64_t n, int hc, int64
                 cudaStream_t stream) {
   if (n == 0) return;
   embed_kernel<<<blocks_for(n * hc * hidden), 256, 0, stream>>>(embed, ids, n, hc, hidden, X);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void add_to_streams(float* X, const float* e, int64_t n, int hc, int64_t hidden,
+                    cudaStream_t stream) {
+  if (n == 0) return;
+  add_to_streams_kernel<<<blocks_for(n * hc * hidden), 256, 0, stream>>>(X, e, n, hc, hidden);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -17,6 +17,10 @@ namespace deepinfer::cuda {
 void embed_rows(const float* embed, const int32_t* ids, int64_t n, int hc, int64_t hidden, float* X,
                 cudaStream_t stream);
 
+// X[t, j, :] += e[t, :] for each of the hc streams j (the MTP layer's input, spec §7).
+void add_to_streams(float* X, const float* e, int64_t n, int hc, int64_t hidden,
+                    cudaStream_t stream);
+
 // out[i] = start + i * step.
 void fill_positions(int64_t* out, int64_t n, int64_t start, int64_t step, cudaStream_t stream);
 

@@ -60,8 +60,21 @@ struct HeadWeights {
   DeviceMatrix head;
 };
 
+// V4's MTP layer (spec §7): its block and what feeds it and reads it out.
+struct MtpWeights {
+  LayerWeights block;
+  DeviceMatrix e_proj, h_proj;
+  const float *enorm = nullptr, *hnorm = nullptr, *norm = nullptr;
+  HcWeights hc_head;
+};
+
 // Aborts if a layer's routed experts are not all in one format (the grouped kernels take one).
 std::vector<LayerWeights> resolve_layers(const v4::Config& c, const DeviceWeights& w);
+// One block by tensor prefix ("layers.3.", "mtp.0."); `layer` names it in errors.
+LayerWeights resolve_layer(const v4::Config& c, const DeviceWeights& w, const std::string& p,
+                           int layer, int ratio, bool hash);
+// Needs the mtp.* tensors uploaded (DeviceWeights::load with_mtp).
+MtpWeights resolve_mtp(const v4::Config& c, const DeviceWeights& w);
 HeadWeights resolve_head(const DeviceWeights& w);
 
 // Pieces both families share. p is the tensor-name prefix ("layers.3.hc_attn", "layers.3.",

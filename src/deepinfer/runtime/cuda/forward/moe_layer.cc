@@ -49,7 +49,8 @@ void run_moe(const MoeSpec& spec, const MoeCall& call, const MoeWeights& w, bool
   // Batched decode must stay capturable: device-side grouping, no host copy of the routing.
   // Prefill chunks take it too (one pass over each touched expert's stored weights for all its
   // rows, on tensor cores); run() only past the tokens reserved at load.
-  if (call.graph_safe || n <= call.moe.grouped_tokens())
+  // Batch-invariant: always the grouped kernels (run() groups on the host and takes other sums).
+  if (call.graph_safe || call.gemm.batch_invariant() || n <= call.moe.grouped_tokens())
     call.moe.run_grouped(a, call.stream);
   else
     call.moe.run(a, call.stream);

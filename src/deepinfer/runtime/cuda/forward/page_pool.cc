@@ -38,6 +38,21 @@ Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n, in
   return ok_status();
 }
 
+Status check_verify(const PagePool& p, const PagedSequence* seqs, const int32_t* ids,
+                    const int64_t* counts, int64_t count, int64_t max_tokens,
+                    const std::function<Status(const int32_t*, int64_t, int64_t)>& check_ids) {
+  if (count <= 0) return invalid_argument("verify: no sequences");
+  int64_t off = 0;
+  for (int64_t b = 0; b < count; ++b) {
+    if (seqs[b].num_tokens < 1)
+      return invalid_argument("verify: sequence " + std::to_string(b) + " has no prefilled tokens");
+    RETURN_IF_ERROR(check_ids(ids + off, counts[b], seqs[b].num_tokens));
+    RETURN_IF_ERROR(check_sequence(p, seqs[b], counts[b], max_tokens));
+    off += counts[b];
+  }
+  return ok_status();
+}
+
 Status copy_pages(const PagePool& p, const int32_t* from, const int32_t* to, int64_t n,
                   cudaStream_t stream) {
   for (int64_t i = 0; i < n; ++i) {
@@ -60,6 +75,9 @@ Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst)
   cudaError_t e = cudaSuccess;
   for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
     e = cudaMemcpy(out + i * p.page_bytes(), p.page(pages[i]), p.page_bytes(), cudaMemcpyDefault);
+  // cudaMemcpy does not wait for a device-to-device copy, and the forward's stream does not
+  // order after the legacy one: done before a forward may write these pages.
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
   return copy_status(e, "reading pages");
 }
 
@@ -69,6 +87,7 @@ Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const voi
   cudaError_t e = cudaSuccess;
   for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
     e = cudaMemcpy(p.page(pages[i]), in + i * p.page_bytes(), p.page_bytes(), cudaMemcpyDefault);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();  // as read_pages: before a forward reads them
   return copy_status(e, "writing pages");
 }
 

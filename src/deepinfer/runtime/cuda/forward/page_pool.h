@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "deepinfer/base/status.h"
 #include "deepinfer/model/deepseek_v4/state_layout.h"   // v4::PageGeometry
@@ -41,6 +42,11 @@ Status check_page(const PagePool& p, int64_t id, const char* what);
 // The sequence's pages exist and its block table covers its positions after n more tokens, at
 // most max_tokens.
 Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n, int64_t max_tokens);
+// verify_paged's checks of every sequence: count > 0, each past position 0, its ids (the
+// family's check_ids(ids, n, first position)) and check_sequence for its counts[b] ids.
+Status check_verify(const PagePool& p, const PagedSequence* seqs, const int32_t* ids,
+                    const int64_t* counts, int64_t count, int64_t max_tokens,
+                    const std::function<Status(const int32_t*, int64_t, int64_t)>& check_ids);
 // Page to page on the device (synchronizes `stream`), and pages to and from bytes in host or
 // device memory of this process (page_bytes() each, page after page; CUDA IPC handoffs use the
 // latter).

@@ -15,7 +15,7 @@ PagedState::PagedState(const v4::Config& c, int page_tokens, int64_t max_tokens,
       layout_(c, page_tokens),
       max_token_pages_((max_tokens + page_tokens - 1) / page_tokens),
       max_rows_(max_rows),
-      places_(size_t(c.num_layers) * kKinds),
+      places_(layout_.layers().size() * kKinds),
       segment_table_(size_t(std::max<int64_t>(1, max_token_pages_))),
       row_ptrs_(size_t(c.num_layers) * kKinds * max_rows),
       row_tables_(size_t(max_rows * std::max<int64_t>(1, max_token_pages_))) {
@@ -24,7 +24,7 @@ PagedState::PagedState(const v4::Config& c, int page_tokens, int64_t max_tokens,
     const v4::RowPlace p = layout_.buffer_place(b);
     places_[size_t(l) * kKinds + k] = Place{p.page, p.offset};
   };
-  for (int l = 0; l < c.num_layers; ++l) {
+  for (int l = 0; l < int(layout_.layers().size()); ++l) {  // the MTP layer's ring too
     const v4::LayerLayout& ll = layout_.layers()[l];
     place(l, kRing, ll.ring);
     place(l, kCompKv, ll.comp.pending_kv), place(l, kCompGate, ll.comp.pending_gate);
@@ -36,7 +36,7 @@ PagedState::PagedState(const v4::Config& c, int page_tokens, int64_t max_tokens,
   DI_CHECK(host_ptrs_.reserve(row_ptrs_.size()).ok());
   DI_CHECK(host_tables_.reserve(row_tables_.size()).ok());
   std::fill(host_tables_.get(), host_tables_.get() + row_tables_.size(), 0);
-  segment_.layers.resize(c.num_layers);
+  segment_.layers.resize(layout_.layers().size());
 }
 
 void PagedState::allocate(int64_t num_pages) {
@@ -93,21 +93,43 @@ CompressorView PagedState::compressor_view(const v4::CompressorLayout& cl, const
   return v;
 }
 
+void PagedState::resolve_into(const PagedSequence& seq, const int32_t* table,
+                              SegmentState* out) const {
+  out->layers.resize(layout_.layers().size());
+  for (int l = 0; l < int(layout_.layers().size()); ++l) {
+    const v4::LayerLayout& ll = layout_.layers()[l];
+    const Place* p = &places_[size_t(l) * kKinds];
+    LayerView& v = out->layers[l];
+    v.ring = address(p[kRing], seq.constant_pages);
+    v.ring_rows = c_.sliding_window;
+    v.comp = compressor_view(ll.comp, p + kCompKv, seq.constant_pages, table);
+    v.index = compressor_view(ll.index, p + kIdxKv, seq.constant_pages, table);
+  }
+}
+
 const SegmentState& PagedState::resolve(const PagedSequence& seq, cudaStream_t stream) {
   if (seq.num_token_pages > 0)
     DI_CUDA_CHECK(cudaMemcpyAsync(segment_table_.get(), seq.token_pages,
                                   seq.num_token_pages * sizeof(int32_t), cudaMemcpyHostToDevice,
                                   stream));
-  for (int l = 0; l < c_.num_layers; ++l) {
-    const v4::LayerLayout& ll = layout_.layers()[l];
-    const Place* p = &places_[size_t(l) * kKinds];
-    LayerView& v = segment_.layers[l];
-    v.ring = address(p[kRing], seq.constant_pages);
-    v.ring_rows = c_.sliding_window;
-    v.comp = compressor_view(ll.comp, p + kCompKv, seq.constant_pages, segment_table_.get());
-    v.index = compressor_view(ll.index, p + kIdxKv, seq.constant_pages, segment_table_.get());
-  }
+  resolve_into(seq, segment_table_.get(), &segment_);
   return segment_;
+}
+
+const std::vector<SegmentState>& PagedState::resolve_rows(const PagedSequence* seqs, int64_t count,
+                                                          cudaStream_t stream) {
+  DI_CHECK(count >= 1 && count <= max_rows_);
+  const int64_t stride = std::max<int64_t>(1, max_token_pages_);
+  row_segments_.resize(size_t(count));
+  for (int64_t b = 0; b < count; ++b) {
+    if (seqs[b].num_token_pages > 0)
+      std::memcpy(host_tables_.get() + b * stride, seqs[b].token_pages,
+                  seqs[b].num_token_pages * sizeof(int32_t));
+    resolve_into(seqs[b], row_tables_.get() + b * stride, &row_segments_[size_t(b)]);
+  }
+  DI_CUDA_CHECK(cudaMemcpyAsync(row_tables_.get(), host_tables_.get(),
+                                count * stride * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  return row_segments_;
 }
 
 void PagedState::reset(const PagedSequence& seq, cudaStream_t stream) {
@@ -125,6 +147,13 @@ void PagedState::reset(const PagedSequence& seq, cudaStream_t stream) {
       fill(Kind(base + 2), prev, 0.0f);
       fill(Kind(base + 3), prev, ninf);
     }
+  }
+  // The MTP layer's ring starts at zeros, as the CPU's: its drafts may attend rows no draft
+  // wrote (the prompt's positions).
+  for (size_t l = c_.num_layers; l < layout_.layers().size(); ++l) {
+    const v4::RowBuffer& ring = layout_.layers()[l].ring;
+    if (float* a = address(places_[l * kKinds + kRing], seq.constant_pages))
+      fill_floats(a, int64_t(ring.rows) * ring.width, 0.0f, stream);
   }
 }
 

@@ -48,6 +48,12 @@ class PagedState {
   // Resolves one sequence for a prefill segment, uploading its block table on `stream` (valid
   // until the next resolve).
   const SegmentState& resolve(const PagedSequence& seq, cudaStream_t stream);
+  // Resolves count <= max_rows() sequences for one forward of several segments (speculative
+  // verification), their block tables in the decode tables' rows (valid until the next resolve
+  // or stage_rows).
+  const std::vector<SegmentState>& resolve_rows(const PagedSequence* seqs, int64_t count,
+                                                cudaStream_t stream);
+  int64_t max_rows() const { return max_rows_; }
   // Sets a fresh sequence's constant state (compressors: kv 0, gate -inf as on the CPU).
   void reset(const PagedSequence& seq, cudaStream_t stream);
 
@@ -78,6 +84,8 @@ class PagedState {
     return p.page < 0 ? nullptr : page(constant_pages[p.page]) + p.offset;
   }
   EntryPages entry_pages(const v4::CompressorLayout& cl, const int32_t* tables) const;
+  // seq's views with its block table at `table` on the device.
+  void resolve_into(const PagedSequence& seq, const int32_t* table, SegmentState* out) const;
   CompressorView compressor_view(const v4::CompressorLayout& cl, const Place* places,
                                  const int32_t* constant_pages, const int32_t* table) const;
 
@@ -88,6 +96,7 @@ class PagedState {
   DeviceBuffer<float> pool_;
   DeviceBuffer<int32_t> segment_table_;  // [max_token_pages]
   SegmentState segment_;
+  std::vector<SegmentState> row_segments_;  // resolve_rows'
   // Decode tables: [layer][kind][max_rows] pointers and [max_rows][max_token_pages] page ids,
   // staged in page-locked memory and uploaded per step.
   DeviceBuffer<float*> row_ptrs_;

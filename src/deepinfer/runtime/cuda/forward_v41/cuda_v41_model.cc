@@ -14,6 +14,7 @@
 #include "deepinfer/model/config_field_reader.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
 #include "deepinfer/model/deepseek_v41/engram.h"
+#include "deepinfer/model/deepseek_v41/yoco_rows.h"
 #include "deepinfer/model/model_family.h"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 #include "deepinfer/runtime/cuda/forward/page_pool.h"
@@ -73,6 +74,7 @@ struct CudaV41Model::Impl {
         main_inv_freq(inv_freq(c, c.rope_main)),
         compress_inv_freq(inv_freq(c, c.rope_compress)) {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    gemm.set_batch_invariant(o.batch_invariant);  // Linear and run_moe follow it (decision 0014)
     linear.reserve(w.largest_quantized());
     const int bs = std::max(1, c.candidate_block_size);
     const int min_ratio = min_compress_ratio(c);
@@ -207,10 +209,20 @@ struct CudaV41Model::Impl {
                 stream);
   }
 
+  // What the sub-layers of one call (or of its trimmed tail) read.
+  v41f::V41Context context_for(const std::vector<V41Segment>& segs, int64_t rows,
+                               const int64_t* positions, v41f::V41Trace* tr) {
+    return v41f::V41Context{
+        c,    gemm, linear,    moe,        x, main_inv_freq.get(), compress_inv_freq.get(), stream,
+        segs, rows, positions, max_blocks, tr};
+  }
+
   // Every layer over the segments' rows (host ids), then the head over the trailing
-  // `logit_rows` rows into `logits`. Synchronizes before returning.
+  // `logit_rows` rows into `logits`. Synchronizes before returning. full_from (YOCO compact, one
+  // segment): only the logits from that row on are needed, so the layers after the last one with
+  // cached state run only the rows those and later calls read (v41::yoco_layer_rows).
   void run(const PagedSequence* seqs, const std::vector<V41Segment>& plan, const int32_t* host_ids,
-           int64_t rows, int64_t logit_rows) {
+           int64_t rows, int64_t logit_rows, int64_t full_from = 0) {
     const int64_t H = c.hidden_size;
     const int hc = c.hc_mult;
     std::vector<V41SequenceView> views = state->resolve(seqs, int64_t(plan.size()), stream);
@@ -240,19 +252,7 @@ struct CudaV41Model::Impl {
     grow(x.keep, rows * max_blocks);
 
     if (trace) trace->gap.assign(rows, INFINITY);
-    const V41Context m{c,
-                       gemm,
-                       linear,
-                       moe,
-                       x,
-                       main_inv_freq.get(),
-                       compress_inv_freq.get(),
-                       stream,
-                       segs,
-                       rows,
-                       positions,
-                       max_blocks,
-                       trace};
+    const V41Context m = context_for(segs, rows, positions, trace);
     float* y = grow(x.s.y, rows * H);
     float* post = grow(x.s.post, rows * hc);
     float* comb = grow(x.s.comb, rows * hc * hc);
@@ -261,19 +261,32 @@ struct CudaV41Model::Impl {
     int layer = 0;
     MoeCall call{gemm, moe, x.s, stream, false, {}};
     if (trace) call.routed = [&](const int32_t*) { trace_routing(layer, rows); };
+    std::vector<v41::LayerRows> trim(size_t(c.num_layers));  // rows each sub-layer starts at
+    full_from = std::clamp<int64_t>(full_from, 0, rows - logit_rows);
+    if (full_from > 0 && segs.size() == 1 && !trace)
+      trim = v41::yoco_layer_rows(c, rows, full_from);
     for (int l = 0; l < c.num_layers; ++l) {
       layer = l;
       const v41f::V41Layer& L = layers[l];
       if (c.is_engram_layer(l)) engram_layer(m, l, *prefetch, X);
       for (const bool attn : {true, false}) {
-        hc_pre_deferred(hc_args(attn ? L.hc_attn : L.hc_ffn, rows), X, pre, pre, y, post, comb,
-                        stream);
-        rms_norm(y, attn ? L.attn_norm : L.ffn_norm, rows, H, m.eps(), y, stream);
-        if (attn)
+        const int64_t t0 = attn ? trim[l].attn_from : trim[l].ffn_from, k = rows - t0;
+        if (k <= 0) continue;
+        float* Xt = X + t0 * hc * H;
+        float* pt = pre + t0 * hc;
+        hc_pre_deferred(hc_args(attn ? L.hc_attn : L.hc_ffn, k), Xt, pt, pt, y, post, comb, stream);
+        rms_norm(y, attn ? L.attn_norm : L.ffn_norm, k, H, m.eps(), y, stream);
+        if (attn && t0 == 0) {
           v41f::v41_attention(m, l, L.attn, y, f);
-        else
-          run_moe(spec, call, L.ffn, false, y, ids, rows, f);
-        hc_post(f, post, comb, rows, hc, H, X, stream);
+        } else if (attn) {  // the segment's last k rows, reading their rows of the call's picks
+          const std::vector<V41Segment> tail{V41Segment{0, k, segs[0].pos0 + t0, segs[0].seq}};
+          v41f::V41Context mt = context_for(tail, k, positions + t0, nullptr);
+          mt.pick_row0 = t0;
+          v41f::v41_attention(mt, l, L.attn, y, f);
+        } else {
+          run_moe(spec, call, L.ffn, false, y, ids + t0, k, f);
+        }
+        hc_post(f, post, comb, k, hc, H, Xt, stream);
       }
     }
     if (logit_rows > 0) {
@@ -336,7 +349,7 @@ struct CudaV41Model::Impl {
   }
 
   Status forward(const PagedSequence& in, const int32_t* ids, int64_t n, bool all_logits,
-                 float* out) {
+                 float* out, int64_t keep_from_pos = 0) {
     if (n <= 0) return invalid_argument("forward: no tokens");
     RETURN_IF_ERROR(check_ids(ids, n, in.num_tokens));
     RETURN_IF_ERROR(check_sequence(in, n));
@@ -346,7 +359,8 @@ struct CudaV41Model::Impl {
     for (int64_t off = 0; off < n; off += options.max_chunk) {
       const int64_t len = std::min(options.max_chunk, n - off);
       const int64_t rows = all_logits ? len : (off + len == n ? 1 : 0);
-      run(&seq, {V41Segment{0, len, seq.num_tokens, nullptr}}, ids + off, len, rows);
+      run(&seq, {V41Segment{0, len, seq.num_tokens, nullptr}}, ids + off, len, rows,
+          all_logits ? 0 : keep_from_pos - seq.num_tokens);
       seq.num_tokens += len;
       if (out && rows > 0)
         DI_CUDA_CHECK(cudaMemcpyAsync(out + (all_logits ? off * V : 0), logits.get(), rows * V * 4,
@@ -384,6 +398,31 @@ struct CudaV41Model::Impl {
           cudaMemcpyAsync(out, logits.get(), count * V * 4, cudaMemcpyDeviceToHost, stream));
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     return ok_status();
+  }
+
+  // Speculative verification: every sequence's ids as its own segment of few forwards, every
+  // row's logits back in order.
+  Status verify(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts, int64_t count,
+                float* const* out) {
+    RETURN_IF_ERROR(check_verify(
+        pool(), seqs, ids, counts, count, options.max_tokens,
+        [&](const int32_t* t, int64_t n, int64_t pos0) { return check_ids(t, n, pos0); }));
+    const int64_t V = c.vocab_size;
+    return for_verify_groups(
+        counts, count, max_rows, options.max_chunk,
+        [&](int64_t b0, int64_t n, int64_t row0, int64_t rows) -> Status {
+          std::vector<V41Segment> plan;
+          for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
+            plan.push_back(V41Segment{r, counts[b0 + i], seqs[b0 + i].num_tokens, nullptr});
+          run(seqs + b0, plan, ids + row0, rows, out ? rows : 0);
+          for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
+            if (out && out[b0 + i])
+              DI_CUDA_CHECK(cudaMemcpyAsync(out[b0 + i], logits.get() + r * V,
+                                            counts[b0 + i] * V * 4, cudaMemcpyDeviceToHost,
+                                            stream));
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          return ok_status();
+        });
   }
 
   int32_t last_argmax() {
@@ -486,9 +525,10 @@ int64_t CudaV41Model::weight_bytes() const { return impl_->w.bytes(); }
 int64_t CudaV41Model::max_token_pages() const { return impl_->state->max_token_pages(); }
 
 Status CudaV41Model::forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n,
-                                   bool all_logits, float* logits, int32_t* argmax) {
+                                   bool all_logits, float* logits, int32_t* argmax,
+                                   int64_t keep_from_pos) {
   if (argmax && all_logits) return invalid_argument("forward_paged: argmax with all_logits");
-  RETURN_IF_ERROR(impl_->forward(seq, ids, n, all_logits, logits));
+  RETURN_IF_ERROR(impl_->forward(seq, ids, n, all_logits, logits, keep_from_pos));
   if (argmax) *argmax = impl_->last_argmax();
   return ok_status();
 }
@@ -496,6 +536,11 @@ Status CudaV41Model::forward_paged(const PagedSequence& seq, const int32_t* ids,
 Status CudaV41Model::decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count,
                                   float* logits, std::vector<int32_t>* greedy) {
   return impl_->decode(seqs, ids, count, logits, greedy);
+}
+
+Status CudaV41Model::verify_paged(const PagedSequence* seqs, const int32_t* ids,
+                                  const int64_t* counts, int64_t count, float* const* logits) {
+  return impl_->verify(seqs, ids, counts, count, logits);
 }
 
 Status CudaV41Model::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {

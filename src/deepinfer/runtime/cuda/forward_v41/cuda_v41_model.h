@@ -47,12 +47,17 @@ class CudaV41Model final : public PagedForward {
   // Token pages a sequence of max_tokens needs (its block table's most entries).
   int64_t max_token_pages() const;
 
+  // keep_from_pos (YOCO compact): the layers after the last one with cached state run only the
+  // rows the kept logits and later calls read, as the CPU's v41::yoco_layer_rows says.
   Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
-                       float* logits, int32_t* argmax = nullptr) override;
+                       float* logits, int32_t* argmax = nullptr,
+                       int64_t keep_from_pos = 0) override;
   // Every row is its own segment of one token: the projections and experts run over all rows
   // at once, the state ops per row.
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
                       std::vector<int32_t>* greedy) override;
+  Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
+                      int64_t count, float* const* logits) override;
   Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) override;
   Status read_pages(const int32_t* pages, int64_t n, void* dst) override;
   Status write_pages(const int32_t* pages, int64_t n, const void* src) override;

@@ -154,13 +154,15 @@ void attend_segment(const V41Context& m, int layer, const V41Attention& w, const
   a.ring_rows = c.sliding_window;
   if (c.compress_ratio(layer) > 0) {
     a.entries = g.seq->layers[c.kv_source_of(layer)].entries;
-    a.selected = m.x.s.selected.get() + g.row0 * c.index_topk;
-    a.num_selected = m.x.s.num_selected.get() + g.row0;
+    a.selected = m.x.s.selected.get() + (m.pick_row0 + g.row0) * c.index_topk;
+    a.num_selected = m.x.s.num_selected.get() + m.pick_row0 + g.row0;
     a.max_selected = c.index_topk;
   }
   a.out = o + g.row0 * nh * hd;
   a.num_queries = g.n;
   a.pos0 = g.pos0;
+  // Batch-invariant: one kernel at every launch width, as deepseek_v4's (attention_layer.cc).
+  if (m.gemm.batch_invariant()) a.kernel = SinkKernel::kFp32;
   sink_attention(a, m.stream);
   ring_write(p.kv + g.row0 * hd, g.n, g.pos0, hd, st.ring, c.sliding_window, m.stream);
 }

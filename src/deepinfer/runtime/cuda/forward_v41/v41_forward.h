@@ -57,6 +57,9 @@ struct V41Context {
   const int64_t* positions = nullptr;  // device [rows]
   int max_blocks = 0;                  // keep's row stride
   V41Trace* trace = nullptr;           // tests: record decision gaps (synchronous copies)
+  // This context's row 0 is row pick_row0 of the call's picks (a YOCO-trimmed layer runs the
+  // call's last rows only, and reads their picks).
+  int64_t pick_row0 = 0;
 
   float eps() const { return static_cast<float>(c.rms_norm_eps); }
   void linear(const DeviceMatrix& w, const __nv_bfloat16* xb, int64_t n, int64_t out, int64_t in,

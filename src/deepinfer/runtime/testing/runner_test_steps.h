@@ -1,5 +1,5 @@
-// Shared by the CPU runner tests (both model families): random prompt ids, a step's logits rows,
-// and a sequence run in chunks with its pages reserved as the engine reserves them.
+// Shared by the runner tests (both model families, either device): random prompt ids, a step's
+// logits rows, and a sequence run in chunks with its pages reserved as the engine reserves them.
 #pragma once
 
 #include <gtest/gtest.h>

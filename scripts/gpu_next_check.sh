@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# The device check for branch gpu-next-w4-mhc-invariance (written 2026-12-05; built here, never
+# run on a GPU: none was lent since). What it covers:
+#   - the pair-shift W4A16 expert kernel, mHC's warp Sinkhorn and multi-token mixes, GEMV lanes
+#     fetching ahead, the grouped output GEMV (issue 16);
+#   - sink attention on tensor cores (issue 16; sink_attention_mma.cu);
+#   - batch invariance on CUDA (issue 19, acceptance 2), deterministic sampling through the engine
+#     on CUDA (acceptance 3), and the prefix-cache torture test on the CUDA runner, bitwise under
+#     batch invariance and near-tie-ruled without it (issue 18, acceptance 1).
+#   - speculative rows and rollbacks on the CUDA runner (issue 19, acceptance 1): phase 4 runs the
+#     runner's bitwise rollback test and the engine's oracle-drafter tests under batch
+#     invariance, then bench's --spec-oracle-accept at B=1 and B=32; with it YOCO compact's
+#     bitwise test. Phase 5: YOCO's prefill saving at 4k and 32k. Phase 6: V4.1 at real dims
+#     (v41-flash-8layer): YOCO at 4k, decode at B=1 and 32 (issue 17).
+# Usage (carry [".carry"]): scripts/gpu_next_check.sh 1, then 2, then 3 (issue 16's bench beside
+# transformers eager, once 1 passes), then 4 and 5; each under 600 s. Phase c is the
+# correctness subset of 1 and 4, for a session with little device time.
+# Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
+set -uo pipefail
+phase=${1:-1}
+[ -f .carry/bin.tar.xz ] && mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry
+if [ -f .carry/redis.tar.xz ]; then  # redis-server with its own libraries, for the cluster tier
+  mkdir -p /tmp/redis && tar -xJf .carry/redis.tar.xz -C /tmp/redis && export PATH=/tmp/redis:$PATH
+fi
+B=.carry/bin
+OUT=${OUT:-gpu_logs}
+mkdir -p "$OUT"
+export DEEPINFER_SOURCE_DIR=$PWD DEEPINFER_SHARED_DIR=$PWD/.carry/shared
+source scripts/gpu_libs.sh $B/deepinfer $B/cuda_ops_test $B/prefix_cache_engine_test
+t0=$SECONDS
+left() { [ $((SECONDS - t0)) -lt $1 ]; }
+run_test() {  # binary timeout [env...] (GTEST_FILTER=... among them picks tests)
+  local bin=$1 to=$2 tag=$1
+  shift 2
+  [ $# -gt 0 ] && tag="$bin.$(echo "$*" | sed 's/GTEST_FILTER=[^ ]*/filtered/' | tr ' =' '__')"
+  env "$@" timeout $to $B/$bin --gtest_color=no > $OUT/$tag.log 2>&1
+  echo "$tag rc $? at $((SECONDS - t0)) s"
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|trials, |seed|differs first|engine test on|parts from" \
+    $OUT/$tag.log | head -12
+}
+run_bench() {  # name extra-flags
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout ${BENCH_TIMEOUT:-150} $B/deepinfer \
+    bench forward --device cuda --model /tmp/m8 --batch-sizes 1,32,128 --context 4096 --steps 8 \
+    --phase-times --output-json $OUT/bench_$1.json $2 > $OUT/bench_$1.log 2>&1
+  echo "bench $1 rc $? at $((SECONDS - t0)) s"
+  grep -E 'moe: experts|mhc|attention|output projection|^\| (prefill|decode)' $OUT/bench_$1.log
+}
+make_m8() {
+  [ -f /tmp/m8/config.json ] ||
+    (time $B/deepinfer make-tiny-model /tmp/m8 --preset v4-flash-8layer) > $OUT/make_m8.log 2>&1
+}
+if [ "$phase" = 1 ]; then
+  make_m8 &
+  mk=$!
+  run_test cuda_ops_test 150
+  run_test cuda_batch_invariance_test 120
+  wait $mk
+  echo "make rc $? at $((SECONDS - t0)) s"
+  run_bench main ""
+  left 420 && run_bench invariant --batch-invariant
+  left 480 && run_test cuda_model_test 80
+  echo "phase 1 done at $((SECONDS - t0)) s"
+elif [ "$phase" = c ]; then
+  # Correctness first, when device time is short: the op tests, batch invariance (both
+  # families), the runner's speculative/YOCO/MTP tests, the engine's speculative tests on cuda.
+  run_test cuda_ops_test 150
+  left 300 && run_test cuda_batch_invariance_test 150
+  left 400 && run_test cuda_runner_test 100 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
+  left 420 && run_test speculative_decoding_test 170 DEEPINFER_TEST_DEVICE=cuda \
+    DEEPINFER_BATCH_INVARIANT=1 \
+    GTEST_FILTER='SpeculativeDecoding.Greedy*:SpeculativeDecoding.Seeded*:SpeculativeDecoding.MtpDrafts*'
+  left 520 && run_test cuda_model_test 60
+  echo "phase c done at $((SECONDS - t0)) s"
+elif [ "$phase" = q ]; then
+  # The quickest look, for a few minutes of device time: the runner's new tests, the op tests,
+  # batch invariance.
+  run_test cuda_runner_test 90 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
+  run_test cuda_ops_test 150
+  left 200 && run_test cuda_batch_invariance_test 150
+  echo "phase q done at $((SECONDS - t0)) s"
+elif [ "$phase" = 4 ]; then
+  # Speculative decoding on the CUDA runner: bitwise only under batch invariance.
+  make_m8 &
+  mk=$!
+  run_test cuda_runner_test 150 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
+  run_test speculative_decoding_test 240 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1 \
+    GTEST_FILTER='SpeculativeDecoding.Greedy*:SpeculativeDecoding.Small*:SpeculativeDecoding.Seeded*:SpeculativeDecoding.Grammar*:SpeculativeDecoding.MtpDrafts*'
+  wait $mk
+  for b in 1 32; do
+    left 480 || break
+    # Without batch invariance, as served (its weight GEMVs would read the weights once per 8
+    # verification rows); the tests above hold the bits under it.
+    timeout 120 $B/deepinfer bench throughput --device cuda \
+      --model /tmp/m8 --num-prompts $b --max-num-seqs $b --input-len 512 --output-len 64 \
+      --spec-oracle-accept 0.6,0.8 --no-isolated --output-json $OUT/bench_spec_b$b.json > $OUT/bench_spec_b$b.log 2>&1
+    echo "bench spec B=$b rc $? at $((SECONDS - t0)) s"
+    grep -E '^\| (off|0\.)' $OUT/bench_spec_b$b.log
+  done
+  echo "phase 4 done at $((SECONDS - t0)) s"
+elif [ "$phase" = 5 ]; then
+  # YOCO compact on the GPU: 4 prefills of 4k and of 32k tokens, truncation off and on.
+  make_m8
+  for len in 4096 32768; do
+    for mode in off compact; do
+      left 540 || break
+      DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 150 $B/deepinfer bench throughput \
+        --device cuda --model /tmp/m8 --num-prompts 4 --max-num-seqs 1 --input-len $len \
+        --output-len 1 --no-isolated --output-json $OUT/bench_yoco_${mode}_$len.json \
+        > $OUT/bench_yoco_${mode}_$len.log 2>&1
+      echo "bench yoco $mode $len rc $? at $((SECONDS - t0)) s"
+      grep -iE 'ttft|wall|output tok' $OUT/bench_yoco_${mode}_$len.log | head -4
+    done
+  done
+  echo "phase 5 done at $((SECONDS - t0)) s"
+elif [ "$phase" = 6 ]; then
+  # V4.1 at real dims (issue 17): make v41-flash-8layer (about 60 GB, in memory, then written;
+  # 6 minutes on 16 cores), then a 4k prefill with YOCO off and compact, and decode at B=1 and
+  # 32. The disk (64 GiB) holds one such model: v4-flash-8layer goes first.
+  rm -rf /tmp/m8
+  (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
+  echo "make m41 rc $? at $((SECONDS - t0)) s"
+  for mode in off compact; do
+    left 420 || break
+    DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 90 $B/deepinfer bench throughput \
+      --device cuda --model /tmp/m41 --num-prompts 2 --max-num-seqs 1 --input-len 4096 \
+      --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_$mode.json \
+      > $OUT/bench_v41_yoco_$mode.log 2>&1
+    echo "bench v41 yoco $mode rc $? at $((SECONDS - t0)) s"
+    grep -iE 'ttft' $OUT/bench_v41_yoco_$mode.log | head -2
+  done
+  for b in 1 32; do
+    left 500 || break
+    timeout 90 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
+      --input-len 1024 --output-len 32 --no-isolated --output-json $OUT/bench_v41_b$b.json \
+      > $OUT/bench_v41_b$b.log 2>&1
+    echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
+    grep -iE 'itl|tpot|floor' $OUT/bench_v41_b$b.log | head -4
+  done
+  echo "phase 6 done at $((SECONDS - t0)) s"
+elif [ "$phase" = 3 ]; then
+  # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
+  make_m8
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 540 $B/deepinfer bench forward \
+    --device cuda --model /tmp/m8 --batch-sizes 1,32,128 --context 4096 --steps 8 --phase-times \
+    --reference transformers --reference-args '--load dequant' \
+    --output-json $OUT/bench_reference.json > $OUT/bench_reference.log 2>&1
+  echo "bench reference rc $? at $((SECONDS - t0)) s"
+  grep -E '^\| (prefill|decode)|transformers' $OUT/bench_reference.log | head -20
+elif [ "$phase" = t ]; then
+  # The torture and speculative tests after their small-pool fix (the CUDA runner's pool must
+  # hold one --max-model-len sequence), then the oracle speed-up under batch invariance, where
+  # verification rows round as decode rows do and the oracle's continuation stays the target's.
+  make_m8 &
+  mk=$!
+  run_test prefix_cache_engine_test 150 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  run_test prefix_cache_engine_test 120 DEEPINFER_TEST_DEVICE=cuda
+  run_test speculative_decoding_test 120 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  wait $mk
+  for b in 1 32; do
+    left 330 || break
+    timeout 110 $B/deepinfer bench throughput --device cuda --batch-invariant \
+      --model /tmp/m8 --num-prompts $b --max-num-seqs $b --input-len 512 --output-len 64 \
+      --spec-oracle-accept 0,0.6,1 --no-isolated --output-json $OUT/bench_spec_inv_b$b.json \
+      > $OUT/bench_spec_inv_b$b.log 2>&1
+    echo "bench spec invariant B=$b rc $? at $((SECONDS - t0)) s"
+    grep -E '^\| (off|[01]\.)|ITL' $OUT/bench_spec_inv_b$b.log
+  done
+  echo "phase t done at $((SECONDS - t0)) s"
+else
+  run_test prefix_cache_engine_test 200 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  run_test deterministic_sampling_test 60 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  run_test prefix_cache_engine_test 150 DEEPINFER_TEST_DEVICE=cuda
+  left 380 && run_test cuda_runner_test 200
+  left 460 && run_test cuda_engine_test 100
+  echo "phase 2 done at $((SECONDS - t0)) s"
+fi

@@ -1,0 +1,51 @@
+// Warp-level tensor-core pieces shared by kernels (SM80+ mma.sync, valid on SM90): bf16
+// m16n8k16 with fp32 accumulation, and ldmatrix loads of its fragments from shared memory.
+//
+// Fragment layout (g = lane / 4, t = lane % 4): A (16x16, row-major) a0 = rows g, k 2t..2t+1;
+// a1 = rows g + 8, same k; a2, a3 = the same rows at k + 8. B (16x8, "col": element (k, n) read
+// along k) b0 = k 2t..2t+1 of column g, b1 = k + 8. C/D (16x8) c0, c1 = row g, columns 2t, 2t+1;
+// c2, c3 = row g + 8.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+__device__ inline uint32_t shared_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// c += a * b (bf16 inputs, fp32 accumulators).
+__device__ inline void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                      uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 b16 matrices: lanes 8i..8i+7 give the 16-byte rows of matrix i; r[i] receives, in
+// lane l, row l / 4's elements 2(l % 4), 2(l % 4) + 1 of matrix i.
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_addr(row)));
+}
+
+// The same, each matrix transposed: lane l receives elements (2(l % 4), l / 4) and
+// (2(l % 4) + 1, l / 4), which is a B fragment of a matrix stored with k along its rows.
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_addr(row)));
+}
+
+__device__ inline uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+}  // namespace deepinfer::cuda
