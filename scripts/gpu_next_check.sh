@@ -32,7 +32,7 @@ left() { [ $((SECONDS - t0)) -lt $1 ]; }
 run_test() {  # binary timeout [env...] (GTEST_FILTER=... among them picks tests)
   local bin=$1 to=$2 tag=$1
   shift 2
-  [ $# -gt 0 ] && tag="$bin.$(echo "$*" | sed 's/GTEST_FILTER=[^ ]*/filtered/' | tr ' =' '__')"
+  [ $# -gt 0 ] && tag="$bin.$(echo "$*" | sed 's/GTEST_FILTER=[^ ]*/filtered/' | tr ' =/' '___')"
   env "$@" timeout $to $B/$bin --gtest_color=no > $OUT/$tag.log 2>&1
   echo "$tag rc $? at $((SECONDS - t0)) s"
   grep -E "^\[  (PASSED|FAILED)|FAILED  \]|trials, |seed|differs first|engine test on|parts from" \
@@ -166,6 +166,25 @@ elif [ "$phase" = t ]; then
     grep -E '^\| (off|[01]\.)|ITL' $OUT/bench_spec_inv_b$b.log
   done
   echo "phase t done at $((SECONDS - t0)) s"
+elif [ "$phase" = b ]; then
+  # Bisecting the v4-flash-8layer speculative parting under batch invariance (phase t): batch
+  # invariance on that model at a short and the default runner length, then the oracle run at
+  # acceptance 0 (it prints where the outputs first part), then the speculative suite.
+  make_m8
+  for len in 160 65536; do
+    run_test cuda_batch_invariance_test 150 GTEST_FILTER='*deepseek_v4' \
+      DEEPINFER_INVARIANCE_MODEL=/tmp/m8 DEEPINFER_INVARIANCE_MAX_MODEL_LEN=$len \
+      DEEPINFER_INVARIANCE_TRIALS=10
+    mv $OUT/cuda_batch_invariance_test.filtered_*_MAX_MODEL_LEN_${len}_*.log \
+      $OUT/invariance_m8_len$len.log 2>/dev/null
+  done
+  left 420 && timeout 120 $B/deepinfer bench throughput --device cuda --batch-invariant \
+    --model /tmp/m8 --num-prompts 1 --max-num-seqs 1 --input-len 512 --output-len 64 \
+    --spec-oracle-accept 0,0.6,1 --no-isolated > $OUT/bench_spec_inv_b1.log 2>&1
+  grep -E '^\| (off|[01]\.)|part' $OUT/bench_spec_inv_b1.log
+  left 500 && run_test speculative_decoding_test 90 DEEPINFER_TEST_DEVICE=cuda \
+    DEEPINFER_BATCH_INVARIANT=1
+  echo "phase b done at $((SECONDS - t0)) s"
 else
   run_test prefix_cache_engine_test 200 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
   run_test deterministic_sampling_test 60 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1

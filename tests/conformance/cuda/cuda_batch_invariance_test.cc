@@ -5,7 +5,10 @@
 // expert kernel, as the real model does; every layer kind (sliding, CSA with its indexer, HCA)
 // and hash routing are in it. deepseek_v41 runs too, on its quantized tiny model (every layer
 // role of spec §11.2, Engram included). The seed is printed; DEEPINFER_INVARIANCE_SEED replays a
-// run.
+// run. DEEPINFER_INVARIANCE_MODEL (a deepseek_v4 checkpoint, e.g. v4-flash-8layer),
+// DEEPINFER_INVARIANCE_MAX_MODEL_LEN and DEEPINFER_INVARIANCE_TRIALS run the deepseek_v4 case on
+// another model and runner length: the test models hold where a v4-flash-8layer speculative run
+// under batch invariance parted (docs/gpu_next_full_h200/), so this is the bisection's first step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,7 +42,12 @@ using testing::RunnerSeq;
 constexpr int kSeqs = 8;  // the target and up to 7 neighbours
 constexpr int64_t kMaxLen = 160;
 constexpr int64_t kPrompt = 70, kDecode = 6;  // the target: teacher-forced ids
-constexpr int kTrials = 100;
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::strtoll(e, nullptr, 10) : fallback;
+}
+int trials() { return static_cast<int>(env_int("DEEPINFER_INVARIANCE_TRIALS", 100)); }
 
 uint64_t seed() {
   static const uint64_t s = [] {
@@ -74,6 +82,7 @@ class CudaBatchInvarianceTest : public ::testing::TestWithParam<std::string> {
  protected:
   static std::string model_dir() {
     if (GetParam() == "deepseek_v41") return v41::tiny_model_dir_for_test(/*quantized=*/true);
+    if (const char* m = std::getenv("DEEPINFER_INVARIANCE_MODEL"); m && *m) return m;
     static const std::string v4 = write_model();
     return v4;
   }
@@ -83,7 +92,9 @@ class CudaBatchInvarianceTest : public ::testing::TestWithParam<std::string> {
     o.model_dir = model_dir();
     o.device = runtime::Device::kCuda;
     o.numerics = runtime::Numerics::kPlain;
-    o.max_model_len = kMaxLen;
+    o.max_model_len = GetParam() == "deepseek_v4"
+                          ? env_int("DEEPINFER_INVARIANCE_MAX_MODEL_LEN", kMaxLen)
+                          : kMaxLen;
     o.max_num_seqs = kSeqs;
     o.max_num_batched_tokens = 256;
     o.gpu_memory_utilization = 0.9;
@@ -185,7 +196,7 @@ TEST_P(CudaBatchInvarianceTest, ARequestsLogitsAreTheSameBitsInEveryBatchAndChun
   ASSERT_EQ(want.size(), static_cast<size_t>(1 + kDecode));
 
   int mismatched_trials = 0;
-  for (int trial = 0; trial < kTrials; ++trial) {
+  for (int trial = 0; trial < trials(); ++trial) {
     std::vector<Plan> plans = {target_plan(pieces_of(kPrompt, kDecode, rng, 1 + rng() % 40))};
     const int neighbours = static_cast<int>(rng() % kSeqs);
     for (int k = 1; k <= neighbours; ++k) {
@@ -213,7 +224,7 @@ TEST_P(CudaBatchInvarianceTest, ARequestsLogitsAreTheSameBitsInEveryBatchAndChun
     for (const Plan& p : plans) r->release(p.seq.id);
   }
   std::printf("%s: %d trials, %d with a logits row that differs from the request alone\n",
-              GetParam().c_str(), kTrials, mismatched_trials);
+              GetParam().c_str(), trials(), mismatched_trials);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaBatchInvarianceTest,

@@ -324,6 +324,24 @@ std::optional<double> isolated_decode_ms(const std::string& dir, int batch, int6
 #endif
 }
 
+// Where two runs' outputs first part ("request 3 token 17: 1234 against 5678"), or "".
+std::string first_parting(const std::vector<std::vector<int32_t>>& got,
+                          const std::vector<std::vector<int32_t>>& want) {
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const auto& a = got[i];
+    const auto& b = want[i];
+    for (size_t j = 0; j < std::max(a.size(), b.size()); ++j) {
+      if (j < a.size() && j < b.size() && a[j] == b[j]) continue;
+      const auto tok = [&](const std::vector<int32_t>& v) {
+        return j < v.size() ? std::to_string(v[j]) : std::string("the end");
+      };
+      return "request " + std::to_string(i) + " token " + std::to_string(j) + ": " + tok(a) +
+             " against " + tok(b);
+    }
+  }
+  return got.size() == want.size() ? "" : "the request counts differ";
+}
+
 // --spec-oracle-accept: the same requests again with speculative decoding, the oracle drafter
 // proposing the run above's own outputs at each acceptance rate (engine/oracle_drafter.h):
 // what verification buys at that rate, the outputs checked equal to the run without drafts. On
@@ -387,9 +405,13 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
                     {"acceptance_by_position", at},
                     {"outputs_as_without_drafts", same},
                     {"bitwise_expected", bitwise}});
+    const std::string parting = same ? "" : first_parting(on.outputs, off.outputs);
+    if (!same) rows.back()["first_parting"] = parting;
     if (!same && bitwise)
-      return deepinfer::internal_error("speculative decoding changed an output at acceptance " +
-                                       std::to_string(rate) + " (a bug: it must be lossless)");
+      return deepinfer::internal_error(
+          "speculative decoding changed an output at acceptance " + std::to_string(rate) +
+          " (a bug: it must be lossless): " + parting + " without drafts");
+    if (!same) std::printf("  outputs first part at %s without drafts\n", parting.c_str());
   }
   return nlohmann::json{{"off_wall_s", off.wall_s}, {"off_steps", off_steps}, {"rows", rows}};
 }
