@@ -95,8 +95,9 @@ int run_make_tiny_model(int argc, char** argv) {
                "FP8 dense weights (V4: 128x128 blocks, V4.1: 32x32; E8M0 scales) and MXFP4 "
                "routed experts");
   app.add_flag("--streamed", o.streamed,
-               "V4: make each tensor from (seed, name, shape) in parallel and write shard by "
-               "shard (always on for the v4-flash presets; other presets then get other values)");
+               "make each tensor from (seed, name, shape) in parallel and write shard by shard "
+               "(always on for the v4-flash presets and v41-flash-8layer; other presets then get "
+               "other values)");
   size_t shard_mib = o.max_shard_bytes >> 20;
   app.add_option("--shard-size-mib", shard_mib,
                  "largest shard in MiB (the v4-flash presets: at least 4096); streamed writes "
@@ -114,8 +115,8 @@ int run_make_tiny_model(int argc, char** argv) {
   }
   o.max_shard_bytes = shard_mib << 20;
   deepinfer::StatusOr<ModelFamily> family = family_of(o);
-  if (family.ok() && *family == ModelFamily::kDeepseekV41 && (dry_run || o.streamed)) {
-    std::cerr << "deepinfer make-tiny-model: --dry-run and --streamed are for deepseek_v4 models\n";
+  if (family.ok() && *family == ModelFamily::kDeepseekV41 && dry_run) {
+    std::cerr << "deepinfer make-tiny-model: --dry-run is for deepseek_v4 models\n";
     return 1;
   }
   if (family.ok() && dry_run) return print_plan(o);

@@ -176,6 +176,22 @@ Status finish_model_dir(const std::string& dir, const std::string& config_json,
   return ok_status();
 }
 
+// Fails before anything is deleted or written when the model cannot fit (the full preset needs
+// about 160 GB; the single-GPU machine's disk has 64 GiB).
+Status check_model_room(const std::string& dir, uint64_t needed) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return not_found("cannot create " + dir + ": " + ec.message());
+  uint64_t room = fs::space(dir, ec).available;
+  if (ec) return ok_status();  // no figure: let the writes tell
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".safetensors") room += e.file_size(ec);  // replaced
+  if (room >= needed + (uint64_t{64} << 20)) return ok_status();
+  return resource_exhausted(dir + ": the model needs " + std::to_string(needed >> 20) +
+                            " MiB but its file system has " + std::to_string(room >> 20) +
+                            " MiB free");
+}
+
 Status write_model_dir(const std::string& dir, std::vector<TensorRecord> tensors,
                        size_t max_shard_bytes, const std::string& config_json,
                        const std::string& tokenizer_dir) {

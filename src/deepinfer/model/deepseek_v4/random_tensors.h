@@ -76,5 +76,8 @@ Status write_model_dir(const std::string& dir, std::vector<TensorRecord> tensors
 Status prepare_model_dir(const std::string& dir);
 Status finish_model_dir(const std::string& dir, const std::string& config_json,
                         const std::string& tokenizer_dir);
+// resource_exhausted, before anything is deleted or written, when dir's file system (counting
+// the safetensors a write would replace) has less room than `needed` bytes plus a margin.
+Status check_model_room(const std::string& dir, uint64_t needed);
 
 }  // namespace deepinfer::v4

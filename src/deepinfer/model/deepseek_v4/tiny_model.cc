@@ -156,29 +156,13 @@ void plan_tensors(const Resolved& r, std::vector<PlannedTensor>* tensors,
     }
 }
 
-// Fails before anything is deleted or written when the model cannot fit (the full preset needs
-// about 160 GB; the single-GPU machine's disk has 64 GiB).
-Status check_room(const std::string& dir, uint64_t needed) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return not_found("cannot create " + dir + ": " + ec.message());
-  uint64_t room = fs::space(dir, ec).available;
-  if (ec) return ok_status();  // no figure: let the writes tell
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".safetensors") room += e.file_size(ec);  // replaced
-  if (room >= needed + (uint64_t{64} << 20)) return ok_status();
-  return resource_exhausted(dir + ": the model needs " + std::to_string(needed >> 20) +
-                            " MiB but its file system has " + std::to_string(room >> 20) +
-                            " MiB free");
-}
-
 Status write_streamed(const std::string& dir, const Resolved& r, const TinyModelOptions& o) {
   std::vector<PlannedTensor> tensors;
   std::vector<size_t> group_of;
   plan_tensors(r, &tensors, &group_of);
   uint64_t total = 0;
   for (const PlannedTensor& t : tensors) total += t.bytes;
-  RETURN_IF_ERROR(check_room(dir, total));
+  RETURN_IF_ERROR(check_model_room(dir, total));
   RETURN_IF_ERROR(prepare_model_dir(dir));
   StreamingWriteOptions wo;
   wo.max_shard_bytes = r.max_shard_bytes;

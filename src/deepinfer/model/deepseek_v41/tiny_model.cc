@@ -4,11 +4,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "deepinfer/loader/safetensors_writer.h"
+#include "deepinfer/loader/streaming_shard_writer.h"
 #include "deepinfer/model/deepseek_v4/random_tensors.h"
+#include "deepinfer/model/deepseek_v4/tensor_rng.h"
 #include "deepinfer/model/deepseek_v41/config.h"
 #include "deepinfer/model/deepseek_v41/engram_hash.h"
 #include "deepinfer/model/deepseek_v41/engram_token_map.h"
 #include "deepinfer/model/deepseek_v41/weights.h"
+#include "deepinfer/tensor/dtype.h"
 #include "deepinfer/tokenizer/tokenizer.h"
 
 namespace deepinfer::v41 {
@@ -18,7 +22,7 @@ using nlohmann::json;
 
 struct Preset {
   const char* name;
-  bool flash_dims;  // spec §11.1's dims, FP8 + MXFP4, generated in parallel
+  bool flash_dims;  // spec §11.1's dims, FP8 + MXFP4, streamed (write_streamed)
   bool dspark;      // with DSpark draft layers and their tensors
 };
 
@@ -181,38 +185,133 @@ json quantization_config() {
               {"activation_scheme", "dynamic"}, {"expert_dtype", "fp4"}};
 }
 
-// One manifest entry's random tensor(s) in the storage the released checkpoint uses.
-void add_random_tensor(const Config& c, const WeightSpec& s, bool quantized, std::mt19937_64& rng,
-                       std::normal_distribution<float>& normal, std::vector<TensorRecord>* out) {
-  std::string name_for_values = s.name;
-  // The Engram gains are used as a product q_w * k_w: keep them near 1, as norms.
+// How one manifest entry is stored (the released checkpoint's storage); decides both the
+// streamed writer's plan and the bytes.
+enum class Storage { kEngramFp8, kEngramBf16, kMxfp4, kFp8, kF32, kBF16 };
+
+Storage storage_of(const WeightSpec& s, bool quantized) {
+  if (s.kind == WeightKind::kEngramTable)
+    return quantized ? Storage::kEngramFp8 : Storage::kEngramBf16;
+  const int64_t cols = s.shape.size() > 1 ? s.shape[1] : 1;
+  if (quantized && s.kind == WeightKind::kExpert && cols % 32 == 0) return Storage::kMxfp4;
+  if (quantized && (s.kind == WeightKind::kDense || s.kind == WeightKind::kExpert))
+    return Storage::kFp8;
+  if (v4::ends_with(s.name, "attn_sink") || s.name.find("hc_") != std::string::npos ||
+      v4::ends_with(s.name, "gate.bias") || v4::ends_with(s.name, "gate.bias_vl"))
+    return Storage::kF32;
+  return Storage::kBF16;
+}
+
+std::string scale_name(const std::string& weight_name) {
+  return weight_name.substr(0, weight_name.size() - 7) + ".scale";  // drop ".weight"
+}
+
+// The name whose role sizes an entry's values (v4::value_moments): the Engram gains are used as
+// a product q_w * k_w, so they stay near 1, as norms.
+std::string values_name(const WeightSpec& s) {
   if (v4::ends_with(s.name, "engram.q_weight") || v4::ends_with(s.name, "engram.k_weight"))
-    name_for_values += ".norm.weight";
-  const std::vector<float> v = v4::random_values(name_for_values, s.shape, rng, normal);
+    return s.name + ".norm.weight";
+  return s.name;
+}
+
+// The stored tensors of one manifest entry, as add_random_tensor makes them.
+std::vector<PlannedTensor> stored_layout(const Config& c, const WeightSpec& s, bool quantized) {
+  auto planned = [](std::string name, DType t, std::vector<int64_t> shape) {
+    uint64_t n = dtype_size(t);
+    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+    return PlannedTensor{std::move(name), t, std::move(shape), n};
+  };
   const int64_t rows = s.shape[0], cols = s.shape.size() > 1 ? s.shape[1] : 1;
-  if (s.kind == WeightKind::kEngramTable) {
-    if (quantized) {  // FP8 rows, E8M0 per 32 channels: [rows, ceil(dim / 32)]
+  switch (storage_of(s, quantized)) {
+    case Storage::kEngramFp8:
+      return {planned(s.name, DType::kF8E4M3, {rows, cols}),
+              planned(scale_name(s.name), DType::kF8E8M0, {rows, (cols + 31) / 32})};
+    case Storage::kEngramBf16:
+      return {planned(s.name, DType::kBF16, s.shape),
+              planned(scale_name(s.name), DType::kF32, {rows, 1})};
+    case Storage::kMxfp4:
+      return {planned(s.name, DType::kI8, {rows, cols / 2}),
+              planned(scale_name(s.name), DType::kF8E8M0, {rows, cols / 32})};
+    case Storage::kFp8: {
+      const int64_t br = c.weight_block_rows, bc = c.weight_block_cols;
+      return {planned(s.name, DType::kF8E4M3, {rows, cols}),
+              planned(scale_name(s.name), DType::kF8E8M0,
+                      {(rows + br - 1) / br, (cols + bc - 1) / bc})};
+    }
+    case Storage::kF32:
+      return {planned(s.name, DType::kF32, s.shape)};
+    case Storage::kBF16:
+      return {planned(s.name, DType::kBF16, s.shape)};
+  }
+  return {};
+}
+
+// One manifest entry's random tensor(s) in the storage the released checkpoint uses; values()
+// draws the entry's floats.
+template <class Values>
+void add_random_tensor(const Config& c, const WeightSpec& s, bool quantized, const Values& values,
+                       std::vector<TensorRecord>* out) {
+  const std::vector<float> v = values();
+  const int64_t rows = s.shape[0], cols = s.shape.size() > 1 ? s.shape[1] : 1;
+  switch (storage_of(s, quantized)) {
+    case Storage::kEngramFp8:  // FP8 rows, E8M0 per 32 channels: [rows, ceil(dim / 32)]
       v4::add_fp8(*out, s.name, v, rows, cols, 1, 32);
-    } else {  // the scale exists even for a float table (and is not applied)
+      return;
+    case Storage::kEngramBf16: {  // the scale exists even for a float table (and is not applied)
       out->push_back({s.name, DType::kBF16, s.shape, v4::to_bf16(v)});
       const std::vector<float> ones(rows, 1.0f);
-      out->push_back({s.name.substr(0, s.name.size() - 7) + ".scale",
-                      DType::kF32,
-                      {rows, 1},
-                      v4::as_bytes(ones.data(), ones.size() * 4)});
+      out->push_back(
+          {scale_name(s.name), DType::kF32, {rows, 1}, v4::as_bytes(ones.data(), ones.size() * 4)});
+      return;
     }
-    return;
+    case Storage::kMxfp4:
+      v4::add_mxfp4(*out, s.name, v, rows, cols);
+      return;
+    case Storage::kFp8:
+      v4::add_fp8(*out, s.name, v, rows, cols, c.weight_block_rows, c.weight_block_cols);
+      return;
+    case Storage::kF32:
+      out->push_back({s.name, DType::kF32, s.shape, v4::as_bytes(v.data(), v.size() * 4)});
+      return;
+    case Storage::kBF16:
+      out->push_back({s.name, DType::kBF16, s.shape, v4::to_bf16(v)});
+      return;
   }
-  if (quantized && s.kind == WeightKind::kExpert && cols % 32 == 0) {
-    v4::add_mxfp4(*out, s.name, v, rows, cols);
-  } else if (quantized && (s.kind == WeightKind::kDense || s.kind == WeightKind::kExpert)) {
-    v4::add_fp8(*out, s.name, v, rows, cols, c.weight_block_rows, c.weight_block_cols);
-  } else if (v4::ends_with(s.name, "attn_sink") || s.name.find("hc_") != std::string::npos ||
-             v4::ends_with(s.name, "gate.bias") || v4::ends_with(s.name, "gate.bias_vl")) {
-    out->push_back({s.name, DType::kF32, s.shape, v4::as_bytes(v.data(), v.size() * 4)});
-  } else {
-    out->push_back({s.name, DType::kBF16, s.shape, v4::to_bf16(v)});
-  }
+}
+
+// Streamed (the flash preset; --streamed): each entry made from (seed, name, shape) alone, in
+// parallel, and written shard by shard (v4's streamed writer: the 60 GB preset is never held
+// whole, and a disk without room fails before anything is written).
+Status write_streamed(const std::string& dir, const Config& c,
+                      const std::vector<WeightSpec>& manifest, bool quantized,
+                      size_t max_shard_bytes, const std::string& config_json,
+                      const v4::TinyModelOptions& o) {
+  std::vector<PlannedTensor> tensors;
+  std::vector<size_t> group_of;
+  uint64_t total = 0;
+  for (size_t i = 0; i < manifest.size(); ++i)
+    for (PlannedTensor& t : stored_layout(c, manifest[i], quantized)) {
+      total += t.bytes;
+      tensors.push_back(std::move(t));
+      group_of.push_back(i);
+    }
+  RETURN_IF_ERROR(v4::check_model_room(dir, total));
+  RETURN_IF_ERROR(v4::prepare_model_dir(dir));
+  StreamingWriteOptions wo;
+  wo.max_shard_bytes = max_shard_bytes;
+  wo.metadata = {{"format", "pt"}};
+  wo.progress = o.stream_progress;
+  auto make = [&](size_t g) -> StatusOr<std::vector<TensorRecord>> {
+    const WeightSpec& s = manifest[g];
+    v4::TensorRng rng(o.seed, s.name, s.shape);
+    std::vector<TensorRecord> out;
+    add_random_tensor(
+        c, s, quantized, [&] { return v4::name_seeded_values(values_name(s), s.shape, rng); },
+        &out);
+    return out;
+  };
+  RETURN_IF_ERROR(write_sharded_streaming(dir, std::move(tensors), group_of, make, wo).status());
+  return v4::finish_model_dir(dir, config_json, o.tokenizer_dir);
 }
 
 }  // namespace
@@ -282,20 +381,25 @@ Status write_tiny_model(const std::string& dir, const v4::TinyModelOptions& o) {
       parse_config_json(cj.dump(), o.config_path.empty() ? "preset " + o.preset : o.config_path));
   // A config with draft layers gets their tensors too (the released checkpoint has them).
   const std::vector<WeightSpec> manifest = weight_manifest(c, c.num_nextn_layers > 0);
+  const size_t shard_bytes =
+      flash ? std::max<size_t>(o.max_shard_bytes, size_t{4} << 30) : o.max_shard_bytes;
+  if (flash || o.streamed)
+    return write_streamed(dir, c, manifest, quantized, shard_bytes, cj.dump(2), o);
+  // The small presets' recipe: one serial random stream in manifest order, all in memory.
   std::vector<std::vector<TensorRecord>> records(manifest.size());
   v4::generate_tensors(
-      manifest.size(), flash, o.seed, o.progress,
+      manifest.size(), false, o.seed, o.progress,
       [&](size_t i, std::mt19937_64& rng, std::normal_distribution<float>& normal) {
-        add_random_tensor(c, manifest[i], quantized, rng, normal, &records[i]);
+        const WeightSpec& s = manifest[i];
+        add_random_tensor(
+            c, s, quantized,
+            [&] { return v4::random_values(values_name(s), s.shape, rng, normal); }, &records[i]);
       });
   std::vector<TensorRecord> out;
   for (auto& r : records)
     for (auto& t : r) out.push_back(std::move(t));
   records.clear();
-  return v4::write_model_dir(
-      dir, std::move(out),
-      flash ? std::max<size_t>(o.max_shard_bytes, size_t{4} << 30) : o.max_shard_bytes, cj.dump(2),
-      o.tokenizer_dir);
+  return v4::write_model_dir(dir, std::move(out), shard_bytes, cj.dump(2), o.tokenizer_dir);
 }
 
 }  // namespace deepinfer::v41

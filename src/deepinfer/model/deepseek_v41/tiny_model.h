@@ -24,8 +24,9 @@ namespace deepinfer::v41 {
 // layers 1 and 4), FP8 32x32 dense, MXFP4 experts, FP8 Engram tables with E8M0 scales per 32
 // channels. The Engram tables are shrunk 100x by engram_vocab_size 160,000 instead of
 // 16,000,000 (the hash still has N = 4, 8 heads, 24 columns of 256 dims; each table has ~3.84M
-// rows, ~1 GB, instead of ~384M rows, ~98 GB). About 60 GB on disk; generating it needs as much
-// host memory.
+// rows, ~1 GB, instead of ~384M rows, ~98 GB). About 60 GB on disk, streamed as v4's flash
+// presets are (each tensor from (seed, name, shape), written shard by shard, the disk's room
+// checked first); --streamed does the same for the small presets, with other values.
 std::vector<std::string> tiny_model_presets();
 bool is_tiny_model_preset(const std::string& name);
 
@@ -36,7 +37,8 @@ StatusOr<std::string> tiny_model_config_json(const std::string& preset,
 // Writes the model into dir (created; existing model files are replaced). options.preset is one
 // of tiny_model_presets(), or options.config_path a deepseek_v41 config.json. A preset with
 // Engram layers needs options.tokenizer_dir (its engram_compressed_vocab_size and the tables'
-// rows come from that tokenizer).
+// rows come from that tokenizer). resource_exhausted, before anything is written, when a
+// streamed model does not fit dir's file system.
 Status write_tiny_model(const std::string& dir, const v4::TinyModelOptions& options);
 
 }  // namespace deepinfer::v41

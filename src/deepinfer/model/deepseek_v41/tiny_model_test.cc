@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/deepseek_v41/cpu_model.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 #include "deepinfer/model/model_family.h"
@@ -98,6 +101,62 @@ TEST(TinyModelV41, Flash8LayerConfigHasTheRealDimsAndShrunkEngram) {
     EXPECT_GT(rows, 24 * 160000);
     EXPECT_LT(rows, 24 * 161000);
   }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The streamed writer (the v41-flash-8layer preset's) lays a preset out exactly as the in-memory
+// path does (same index, names, dtypes and shapes; other values: each tensor drawn from (seed,
+// name, shape)), and what it writes loads and runs. The DSpark preset written streamed shares
+// the default preset's tensors bit for bit, which only (seed, name, shape) seeding gives.
+TEST(TinyModelV41Streamed, WritesTheInMemoryLayoutAndLoadsAndRuns) {
+  const std::string tmp = ::testing::TempDir() + "/v41_streamed_" + std::to_string(::getpid());
+  v4::TinyModelOptions o;
+  o.quantized = true;
+  o.seed = 3;
+  o.preset = "v41-default";
+  o.tokenizer_dir = v4::tests_source_dir() + "/assets/tokenizers/deepseek_v3";
+  ASSERT_TRUE(v41::write_tiny_model(tmp + "/in_memory", o).ok());
+  o.streamed = true;
+  const Status st = v41::write_tiny_model(tmp + "/streamed", o);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  o.preset = "v41-dspark";
+  ASSERT_TRUE(v41::write_tiny_model(tmp + "/dspark", o).ok());
+  const std::string index = "/model.safetensors.index.json";
+  EXPECT_EQ(read_file(tmp + "/streamed" + index), read_file(tmp + "/in_memory" + index));
+  EXPECT_EQ(read_file(tmp + "/streamed/config.json"), read_file(tmp + "/in_memory/config.json"));
+  auto a = Checkpoint::open(tmp + "/in_memory");
+  auto b = Checkpoint::open(tmp + "/streamed");
+  auto d = Checkpoint::open(tmp + "/dspark");
+  ASSERT_TRUE(a.ok() && b.ok() && d.ok());
+  ASSERT_EQ((*a)->canonical_names(), (*b)->canonical_names());
+  size_t differ = 0;
+  for (const std::string& name : (*a)->canonical_names()) {
+    const TensorInfo& x = *(*a)->find(name);
+    const TensorInfo& y = *(*b)->find(name);
+    EXPECT_EQ(x.dtype, y.dtype) << name;
+    EXPECT_EQ(x.shape, y.shape) << name;
+    differ += x.nbytes != y.nbytes || std::memcmp(x.data, y.data, x.nbytes) != 0;
+    const TensorInfo* z = (*d)->find(name);
+    ASSERT_NE(z, nullptr) << name;
+    EXPECT_TRUE(z->nbytes == y.nbytes && std::memcmp(z->data, y.data, y.nbytes) == 0) << name;
+  }
+  EXPECT_GT(differ, (*a)->canonical_names().size() / 2);  // another generator's values
+  EXPECT_GT((*d)->canonical_names().size(), (*b)->canonical_names().size());  // the draft layers
+
+  auto m = CpuModel::load(tmp + "/streamed");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const auto ids = random_ids(20, (*m)->config().vocab_size, 5);
+  SequenceState s = (*m)->new_sequence();
+  std::vector<float> logits;
+  ASSERT_TRUE((*m)->forward(s, ids.data(), int64_t(ids.size()), false, &logits).ok());
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_NE(*std::min_element(logits.begin(), logits.end()),
+            *std::max_element(logits.begin(), logits.end()));
+  std::filesystem::remove_all(tmp);
 }
 
 class TinyModelV41Forward : public ::testing::TestWithParam<bool> {};
