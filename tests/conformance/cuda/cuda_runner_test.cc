@@ -617,7 +617,18 @@ std::unique_ptr<ModelRunner> invariant_runner(const std::string& dir,
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
+// DEEPINFER_SPEC_ROWS_MODEL (a deepseek_v4 checkpoint, e.g. v4-flash-8layer) and
+// DEEPINFER_SPEC_ROWS_MAX_MODEL_LEN run the V4 case on that model and runner length instead: a
+// v4-flash-8layer oracle run under batch invariance parted where the tiny models hold
+// (docs/gpu_next_full_h200/; scripts/gpu_next_check.sh b bisects it).
 TEST(CudaSpeculativeRows, DeepseekV4RollbackToAnyAcceptedLengthEqualsPlainDecoding) {
+  if (const char* m = std::getenv("DEEPINFER_SPEC_ROWS_MODEL"); m && *m) {
+    const char* len = std::getenv("DEEPINFER_SPEC_ROWS_MAX_MODEL_LEN");
+    std::printf("speculative rows on %s\n", m);
+    runtime::testing::expect_rollbacks_are_exact(
+        invariant_runner(m, len && *len ? std::strtoll(len, nullptr, 10) : kMaxModelLen).get());
+    return;
+  }
   v4::TinyModelOptions o;
   o.quantized = true;
   o.seed = 29;

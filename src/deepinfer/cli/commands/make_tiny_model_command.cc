@@ -86,7 +86,7 @@ int run_make_tiny_model(int argc, char** argv) {
              "source, two Engram layers). v41-flash-8layer: V4.1-Flash's real dims on that "
              "schedule in 8 layers, FP8 32x32 + MXFP4, about 60 GB; its Engram tables are shrunk "
              "100x (engram_vocab_size 160000 instead of 16000000: ~3.84M rows of 256 per table, "
-             "~1 GB FP8, instead of ~384M rows, ~98 GB)")
+             "~1 GB FP8, instead of ~384M rows, ~98 GB), streamed as the v4-flash presets are")
       ->capture_default_str();
   app.add_option("--config", o.config_path,
                  "use this config.json instead of a preset (its model_type picks the family)");
