@@ -36,4 +36,10 @@ err=$("$bin" generate -q --prompt-ids 999999 2>&1 || true)
 echo "$err" | grep -q "token id 999999 is outside the vocabulary" || fail "vocab error: $err"
 err=$("$bin" generate -q --prompt-ids 1 --numerics fast 2>&1 || true)
 echo "$err" | grep -q -- "--numerics: fast not in" || fail "numerics error: $err"
-echo "generate smoke: 9 passed, 0 failed"
+# A prompt the KV pool can never hold: the engine takes it, then ends it; the reason is printed
+# and the exit status is not 0 (it once printed only "finish_reason=abort" and exited 0).
+if err=$("$bin" generate --kv-memory 200000 --prompt-ids "$(seq -s, 2 900)" --max-tokens 4 2>&1); then
+  fail "a prompt larger than the pool exited 0: $err"
+fi
+echo "$err" | grep -q "raise --kv-memory" || fail "pool error: $err"
+echo "generate smoke: 10 passed, 0 failed"

@@ -100,3 +100,11 @@ def test_switches_are_arguments_and_keep_outputs(llm):
         LLM(yoco_prefill_truncation_mode="everything")
     with pytest.raises(ValueError, match="batch_invariant"):
         LLM(batch_invariant="yes")
+
+
+def test_a_prompt_the_pool_cannot_hold_raises_with_the_reason():
+    # The engine takes the request, then the scheduler finds it can never fit: LLM.generate
+    # raises with that reason (it once returned an empty output with finish_reason "abort").
+    small = LLM(kv_memory_bytes=200000)
+    with pytest.raises(ValueError, match="raise --kv-memory"):
+        small.generate([list(range(2, 900))], SamplingParams(max_tokens=4))

@@ -89,6 +89,9 @@ class EngineImpl final : public Engine {
       rs->mask_cache = std::move(c.masks);
     }
     RETURN_IF_ERROR(check_prompt(rs->prompt, r.params.max_tokens, vocab_size(), max_model_len()));
+    RETURN_IF_ERROR(check_pool_room(static_cast<int64_t>(rs->prompt.size()),
+                                    r.export_state ? 1 : r.params.max_tokens,
+                                    kv_.capacity().max_tokens));
     RETURN_IF_ERROR(check_handoff(r, rs->prompt, fingerprint_, kv_.spec(), vocab_size()));
     std::lock_guard<std::mutex> lock(mu_);
     if (r.request_id.empty()) r.request_id = "req-" + std::to_string(next_request_++);

@@ -131,6 +131,16 @@ Status check_prompt(const std::vector<int32_t>& prompt, int64_t max_tokens, int6
   return ok_status();
 }
 
+Status check_pool_room(int64_t prompt_len, int64_t max_new_tokens, int64_t pool_tokens) {
+  const int64_t state = prompt_len + max_new_tokens - 1;
+  if (state <= pool_tokens) return ok_status();
+  return invalid_argument("prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
+                          std::to_string(max_new_tokens) + ") needs the KV state of " +
+                          std::to_string(state) + " tokens, more than the pool holds for one " +
+                          "sequence (" + std::to_string(pool_tokens) +
+                          "); lower max_tokens or raise --kv-memory");
+}
+
 kv::Retention request_retention(const GenerateRequest& r) {
   const bool tools = r.chat && r.chat->contains("tools") && (*r.chat)["tools"].is_array() &&
                      !(*r.chat)["tools"].empty();

@@ -44,6 +44,10 @@ Status load_tokenizer(const EngineArgs& args, std::unique_ptr<tokenizer::Tokeniz
 // within max_model_len.
 Status check_prompt(const std::vector<int32_t>& prompt, int64_t max_tokens, int64_t vocab,
                     int64_t max_model_len);
+// submit's check that one sequence of the request fits the KV pool at all: its state holds at
+// most prompt + max_new_tokens - 1 tokens (the last sampled one is never fed back), and the pool
+// holds `pool_tokens` for one sequence. Otherwise the scheduler could never run it.
+Status check_pool_room(int64_t prompt_len, int64_t max_new_tokens, int64_t pool_tokens);
 // The request's retention class: its own, else agent with tools and chat without.
 kv::Retention request_retention(const GenerateRequest& r);
 

@@ -189,6 +189,10 @@ class PyEngine {
       cv.wait(lock, [&] { return done == submitted; });
     }
     if (!first_error.ok()) raise(first_error);
+    // A request the engine took and then ended on an error (one the KV pool can never hold, a
+    // failed step): raised as a submit error is, not returned as an empty "abort".
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (!outs[i].status.ok()) raise(outs[i].status.with_context("request " + std::to_string(i)));
     std::vector<std::string> out;
     for (const auto& o : outs) out.push_back(output_to_json(o).dump());
     return out;

@@ -152,11 +152,13 @@ bool is_type_error(const std::string& message) {
   return false;
 }
 
-// The engine's submit check: "prompt (N tokens) + max_tokens (M) exceeds max_model_len (L)".
+// The engine's submit checks: "prompt (N tokens) + max_tokens (M) exceeds max_model_len (L)",
+// and "... needs the KV state of S tokens, more than the pool holds for one sequence (P) ...".
 bool is_context_length_error(const std::string& message) {
   return message.rfind("prompt (", 0) == 0 &&
          message.find(") + max_tokens (") != std::string::npos &&
-         message.find("exceeds max_model_len") != std::string::npos;
+         (message.find("exceeds max_model_len") != std::string::npos ||
+          message.find("more than the pool holds") != std::string::npos);
 }
 
 // Index of the first byte that is not part of well-formed UTF-8, or npos.

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "deepinfer/engine/engine_setup.h"
 #include "deepinfer/server/protocol.h"
 #include "deepinfer/server/protocol_test_util.h"
 
@@ -327,6 +328,13 @@ TEST(Protocol, ContextOverflowNamesMaxTokens) {
   EXPECT_EQ(e.http_status, 400);
   EXPECT_EQ(e.param, "max_tokens");
   EXPECT_EQ(e.code, "context_length_exceeded");
+  // The pool check's error (a sequence the KV pool can never hold), from the engine itself.
+  ApiError pool = error_from_status(check_pool_room(12, 100, 64));
+  EXPECT_EQ(pool.http_status, 400);
+  EXPECT_EQ(pool.param, "max_tokens");
+  EXPECT_EQ(pool.code, "context_length_exceeded");
+  EXPECT_NE(pool.message.find("raise --kv-memory"), std::string::npos) << pool.message;
+  EXPECT_TRUE(check_pool_room(12, 53, 64).ok());  // 64 tokens of state: fits exactly
   // Other prompt errors stay on prompt.
   EXPECT_EQ(error_from_status(invalid_argument("prompt is empty")).param, "prompt");
 }

@@ -201,6 +201,7 @@ deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int o
   std::mutex m;
   std::condition_variable cv;
   int done = 0;
+  deepinfer::Status failed;  // the first request the engine ended on an error
   std::vector<std::vector<double>> token_times(n);
   EngineRun run;
   run.outputs.resize(static_cast<size_t>(n));
@@ -212,21 +213,29 @@ deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int o
     r.params.temperature = 0;
     r.params.max_tokens = output_len;
     r.params.ignore_eos = true;
-    RETURN_IF_ERROR(engine.submit(r, [&, i](const deepinfer::RequestOutput& o) {
+    const deepinfer::Status st = engine.submit(r, [&, i](const deepinfer::RequestOutput& o) {
       const double t = std::chrono::duration<double>(Clock::now() - t0).count();
       std::lock_guard<std::mutex> lock(m);
       for (size_t k = 0; k < o.outputs[0].delta_token_ids.size(); ++k) token_times[i].push_back(t);
       if (o.finished) {
         run.outputs[size_t(i)] = o.outputs[0].token_ids;
+        if (!o.status.ok() && failed.ok()) failed = o.status;
         ++done;
         cv.notify_all();
       }
-    }));
+    });
+    if (!st.ok()) {  // the ones already taken still call back into this frame: wait for them
+      std::unique_lock<std::mutex> lock(m);
+      if (failed.ok()) failed = st;
+      cv.wait(lock, [&] { return done == i; });
+      return failed;
+    }
   }
   {
     std::unique_lock<std::mutex> lock(m);
     cv.wait(lock, [&] { return done == n; });
   }
+  if (!failed.ok()) return failed;  // a request the engine ended on an error: no figures
   run.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const auto& times : token_times) {
     run.ttft.push_back(times.empty() ? 0 : times[0]);

@@ -86,21 +86,22 @@ int run_chat(int argc, char** argv) {
       }
       std::cout << std::flush;
     };
-    std::promise<void> done;
+    std::promise<deepinfer::Status> done;
     auto st = (*engine)->submit(req, [&](const deepinfer::RequestOutput& o) {
       deepinfer::recipe::StreamDelta d;
       parser.feed(o.outputs[0].delta_text, &d);
       if (o.finished) parser.finish(&d, /*eos_in_text=*/false);  // the engine drops EOS text
       show(d);
-      if (o.finished) done.set_value();
+      if (o.finished) done.set_value(o.status);
     });
+    if (st.ok()) st = done.get_future().get();  // the engine's reason when it ended the reply
+    if (in_reasoning) std::cout << undim;
     if (!st.ok()) {
+      std::cout << "\n";
       std::cerr << "deepinfer chat: " << st.to_string() << "\n";
       messages.erase(messages.end() - 1);
       continue;
     }
-    done.get_future().get();
-    if (in_reasoning) std::cout << undim;
     std::cout << "\n";
     const auto& msg = parser.message();
     nlohmann::json reply = {{"role", "assistant"}, {"content", msg.content}};

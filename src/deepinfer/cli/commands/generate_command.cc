@@ -117,6 +117,9 @@ int run_generate(int argc, char** argv) {
   if (!st.ok()) return fail(st);
   deepinfer::RequestOutput out = done.get_future().get();
   std::cout << "\n";
+  // A request the engine took and then ended on an error (one the pool can never hold, a
+  // failed step) finishes as "abort" with its reason here.
+  if (!out.status.ok()) return fail(out.status);
   auto t2 = std::chrono::steady_clock::now();
   if (!quiet) {
     using sec = std::chrono::duration<double>;
