@@ -22,11 +22,17 @@ float pow2_scale(float amax, float top) {
   return std::ldexp(1.0f, static_cast<int>(std::ceil(std::log2(amax / top))));
 }
 
+}  // namespace
+
 std::string scale_name(const std::string& weight_name) {
   return weight_name.substr(0, weight_name.size() - 7) + ".scale";  // drop ".weight"
 }
 
-}  // namespace
+PlannedTensor planned_tensor(std::string name, DType dtype, std::vector<int64_t> shape) {
+  uint64_t n = dtype_size(dtype);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return PlannedTensor{std::move(name), dtype, std::move(shape), n};
+}
 
 bool ends_with(const std::string& s, const char* suffix) {
   const size_t n = std::strlen(suffix);

@@ -19,6 +19,10 @@ namespace deepinfer::v4 {
 std::vector<uint8_t> as_bytes(const void* p, size_t n);
 std::vector<uint8_t> to_bf16(const std::vector<float>& v);
 bool ends_with(const std::string& s, const char* suffix);
+// A quantized weight's scale tensor: "<base>.scale" for "<base>.weight".
+std::string scale_name(const std::string& weight_name);
+// A stored tensor as a streamed writer plans it (its bytes from dtype and shape).
+PlannedTensor planned_tensor(std::string name, DType dtype, std::vector<int64_t> shape);
 
 // How large a random tensor's values are, by its role (see random_values).
 struct ValueMoments {

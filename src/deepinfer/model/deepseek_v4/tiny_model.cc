@@ -37,34 +37,25 @@ Storage storage_of(const WeightSpec& s, bool quantized) {
   return Storage::kBF16;
 }
 
-std::string scale_name(const std::string& weight_name) {
-  return weight_name.substr(0, weight_name.size() - 7) + ".scale";  // drop ".weight"
-}
-
 // The stored tensors of one manifest entry, as add_random_tensor makes them.
 std::vector<PlannedTensor> stored_layout(const Config& c, const WeightSpec& s, bool quantized) {
-  auto planned = [](std::string name, DType t, std::vector<int64_t> shape) {
-    uint64_t n = dtype_size(t);
-    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-    return PlannedTensor{std::move(name), t, std::move(shape), n};
-  };
   const int64_t rows = s.shape[0], cols = s.shape.size() > 1 ? s.shape[1] : 1;
   switch (storage_of(s, quantized)) {
     case Storage::kI64:
-      return {planned(s.name, DType::kI64, s.shape)};
+      return {planned_tensor(s.name, DType::kI64, s.shape)};
     case Storage::kFp8: {
       const int64_t br = c.weight_block_rows, bc = c.weight_block_cols;
-      return {planned(s.name, DType::kF8E4M3, {rows, cols}),
-              planned(scale_name(s.name), DType::kF8E8M0,
-                      {(rows + br - 1) / br, (cols + bc - 1) / bc})};
+      return {planned_tensor(s.name, DType::kF8E4M3, {rows, cols}),
+              planned_tensor(scale_name(s.name), DType::kF8E8M0,
+                             {(rows + br - 1) / br, (cols + bc - 1) / bc})};
     }
     case Storage::kMxfp4:
-      return {planned(s.name, DType::kI8, {rows, cols / 2}),
-              planned(scale_name(s.name), DType::kF8E8M0, {rows, cols / 32})};
+      return {planned_tensor(s.name, DType::kI8, {rows, cols / 2}),
+              planned_tensor(scale_name(s.name), DType::kF8E8M0, {rows, cols / 32})};
     case Storage::kF32:
-      return {planned(s.name, DType::kF32, s.shape)};
+      return {planned_tensor(s.name, DType::kF32, s.shape)};
     case Storage::kBF16:
-      return {planned(s.name, DType::kBF16, s.shape)};
+      return {planned_tensor(s.name, DType::kBF16, s.shape)};
   }
   return {};
 }

@@ -202,10 +202,6 @@ Storage storage_of(const WeightSpec& s, bool quantized) {
   return Storage::kBF16;
 }
 
-std::string scale_name(const std::string& weight_name) {
-  return weight_name.substr(0, weight_name.size() - 7) + ".scale";  // drop ".weight"
-}
-
 // The name whose role sizes an entry's values (v4::value_moments): the Engram gains are used as
 // a product q_w * k_w, so they stay near 1, as norms.
 std::string values_name(const WeightSpec& s) {
@@ -216,32 +212,27 @@ std::string values_name(const WeightSpec& s) {
 
 // The stored tensors of one manifest entry, as add_random_tensor makes them.
 std::vector<PlannedTensor> stored_layout(const Config& c, const WeightSpec& s, bool quantized) {
-  auto planned = [](std::string name, DType t, std::vector<int64_t> shape) {
-    uint64_t n = dtype_size(t);
-    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-    return PlannedTensor{std::move(name), t, std::move(shape), n};
-  };
   const int64_t rows = s.shape[0], cols = s.shape.size() > 1 ? s.shape[1] : 1;
   switch (storage_of(s, quantized)) {
     case Storage::kEngramFp8:
-      return {planned(s.name, DType::kF8E4M3, {rows, cols}),
-              planned(scale_name(s.name), DType::kF8E8M0, {rows, (cols + 31) / 32})};
+      return {v4::planned_tensor(s.name, DType::kF8E4M3, {rows, cols}),
+              v4::planned_tensor(v4::scale_name(s.name), DType::kF8E8M0, {rows, (cols + 31) / 32})};
     case Storage::kEngramBf16:
-      return {planned(s.name, DType::kBF16, s.shape),
-              planned(scale_name(s.name), DType::kF32, {rows, 1})};
+      return {v4::planned_tensor(s.name, DType::kBF16, s.shape),
+              v4::planned_tensor(v4::scale_name(s.name), DType::kF32, {rows, 1})};
     case Storage::kMxfp4:
-      return {planned(s.name, DType::kI8, {rows, cols / 2}),
-              planned(scale_name(s.name), DType::kF8E8M0, {rows, cols / 32})};
+      return {v4::planned_tensor(s.name, DType::kI8, {rows, cols / 2}),
+              v4::planned_tensor(v4::scale_name(s.name), DType::kF8E8M0, {rows, cols / 32})};
     case Storage::kFp8: {
       const int64_t br = c.weight_block_rows, bc = c.weight_block_cols;
-      return {planned(s.name, DType::kF8E4M3, {rows, cols}),
-              planned(scale_name(s.name), DType::kF8E8M0,
-                      {(rows + br - 1) / br, (cols + bc - 1) / bc})};
+      return {v4::planned_tensor(s.name, DType::kF8E4M3, {rows, cols}),
+              v4::planned_tensor(v4::scale_name(s.name), DType::kF8E8M0,
+                                 {(rows + br - 1) / br, (cols + bc - 1) / bc})};
     }
     case Storage::kF32:
-      return {planned(s.name, DType::kF32, s.shape)};
+      return {v4::planned_tensor(s.name, DType::kF32, s.shape)};
     case Storage::kBF16:
-      return {planned(s.name, DType::kBF16, s.shape)};
+      return {v4::planned_tensor(s.name, DType::kBF16, s.shape)};
   }
   return {};
 }
@@ -260,8 +251,10 @@ void add_random_tensor(const Config& c, const WeightSpec& s, bool quantized, con
     case Storage::kEngramBf16: {  // the scale exists even for a float table (and is not applied)
       out->push_back({s.name, DType::kBF16, s.shape, v4::to_bf16(v)});
       const std::vector<float> ones(rows, 1.0f);
-      out->push_back(
-          {scale_name(s.name), DType::kF32, {rows, 1}, v4::as_bytes(ones.data(), ones.size() * 4)});
+      out->push_back({v4::scale_name(s.name),
+                      DType::kF32,
+                      {rows, 1},
+                      v4::as_bytes(ones.data(), ones.size() * 4)});
       return;
     }
     case Storage::kMxfp4:
