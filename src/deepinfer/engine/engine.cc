@@ -146,20 +146,7 @@ class EngineImpl final : public Engine {
     return c;
   }
   EngineCapacity capacity() const override {
-    const kv::KvCapacity c = kv_.capacity();
-    const runtime::ModelInfo& info = runner_->info();
-    EngineCapacity cap;
-    cap.max_tokens = std::min(c.max_tokens, max_model_len());  // a slot page holds one sequence
-    cap.max_sequences = c.max_sequences;
-    cap.num_pages = c.num_pages;
-    cap.page_bytes = kv_.spec().page_bytes;
-    cap.page_tokens = kv_.spec().page_tokens;
-    cap.constant_pages = kv_.spec().constant_pages_per_seq;
-    cap.device = runtime::device_name(info.device);
-    cap.device_name = info.device_name;
-    cap.numerics = info.numerics;
-    cap.weight_bytes = info.weight_bytes;
-    return cap;
+    return engine_capacity(kv_.capacity(), kv_.spec(), runner_->info(), max_model_len());
   }
   int64_t kv_free_pages() const override {
     std::lock_guard<std::mutex> lock(stats_mu_);

@@ -1,5 +1,6 @@
 #include "deepinfer/engine/engine_setup.h"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace deepinfer {
@@ -139,6 +140,22 @@ Status check_pool_room(int64_t prompt_len, int64_t max_new_tokens, int64_t pool_
                           std::to_string(state) + " tokens, more than the pool holds for one " +
                           "sequence (" + std::to_string(pool_tokens) +
                           "); lower max_tokens or raise --kv-memory");
+}
+
+EngineCapacity engine_capacity(const kv::KvCapacity& c, const kv::PageSpec& spec,
+                               const runtime::ModelInfo& info, int64_t max_model_len) {
+  EngineCapacity cap;
+  cap.max_tokens = std::min(c.max_tokens, max_model_len);
+  cap.max_sequences = c.max_sequences;
+  cap.num_pages = c.num_pages;
+  cap.page_bytes = spec.page_bytes;
+  cap.page_tokens = spec.page_tokens;
+  cap.constant_pages = spec.constant_pages_per_seq;
+  cap.device = runtime::device_name(info.device);
+  cap.device_name = info.device_name;
+  cap.numerics = info.numerics;
+  cap.weight_bytes = info.weight_bytes;
+  return cap;
 }
 
 kv::Retention request_retention(const GenerateRequest& r) {

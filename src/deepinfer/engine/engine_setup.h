@@ -11,6 +11,7 @@
 #include "deepinfer/base/status.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/prefix_caching.h"
+#include "deepinfer/kv/kv_manager.h"
 #include "deepinfer/runtime/expert_group.h"
 #include "deepinfer/runtime/model_runner.h"
 #include "deepinfer/sched/scheduler.h"
@@ -48,6 +49,10 @@ Status check_prompt(const std::vector<int32_t>& prompt, int64_t max_tokens, int6
 // most prompt + max_new_tokens - 1 tokens (the last sampled one is never fed back), and the pool
 // holds `pool_tokens` for one sequence. Otherwise the scheduler could never run it.
 Status check_pool_room(int64_t prompt_len, int64_t max_new_tokens, int64_t pool_tokens);
+// Engine::capacity: the pool's figures, the longest sequence bounded by max_model_len too (a
+// slot page holds one sequence), and the runner's device and weights.
+EngineCapacity engine_capacity(const kv::KvCapacity& c, const kv::PageSpec& spec,
+                               const runtime::ModelInfo& info, int64_t max_model_len);
 // The request's retention class: its own, else agent with tools and chat without.
 kv::Retention request_retention(const GenerateRequest& r);
 
