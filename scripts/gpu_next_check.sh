@@ -167,6 +167,24 @@ elif [ "$phase" = t ]; then
     grep -E '^\| (off|[01]\.)|ITL' $OUT/bench_spec_inv_b$b.log
   done
   echo "phase t done at $((SECONDS - t0)) s"
+elif [ "$phase" = d ]; then
+  # Where v4-flash-8layer's speculative rows part from plain decoding under batch invariance:
+  # a decode step vs one- and five-token forwards from the same state (cuda_model_test's paths
+  # test, which names the first layer whose decisions differ), tiny model then v4-flash-8layer.
+  make_m8 &
+  mk=$!
+  run_test cuda_model_test 60 GTEST_FILTER='CudaModelPathsTest.*'
+  wait $mk
+  run_test cuda_model_test 120 GTEST_FILTER='CudaModelPathsTest.*' DEEPINFER_PATHS_MODEL=/tmp/m8
+  grep -E "^position|paths:|^after" $OUT/cuda_model_test.*.log | sed 's/.*log://' | head -20
+  # Then the runner's speculative rows and batch invariance on that model.
+  run_test cuda_runner_test 120 GTEST_FILTER='CudaSpeculativeRows.DeepseekV4Roll*' \
+    DEEPINFER_SPEC_ROWS_MODEL=/tmp/m8 DEEPINFER_SPEC_ROWS_MAX_MODEL_LEN=256
+  left 300 && run_test cuda_batch_invariance_test 150 GTEST_FILTER='*/0' \
+    DEEPINFER_INVARIANCE_MODEL=/tmp/m8 DEEPINFER_INVARIANCE_MAX_MODEL_LEN=160 \
+    DEEPINFER_INVARIANCE_TRIALS=20
+  left 400 && run_test cuda_runner_test 100 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
+  echo "phase d done at $((SECONDS - t0)) s"
 elif [ "$phase" = b ]; then
   # Bisecting the v4-flash-8layer speculative parting under batch invariance (phase t): batch
   # invariance on that model at a short and the default runner length, then the oracle run at
@@ -177,7 +195,7 @@ elif [ "$phase" = b ]; then
       DEEPINFER_SPEC_ROWS_MODEL=/tmp/m8 DEEPINFER_SPEC_ROWS_MAX_MODEL_LEN=$len
   done
   for len in 160 65536; do
-    run_test cuda_batch_invariance_test 150 GTEST_FILTER='*deepseek_v4' \
+    run_test cuda_batch_invariance_test 150 GTEST_FILTER='*/0' \
       DEEPINFER_INVARIANCE_MODEL=/tmp/m8 DEEPINFER_INVARIANCE_MAX_MODEL_LEN=$len \
       DEEPINFER_INVARIANCE_TRIALS=10
     mv $OUT/cuda_batch_invariance_test.filtered_*_MAX_MODEL_LEN_${len}_*.log \

@@ -11,14 +11,17 @@
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,7 @@
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/loader/safetensors_writer.h"
 #include "deepinfer/model/deepseek_v4/cpu_model.h"
+#include "deepinfer/model/deepseek_v4/state_layout.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
 #include "golden_fixture.h"
@@ -484,6 +488,196 @@ TEST(CudaModelOptionsTest, OfficialNumericsIsRefused) {
   auto m = CudaModel::load(testing::golden_dir("mixed_fullk"), o);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().to_string().find("official"), std::string::npos) << m.status().to_string();
+}
+
+// Under batch invariance a position's logits have the same bits whichever path runs it: a decode
+// step (the batched kernels, decode_compressor, indexer_topk_rows), a one-token forward and the
+// first row of a five-token forward (the segment kernels a verification row takes). Each step
+// starts the three slots from the same state (copied), so a failure is that step's own
+// computation; its decisions (experts, indexer selections) are compared to say which layer
+// parted. DEEPINFER_PATHS_MODEL runs it on another deepseek_v4 checkpoint (v4-flash-8layer: its
+// speculative rows parted from plain decoding at position 162 where the tiny models hold).
+TEST(CudaModelPathsTest, DecodeAndSegmentRowsGiveTheSameBitsUnderBatchInvariance) {
+  const char* env = std::getenv("DEEPINFER_PATHS_MODEL");
+  std::string dir;
+  if (env && *env) {
+    dir = env;
+  } else {
+    v4::TinyModelOptions t;
+    t.quantized = true;
+    t.seed = 33;
+    t.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+    dir = ::testing::TempDir() + "/cuda_paths_" + std::to_string(::getpid());
+    ASSERT_TRUE(v4::write_tiny_model(dir, t).ok());
+  }
+  constexpr int kPromptLen = 150, kSteps = 24, kRow = 5;
+  CudaModelOptions o;
+  o.max_tokens = 256;
+  o.max_sequences = 3;
+  o.batch_invariant = true;
+  auto loaded = CudaModel::load(dir, o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  CudaModel& m = **loaded;
+  const int64_t V = m.vocab_size();
+  const std::vector<int32_t> ids = testing::make_ids(kPromptLen + kSteps + kRow, V, 17);
+  ASSERT_TRUE(m.forward(0, ids.data(), kPromptLen, false, nullptr).ok());
+  int parted = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    const int64_t pos = kPromptLen + step;
+    for (int slot : {1, 2}) {
+      m.reset(slot);
+      ASSERT_TRUE(m.copy_sequence(0, slot).ok());
+    }
+    DecisionTrace td, t1, t5;
+    std::vector<float> ld, l1, l5;
+    const int zero = 0;
+    m.set_trace(&td);
+    ASSERT_TRUE(m.decode(&zero, &ids[pos], 1, &ld, nullptr).ok());
+    m.set_trace(&t1);
+    ASSERT_TRUE(m.forward(1, &ids[pos], 1, false, &l1).ok());
+    m.set_trace(&t5);
+    ASSERT_TRUE(m.forward(2, &ids[pos], kRow, true, &l5).ok());
+    m.set_trace(nullptr);
+    l5.resize(V);
+    const bool one = ld == l1, five = ld == l5;
+    if (one && five) continue;
+    ++parted;
+    // The first layer whose row-0 decisions differ between the decode and the five-token row.
+    std::string where = "no decision differs";
+    for (size_t l = 0; l < td.experts.size() && l < t5.experts.size(); ++l) {
+      const size_t k = td.experts[l].size();  // one row's choices in the decode trace
+      if (k && !std::equal(td.experts[l].begin(), td.experts[l].end(), t5.experts[l].begin())) {
+        where = "experts first differ at layer " + std::to_string(l);
+        break;
+      }
+    }
+    for (size_t l = 0; l < td.selected.size() && l < t5.selected.size(); ++l) {
+      const size_t k = td.selected[l].size();
+      if (k && !std::equal(td.selected[l].begin(), td.selected[l].end(), t5.selected[l].begin())) {
+        where += "; indexer selections first differ at layer " + std::to_string(l);
+        break;
+      }
+    }
+    float gap = 0;
+    for (int64_t i = 0; i < V; ++i) gap = std::max(gap, std::fabs(ld[i] - l5[i]));
+    ADD_FAILURE() << "position " << pos << ": decode vs one-token forward "
+                  << (one ? "same" : "differ") << ", vs five-token row "
+                  << (five ? "same" : "differ") << " (max |diff| " << gap << "); " << where;
+  }
+  std::printf("paths: %d of %d positions parted\n", parted, kSteps);
+  if (!(env && *env)) fs::remove_all(dir);
+}
+
+// Where a float of read_sequence's bytes (after the token count) lies in the state: which
+// layer's ring, compressor buffer or entries.
+std::string state_place(const v4::StateLayout& L, int64_t f) {
+  const int64_t page = f / L.page_floats(), off = f % L.page_floats();
+  std::string where;
+  auto in = [&](const v4::RowBuffer& b, const std::string& name, int layer) {
+    if (b.rows == 0 || !where.empty()) return;
+    const v4::RowPlace at = L.buffer_place(b);
+    if (at.page == page && off >= at.offset && off < at.offset + int64_t(b.rows) * b.width)
+      where = "layer " + std::to_string(layer) + " " + name + " row " +
+              std::to_string((off - at.offset) / b.width);
+  };
+  for (size_t l = 0; l < L.layers().size(); ++l) {
+    const v4::LayerLayout& y = L.layers()[l];
+    const int li = static_cast<int>(l);
+    if (page < L.constant_pages()) {
+      in(y.ring, "ring", li);
+      for (auto [cl, tag] : {std::pair{&y.comp, "compressor"}, std::pair{&y.index, "index"}}) {
+        in(cl->pending_kv, std::string(tag) + " pending_kv", li);
+        in(cl->pending_gate, std::string(tag) + " pending_gate", li);
+        in(cl->prev_kv, std::string(tag) + " prev_kv", li);
+        in(cl->prev_gate, std::string(tag) + " prev_gate", li);
+      }
+    } else {
+      for (auto [cl, tag] : {std::pair{&y.comp, "entries"}, std::pair{&y.index, "index keys"}}) {
+        if (cl->ratio == 0 || !where.empty()) continue;
+        const int64_t rel = off - cl->entry_offset;
+        if (rel >= 0 && rel < int64_t(cl->slots_per_page) * cl->dim)
+          where = "layer " + std::to_string(l) + " " + tag + " (token page " +
+                  std::to_string(page - L.constant_pages()) + ", slot " +
+                  std::to_string(rel / cl->dim) + ")";
+      }
+    }
+  }
+  return where.empty() ? "page " + std::to_string(page) + " offset " + std::to_string(off) : where;
+}
+
+// The speculative runner test's failing case at the model level: one copy of a sequence advanced
+// by decode steps, another by five-token forwards (a verification row whose drafts are all
+// right), must hold the same state bits and give the same logits (under batch invariance).
+TEST(CudaModelPathsTest, FiveTokenForwardsLeaveTheStateDecodeStepsLeave) {
+  const char* env = std::getenv("DEEPINFER_PATHS_MODEL");
+  std::string dir;
+  if (env && *env) {
+    dir = env;
+  } else {
+    v4::TinyModelOptions t;
+    t.quantized = true;
+    t.seed = 34;
+    t.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+    dir = ::testing::TempDir() + "/cuda_paths_state_" + std::to_string(::getpid());
+    ASSERT_TRUE(v4::write_tiny_model(dir, t).ok());
+  }
+  constexpr int kPromptLen = 150, kRows = 4, kRow = 5;
+  CudaModelOptions o;
+  o.max_tokens = 256;
+  o.max_sequences = 2;
+  o.batch_invariant = true;
+  auto loaded = CudaModel::load(dir, o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  CudaModel& m = **loaded;
+  const int64_t V = m.vocab_size();
+  auto ids_of = [](int n, uint64_t seed) {  // runtime/testing's random_ids
+    std::mt19937_64 rng(seed);
+    std::vector<int32_t> v(n);
+    for (auto& id : v) id = static_cast<int32_t>(2 + rng() % 1000);
+    return v;
+  };
+  std::vector<int32_t> ids = ids_of(kPromptLen, 41);
+  const std::vector<int32_t> tail = ids_of(kRows * kRow, 42);
+  ids.insert(ids.end(), tail.begin(), tail.end());
+  for (int64_t at = 0; at < kPromptLen; at += 64)
+    ASSERT_TRUE(
+        m.forward(0, &ids[at], std::min<int64_t>(64, kPromptLen - at), false, nullptr).ok());
+  m.reset(1);
+  ASSERT_TRUE(m.copy_sequence(0, 1).ok());
+  const v4::StateLayout layout(m.config(), m.page_tokens());
+  std::vector<uint8_t> a(m.sequence_bytes()), b(m.sequence_bytes());
+  const int zero = 0;
+  for (int row = 0; row < kRows; ++row) {
+    const int64_t pos0 = kPromptLen + int64_t(row) * kRow;
+    std::vector<float> dec, five, one;
+    for (int t = 0; t < kRow; ++t) {
+      ASSERT_TRUE(m.decode(&zero, &ids[pos0 + t], 1, &one, nullptr).ok());
+      dec.insert(dec.end(), one.begin(), one.end());
+    }
+    ASSERT_TRUE(m.forward(1, &ids[pos0], kRow, true, &five).ok());
+    for (int t = 0; t < kRow; ++t)
+      EXPECT_TRUE(std::equal(dec.begin() + t * V, dec.begin() + (t + 1) * V, five.begin() + t * V))
+          << "position " << pos0 + t << ": decode steps and five-token forwards give other logits";
+    ASSERT_TRUE(m.read_sequence(0, a.data()).ok());
+    ASSERT_TRUE(m.read_sequence(1, b.data()).ok());
+    const float* fa = reinterpret_cast<const float*>(a.data() + 8);
+    const float* fb = reinterpret_cast<const float*>(b.data() + 8);
+    const int64_t floats = (m.sequence_bytes() - 8) / 4;
+    std::map<std::string, std::pair<int64_t, float>> differ;  // place -> (count, max |diff|)
+    for (int64_t f = 0; f < floats; ++f) {
+      if (std::memcmp(&fa[f], &fb[f], 4) == 0) continue;
+      std::string place = state_place(layout, f);
+      const size_t cut = place.find(" row ");
+      if (cut != std::string::npos) place = place.substr(0, cut);  // one line per buffer
+      auto& d = differ[place];
+      ++d.first;
+      d.second = std::max(d.second, std::fabs(fa[f] - fb[f]));
+    }
+    for (const auto& [place, d] : differ)
+      ADD_FAILURE() << "after positions " << pos0 << ".." << pos0 + kRow - 1 << ": " << place
+                    << ": " << d.first << " floats differ (max |diff| " << d.second << ")";
+  }
+  if (!(env && *env)) fs::remove_all(dir);
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "deepinfer/kv/kv_manager.h"
@@ -21,18 +23,33 @@ namespace deepinfer::runtime::testing {
 constexpr int kDrafts = 4;
 constexpr int kPrompt = 150;   // crosses a 128-token page
 constexpr int kAccepted = 14;  // tokens decoded after the prompt
+constexpr int kPromptChunk = 64;
 
 inline bool same_bits(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
 }
 
-// Logits after each of `tokens` decoded one at a time after `prompt`: row i follows tokens[i].
+// For a failure message: how far apart two logits rows are.
+inline std::string row_gap(const float* a, const float* b, int64_t n) {
+  int64_t first = -1;
+  float worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+    if (first < 0) first = i;
+    worst = std::max(worst, std::fabs(a[i] - b[i]));
+  }
+  return "first differing logit " + std::to_string(first) + ", max |diff| " + std::to_string(worst);
+}
+
+// Logits after each of `tokens` decoded one at a time after `prompt` (run in chunks of
+// prompt_chunk): row i follows tokens[i].
 inline std::vector<float> plain_decode(ModelRunner& r, const std::vector<int32_t>& prompt,
-                                       const std::vector<int32_t>& tokens) {
+                                       const std::vector<int32_t>& tokens,
+                                       int64_t prompt_chunk = kPrompt) {
   auto kv = kv::KvManager::create(r.page_spec());
   EXPECT_TRUE(kv.ok());
   std::vector<int32_t> all = prompt;
-  run_chunked(r, *kv, 1, all, 0, kPrompt);
+  run_chunked(r, *kv, 1, all, 0, prompt_chunk);
   std::vector<float> rows;
   for (int32_t t : tokens) {
     all.push_back(t);
@@ -53,7 +70,7 @@ inline void decode_speculatively(ModelRunner& r, const std::vector<int32_t>& pro
   auto kv = kv::KvManager::create(r.page_spec());
   ASSERT_TRUE(kv.ok());
   const uint64_t seq = 2;
-  run_chunked(r, *kv, seq, prompt, 0, 64);
+  run_chunked(r, *kv, seq, prompt, 0, kPromptChunk);
   std::mt19937_64 rng(good);
   size_t done = 0;  // tokens[0..done) are in the state
   std::vector<Rollback> pending;
@@ -83,7 +100,8 @@ inline void decode_speculatively(ModelRunner& r, const std::vector<int32_t>& pro
     const int accepted = 1 + static_cast<int>(std::min<size_t>(good, tokens.size() - done - 1));
     for (int t = 0; t < accepted; ++t)
       EXPECT_TRUE(same_bits(out.logits + t * vocab, &ref[(done + t) * vocab], vocab))
-          << "good " << good << ", position " << pos + t;
+          << "good " << good << ", position " << pos + t << ": "
+          << row_gap(out.logits + t * vocab, &ref[(done + t) * vocab], vocab);
     done += accepted;
     pending = {
         {seq, kPrompt + static_cast<int64_t>(done), kv->state_pages(seq), kv->block_table(seq)}};
@@ -100,7 +118,8 @@ inline void decode_speculatively(ModelRunner& r, const std::vector<int32_t>& pro
   StepOutput out;
   ASSERT_TRUE(r.execute(b, &out).ok());
   ASSERT_EQ(out.num_logit_rows, 1);
-  EXPECT_TRUE(same_bits(out.logits, &ref[tokens.size() * vocab], vocab)) << "good " << good;
+  EXPECT_TRUE(same_bits(out.logits, &ref[tokens.size() * vocab], vocab))
+      << "good " << good << ": " << row_gap(out.logits, &ref[tokens.size() * vocab], vocab);
   r.release(seq);
 }
 
@@ -110,7 +129,16 @@ inline void expect_rollbacks_are_exact(ModelRunner* r) {
   auto tokens = random_ids(kAccepted, 42);
   std::vector<int32_t> with_tail = tokens;
   with_tail.push_back(5);
-  const std::vector<float> ref = plain_decode(*r, prompt, with_tail);
+  // The speculative runs take the prompt in chunks of 64; plain decoding after it in one chunk
+  // must give the same bits too (batch invariance covers chunking), checked apart so that a
+  // failure names which of the two parted.
+  const std::vector<float> ref = plain_decode(*r, prompt, with_tail, kPromptChunk);
+  const std::vector<float> one_chunk = plain_decode(*r, prompt, with_tail, kPrompt);
+  const int64_t vocab = r->info().vocab_size;
+  for (size_t i = 0; i < with_tail.size(); ++i)
+    EXPECT_TRUE(same_bits(&one_chunk[i * vocab], &ref[i * vocab], vocab))
+        << "prompt in one chunk vs in chunks of " << kPromptChunk << ", position " << kPrompt + i
+        << ": " << row_gap(&one_chunk[i * vocab], &ref[i * vocab], vocab);
   // The first rejected draft at every position, and none rejected.
   for (int good = 0; good <= kDrafts; ++good) decode_speculatively(*r, prompt, tokens, good, ref);
 }

@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/attention/rope.h"
+#include "deepinfer/backend/cuda/attention/rope_pair.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 
 namespace deepinfer::cuda {
@@ -13,10 +14,7 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t stride, int half, in
   const double a = static_cast<double>(positions[r / rows_per_pos]) * inv_freq[k];
   const float c = static_cast<float>(cos(a));
   const float s = static_cast<float>(inverse ? -sin(a) : sin(a));
-  float* p = x + r * stride + 2 * k;
-  const float x0 = p[0], x1 = p[1];
-  p[0] = x0 * c - x1 * s;
-  p[1] = x1 * c + x0 * s;
+  rotate_pair(x + r * stride + 2 * k, c, s);
 }
 
 }  // namespace

@@ -17,8 +17,10 @@ __global__ void pool_kernel(const float* kv, const float* gate, int64_t windows,
   float den = 0, num = 0;
   for (int j = 0; j < rows; ++j) {
     const float e = expf(g[int64_t{j} * dim] - mx);
-    den += e;
-    num += e * v[int64_t{j} * dim];
+    // Explicit roundings: the decode compressor (runtime/cuda/forward/decode_kernels.cu) pools
+    // the same slots and must give the same bits whatever the compiler contracts.
+    den = __fadd_rn(den, e);
+    num = __fmaf_rn(e, v[int64_t{j} * dim], num);
   }
   out[i] = num / den;
 }

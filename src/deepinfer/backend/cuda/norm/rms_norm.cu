@@ -10,7 +10,8 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t d, float
   const float* xr = x + blockIdx.x * d;
   float* yr = y + blockIdx.x * d;
   float ss = 0;
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
+  // An explicit FMA: the decode compressor normalizes its entries with the same sum.
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
   const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(d) + eps);
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * inv * (w ? w[i] : 1.0f);
 }

@@ -1,3 +1,4 @@
+#include "deepinfer/backend/cuda/attention/rope_pair.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/runtime/cuda/forward/decode_kernels.h"
@@ -61,13 +62,13 @@ __global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
       for (int k = 0; k < slots; ++k) {
         slot(k, &v, &g);
         const float w = expf(g - mx);
-        den += w;
-        num += w * v;
+        den = __fadd_rn(den, w);  // rounded as compressor_pool rounds (explicitly, both)
+        num = __fmaf_rn(w, v, num);
       }
       entry[ch] = num / den;
     }
     float ss = 0;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) ss += entry[i] * entry[i];
+    for (int i = threadIdx.x; i < D; i += blockDim.x) ss = __fmaf_rn(entry[i], entry[i], ss);
     const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + a.eps);
     for (int i = threadIdx.x; i < D; i += blockDim.x) entry[i] = entry[i] * inv * a.norm[i];
     __syncthreads();
@@ -75,10 +76,7 @@ __global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
     float* tail = entry + D - a.rope_dim;
     for (int k = threadIdx.x; k < a.rope_dim / 2; k += blockDim.x) {
       const double ang = static_cast<double>(e * R) * a.inv_freq[k];
-      const float c = static_cast<float>(cos(ang)), s = static_cast<float>(sin(ang));
-      const float x0 = tail[2 * k], x1 = tail[2 * k + 1];
-      tail[2 * k] = x0 * c - x1 * s;
-      tail[2 * k + 1] = x1 * c + x0 * s;
+      rotate_pair(tail + 2 * k, static_cast<float>(cos(ang)), static_cast<float>(sin(ang)));
     }
     __syncthreads();
     float* dst = a.state.entries.entry(seq, e);
