@@ -266,10 +266,11 @@ DecodeFloor cpu_floor(double bytes, int batch) {
   return f;
 }
 
-// cuda: the weights on the device (bf16 experts) read once per step for the whole batch, at
-// H200 bandwidth; the roofline of the same step (checkpoint-format bytes of the experts B tokens
-// touch, bf16 state, FLOPs; cuda_bench/roofline.h) beside it.
-DecodeFloor cuda_floor(const std::string& dir, const deepinfer::v4::Config& cfg,
+// cuda: the weights on the device read once per step for the whole batch, at H200 bandwidth;
+// for deepseek_v4 (cfg set) the roofline of the same step (checkpoint-format bytes of the experts
+// B tokens touch, bf16 state, FLOPs; cuda_bench/roofline.h) beside it. deepseek_v41 has the
+// weight floor only (the roofline model covers V4's layers).
+DecodeFloor cuda_floor(const std::string& dir, const deepinfer::v4::Config* cfg,
                        const deepinfer::EngineCapacity& cap, int batch, int64_t context,
                        std::optional<double>* roofline_s) {
   const deepinfer::cli::Hardware hw;
@@ -281,7 +282,8 @@ DecodeFloor cuda_floor(const std::string& dir, const deepinfer::v4::Config& cfg,
                 cap.weight_bytes / double(1ll << 30), hw.bytes_per_s / 1e12);
   f.label = label;
   f.json = {{"hardware_bytes_per_s", hw.bytes_per_s}, {"weight_bytes", cap.weight_bytes}};
-  auto roof = deepinfer::cli::Roofline::open(dir, cfg);
+  if (cfg == nullptr) return f;
+  auto roof = deepinfer::cli::Roofline::open(dir, *cfg);
   if (!roof.ok()) {
     std::fprintf(stderr, "deepinfer bench: no roofline floor: %s\n",
                  roof.status().to_string().c_str());
@@ -449,10 +451,9 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
       std::min<int64_t>({n, args.max_num_seqs, std::max<int64_t>(1, cap.max_sequences)}));
   const int64_t context = input_len + output_len / 2;
   std::optional<double> roofline_s;
-  // A V4.1 model never gets here on cuda: the engine refuses it (no GPU forward yet).
-  const DecodeFloor floor = cuda && fm->v4
-                                ? cuda_floor(*dir, *fm->v4, cap, batch, context, &roofline_s)
-                                : cpu_floor(fm->cpu_weight_bytes, batch);
+  const DecodeFloor floor =
+      cuda ? cuda_floor(*dir, fm->v4 ? &*fm->v4 : nullptr, cap, batch, context, &roofline_s)
+           : cpu_floor(fm->cpu_weight_bytes, batch);
   const double out_tok = static_cast<double>(n) * output_len;
   const double itl50 = percentile(run->itl, 50);
   std::printf(

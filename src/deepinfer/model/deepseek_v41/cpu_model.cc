@@ -167,12 +167,10 @@ Status CpuModel::forward(SequenceState& state, const int32_t* ids, int64_t n, bo
     return invalid_argument("forward: sequence state belongs to a different model");
   for (int64_t t = 0; t < n; ++t) {
     const bool in_vocab = ids[t] >= 0 && ids[t] < c.vocab_size;
-    const bool mapped = !engram_ || ids[t] < static_cast<int64_t>(engram_->token_map.size());
-    if (!in_vocab || !mapped)
+    if (!in_vocab)
       return invalid_argument("token id " + std::to_string(ids[t]) + " at position " +
-                              std::to_string(state.num_tokens + t) + " is outside the " +
-                              (in_vocab ? "Engram token map" : "vocabulary") + " (" +
-                              std::to_string(c.vocab_size) + ")");
+                              std::to_string(state.num_tokens + t) +
+                              " is outside the vocabulary (" + std::to_string(c.vocab_size) + ")");
   }
   const int hc = c.hc_mult;
   const int64_t H = c.hidden_size, pos0 = state.num_tokens;

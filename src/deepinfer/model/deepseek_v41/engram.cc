@@ -32,6 +32,11 @@ StatusOr<EngramTables> load_engram_tables(const Config& c, const std::string& mo
   params.vocab_size = c.engram.vocab_size;
   params.compressed_vocab_size = c.engram.compressed_vocab_size;
   params.pad_id = map.compressed[c.engram.pad_id];
+  // The checkpoint's vocabulary is padded past the tokenizer's ids (129280 against the real
+  // tokenizer's 128815): those ids take the pad's compressed id, so a model that samples one
+  // can be fed it back (docs/decisions/0016-engram-ids-past-the-tokenizer.md).
+  if (static_cast<int64_t>(map.compressed.size()) < c.vocab_size)
+    map.compressed.resize(static_cast<size_t>(c.vocab_size), params.pad_id);
   params.num_embeddings = c.engram.num_embeddings;
   ASSIGN_OR_RETURN(EngramHasher hasher, EngramHasher::create(params));
   std::vector<EngramRows> tables;

@@ -331,11 +331,9 @@ struct CudaV41Model::Impl {
   Status check_ids(const int32_t* ids, int64_t n, int64_t pos0) const {
     for (int64_t t = 0; t < n; ++t) {
       const bool in_vocab = ids[t] >= 0 && ids[t] < c.vocab_size;
-      const bool mapped = !engram || ids[t] < static_cast<int64_t>(engram->token_map.size());
-      if (!in_vocab || !mapped)
+      if (!in_vocab)
         return invalid_argument("token id " + std::to_string(ids[t]) + " at position " +
-                                std::to_string(pos0 + t) + " is outside the " +
-                                (in_vocab ? "Engram token map" : "vocabulary") + " (" +
+                                std::to_string(pos0 + t) + " is outside the vocabulary (" +
                                 std::to_string(c.vocab_size) + ")");
     }
     return ok_status();
