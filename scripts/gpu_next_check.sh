@@ -113,9 +113,9 @@ elif [ "$phase" = 5 ]; then
   done
   echo "phase 5 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 6 ]; then
-  # V4.1 at real dims (issue 17): make v41-flash-8layer (about 60 GB, streamed: 4.5 minutes on
-  # the 2-core development machine; in memory it took 6 on the GPU machine), then a 4k prefill
-  # with YOCO off and compact, and decode at B=1 and 32. The disk (64 GiB) holds one such model:
+  # V4.1 at real dims (issue 17): make v41-flash-8layer (about 60 GB, streamed: 2.6 minutes on
+  # the GPU machine), then a 4k prefill with YOCO off and compact, and decode at B=1, 32 and 128
+  # at 4k context with the roofline floors. The disk (64 GiB) holds one such model:
   # v4-flash-8layer goes first.
   rm -rf /tmp/m8
   (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
@@ -129,13 +129,13 @@ elif [ "$phase" = 6 ]; then
     echo "bench v41 yoco $mode rc $? at $((SECONDS - t0)) s"
     grep -iE 'ttft' $OUT/bench_v41_yoco_$mode.log | head -2
   done
-  for b in 1 32; do
-    left 500 || break
-    timeout 90 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
-      --input-len 1024 --output-len 32 --no-isolated --output-json $OUT/bench_v41_b$b.json \
-      > $OUT/bench_v41_b$b.log 2>&1
+  for b in 1 32 128; do  # decode at 4k context, beside the roofline (roofline_v41.h)
+    left 520 || break
+    timeout 100 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
+      --max-num-seqs $b --input-len 4096 --output-len 16 --no-isolated \
+      --output-json $OUT/bench_v41_b$b.json > $OUT/bench_v41_b$b.log 2>&1
     echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
-    grep -iE 'itl|tpot|floor' $OUT/bench_v41_b$b.log | head -4
+    grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6
   done
   echo "phase 6 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then

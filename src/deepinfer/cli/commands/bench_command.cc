@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +26,7 @@
 #include "deepinfer/cli/commands/bench_serve.h"
 #include "deepinfer/cli/cuda_bench/cuda_bench.h"
 #include "deepinfer/cli/cuda_bench/roofline.h"
+#include "deepinfer/cli/cuda_bench/roofline_v41.h"
 #include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/engine/engine.h"
@@ -99,11 +102,12 @@ double cpu_decode_weight_bytes(const deepinfer::v41::Config& c) {
   return bytes;
 }
 
-// The CPU reference's per-sequence decode weight bytes for either family, and the V4 config the
-// GPU floors need (the GPU forward serves V4 only).
+// The CPU reference's per-sequence decode weight bytes for either family, and the config the
+// GPU's roofline floors need.
 struct FloorModel {
   double cpu_weight_bytes = 0;
   std::optional<deepinfer::v4::Config> v4;
+  std::optional<deepinfer::v41::Config> v41;
 };
 
 deepinfer::StatusOr<FloorModel> floor_model(const std::string& dir) {
@@ -112,12 +116,38 @@ deepinfer::StatusOr<FloorModel> floor_model(const std::string& dir) {
   if (family == deepinfer::ModelFamily::kDeepseekV41) {
     ASSIGN_OR_RETURN(deepinfer::v41::Config c, deepinfer::v41::load_config(dir));
     m.cpu_weight_bytes = cpu_decode_weight_bytes(c);
+    m.v41 = std::move(c);
     return m;
   }
   ASSIGN_OR_RETURN(deepinfer::v4::Config c, deepinfer::v4::load_config(dir));
   m.cpu_weight_bytes = cpu_decode_weight_bytes(c);
   m.v4 = std::move(c);
   return m;
+}
+
+// The roofline of either family's step (cuda_bench/roofline.h, roofline_v41.h), or nullopt after
+// saying why.
+struct StepRoofline {
+  std::function<deepinfer::cli::StepFloor(int64_t batch, int64_t context)> decode;
+  std::function<deepinfer::cli::StepFloor(int64_t tokens)> prefill;
+};
+
+template <typename R, typename C>
+std::optional<StepRoofline> roofline_of(const std::string& dir, const C& c) {
+  auto roof = R::open(dir, c);
+  if (!roof.ok()) {
+    std::fprintf(stderr, "deepinfer bench: no roofline floor: %s\n",
+                 roof.status().to_string().c_str());
+    return std::nullopt;
+  }
+  auto r = std::make_shared<R>(std::move(*roof));
+  return StepRoofline{[r](int64_t b, int64_t ctx) { return r->decode(b, ctx); },
+                      [r](int64_t t) { return r->prefill(t); }};
+}
+
+std::optional<StepRoofline> open_roofline(const std::string& dir, const FloorModel& fm) {
+  if (fm.v4) return roofline_of<deepinfer::cli::Roofline>(dir, *fm.v4);
+  return roofline_of<deepinfer::cli::RooflineV41>(dir, *fm.v41);
 }
 
 #if DEEPINFER_HAVE_CUDA
@@ -267,10 +297,9 @@ DecodeFloor cpu_floor(double bytes, int batch) {
 }
 
 // cuda: the weights on the device read once per step for the whole batch, at H200 bandwidth;
-// for deepseek_v4 (cfg set) the roofline of the same step (checkpoint-format bytes of the experts
-// B tokens touch, bf16 state, FLOPs; cuda_bench/roofline.h) beside it. deepseek_v41 has the
-// weight floor only (the roofline model covers V4's layers).
-DecodeFloor cuda_floor(const std::string& dir, const deepinfer::v4::Config* cfg,
+// the roofline of the same step beside it (checkpoint-format bytes of the experts B tokens touch,
+// bf16 state, FLOPs; cuda_bench/roofline.h and roofline_v41.h).
+DecodeFloor cuda_floor(const std::optional<StepRoofline>& roof,
                        const deepinfer::EngineCapacity& cap, int batch, int64_t context,
                        std::optional<double>* roofline_s) {
   const deepinfer::cli::Hardware hw;
@@ -282,13 +311,7 @@ DecodeFloor cuda_floor(const std::string& dir, const deepinfer::v4::Config* cfg,
                 cap.weight_bytes / double(1ll << 30), hw.bytes_per_s / 1e12);
   f.label = label;
   f.json = {{"hardware_bytes_per_s", hw.bytes_per_s}, {"weight_bytes", cap.weight_bytes}};
-  if (cfg == nullptr) return f;
-  auto roof = deepinfer::cli::Roofline::open(dir, *cfg);
-  if (!roof.ok()) {
-    std::fprintf(stderr, "deepinfer bench: no roofline floor: %s\n",
-                 roof.status().to_string().c_str());
-    return f;
-  }
+  if (!roof) return f;
   const deepinfer::cli::StepFloor step = roof->decode(batch, context);
   *roofline_s = step.seconds(hw);
   f.json["roofline"] = {{"weight_bytes", step.weight_bytes},
@@ -451,9 +474,9 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
       std::min<int64_t>({n, args.max_num_seqs, std::max<int64_t>(1, cap.max_sequences)}));
   const int64_t context = input_len + output_len / 2;
   std::optional<double> roofline_s;
-  const DecodeFloor floor =
-      cuda ? cuda_floor(*dir, fm->v4 ? &*fm->v4 : nullptr, cap, batch, context, &roofline_s)
-           : cpu_floor(fm->cpu_weight_bytes, batch);
+  const std::optional<StepRoofline> roof = cuda ? open_roofline(*dir, *fm) : std::nullopt;
+  const DecodeFloor floor = cuda ? cuda_floor(roof, cap, batch, context, &roofline_s)
+                                 : cpu_floor(fm->cpu_weight_bytes, batch);
   const double out_tok = static_cast<double>(n) * output_len;
   const double itl50 = percentile(run->itl, 50);
   std::printf(
@@ -480,6 +503,14 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
         "| roofline floor, B=%d @ ctx %lld (cuda_bench/roofline.h) / measured over it | %.3f ms "
         "/ %.1fx |\n",
         batch, (long long)context, 1e3 * *roofline_s, itl50 / *roofline_s);
+  const double ttft50 = percentile(run->ttft, 50);
+  std::optional<double> prefill_floor_s;
+  if (roof) {  // TTFT also holds the queueing and the engine's step; the floor is the forward's
+    prefill_floor_s = roof->prefill(input_len).seconds(deepinfer::cli::Hardware{});
+    std::printf(
+        "| roofline prefill floor, %d-token prompt / TTFT p50 over it | %.3f ms / %.1fx |\n",
+        input_len, 1e3 * *prefill_floor_s, ttft50 / *prefill_floor_s);
+  }
   std::printf("\nstep-time breakdown over %lld steps (%.2f ms/step):\n", (long long)s.steps,
               s.steps ? 1e3 * s.total_s / s.steps : 0.0);
   std::printf("| phase | total s | share |\n|---|---|---|\n");
@@ -525,6 +556,7 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
                         {"total", s.total_s}}},
                       {"scheduler_share", s.schedule_s / tot}};
   if (!cuda) j["copy_bandwidth_gbs"] = floor.json["copy_bandwidth_gbs"];
+  if (prefill_floor_s) j["prefill_roofline_ms"] = 1e3 * *prefill_floor_s;
 
   if (cuda && !f.skip_isolated) {
     const std::string forward_json = json_path + ".forward.json";

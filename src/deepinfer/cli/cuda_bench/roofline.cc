@@ -12,7 +12,6 @@ namespace {
 
 constexpr double kStateBytes = 2;  // bf16 KV, compressed entries and indexer keys
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 bool contains(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
 
 }  // namespace
@@ -21,43 +20,82 @@ double StepFloor::seconds(const Hardware& hw) const {
   return std::max((weight_bytes + state_bytes) / hw.bytes_per_s, flops / hw.flops_per_s);
 }
 
+double experts_touched(double experts, double per_token, double tokens) {
+  return experts > 0 ? experts * (1 - std::pow(1 - per_token / experts, tokens)) : 0;
+}
+
+void WeightTally::add(const std::string& n, double bytes, double params, bool matrix) {
+  const bool matmul = matrix && contains(n, ".weight");
+  if (n == "embed.weight") {
+    embed_row_bytes = bytes;  // divided by the vocabulary in finish()
+  } else if (contains(n, ".ffn.experts.")) {
+    expert_bytes_all_ += bytes;
+    expert_params_all_ += params;
+  } else {
+    dense_bytes += bytes;
+    if (n == "head.weight")
+      head_params = params;
+    else if (matmul)
+      dense_params += params;
+  }
+  if (contains(n, ".ffn.gate.weight")) ++moe_layers_;
+}
+
+void WeightTally::finish(int64_t vocab, int routed_experts) {
+  embed_row_bytes /= double(vocab);
+  const double experts = double(moe_layers_) * routed_experts;
+  expert_bytes = experts > 0 ? expert_bytes_all_ / experts : 0;
+  expert_params = experts > 0 ? expert_params_all_ / experts : 0;
+}
+
+StepFloor decode_floor(const WeightTally& w, const StepShape& s, int64_t batch, int64_t context) {
+  StepFloor f;
+  const double B = double(batch);
+  f.weight_bytes = w.dense_bytes + B * (w.embed_row_bytes + s.extra_token_bytes);
+  for (int l = 0; l < s.num_layers; ++l) {
+    f.weight_bytes += experts_touched(s.routed_experts, s.experts_per_token, B) * w.expert_bytes;
+    double fl = 0, by = 0;
+    s.attention(l, context, &fl, &by);
+    f.flops += B * fl;
+    f.state_bytes += B * by;
+  }
+  const double layers_k = double(s.num_layers) * s.experts_per_token;
+  f.flops += 2.0 * B * (w.dense_params + layers_k * w.expert_params + w.head_params);
+  return f;
+}
+
+StepFloor prefill_floor(const WeightTally& w, const StepShape& s, int64_t tokens) {
+  StepFloor f;
+  const double T = double(tokens);
+  f.weight_bytes = w.dense_bytes + T * (w.embed_row_bytes + s.extra_token_bytes);
+  for (int l = 0; l < s.num_layers; ++l) {
+    f.weight_bytes += experts_touched(s.routed_experts, s.experts_per_token, T) * w.expert_bytes;
+    // Attention reads come from on-chip tiles in a fused prefill; the floor counts the state
+    // written once (window KV and compressed entries), and every product.
+    for (int64_t p = 0; p < tokens; ++p) {
+      double by = 0;
+      s.attention(l, p, &f.flops, &by);
+    }
+    f.state_bytes += T * s.written_per_token(l) * kStateBytes;
+  }
+  const double layers_k = double(s.num_layers) * s.experts_per_token;
+  f.flops += 2.0 * T * (w.dense_params + layers_k * w.expert_params) + 2.0 * w.head_params;
+  return f;
+}
+
 StatusOr<Roofline> Roofline::open(const std::string& dir, const v4::Config& c) {
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
   ASSIGN_OR_RETURN(std::vector<v4::WeightSource> sources, v4::resolve_weights(*ckpt, c));
   Roofline r;
   r.c_ = c;
-  double expert_bytes_all = 0, expert_params_all = 0;
-  int moe_layers = 0;
   for (const v4::WeightSource& s : sources) {
     const std::string& n = s.spec.name;
-    if (starts_with(n, "mtp.")) continue;
-    const double bytes = double(s.stored_bytes());
-    const double params = double(s.numel());
-    const bool matmul = s.spec.shape.size() == 2 && contains(n, ".weight");
+    if (n.rfind("mtp.", 0) == 0) continue;
     if (contains(n, "tid2eid")) continue;  // B rows of a lookup table: negligible
-    if (n == "embed.weight") {
-      r.embed_row_bytes_ = bytes / double(c.vocab_size);
-    } else if (contains(n, ".ffn.experts.")) {
-      expert_bytes_all += bytes;
-      expert_params_all += params;
-    } else {
-      r.dense_bytes_ += bytes;
-      if (n == "head.weight")
-        r.head_params_ = params;
-      else if (matmul)
-        r.dense_params_ += params;
-    }
-    if (contains(n, ".ffn.gate.weight")) ++moe_layers;
+    r.w_.add(n, double(s.stored_bytes()), double(s.numel()), s.spec.shape.size() == 2);
   }
-  const double experts = double(moe_layers) * c.n_routed_experts;
-  r.expert_bytes_ = experts > 0 ? expert_bytes_all / experts : 0;
-  r.expert_params_ = experts > 0 ? expert_params_all / experts : 0;
+  r.w_.finish(c.vocab_size, c.n_routed_experts);
   return r;
-}
-
-double Roofline::experts_touched(double tokens) const {
-  const double E = c_.n_routed_experts, K = c_.experts_per_token;
-  return E * (1 - std::pow(1 - K / E, tokens));
 }
 
 void Roofline::attention(int l, int64_t pos, double* flops, double* bytes) const {
@@ -79,43 +117,26 @@ void Roofline::attention(int l, int64_t pos, double* flops, double* bytes) const
   *bytes += read * kStateBytes;
 }
 
-StepFloor Roofline::decode(int64_t batch, int64_t context) const {
-  StepFloor f;
-  const double B = double(batch);
-  f.weight_bytes = dense_bytes_ + B * embed_row_bytes_;
-  for (int l = 0; l < c_.num_layers; ++l) {
-    f.weight_bytes += experts_touched(B * 1.0) * expert_bytes_;
-    double fl = 0, by = 0;
-    attention(l, context, &fl, &by);
-    f.flops += B * fl;
-    f.state_bytes += B * by;
-  }
-  const double layers_k = double(c_.num_layers) * c_.experts_per_token;
-  f.flops += 2.0 * B * (dense_params_ + layers_k * expert_params_ + head_params_);
-  return f;
+StepShape Roofline::shape() const {
+  StepShape s;
+  s.num_layers = c_.num_layers;
+  s.routed_experts = c_.n_routed_experts;
+  s.experts_per_token = c_.experts_per_token;
+  s.attention = [this](int l, int64_t pos, double* f, double* b) { attention(l, pos, f, b); };
+  s.written_per_token = [this](int l) {
+    const int ratio = c_.compress_ratio(l);
+    double written = c_.head_dim;
+    if (ratio > 0) written += double(c_.head_dim) / ratio;
+    if (ratio == 4) written += double(c_.index_head_dim) / ratio;
+    return written;
+  };
+  return s;
 }
 
-StepFloor Roofline::prefill(int64_t tokens) const {
-  StepFloor f;
-  const double T = double(tokens);
-  f.weight_bytes = dense_bytes_ + T * embed_row_bytes_;
-  for (int l = 0; l < c_.num_layers; ++l) {
-    f.weight_bytes += experts_touched(T) * expert_bytes_;
-    // Attention reads come from on-chip tiles in a fused prefill; the floor counts the state
-    // written once (window KV and compressed entries), and every product.
-    for (int64_t p = 0; p < tokens; ++p) {
-      double by = 0;
-      attention(l, p, &f.flops, &by);
-    }
-    const int ratio = c_.compress_ratio(l);
-    double written = T * c_.head_dim;
-    if (ratio > 0) written += (T / ratio) * c_.head_dim;
-    if (ratio == 4) written += (T / ratio) * c_.index_head_dim;
-    f.state_bytes += written * kStateBytes;
-  }
-  const double layers_k = double(c_.num_layers) * c_.experts_per_token;
-  f.flops += 2.0 * T * (dense_params_ + layers_k * expert_params_) + 2.0 * head_params_;
-  return f;
+StepFloor Roofline::decode(int64_t batch, int64_t context) const {
+  return decode_floor(w_, shape(), batch, context);
 }
+
+StepFloor Roofline::prefill(int64_t tokens) const { return prefill_floor(w_, shape(), tokens); }
 
 }  // namespace deepinfer::cli
