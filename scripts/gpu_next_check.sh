@@ -129,10 +129,11 @@ elif [ "$phase" = 6 ]; then
     echo "bench v41 yoco $mode rc $? at $((SECONDS - t0)) s"
     grep -iE 'ttft' $OUT/bench_v41_yoco_$mode.log | head -2
   done
-  for b in 1 32 128; do  # decode at 4k context, beside the roofline (roofline_v41.h)
+  for b in 1 32 128; do  # decode beside the roofline (roofline_v41.h); 4k context to B=32
     left 520 || break
+    len=$([ $b -le 32 ] && echo 4096 || echo 1024)
     timeout 100 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
-      --max-num-seqs $b --input-len 4096 --output-len 16 --no-isolated \
+      --max-num-seqs $b --max-model-len 8192 --input-len $len --output-len 16 --no-isolated \
       --output-json $OUT/bench_v41_b$b.json > $OUT/bench_v41_b$b.log 2>&1
     echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
     grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6

@@ -114,11 +114,18 @@ class CudaRunner final : public ModelRunner {
   Status check_rollbacks(const StepBatch& batch);
   Status roll_back(const StepBatch& batch);
   Status snapshot(const StepRow& r);
+  // A fused row (fused_prefix_ > 0) starts where its sequence's snapshot was taken, restored by
+  // roll_back: the snapshot stays, and covers the accepted tokens and the row's.
+  void keep_snapshot(const StepRow& r, int64_t prefix);
+  // Whether speculative row r can carry its rollback's accepted tokens (see fused_prefix_): the
+  // rollback cuts its previous row after accepting some, the row starts right there, and no page
+  // copy of this step lands in its constant pages (they are in the snapshot kept).
+  int64_t fusable_prefix(const StepBatch& batch, const StepRow& r) const;
   // With drafting: the row's sequence with final_streams set to its draft record's buffer,
   // grown to `rows` rows.
   StatusOr<PagedSequence> drafting_sequence(const StepRow& r, int64_t rows);
-  // After a row ran: its record's last computed position.
-  void note_row(const StepRow& r);
+  // After a row ran (behind `prefix` recomputed tokens): its record's last computed position.
+  void note_row(const StepRow& r, int64_t prefix);
   PagedSequence sequence(const StepRow& r) const {
     PagedSequence q;
     q.constant_pages = r.state_pages->data();
@@ -156,6 +163,12 @@ class CudaRunner final : public ModelRunner {
   std::vector<PagedSequence> replay_seqs_;  // the step's rollbacks' replays, one call
   std::vector<int32_t> replay_ids_;
   std::vector<int64_t> replay_counts_;
+  // Rollbacks whose accepted tokens ride at the front of their sequence's speculative row in
+  // this step instead of a replay forward (plan()): per row, the tokens recomputed (0: none),
+  // and the rolled-back sequences handled so; verify_skip_ per verify row.
+  std::vector<int64_t> fused_prefix_;
+  std::unordered_set<uint64_t> fused_seqs_;
+  std::vector<int64_t> verify_skip_;
   std::vector<PagedSequence> decode_seqs_;
   std::vector<int32_t> decode_ids_;
   std::vector<int64_t> out_row_;                 // per row: its logits row in the output, or -1
@@ -206,9 +219,10 @@ Status CudaRunner::check_rollbacks(const StepBatch& batch) {
 }
 
 // Restores each cut sequence's constant pages, then replays the accepted tokens from their
-// speculative rows' starts, all in one verify_paged call without logits. With batch invariance
-// the forward is chunking-invariant, so this is the state a run without speculation has, bit
-// for bit; without it, the state a prefill chunk of those tokens would leave.
+// speculative rows' starts, all in one verify_paged call without logits (unless they ride in
+// front of the sequence's next speculative row: fused_prefix_, one forward per step). With batch
+// invariance the forward is chunking-invariant, so this is the state a run without speculation has,
+// bit for bit; without it, the state a prefill chunk of those tokens would leave.
 Status CudaRunner::roll_back(const StepBatch& batch) {
   replay_seqs_.clear();
   replay_ids_.clear();
@@ -225,7 +239,7 @@ Status CudaRunner::roll_back(const StepBatch& batch) {
     if (r.num_tokens == h.start_pos + int64_t(h.tokens.size())) continue;  // all kept
     RETURN_IF_ERROR(model_->write_pages(h.constant_pages.data(), int64_t(h.constant_pages.size()),
                                         h.snapshot.buffer.get()));
-    if (r.num_tokens == h.start_pos) continue;
+    if (r.num_tokens == h.start_pos || fused_seqs_.count(r.seq_id)) continue;
     PagedSequence q;
     q.constant_pages = r.state_pages->data();
     q.token_pages = r.block_table->data();
@@ -258,10 +272,10 @@ StatusOr<PagedSequence> CudaRunner::drafting_sequence(const StepRow& r, int64_t 
   return q;
 }
 
-void CudaRunner::note_row(const StepRow& r) {
+void CudaRunner::note_row(const StepRow& r, int64_t prefix) {
   auto it = drafting_.find(r.seq_id);
   if (it == drafting_.end()) return;
-  it->second.last = r.speculative ? r.num_tokens - 1 : 0;
+  it->second.last = r.speculative ? prefix + r.num_tokens - 1 : 0;
   it->second.num_tokens = r.start_pos + r.num_tokens;
   it->second.constant_pages = *r.state_pages;
 }
@@ -326,6 +340,29 @@ Status CudaRunner::snapshot(const StepRow& r) {
   return ok_status();
 }
 
+void CudaRunner::keep_snapshot(const StepRow& r, int64_t prefix) {
+  Speculated& h = speculated_.at(r.seq_id);
+  h.tokens.resize(size_t(prefix));  // the accepted tokens, then the row's
+  h.tokens.insert(h.tokens.end(), r.tokens, r.tokens + r.num_tokens);
+  h.held = true;
+}
+
+int64_t CudaRunner::fusable_prefix(const StepBatch& batch, const StepRow& r) const {
+  for (const Rollback& b : batch.rollbacks) {
+    if (b.seq_id != r.seq_id) continue;
+    const Speculated& h = speculated_.at(b.seq_id);
+    const int64_t accepted = b.num_tokens - h.start_pos;
+    const bool cut = b.num_tokens < h.start_pos + int64_t(h.tokens.size());
+    if (!cut || accepted < 1 || b.num_tokens != r.start_pos || h.constant_pages != *r.state_pages)
+      return 0;
+    for (int32_t to : copy_to_)
+      if (std::find(h.constant_pages.begin(), h.constant_pages.end(), to) != h.constant_pages.end())
+        return 0;
+    return accepted;
+  }
+  return 0;
+}
+
 Status CudaRunner::plan(const StepBatch& batch) {
   RETURN_IF_ERROR(check_rollbacks(batch));
   for (int32_t p : written_) page_row_[p] = -1;
@@ -344,6 +381,9 @@ Status CudaRunner::plan(const StepBatch& batch) {
   verify_counts_.clear();
   decode_seqs_.clear();
   decode_ids_.clear();
+  verify_skip_.clear();
+  fused_seqs_.clear();
+  fused_prefix_.assign(batch.rows.size(), 0);
   const int64_t pt = spec_.page_tokens;
   for (size_t i = 0; i < batch.rows.size(); ++i) {
     const StepRow& r = batch.rows[i];
@@ -390,10 +430,21 @@ Status CudaRunner::plan(const StepBatch& batch) {
       if (r.start_pos == 0)
         return invalid_argument(row_name(i, r) + ": a speculative row starts at position 0");
       verify_rows_.push_back(i);
-      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, r.num_tokens));
+      const int64_t prefix = fusable_prefix(batch, r);
+      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, prefix + r.num_tokens));
+      if (prefix > 0) {  // the accepted tokens first, from the snapshot's position
+        const Speculated& h = speculated_.at(r.seq_id);
+        q.num_tokens = h.start_pos;
+        verify_ids_.insert(verify_ids_.end(), h.tokens.begin(), h.tokens.begin() + prefix);
+        for (int64_t k = h.start_pos / pt; k < r.start_pos / pt; ++k)
+          RETURN_IF_ERROR(claim((*r.block_table)[k]));
+        fused_prefix_[i] = prefix;
+        fused_seqs_.insert(r.seq_id);
+      }
       verify_seqs_.push_back(q);
       verify_ids_.insert(verify_ids_.end(), r.tokens, r.tokens + r.num_tokens);
-      verify_counts_.push_back(r.num_tokens);
+      verify_counts_.push_back(prefix + r.num_tokens);
+      verify_skip_.push_back(prefix);
     } else if (r.start_pos > 0 && r.num_tokens == 1 &&
                int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
       decode_rows_.push_back(i);
@@ -427,7 +478,10 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
     // row takes a new one before any row runs (the copies above are in the pages it saves).
     auto it = speculated_.find(r.seq_id);
     if (it != speculated_.end()) it->second.held = false;
-    if (r.speculative) RETURN_IF_ERROR(snapshot(r));
+    if (r.speculative && fused_prefix_[i] > 0)
+      keep_snapshot(r, fused_prefix_[i]);
+    else if (r.speculative)
+      RETURN_IF_ERROR(snapshot(r));
   }
   for (size_t i : decode_rows_) {
     const StepRow& r = batch.rows[i];
@@ -464,7 +518,7 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
     for (size_t i : verify_rows_) verify_out_.push_back(host + out_row_[i] * V);
     RETURN_IF_ERROR(model_->verify_paged(verify_seqs_.data(), verify_ids_.data(),
                                          verify_counts_.data(), int64_t(verify_seqs_.size()),
-                                         verify_out_.data()));
+                                         verify_out_.data(), verify_skip_.data()));
   }
   for (size_t i : prefill_rows_) {
     const StepRow& r = batch.rows[i];
@@ -476,7 +530,7 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
                                           k >= 0 && !argmax_only ? host + k * V : nullptr,
                                           argmax_only ? &argmax_[k] : nullptr, r.keep_from_pos));
   }
-  for (const StepRow& r : batch.rows) note_row(r);
+  for (size_t i = 0; i < n; ++i) note_row(batch.rows[i], fused_prefix_[i]);
   return ok_status();
 }
 

@@ -409,10 +409,10 @@ struct CudaModel::Impl {
   // Speculative verification: every sequence's ids as its own segment of few forwards, every
   // row's logits back in order.
   Status verify(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts, int64_t count,
-                float* const* out) {
+                float* const* out, const int64_t* skip = nullptr) {
     RETURN_IF_ERROR(check_verify(
         pool(), seqs, ids, counts, count, options.max_tokens,
-        [&](const int32_t* t, int64_t n, int64_t pos0) { return check_ids(t, n, pos0); }));
+        [&](const int32_t* t, int64_t n, int64_t pos0) { return check_ids(t, n, pos0); }, skip));
     const int64_t V = c.vocab_size;
     return for_verify_groups(
         counts, count, state->max_rows(), options.max_chunk,
@@ -428,9 +428,8 @@ struct CudaModel::Impl {
           run_rows(ids + row0, rows, positions, segs, out ? rows : 0);
           for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i) {
             if (out && out[b0 + i])
-              DI_CUDA_CHECK(cudaMemcpyAsync(out[b0 + i], logits.get() + r * V,
-                                            counts[b0 + i] * V * 4, cudaMemcpyDeviceToHost,
-                                            stream));
+              copy_logits_out(out[b0 + i], logits.get() + r * V, counts[b0 + i],
+                              skip ? skip[b0 + i] : 0, V, stream);
             keep_streams(seqs[b0 + i].final_streams, r, counts[b0 + i]);
           }
           DI_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -714,8 +713,8 @@ Status CudaModel::decode_paged(const PagedSequence* seqs, const int32_t* ids, in
 }
 
 Status CudaModel::verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
-                               int64_t count, float* const* logits) {
-  return impl_->verify(seqs, ids, counts, count, logits);
+                               int64_t count, float* const* logits, const int64_t* skip) {
+  return impl_->verify(seqs, ids, counts, count, logits, skip);
 }
 
 int64_t CudaModel::final_stream_floats() const {

@@ -135,7 +135,7 @@ class CudaModel final : public PagedForward {
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
                       std::vector<int32_t>* greedy) override;
   Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
-                      int64_t count, float* const* logits) override;
+                      int64_t count, float* const* logits, const int64_t* skip = nullptr) override;
   int64_t final_stream_floats() const override;
   // MTP drafting (spec §7), every sequence at once: k greedy drafts chained through the MTP
   // layer after tokens[b] (just sampled for position seqs[b].num_tokens), from hidden[b] (device:

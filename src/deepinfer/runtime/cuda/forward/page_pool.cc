@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "deepinfer/backend/cuda/cuda_check.h"
+
 namespace deepinfer::cuda {
 namespace {
 
@@ -40,17 +42,28 @@ Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n, in
 
 Status check_verify(const PagePool& p, const PagedSequence* seqs, const int32_t* ids,
                     const int64_t* counts, int64_t count, int64_t max_tokens,
-                    const std::function<Status(const int32_t*, int64_t, int64_t)>& check_ids) {
+                    const std::function<Status(const int32_t*, int64_t, int64_t)>& check_ids,
+                    const int64_t* skip) {
   if (count <= 0) return invalid_argument("verify: no sequences");
   int64_t off = 0;
   for (int64_t b = 0; b < count; ++b) {
     if (seqs[b].num_tokens < 1)
       return invalid_argument("verify: sequence " + std::to_string(b) + " has no prefilled tokens");
+    if (skip && (skip[b] < 0 || skip[b] >= counts[b]))
+      return invalid_argument("verify: sequence " + std::to_string(b) + " skips " +
+                              std::to_string(skip[b]) + " of its " + std::to_string(counts[b]) +
+                              " rows' logits; it must bring back at least one");
     RETURN_IF_ERROR(check_ids(ids + off, counts[b], seqs[b].num_tokens));
     RETURN_IF_ERROR(check_sequence(p, seqs[b], counts[b], max_tokens));
     off += counts[b];
   }
   return ok_status();
+}
+
+void copy_logits_out(float* dst, const float* rows, int64_t count, int64_t skip, int64_t vocab,
+                     cudaStream_t stream) {
+  DI_CUDA_CHECK(cudaMemcpyAsync(dst, rows + skip * vocab, (count - skip) * vocab * 4,
+                                cudaMemcpyDeviceToHost, stream));
 }
 
 Status copy_pages(const PagePool& p, const int32_t* from, const int32_t* to, int64_t n,

@@ -43,10 +43,16 @@ Status check_page(const PagePool& p, int64_t id, const char* what);
 // most max_tokens.
 Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n, int64_t max_tokens);
 // verify_paged's checks of every sequence: count > 0, each past position 0, its ids (the
-// family's check_ids(ids, n, first position)) and check_sequence for its counts[b] ids.
+// family's check_ids(ids, n, first position)), check_sequence for its counts[b] ids, and
+// skip[b] (if skip is set) in [0, counts[b]).
 Status check_verify(const PagePool& p, const PagedSequence* seqs, const int32_t* ids,
                     const int64_t* counts, int64_t count, int64_t max_tokens,
-                    const std::function<Status(const int32_t*, int64_t, int64_t)>& check_ids);
+                    const std::function<Status(const int32_t*, int64_t, int64_t)>& check_ids,
+                    const int64_t* skip = nullptr);
+// verify_paged's copy of one sequence's logits: rows [skip, count) of its `count` rows (device,
+// vocab floats each) to host dst, queued on stream.
+void copy_logits_out(float* dst, const float* rows, int64_t count, int64_t skip, int64_t vocab,
+                     cudaStream_t stream);
 // Page to page on the device (synchronizes `stream`), and pages to and from bytes in host or
 // device memory of this process (page_bytes() each, page after page; CUDA IPC handoffs use the
 // latter).

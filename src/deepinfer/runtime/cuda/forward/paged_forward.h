@@ -43,9 +43,12 @@ class PagedForward {
   // Speculative verification: appends counts[b] ids to seqs[b] (distinct constant pages, each
   // past position 0), the ids concatenated in sequence order, in as few forwards of several
   // segments as the scratch allows; logits[b] (host, or null) gets sequence b's counts[b] rows.
-  // logits null: no head at all (a rollback's replay).
+  // logits null: no head at all (a rollback's replay). skip (null: none): sequence b's first
+  // skip[b] rows run for their state only, and logits[b] gets its other counts[b] - skip[b] rows
+  // (a verification row behind the accepted tokens it recomputes: cuda_runner.cc).
   virtual Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
-                              int64_t count, float* const* logits) = 0;
+                              int64_t count, float* const* logits,
+                              const int64_t* skip = nullptr) = 0;
   // Drafting with the model's own drafter (deepseek_v4's CudaModel: the MTP layer); the
   // default is unimplemented, saying why.
   virtual Status mtp_draft(const PagedSequence* seqs, const int32_t* tokens,

@@ -401,10 +401,10 @@ struct CudaV41Model::Impl {
   // Speculative verification: every sequence's ids as its own segment of few forwards, every
   // row's logits back in order.
   Status verify(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts, int64_t count,
-                float* const* out) {
+                float* const* out, const int64_t* skip = nullptr) {
     RETURN_IF_ERROR(check_verify(
         pool(), seqs, ids, counts, count, options.max_tokens,
-        [&](const int32_t* t, int64_t n, int64_t pos0) { return check_ids(t, n, pos0); }));
+        [&](const int32_t* t, int64_t n, int64_t pos0) { return check_ids(t, n, pos0); }, skip));
     const int64_t V = c.vocab_size;
     return for_verify_groups(
         counts, count, max_rows, options.max_chunk,
@@ -415,9 +415,8 @@ struct CudaV41Model::Impl {
           run(seqs + b0, plan, ids + row0, rows, out ? rows : 0);
           for (int64_t i = 0, r = 0; i < n; r += counts[b0 + i], ++i)
             if (out && out[b0 + i])
-              DI_CUDA_CHECK(cudaMemcpyAsync(out[b0 + i], logits.get() + r * V,
-                                            counts[b0 + i] * V * 4, cudaMemcpyDeviceToHost,
-                                            stream));
+              copy_logits_out(out[b0 + i], logits.get() + r * V, counts[b0 + i],
+                              skip ? skip[b0 + i] : 0, V, stream);
           DI_CUDA_CHECK(cudaStreamSynchronize(stream));
           return ok_status();
         });
@@ -537,8 +536,9 @@ Status CudaV41Model::decode_paged(const PagedSequence* seqs, const int32_t* ids,
 }
 
 Status CudaV41Model::verify_paged(const PagedSequence* seqs, const int32_t* ids,
-                                  const int64_t* counts, int64_t count, float* const* logits) {
-  return impl_->verify(seqs, ids, counts, count, logits);
+                                  const int64_t* counts, int64_t count, float* const* logits,
+                                  const int64_t* skip) {
+  return impl_->verify(seqs, ids, counts, count, logits, skip);
 }
 
 Status CudaV41Model::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {

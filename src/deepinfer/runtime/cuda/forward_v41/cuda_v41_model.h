@@ -57,7 +57,7 @@ class CudaV41Model final : public PagedForward {
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
                       std::vector<int32_t>* greedy) override;
   Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,
-                      int64_t count, float* const* logits) override;
+                      int64_t count, float* const* logits, const int64_t* skip = nullptr) override;
   Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) override;
   Status read_pages(const int32_t* pages, int64_t n, void* dst) override;
   Status write_pages(const int32_t* pages, int64_t n, const void* src) override;
