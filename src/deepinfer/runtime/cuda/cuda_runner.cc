@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -72,6 +73,7 @@ class CudaRunner final : public ModelRunner {
   void release(uint64_t seq_id) override {
     speculated_.erase(seq_id);
     drafting_.erase(seq_id);
+    pending_.erase(seq_id);
   }
   Status mtp_draft(uint64_t seq_id, int32_t token, int64_t max_drafts,
                    std::vector<int32_t>* out) override {
@@ -86,6 +88,7 @@ class CudaRunner final : public ModelRunner {
   StatusOr<std::string> read_pages(const std::vector<int32_t>& pages) override;
   Status write_pages(const std::vector<int32_t>& pages, std::string_view bytes) override;
   StatusOr<DevicePages> export_pages_ipc(const std::vector<int32_t>& pages) override {
+    RETURN_IF_ERROR(flush_replays());
     ASSIGN_OR_RETURN(DevicePages d, device_buffer(int64_t(pages.size()) * spec_.page_bytes));
     RETURN_IF_ERROR(model_->read_pages(pages.data(), int64_t(pages.size()), d.buffer.get()));
     RETURN_IF_ERROR(export_ipc_handle(&d));
@@ -96,10 +99,17 @@ class CudaRunner final : public ModelRunner {
   }
   Status write_pages_device(const std::vector<int32_t>& pages, const DevicePages& src) override {
     RETURN_IF_ERROR(check_page_bytes("write_pages_device", pages, src.buffer ? src.bytes : -1));
+    RETURN_IF_ERROR(flush_replays());
     return model_->write_pages(pages.data(), int64_t(pages.size()), src.buffer.get());
   }
 
  private:
+  // A rollback's replay of its accepted tokens, from its row's start, not yet run.
+  struct PendingReplay {
+    int64_t start = 0;
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> constant_pages, block_table;
+  };
   // invalid_argument naming `what` unless `bytes` is exactly pages.size() pages.
   Status check_page_bytes(const char* what, const std::vector<int32_t>& pages,
                           int64_t bytes) const {
@@ -114,13 +124,16 @@ class CudaRunner final : public ModelRunner {
   Status check_rollbacks(const StepBatch& batch);
   Status roll_back(const StepBatch& batch);
   Status snapshot(const StepRow& r);
-  // A fused row (fused_prefix_ > 0) starts where its sequence's snapshot was taken, restored by
-  // roll_back: the snapshot stays, and covers the accepted tokens and the row's.
-  void keep_snapshot(const StepRow& r, int64_t prefix);
-  // Whether speculative row r can carry its rollback's accepted tokens (see fused_prefix_): the
-  // rollback cuts its previous row after accepting some, the row starts right there, and no page
-  // copy of this step lands in its constant pages (they are in the snapshot kept).
-  int64_t fusable_prefix(const StepBatch& batch, const StepRow& r) const;
+  // Runs the pending replays `which` picks (null: all) in one verify_paged call without logits.
+  Status flush_replays(const std::function<bool(uint64_t)>& which = nullptr);
+  // Whether this step needs sequence id's pending replay run first: it has a row that does not
+  // carry it, or a page copy touches its pages.
+  bool must_flush(const StepBatch& batch, uint64_t id) const;
+  // The replay speculative row r can carry at its front (a pending one, or one this batch's
+  // rollback leaves), or null: it must end where the row starts, in the row's constant pages,
+  // and no page copy of this step may touch those (a copy reads the state the replay makes).
+  const PendingReplay* fusable(const StepBatch& batch, const StepRow& r);
+  bool fusable_pending(const PendingReplay& p, const StepRow& r) const;
   // With drafting: the row's sequence with final_streams set to its draft record's buffer,
   // grown to `rows` rows.
   StatusOr<PagedSequence> drafting_sequence(const StepRow& r, int64_t rows);
@@ -163,10 +176,11 @@ class CudaRunner final : public ModelRunner {
   std::vector<PagedSequence> replay_seqs_;  // the step's rollbacks' replays, one call
   std::vector<int32_t> replay_ids_;
   std::vector<int64_t> replay_counts_;
-  // Rollbacks whose accepted tokens ride at the front of their sequence's speculative row in
-  // this step instead of a replay forward (plan()): per row, the tokens recomputed (0: none),
-  // and the rolled-back sequences handled so; verify_skip_ per verify row.
-  std::vector<int64_t> fused_prefix_;
+  std::unordered_map<uint64_t, PendingReplay> pending_;
+  std::unordered_map<uint64_t, PendingReplay> staged_;  // plan()'s view of this batch's rollbacks
+  // Per row of the step: the replay riding at its front (tokens empty: none); the sequences so
+  // fused; per verify row, the rows whose logits verify_paged skips.
+  std::vector<PendingReplay> fused_;
   std::unordered_set<uint64_t> fused_seqs_;
   std::vector<int64_t> verify_skip_;
   std::vector<PagedSequence> decode_seqs_;
@@ -218,15 +232,13 @@ Status CudaRunner::check_rollbacks(const StepBatch& batch) {
   return ok_status();
 }
 
-// Restores each cut sequence's constant pages, then replays the accepted tokens from their
-// speculative rows' starts, all in one verify_paged call without logits (unless they ride in
-// front of the sequence's next speculative row: fused_prefix_, one forward per step). With batch
-// invariance the forward is chunking-invariant, so this is the state a run without speculation has,
-// bit for bit; without it, the state a prefill chunk of those tokens would leave.
+// Restores each cut sequence's constant pages and leaves the accepted tokens' replay pending
+// (pending_): the sequence's next speculative row recomputes them at its front (fused_),
+// or flush_replays() replays them before anything reads or copies its pages. A drafter between
+// the two (MTP) reads only its own ring and the verified streams, never the main layers' state.
+// With batch invariance the forward is chunking-invariant, so either way the state is bit for bit
+// a run without speculation's; without it, a prefill chunk's roundings of those tokens.
 Status CudaRunner::roll_back(const StepBatch& batch) {
-  replay_seqs_.clear();
-  replay_ids_.clear();
-  replay_counts_.clear();
   for (const Rollback& r : batch.rollbacks) {
     Speculated& h = speculated_.at(r.seq_id);
     h.held = false;
@@ -239,22 +251,45 @@ Status CudaRunner::roll_back(const StepBatch& batch) {
     if (r.num_tokens == h.start_pos + int64_t(h.tokens.size())) continue;  // all kept
     RETURN_IF_ERROR(model_->write_pages(h.constant_pages.data(), int64_t(h.constant_pages.size()),
                                         h.snapshot.buffer.get()));
-    if (r.num_tokens == h.start_pos || fused_seqs_.count(r.seq_id)) continue;
+    if (r.num_tokens == h.start_pos) continue;
+    PendingReplay& p = pending_[r.seq_id];
+    p.start = h.start_pos;
+    p.tokens.assign(h.tokens.begin(), h.tokens.begin() + (r.num_tokens - h.start_pos));
+    p.constant_pages = h.constant_pages;
+    p.block_table = *r.block_table;
+  }
+  return ok_status();
+}
+
+Status CudaRunner::flush_replays(const std::function<bool(uint64_t)>& which) {
+  replay_seqs_.clear();
+  replay_ids_.clear();
+  replay_counts_.clear();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (which && !which(it->first)) {
+      ++it;
+      continue;
+    }
+    const PendingReplay& p = it->second;
     PagedSequence q;
-    q.constant_pages = r.state_pages->data();
-    q.token_pages = r.block_table->data();
-    q.num_token_pages = int64_t(r.block_table->size());
-    q.num_tokens = h.start_pos;
-    if (auto d = drafting_.find(r.seq_id); d != drafting_.end())
+    q.constant_pages = p.constant_pages.data();
+    q.token_pages = p.block_table.data();
+    q.num_token_pages = int64_t(p.block_table.size());
+    q.num_tokens = p.start;
+    if (auto d = drafting_.find(it->first); d != drafting_.end())
       q.final_streams = static_cast<float*>(d->second.streams.buffer.get());
     replay_seqs_.push_back(q);
-    replay_ids_.insert(replay_ids_.end(), h.tokens.begin(),
-                       h.tokens.begin() + (r.num_tokens - h.start_pos));
-    replay_counts_.push_back(r.num_tokens - h.start_pos);
+    replay_ids_.insert(replay_ids_.end(), p.tokens.begin(), p.tokens.end());
+    replay_counts_.push_back(int64_t(p.tokens.size()));
+    ++it;
   }
-  if (replay_seqs_.empty()) return ok_status();
-  return model_->verify_paged(replay_seqs_.data(), replay_ids_.data(), replay_counts_.data(),
+  Status st = ok_status();
+  if (!replay_seqs_.empty())
+    st = model_->verify_paged(replay_seqs_.data(), replay_ids_.data(), replay_counts_.data(),
                               int64_t(replay_seqs_.size()), nullptr);
+  for (auto it = pending_.begin(); it != pending_.end();)
+    it = which && !which(it->first) ? std::next(it) : pending_.erase(it);
+  return st;
 }
 
 StatusOr<PagedSequence> CudaRunner::drafting_sequence(const StepRow& r, int64_t rows) {
@@ -340,27 +375,45 @@ Status CudaRunner::snapshot(const StepRow& r) {
   return ok_status();
 }
 
-void CudaRunner::keep_snapshot(const StepRow& r, int64_t prefix) {
-  Speculated& h = speculated_.at(r.seq_id);
-  h.tokens.resize(size_t(prefix));  // the accepted tokens, then the row's
-  h.tokens.insert(h.tokens.end(), r.tokens, r.tokens + r.num_tokens);
-  h.held = true;
-}
-
-int64_t CudaRunner::fusable_prefix(const StepBatch& batch, const StepRow& r) const {
+const CudaRunner::PendingReplay* CudaRunner::fusable(const StepBatch& batch, const StepRow& r) {
+  // A rollback of this batch leaves its replay pending first (roll_back runs before the rows).
   for (const Rollback& b : batch.rollbacks) {
     if (b.seq_id != r.seq_id) continue;
     const Speculated& h = speculated_.at(b.seq_id);
-    const int64_t accepted = b.num_tokens - h.start_pos;
-    const bool cut = b.num_tokens < h.start_pos + int64_t(h.tokens.size());
-    if (!cut || accepted < 1 || b.num_tokens != r.start_pos || h.constant_pages != *r.state_pages)
-      return 0;
-    for (int32_t to : copy_to_)
-      if (std::find(h.constant_pages.begin(), h.constant_pages.end(), to) != h.constant_pages.end())
-        return 0;
-    return accepted;
+    if (b.num_tokens == h.start_pos || b.num_tokens == h.start_pos + int64_t(h.tokens.size()))
+      return nullptr;  // nothing to replay
+    PendingReplay& p = staged_[r.seq_id];
+    p.start = h.start_pos;
+    p.tokens.assign(h.tokens.begin(), h.tokens.begin() + (b.num_tokens - h.start_pos));
+    p.constant_pages = h.constant_pages;
+    return fusable_pending(p, r) ? &p : nullptr;
   }
-  return 0;
+  auto it = pending_.find(r.seq_id);
+  return it != pending_.end() && fusable_pending(it->second, r) ? &it->second : nullptr;
+}
+
+bool CudaRunner::must_flush(const StepBatch& batch, uint64_t id) const {
+  for (const StepRow& r : batch.rows)
+    if (r.seq_id == id) return true;  // the fused ones left pending_ before this is asked
+  const PendingReplay& p = pending_.at(id);
+  for (const std::vector<int32_t>* pages : {&copy_from_, &copy_to_})
+    for (int32_t page : *pages)
+      if (std::find(p.constant_pages.begin(), p.constant_pages.end(), page) !=
+              p.constant_pages.end() ||
+          std::find(p.block_table.begin(), p.block_table.end(), page) != p.block_table.end())
+        return true;
+  return false;
+}
+
+bool CudaRunner::fusable_pending(const PendingReplay& p, const StepRow& r) const {
+  if (p.start + int64_t(p.tokens.size()) != r.start_pos || p.constant_pages != *r.state_pages)
+    return false;
+  for (const std::vector<int32_t>* pages : {&copy_from_, &copy_to_})
+    for (int32_t page : *pages)
+      if (std::find(p.constant_pages.begin(), p.constant_pages.end(), page) !=
+          p.constant_pages.end())
+        return false;
+  return true;
 }
 
 Status CudaRunner::plan(const StepBatch& batch) {
@@ -383,7 +436,8 @@ Status CudaRunner::plan(const StepBatch& batch) {
   decode_ids_.clear();
   verify_skip_.clear();
   fused_seqs_.clear();
-  fused_prefix_.assign(batch.rows.size(), 0);
+  staged_.clear();
+  fused_.assign(batch.rows.size(), {});
   const int64_t pt = spec_.page_tokens;
   for (size_t i = 0; i < batch.rows.size(); ++i) {
     const StepRow& r = batch.rows[i];
@@ -430,15 +484,15 @@ Status CudaRunner::plan(const StepBatch& batch) {
       if (r.start_pos == 0)
         return invalid_argument(row_name(i, r) + ": a speculative row starts at position 0");
       verify_rows_.push_back(i);
-      const int64_t prefix = fusable_prefix(batch, r);
+      const PendingReplay* fused = fusable(batch, r);
+      const int64_t prefix = fused ? int64_t(fused->tokens.size()) : 0;
       ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, prefix + r.num_tokens));
-      if (prefix > 0) {  // the accepted tokens first, from the snapshot's position
-        const Speculated& h = speculated_.at(r.seq_id);
-        q.num_tokens = h.start_pos;
-        verify_ids_.insert(verify_ids_.end(), h.tokens.begin(), h.tokens.begin() + prefix);
-        for (int64_t k = h.start_pos / pt; k < r.start_pos / pt; ++k)
+      if (fused) {  // the accepted tokens first, from the restored snapshot's position
+        q.num_tokens = fused->start;
+        verify_ids_.insert(verify_ids_.end(), fused->tokens.begin(), fused->tokens.end());
+        for (int64_t k = fused->start / pt; k < r.start_pos / pt; ++k)
           RETURN_IF_ERROR(claim((*r.block_table)[k]));
-        fused_prefix_[i] = prefix;
+        fused_[i] = *fused;
         fused_seqs_.insert(r.seq_id);
       }
       verify_seqs_.push_back(q);
@@ -461,6 +515,10 @@ Status CudaRunner::plan(const StepBatch& batch) {
 Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
   RETURN_IF_ERROR(plan(batch));
   RETURN_IF_ERROR(roll_back(batch));
+  // Replays this step needs and its rows do not carry run now, before the copies read any page;
+  // others stay pending (a rollback-only step leaves them for the sequence's next row).
+  for (uint64_t id : fused_seqs_) pending_.erase(id);
+  RETURN_IF_ERROR(flush_replays([&](uint64_t id) { return must_flush(batch, id); }));
   if (!copy_from_.empty())
     RETURN_IF_ERROR(
         model_->copy_pages(copy_from_.data(), copy_to_.data(), int64_t(copy_from_.size())));
@@ -478,10 +536,12 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
     // row takes a new one before any row runs (the copies above are in the pages it saves).
     auto it = speculated_.find(r.seq_id);
     if (it != speculated_.end()) it->second.held = false;
-    if (r.speculative && fused_prefix_[i] > 0)
-      keep_snapshot(r, fused_prefix_[i]);
-    else if (r.speculative)
-      RETURN_IF_ERROR(snapshot(r));
+    if (r.speculative) RETURN_IF_ERROR(snapshot(r));
+    if (!fused_[i].tokens.empty()) {  // the snapshot is at the replay's start: it covers both
+      Speculated& h = speculated_.at(r.seq_id);
+      h.start_pos = fused_[i].start;
+      h.tokens.insert(h.tokens.begin(), fused_[i].tokens.begin(), fused_[i].tokens.end());
+    }
   }
   for (size_t i : decode_rows_) {
     const StepRow& r = batch.rows[i];
@@ -530,11 +590,12 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
                                           k >= 0 && !argmax_only ? host + k * V : nullptr,
                                           argmax_only ? &argmax_[k] : nullptr, r.keep_from_pos));
   }
-  for (size_t i = 0; i < n; ++i) note_row(batch.rows[i], fused_prefix_[i]);
+  for (size_t i = 0; i < n; ++i) note_row(batch.rows[i], int64_t(fused_[i].tokens.size()));
   return ok_status();
 }
 
 StatusOr<std::string> CudaRunner::read_pages(const std::vector<int32_t>& pages) {
+  RETURN_IF_ERROR(flush_replays());  // the pages as the rollbacks left them
   std::string bytes(pages.size() * static_cast<size_t>(spec_.page_bytes), '\0');
   RETURN_IF_ERROR(model_->read_pages(pages.data(), int64_t(pages.size()), bytes.data()));
   return bytes;
@@ -542,6 +603,7 @@ StatusOr<std::string> CudaRunner::read_pages(const std::vector<int32_t>& pages) 
 
 Status CudaRunner::write_pages(const std::vector<int32_t>& pages, std::string_view bytes) {
   RETURN_IF_ERROR(check_page_bytes("write_pages", pages, int64_t(bytes.size())));
+  RETURN_IF_ERROR(flush_replays());
   return model_->write_pages(pages.data(), int64_t(pages.size()), bytes.data());
 }
 
