@@ -168,6 +168,27 @@ elif [ "$phase" = t ]; then
     grep -E '^\| (off|[01]\.)|ITL' $OUT/bench_spec_inv_b$b.log
   done
   echo "phase t done at $((SECONDS - t0)) s"
+elif [ "$phase" = s ]; then
+  # The deferred rollback replay (decision 0017, built without a GPU): the runner's rollback
+  # tests (tiny models, then v4-flash-8layer), the engine's speculative suite under batch
+  # invariance, then the oracle bench at B=1 and 32 against docs/gpu_spec_invariance_fix/.
+  make_m8 &
+  mk=$!
+  run_test cuda_runner_test 120 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
+  run_test speculative_decoding_test 150 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
+  wait $mk
+  run_test cuda_runner_test 120 GTEST_FILTER='CudaSpeculativeRows.DeepseekV4Roll*' \
+    DEEPINFER_SPEC_ROWS_MODEL=/tmp/m8 DEEPINFER_SPEC_ROWS_MAX_MODEL_LEN=256
+  for b in 1 32; do
+    left 430 || break
+    timeout 150 $B/deepinfer bench throughput --device cuda --batch-invariant \
+      --model /tmp/m8 --num-prompts $b --max-num-seqs $b --input-len 512 --output-len 64 \
+      --spec-oracle-accept 0,0.6,0.8,1 --no-isolated --output-json $OUT/bench_spec_inv_b$b.json \
+      > $OUT/bench_spec_inv_b$b.log 2>&1
+    echo "bench spec invariant B=$b rc $? at $((SECONDS - t0)) s"
+    grep -E '^\| (off|[01]\.)|part' $OUT/bench_spec_inv_b$b.log
+  done
+  echo "phase s done at $((SECONDS - t0)) s"
 elif [ "$phase" = d ]; then
   # Where v4-flash-8layer's speculative rows part from plain decoding under batch invariance:
   # a decode step vs one- and five-token forwards from the same state (cuda_model_test's paths
