@@ -39,8 +39,8 @@ struct RunnerOptions {
   int64_t max_num_batched_tokens = 2048;  // tokens per step
   bool cuda_graphs = true;                // cuda: replay decode steps from CUDA graphs
   // Every reduction's order independent of the batch (DEEPINFER_BATCH_INVARIANT). The CPU
-  // runner is so by construction (each row runs alone, DESIGN.md); the CUDA runner has no such
-  // kernels yet and refuses it.
+  // runner is so by construction (each row runs alone, DESIGN.md); the CUDA runner then takes
+  // one fixed-order kernel per op at every row count (docs/decisions/0014).
   bool batch_invariant = false;
   // Speculative decoding (DEEPINFER_ENABLE_MTP_VARLEN): keep what mtp_draft needs from each
   // sequence's first token on. V4.1 on the CPU: the DSpark drafter's windows of the target's
