@@ -490,6 +490,32 @@ TEST(CudaModelOptionsTest, OfficialNumericsIsRefused) {
   EXPECT_NE(m.status().to_string().find("official"), std::string::npos) << m.status().to_string();
 }
 
+// The paths tests' model: DEEPINFER_PATHS_MODEL (another deepseek_v4 checkpoint), or a quantized
+// tiny one written for the test (own_dir set then, to remove), loaded under batch invariance
+// with `slots` sequences of up to 256 tokens.
+std::unique_ptr<CudaModel> paths_model(uint64_t seed, int slots, std::string* own_dir) {
+  std::string dir;
+  if (const char* env = std::getenv("DEEPINFER_PATHS_MODEL"); env && *env) {
+    dir = env;
+  } else {
+    v4::TinyModelOptions t;
+    t.quantized = true;
+    t.seed = seed;
+    t.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
+    dir = *own_dir = ::testing::TempDir() + "/cuda_paths_" + std::to_string(seed) + "_" +
+                     std::to_string(::getpid());
+    const Status st = v4::write_tiny_model(dir, t);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  CudaModelOptions o;
+  o.max_tokens = 256;
+  o.max_sequences = slots;
+  o.batch_invariant = true;
+  auto loaded = CudaModel::load(dir, o);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+  return loaded.ok() ? std::move(*loaded) : nullptr;
+}
+
 // Under batch invariance a position's logits have the same bits whichever path runs it: a decode
 // step (the batched kernels, decode_compressor, indexer_topk_rows), a one-token forward and the
 // first row of a five-token forward (the segment kernels a verification row takes). Each step
@@ -498,26 +524,11 @@ TEST(CudaModelOptionsTest, OfficialNumericsIsRefused) {
 // parted. DEEPINFER_PATHS_MODEL runs it on another deepseek_v4 checkpoint (v4-flash-8layer: its
 // speculative rows parted from plain decoding at position 162 where the tiny models hold).
 TEST(CudaModelPathsTest, DecodeAndSegmentRowsGiveTheSameBitsUnderBatchInvariance) {
-  const char* env = std::getenv("DEEPINFER_PATHS_MODEL");
-  std::string dir;
-  if (env && *env) {
-    dir = env;
-  } else {
-    v4::TinyModelOptions t;
-    t.quantized = true;
-    t.seed = 33;
-    t.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
-    dir = ::testing::TempDir() + "/cuda_paths_" + std::to_string(::getpid());
-    ASSERT_TRUE(v4::write_tiny_model(dir, t).ok());
-  }
   constexpr int kPromptLen = 150, kSteps = 24, kRow = 5;
-  CudaModelOptions o;
-  o.max_tokens = 256;
-  o.max_sequences = 3;
-  o.batch_invariant = true;
-  auto loaded = CudaModel::load(dir, o);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  CudaModel& m = **loaded;
+  std::string own_dir;
+  const std::unique_ptr<CudaModel> model = paths_model(33, 3, &own_dir);
+  ASSERT_TRUE(model);
+  CudaModel& m = *model;
   const int64_t V = m.vocab_size();
   const std::vector<int32_t> ids = testing::make_ids(kPromptLen + kSteps + kRow, V, 17);
   ASSERT_TRUE(m.forward(0, ids.data(), kPromptLen, false, nullptr).ok());
@@ -565,7 +576,7 @@ TEST(CudaModelPathsTest, DecodeAndSegmentRowsGiveTheSameBitsUnderBatchInvariance
                   << (five ? "same" : "differ") << " (max |diff| " << gap << "); " << where;
   }
   std::printf("paths: %d of %d positions parted\n", parted, kSteps);
-  if (!(env && *env)) fs::remove_all(dir);
+  if (!own_dir.empty()) fs::remove_all(own_dir);
 }
 
 // Where a float of read_sequence's bytes (after the token count) lies in the state: which
@@ -609,26 +620,11 @@ std::string state_place(const v4::StateLayout& L, int64_t f) {
 // by decode steps, another by five-token forwards (a verification row whose drafts are all
 // right), must hold the same state bits and give the same logits (under batch invariance).
 TEST(CudaModelPathsTest, FiveTokenForwardsLeaveTheStateDecodeStepsLeave) {
-  const char* env = std::getenv("DEEPINFER_PATHS_MODEL");
-  std::string dir;
-  if (env && *env) {
-    dir = env;
-  } else {
-    v4::TinyModelOptions t;
-    t.quantized = true;
-    t.seed = 34;
-    t.tokenizer_dir = std::string(DEEPINFER_SOURCE_DIR) + "/assets/tokenizers/deepseek_v3";
-    dir = ::testing::TempDir() + "/cuda_paths_state_" + std::to_string(::getpid());
-    ASSERT_TRUE(v4::write_tiny_model(dir, t).ok());
-  }
   constexpr int kPromptLen = 150, kRows = 4, kRow = 5;
-  CudaModelOptions o;
-  o.max_tokens = 256;
-  o.max_sequences = 2;
-  o.batch_invariant = true;
-  auto loaded = CudaModel::load(dir, o);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  CudaModel& m = **loaded;
+  std::string own_dir;
+  const std::unique_ptr<CudaModel> model = paths_model(34, 2, &own_dir);
+  ASSERT_TRUE(model);
+  CudaModel& m = *model;
   const int64_t V = m.vocab_size();
   auto ids_of = [](int n, uint64_t seed) {  // runtime/testing's random_ids
     std::mt19937_64 rng(seed);
@@ -677,7 +673,7 @@ TEST(CudaModelPathsTest, FiveTokenForwardsLeaveTheStateDecodeStepsLeave) {
       ADD_FAILURE() << "after positions " << pos0 << ".." << pos0 + kRow - 1 << ": " << place
                     << ": " << d.first << " floats differ (max |diff| " << d.second << ")";
   }
-  if (!(env && *env)) fs::remove_all(dir);
+  if (!own_dir.empty()) fs::remove_all(own_dir);
 }
 
 }  // namespace
