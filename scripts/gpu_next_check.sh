@@ -138,6 +138,15 @@ elif [ "$phase" = 6 ]; then
     echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
     grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6
   done
+  # deepinfer serve on a V4.1 checkpoint through the V4.1 recipe (thinking, a forced tool call),
+  # on the GPU (issue 17, acceptance 6); curl_shim.py stands in where the image has no curl.
+  if ! command -v curl >/dev/null; then
+    mkdir -p /tmp/shim && ln -sf "$PWD/scripts/curl_shim.py" /tmp/shim/curl
+    export PATH=/tmp/shim:$PATH
+  fi
+  left 560 && timeout 120 bash tests/cli/serve_v41_smoke.sh $B/deepinfer --device cuda \
+    > $OUT/serve_v41_smoke_cuda.log 2>&1
+  echo "serve v41 smoke on cuda rc $? at $((SECONDS - t0)) s"; tail -3 $OUT/serve_v41_smoke_cuda.log
   echo "phase 6 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then
   # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
@@ -172,8 +181,11 @@ elif [ "$phase" = s ]; then
   # The deferred rollback replay (decision 0017, built without a GPU): the runner's rollback
   # tests (tiny models, then v4-flash-8layer), the engine's speculative suite under batch
   # invariance, then the oracle bench at B=1 and 32 against docs/gpu_spec_invariance_fix/.
+  # First the V4.1 suite with the DSpark drafter against the CPU's (cuda_dspark_test.cc, built
+  # without a GPU) and the attention refactor it rests on.
   make_m8 &
   mk=$!
+  run_test cuda_v41_test 120
   run_test cuda_runner_test 120 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
   run_test speculative_decoding_test 150 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
   wait $mk
