@@ -60,12 +60,34 @@ inline std::vector<float> plain_decode(ModelRunner& r, const std::vector<int32_t
   return rows;
 }
 
+// The constant pages (rings, compressor windows) of a sequence after `prompt` (in chunks of
+// kPromptChunk) and then `tokens` one at a time, as bytes.
+inline std::string plain_constant_pages(ModelRunner& r, const std::vector<int32_t>& prompt,
+                                        const std::vector<int32_t>& tokens) {
+  auto kv = kv::KvManager::create(r.page_spec());
+  EXPECT_TRUE(kv.ok());
+  std::vector<int32_t> all = prompt;
+  run_chunked(r, *kv, 1, all, 0, kPromptChunk);
+  for (int32_t t : tokens) {
+    all.push_back(t);
+    run_chunked(r, *kv, 1, all, static_cast<int64_t>(all.size()) - 1, 1);
+  }
+  auto bytes = r.read_pages(*kv->state_pages(1));
+  EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
+  r.release(1);
+  return bytes.ok() ? *bytes : std::string();
+}
+
 // Decodes `tokens` with speculative rows of one accepted token plus kDrafts drafts, of which
 // the first `good` are the next tokens and the rest wrong, each row rolled back to its accepted
-// prefix in the next step. Checks every accepted position's logits against `ref`.
+// prefix: with the next row in one step, or (rollback_alone) in a step of its own first, as the
+// engine does (a drafter reads the state between them). Checks every accepted position's logits
+// against `ref`; rollback_alone also reads the constant pages after the last rollback, which
+// must be `plain`'s (a run without speculation) bit for bit.
 inline void decode_speculatively(ModelRunner& r, const std::vector<int32_t>& prompt,
                                  const std::vector<int32_t>& tokens, int good,
-                                 const std::vector<float>& ref) {
+                                 const std::vector<float>& ref, bool rollback_alone = false,
+                                 const std::string& plain = {}) {
   const int64_t vocab = r.info().vocab_size;
   auto kv = kv::KvManager::create(r.page_spec());
   ASSERT_TRUE(kv.ok());
@@ -88,6 +110,11 @@ inline void decode_speculatively(ModelRunner& r, const std::vector<int32_t>& pro
     ASSERT_TRUE(kv->reserve(seq, pos + kDrafts + 1));
     StepBatch b;
     b.rollbacks = pending;
+    if (rollback_alone && !pending.empty()) {
+      StepOutput none;
+      ASSERT_TRUE(r.execute(b, &none).ok());
+      b.rollbacks.clear();
+    }
     StepRow row{seq, pos, row_ids.data(), kDrafts + 1, kv->state_pages(seq), kv->block_table(seq),
                 true};
     row.speculative = true;
@@ -106,12 +133,20 @@ inline void decode_speculatively(ModelRunner& r, const std::vector<int32_t>& pro
     pending = {
         {seq, kPrompt + static_cast<int64_t>(done), kv->state_pages(seq), kv->block_table(seq)}};
   }
+  StepBatch b;
+  b.rollbacks = pending;
+  if (rollback_alone) {  // the rolled-back state as the pages hold it, then the plain token
+    StepOutput none;
+    ASSERT_TRUE(r.execute(b, &none).ok());
+    b.rollbacks.clear();
+    auto bytes = r.read_pages(*kv->state_pages(seq));
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    EXPECT_TRUE(*bytes == plain) << "good " << good << ": constant pages after the rollbacks";
+  }
   // The rolled-back state continues like the plain one: one more plain token.
   std::vector<int32_t> all = prompt;
   all.insert(all.end(), tokens.begin(), tokens.end());
   all.push_back(5);
-  StepBatch b;
-  b.rollbacks = pending;
   const int64_t pos = static_cast<int64_t>(all.size()) - 1;
   ASSERT_TRUE(kv->reserve(seq, pos + 1));
   b.rows.push_back({seq, pos, &all[pos], 1, kv->state_pages(seq), kv->block_table(seq), true});
@@ -139,8 +174,14 @@ inline void expect_rollbacks_are_exact(ModelRunner* r) {
     EXPECT_TRUE(same_bits(&one_chunk[i * vocab], &ref[i * vocab], vocab))
         << "prompt in one chunk vs in chunks of " << kPromptChunk << ", position " << kPrompt + i
         << ": " << row_gap(&one_chunk[i * vocab], &ref[i * vocab], vocab);
-  // The first rejected draft at every position, and none rejected.
-  for (int good = 0; good <= kDrafts; ++good) decode_speculatively(*r, prompt, tokens, good, ref);
+  // The first rejected draft at every position, and none rejected; rollbacks with the next row
+  // and on their own.
+  const std::string plain = plain_constant_pages(*r, prompt, tokens);
+  ASSERT_FALSE(plain.empty());
+  for (int good = 0; good <= kDrafts; ++good) {
+    decode_speculatively(*r, prompt, tokens, good, ref);
+    decode_speculatively(*r, prompt, tokens, good, ref, /*rollback_alone=*/true, plain);
+  }
 }
 
 // A rollback with no speculative row before it, one past the row's end, and a valid one after
