@@ -123,7 +123,7 @@ elif [ "$phase" = 6 ]; then
   for mode in off compact; do
     left 420 || break
     DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 90 $B/deepinfer bench throughput \
-      --device cuda --model /tmp/m41 --num-prompts 2 --max-num-seqs 1 --input-len 4096 \
+      --device cuda --model /tmp/m41 --num-prompts 4 --max-num-seqs 1 --input-len 4096 \
       --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_$mode.json \
       > $OUT/bench_v41_yoco_$mode.log 2>&1
     echo "bench v41 yoco $mode rc $? at $((SECONDS - t0)) s"
@@ -186,10 +186,13 @@ elif [ "$phase" = s ]; then
   make_m8 &
   mk=$!
   run_test cuda_v41_test 120
+  # DSpark through the engine on the CUDA runner (dspark_tracks.h): 64 mixed requests, forks,
+  # cached prefixes, preemption, bit for bit against the switch off, under batch invariance.
+  run_test dspark_speculative_test 150 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
   run_test cuda_runner_test 120 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
   run_test speculative_decoding_test 150 DEEPINFER_TEST_DEVICE=cuda DEEPINFER_BATCH_INVARIANT=1
   wait $mk
-  run_test cuda_runner_test 120 GTEST_FILTER='CudaSpeculativeRows.DeepseekV4Roll*' \
+  left 330 && run_test cuda_runner_test 120 GTEST_FILTER='CudaSpeculativeRows.DeepseekV4Roll*' \
     DEEPINFER_SPEC_ROWS_MODEL=/tmp/m8 DEEPINFER_SPEC_ROWS_MAX_MODEL_LEN=256
   for b in 1 32; do
     left 430 || break

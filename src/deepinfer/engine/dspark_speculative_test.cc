@@ -16,6 +16,7 @@
 #include "deepinfer/base/sanitized_build.h"
 #include "deepinfer/engine/engine.h"
 #include "deepinfer/engine/engine_test_util.h"
+#include "deepinfer/engine/testing/test_device.h"
 #include "deepinfer/loader/checkpoint_copy_for_tests.h"
 #include "deepinfer/model/deepseek_v41/tiny_model_for_tests.h"
 
@@ -26,8 +27,19 @@ namespace fs = std::filesystem;
 
 const std::string& dspark_dir() { return v41::tiny_model_dir_for_test(true, "v41-dspark"); }
 
+// DEEPINFER_TEST_DEVICE=cuda runs these on the CUDA runner (its drafter: runtime/cuda/
+// dspark_tracks.h), bit for bit only under DEEPINFER_BATCH_INVARIANT=1.
+const testing::TestDevice& device() {
+  static const testing::TestDevice d = testing::test_device_from_env();
+  return d;
+}
+
 EngineArgs args(const std::string& dir, bool dspark) {
+  EXPECT_TRUE(device().bitwise) << "DSpark's outputs are compared bit for bit: on cuda it needs "
+                                   "DEEPINFER_BATCH_INVARIANT=1";
   EngineArgs a;
+  device().apply(&a);
+  if (device().cuda) a.kv_memory_bytes = int64_t(1) << 30;
   a.model = dir;
   a.max_num_batched_tokens = 256;
   a.max_num_seqs = 64;
@@ -210,6 +222,7 @@ TEST(DsparkSpeculativeDecoding, PreemptionKeepsOutputs) {
   auto probe = make(a);
   ASSERT_TRUE(probe);
   a.kv_memory_bytes = (int64_t(1) << 30) / probe->capacity().max_sequences * 3;
+  device().fit_max_model_len(&a, probe->capacity());
   probe.reset();
   std::vector<RequestOutput> outs;
   const EngineStats s = compare_waves(a, {reqs}, "small pool", &outs);

@@ -21,7 +21,6 @@
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -32,6 +31,7 @@
 #include "deepinfer/model/deepseek_v4/state_layout.h"
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
+#include "deepinfer/runtime/testing/runner_test_steps.h"
 #include "golden_fixture.h"
 #include "logits_tolerance.h"
 
@@ -626,14 +626,9 @@ TEST(CudaModelPathsTest, FiveTokenForwardsLeaveTheStateDecodeStepsLeave) {
   ASSERT_TRUE(model);
   CudaModel& m = *model;
   const int64_t V = m.vocab_size();
-  auto ids_of = [](int n, uint64_t seed) {  // runtime/testing's random_ids
-    std::mt19937_64 rng(seed);
-    std::vector<int32_t> v(n);
-    for (auto& id : v) id = static_cast<int32_t>(2 + rng() % 1000);
-    return v;
-  };
-  std::vector<int32_t> ids = ids_of(kPromptLen, 41);
-  const std::vector<int32_t> tail = ids_of(kRows * kRow, 42);
+  // The runner test's ids (runtime/testing/runner_test_steps.h).
+  std::vector<int32_t> ids = runtime::testing::random_ids(kPromptLen, 41);
+  const std::vector<int32_t> tail = runtime::testing::random_ids(kRows * kRow, 42);
   ids.insert(ids.end(), tail.begin(), tail.end());
   for (int64_t at = 0; at < kPromptLen; at += 64)
     ASSERT_TRUE(

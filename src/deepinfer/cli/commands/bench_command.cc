@@ -296,9 +296,10 @@ DecodeFloor cpu_floor(double bytes, int batch) {
   return f;
 }
 
-// cuda: the weights on the device read once per step for the whole batch, at H200 bandwidth;
-// the roofline of the same step beside it (checkpoint-format bytes of the experts B tokens touch,
-// bf16 state, FLOPs; cuda_bench/roofline.h and roofline_v41.h).
+// cuda: every weight on the device read once per step, at H200 bandwidth (what a batch that
+// touches every expert reads); the roofline of the same step beside it is the floor
+// (checkpoint-format bytes of the experts B tokens touch, bf16 state, FLOPs;
+// cuda_bench/roofline.h and roofline_v41.h).
 DecodeFloor cuda_floor(const std::optional<StepRoofline>& roof,
                        const deepinfer::EngineCapacity& cap, int batch, int64_t context,
                        std::optional<double>* roofline_s) {
@@ -307,7 +308,8 @@ DecodeFloor cuda_floor(const std::optional<StepRoofline>& roof,
   f.seconds = cap.weight_bytes / hw.bytes_per_s;
   char label[200];
   std::snprintf(label, sizeof label,
-                "decode step floor (%.2f GiB on-device weights read once / %.1f TB/s)",
+                "all %.2f GiB of on-device weights read once / %.1f TB/s (a small batch "
+                "touches few experts: the roofline line is its floor)",
                 cap.weight_bytes / double(1ll << 30), hw.bytes_per_s / 1e12);
   f.label = label;
   f.json = {{"hardware_bytes_per_s", hw.bytes_per_s}, {"weight_bytes", cap.weight_bytes}};
@@ -493,7 +495,7 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
               1e3 * percentile(run->ttft, 99));
   std::printf("| ITL p50 / p99 | %.2f / %.2f ms |\n", 1e3 * itl50, 1e3 * percentile(run->itl, 99));
   std::printf("| %s | %.3f ms |\n", floor.label.c_str(), 1e3 * floor.seconds);
-  std::printf("| decode step measured (ITL p50, B=%d) / floor | %.1fx%s |\n", batch,
+  std::printf("| decode step measured (ITL p50, B=%d) / that | %.1fx%s |\n", batch,
               floor.seconds > 0 ? itl50 / floor.seconds : 0.0,
               floor.seconds > 0 && itl50 < floor.seconds && !cuda
                   ? " (under this DRAM estimate: a model this small stays in the caches)"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "deepinfer/model/config_field_reader.h"
 #include "deepinfer/model/deepseek_v41/config.h"
 #include "deepinfer/model/model_family.h"
+#include "deepinfer/runtime/cuda/dspark_tracks.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
 #include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
 #include "deepinfer/runtime/cuda/forward_v41/cuda_v41_model.h"
@@ -63,6 +65,8 @@ class CudaRunner final : public ModelRunner {
         max_model_len_(max_model_len),
         page_row_(spec.num_pages, -1) {
     drafting_on_ = model_->final_stream_floats() > 0;
+    if (deepinfer::cuda::v41f::CudaDspark* d = model_->dspark())
+      dspark_ = std::make_unique<DsparkTracks>(*d);
   }
 
   const ModelInfo& info() const override { return info_; }
@@ -74,6 +78,7 @@ class CudaRunner final : public ModelRunner {
     speculated_.erase(seq_id);
     drafting_.erase(seq_id);
     pending_.erase(seq_id);
+    if (dspark_) dspark_->release(seq_id);
   }
   Status mtp_draft(uint64_t seq_id, int32_t token, int64_t max_drafts,
                    std::vector<int32_t>* out) override {
@@ -130,15 +135,20 @@ class CudaRunner final : public ModelRunner {
   // carry it, or a page copy touches its pages.
   bool must_flush(const StepBatch& batch, uint64_t id) const;
   // The replay speculative row r can carry at its front (a pending one, or one this batch's
-  // rollback leaves), or null: it must end where the row starts, in the row's constant pages,
+  // rollback leaves), or none: it must end where the row starts, in the row's constant pages,
   // and no page copy of this step may touch those (a copy reads the state the replay makes).
-  const PendingReplay* fusable(const StepBatch& batch, const StepRow& r);
+  std::optional<PendingReplay> fusable(const StepBatch& batch, const StepRow& r) const;
   bool fusable_pending(const PendingReplay& p, const StepRow& r) const;
+  // Whether a page copy of this step reads or writes any of `pages`.
+  bool copies_touch(const std::vector<int32_t>& pages) const;
   // With drafting: the row's sequence with final_streams set to its draft record's buffer,
-  // grown to `rows` rows.
-  StatusOr<PagedSequence> drafting_sequence(const StepRow& r, int64_t rows);
-  // After a row ran (behind `prefix` recomputed tokens): its record's last computed position.
-  void note_row(const StepRow& r, int64_t prefix);
+  // grown to `rows` rows; with DSpark, taps set to its track's buffer for `taps_rows` rows from
+  // position first_pos (a fused row starts before its StepRow).
+  StatusOr<PagedSequence> drafting_sequence(const StepRow& r, int64_t rows, int64_t first_pos,
+                                            int64_t taps_rows);
+  // After a row ran (behind `prefix` recomputed tokens): its record's last computed position;
+  // a plain row's taps enter its DSpark windows.
+  Status note_row(const StepRow& r, int64_t prefix);
   PagedSequence sequence(const StepRow& r) const {
     PagedSequence q;
     q.constant_pages = r.state_pages->data();
@@ -159,6 +169,14 @@ class CudaRunner final : public ModelRunner {
     std::vector<int32_t> constant_pages;
     DevicePages snapshot;
   };
+  // The replay a rollback of h to num_tokens leaves: its accepted tokens from h's start.
+  static PendingReplay replay_of(const Speculated& h, int64_t num_tokens) {
+    PendingReplay p;
+    p.start = h.start_pos;
+    p.tokens.assign(h.tokens.begin(), h.tokens.begin() + (num_tokens - h.start_pos));
+    p.constant_pages = h.constant_pages;
+    return p;
+  }
 
   std::unique_ptr<PagedForward> model_;
   ModelInfo info_;
@@ -177,7 +195,6 @@ class CudaRunner final : public ModelRunner {
   std::vector<int32_t> replay_ids_;
   std::vector<int64_t> replay_counts_;
   std::unordered_map<uint64_t, PendingReplay> pending_;
-  std::unordered_map<uint64_t, PendingReplay> staged_;  // plan()'s view of this batch's rollbacks
   // Per row of the step: the replay riding at its front (tokens empty: none); the sequences so
   // fused; per verify row, the rows whose logits verify_paged skips.
   std::vector<PendingReplay> fused_;
@@ -201,6 +218,7 @@ class CudaRunner final : public ModelRunner {
     std::vector<int32_t> constant_pages;
   };
   bool drafting_on_ = false;
+  std::unique_ptr<DsparkTracks> dspark_;  // deepseek_v41 with its drafter loaded
   std::unordered_map<uint64_t, Drafting> drafting_;
   std::unordered_set<uint64_t> rolled_;  // check_rollbacks' duplicates
 };
@@ -252,10 +270,7 @@ Status CudaRunner::roll_back(const StepBatch& batch) {
     RETURN_IF_ERROR(model_->write_pages(h.constant_pages.data(), int64_t(h.constant_pages.size()),
                                         h.snapshot.buffer.get()));
     if (r.num_tokens == h.start_pos) continue;
-    PendingReplay& p = pending_[r.seq_id];
-    p.start = h.start_pos;
-    p.tokens.assign(h.tokens.begin(), h.tokens.begin() + (r.num_tokens - h.start_pos));
-    p.constant_pages = h.constant_pages;
+    PendingReplay& p = pending_[r.seq_id] = replay_of(h, r.num_tokens);
     p.block_table = *r.block_table;
   }
   return ok_status();
@@ -292,8 +307,14 @@ Status CudaRunner::flush_replays(const std::function<bool(uint64_t)>& which) {
   return st;
 }
 
-StatusOr<PagedSequence> CudaRunner::drafting_sequence(const StepRow& r, int64_t rows) {
+StatusOr<PagedSequence> CudaRunner::drafting_sequence(const StepRow& r, int64_t rows,
+                                                      int64_t first_pos, int64_t taps_rows) {
   PagedSequence q = sequence(r);
+  if (dspark_) {
+    ASSIGN_OR_RETURN(q.taps,
+                     dspark_->taps_for(r.seq_id, first_pos, taps_rows,
+                                       r.state_pages->empty() ? -1 : r.state_pages->front()));
+  }
   if (!drafting_on_) return q;
   Drafting& d = drafting_[r.seq_id];
   if (d.rows < rows) {
@@ -307,12 +328,14 @@ StatusOr<PagedSequence> CudaRunner::drafting_sequence(const StepRow& r, int64_t 
   return q;
 }
 
-void CudaRunner::note_row(const StepRow& r, int64_t prefix) {
+Status CudaRunner::note_row(const StepRow& r, int64_t prefix) {
+  if (dspark_) RETURN_IF_ERROR(dspark_->after_row(r.seq_id, r.speculative));
   auto it = drafting_.find(r.seq_id);
-  if (it == drafting_.end()) return;
+  if (it == drafting_.end()) return ok_status();
   it->second.last = r.speculative ? prefix + r.num_tokens - 1 : 0;
   it->second.num_tokens = r.start_pos + r.num_tokens;
   it->second.constant_pages = *r.state_pages;
+  return ok_status();
 }
 
 Status CudaRunner::mtp_draft_batch(const std::vector<uint64_t>& seq_ids,
@@ -320,6 +343,12 @@ Status CudaRunner::mtp_draft_batch(const std::vector<uint64_t>& seq_ids,
                                    const std::vector<int64_t>& max_drafts,
                                    std::vector<std::vector<int32_t>>* out) {
   out->assign(seq_ids.size(), {});
+  if (dspark_) {  // one proposal per sequence (a block of drafts in one pass each)
+    for (size_t i = 0; i < seq_ids.size(); ++i)
+      RETURN_IF_ERROR(
+          dspark_->draft(seq_ids[i], tokens[i], max_drafts[i], max_model_len_, &(*out)[i]));
+    return ok_status();
+  }
   if (!drafting_on_)  // the model says why: no drafter, or loaded without drafting
     return model_->mtp_draft(nullptr, nullptr, nullptr, 0, 0, nullptr);
   // Sequences whose last position's streams are known (a restart from cached or imported pages
@@ -375,49 +404,50 @@ Status CudaRunner::snapshot(const StepRow& r) {
   return ok_status();
 }
 
-const CudaRunner::PendingReplay* CudaRunner::fusable(const StepBatch& batch, const StepRow& r) {
+std::optional<CudaRunner::PendingReplay> CudaRunner::fusable(const StepBatch& batch,
+                                                             const StepRow& r) const {
   // A rollback of this batch leaves its replay pending first (roll_back runs before the rows).
   for (const Rollback& b : batch.rollbacks) {
     if (b.seq_id != r.seq_id) continue;
     const Speculated& h = speculated_.at(b.seq_id);
     if (b.num_tokens == h.start_pos || b.num_tokens == h.start_pos + int64_t(h.tokens.size()))
-      return nullptr;  // nothing to replay
-    PendingReplay& p = staged_[r.seq_id];
-    p.start = h.start_pos;
-    p.tokens.assign(h.tokens.begin(), h.tokens.begin() + (b.num_tokens - h.start_pos));
-    p.constant_pages = h.constant_pages;
-    return fusable_pending(p, r) ? &p : nullptr;
+      return std::nullopt;  // nothing to replay
+    PendingReplay p = replay_of(h, b.num_tokens);
+    if (!fusable_pending(p, r)) return std::nullopt;
+    return p;
   }
   auto it = pending_.find(r.seq_id);
-  return it != pending_.end() && fusable_pending(it->second, r) ? &it->second : nullptr;
+  if (it == pending_.end() || !fusable_pending(it->second, r)) return std::nullopt;
+  return it->second;
+}
+
+bool CudaRunner::copies_touch(const std::vector<int32_t>& pages) const {
+  for (const std::vector<int32_t>* copied : {&copy_from_, &copy_to_})
+    for (int32_t page : *copied)
+      if (std::find(pages.begin(), pages.end(), page) != pages.end()) return true;
+  return false;
 }
 
 bool CudaRunner::must_flush(const StepBatch& batch, uint64_t id) const {
   for (const StepRow& r : batch.rows)
     if (r.seq_id == id) return true;  // the fused ones left pending_ before this is asked
   const PendingReplay& p = pending_.at(id);
-  for (const std::vector<int32_t>* pages : {&copy_from_, &copy_to_})
-    for (int32_t page : *pages)
-      if (std::find(p.constant_pages.begin(), p.constant_pages.end(), page) !=
-              p.constant_pages.end() ||
-          std::find(p.block_table.begin(), p.block_table.end(), page) != p.block_table.end())
-        return true;
-  return false;
+  return copies_touch(p.constant_pages) || copies_touch(p.block_table);
 }
 
 bool CudaRunner::fusable_pending(const PendingReplay& p, const StepRow& r) const {
-  if (p.start + int64_t(p.tokens.size()) != r.start_pos || p.constant_pages != *r.state_pages)
-    return false;
-  for (const std::vector<int32_t>* pages : {&copy_from_, &copy_to_})
-    for (int32_t page : *pages)
-      if (std::find(p.constant_pages.begin(), p.constant_pages.end(), page) !=
-          p.constant_pages.end())
-        return false;
-  return true;
+  return p.start + int64_t(p.tokens.size()) == r.start_pos && p.constant_pages == *r.state_pages &&
+         !copies_touch(p.constant_pages);
 }
 
 Status CudaRunner::plan(const StepBatch& batch) {
   RETURN_IF_ERROR(check_rollbacks(batch));
+  if (dspark_) {  // the kept taps enter the windows before the rows' taps replace them
+    for (const Rollback& b : batch.rollbacks)
+      RETURN_IF_ERROR(dspark_->on_rollback(b.seq_id, b.num_tokens));
+    for (const kv::PageCopy& pc : batch.page_copies)
+      RETURN_IF_ERROR(dspark_->on_copy(pc.from, pc.to));
+  }
   for (int32_t p : written_) page_row_[p] = -1;
   written_.clear();
   copy_from_.clear();
@@ -436,7 +466,6 @@ Status CudaRunner::plan(const StepBatch& batch) {
   decode_ids_.clear();
   verify_skip_.clear();
   fused_seqs_.clear();
-  staged_.clear();
   fused_.assign(batch.rows.size(), {});
   const int64_t pt = spec_.page_tokens;
   for (size_t i = 0; i < batch.rows.size(); ++i) {
@@ -484,9 +513,11 @@ Status CudaRunner::plan(const StepBatch& batch) {
       if (r.start_pos == 0)
         return invalid_argument(row_name(i, r) + ": a speculative row starts at position 0");
       verify_rows_.push_back(i);
-      const PendingReplay* fused = fusable(batch, r);
+      const std::optional<PendingReplay> fused = fusable(batch, r);
       const int64_t prefix = fused ? int64_t(fused->tokens.size()) : 0;
-      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, prefix + r.num_tokens));
+      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, prefix + r.num_tokens,
+                                                          fused ? fused->start : r.start_pos,
+                                                          prefix + r.num_tokens));
       if (fused) {  // the accepted tokens first, from the restored snapshot's position
         q.num_tokens = fused->start;
         verify_ids_.insert(verify_ids_.end(), fused->tokens.begin(), fused->tokens.end());
@@ -502,7 +533,7 @@ Status CudaRunner::plan(const StepBatch& batch) {
     } else if (r.start_pos > 0 && r.num_tokens == 1 &&
                int64_t(decode_rows_.size()) < model_->max_decode_rows()) {
       decode_rows_.push_back(i);
-      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1));
+      ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1, r.start_pos, 1));
       decode_seqs_.push_back(q);
       decode_ids_.push_back(r.tokens[0]);
     } else {
@@ -584,13 +615,14 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
     const StepRow& r = batch.rows[i];
     const int64_t k = out_row_[i];
     const bool argmax_only = k >= 0 && r.argmax_only;
-    ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1));
+    ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1, r.start_pos, r.num_tokens));
     RETURN_IF_ERROR(model_->forward_paged(q, r.tokens, r.num_tokens,
                                           /*all_logits=*/false,
                                           k >= 0 && !argmax_only ? host + k * V : nullptr,
                                           argmax_only ? &argmax_[k] : nullptr, r.keep_from_pos));
   }
-  for (size_t i = 0; i < n; ++i) note_row(batch.rows[i], int64_t(fused_[i].tokens.size()));
+  for (size_t i = 0; i < n; ++i)
+    RETURN_IF_ERROR(note_row(batch.rows[i], int64_t(fused_[i].tokens.size())));
   return ok_status();
 }
 

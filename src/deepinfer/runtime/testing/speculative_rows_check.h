@@ -42,40 +42,29 @@ inline std::string row_gap(const float* a, const float* b, int64_t n) {
 }
 
 // Logits after each of `tokens` decoded one at a time after `prompt` (run in chunks of
-// prompt_chunk): row i follows tokens[i].
+// prompt_chunk): row i follows tokens[i]. pages_before_last (if set) gets the constant pages
+// (rings, compressor windows) as bytes just before the last token runs.
 inline std::vector<float> plain_decode(ModelRunner& r, const std::vector<int32_t>& prompt,
                                        const std::vector<int32_t>& tokens,
-                                       int64_t prompt_chunk = kPrompt) {
+                                       int64_t prompt_chunk = kPrompt,
+                                       std::string* pages_before_last = nullptr) {
   auto kv = kv::KvManager::create(r.page_spec());
   EXPECT_TRUE(kv.ok());
   std::vector<int32_t> all = prompt;
   run_chunked(r, *kv, 1, all, 0, prompt_chunk);
   std::vector<float> rows;
-  for (int32_t t : tokens) {
-    all.push_back(t);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (pages_before_last && i + 1 == tokens.size()) {
+      auto bytes = r.read_pages(*kv->state_pages(1));
+      EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
+      if (bytes.ok()) *pages_before_last = *bytes;
+    }
+    all.push_back(tokens[i]);
     const auto l = run_chunked(r, *kv, 1, all, static_cast<int64_t>(all.size()) - 1, 1);
     rows.insert(rows.end(), l.begin(), l.end());
   }
   r.release(1);
   return rows;
-}
-
-// The constant pages (rings, compressor windows) of a sequence after `prompt` (in chunks of
-// kPromptChunk) and then `tokens` one at a time, as bytes.
-inline std::string plain_constant_pages(ModelRunner& r, const std::vector<int32_t>& prompt,
-                                        const std::vector<int32_t>& tokens) {
-  auto kv = kv::KvManager::create(r.page_spec());
-  EXPECT_TRUE(kv.ok());
-  std::vector<int32_t> all = prompt;
-  run_chunked(r, *kv, 1, all, 0, kPromptChunk);
-  for (int32_t t : tokens) {
-    all.push_back(t);
-    run_chunked(r, *kv, 1, all, static_cast<int64_t>(all.size()) - 1, 1);
-  }
-  auto bytes = r.read_pages(*kv->state_pages(1));
-  EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
-  r.release(1);
-  return bytes.ok() ? *bytes : std::string();
 }
 
 // Decodes `tokens` with speculative rows of one accepted token plus kDrafts drafts, of which
@@ -167,7 +156,8 @@ inline void expect_rollbacks_are_exact(ModelRunner* r) {
   // The speculative runs take the prompt in chunks of 64; plain decoding after it in one chunk
   // must give the same bits too (batch invariance covers chunking), checked apart so that a
   // failure names which of the two parted.
-  const std::vector<float> ref = plain_decode(*r, prompt, with_tail, kPromptChunk);
+  std::string plain;  // the constant pages after `tokens`, for the rollback-alone runs
+  const std::vector<float> ref = plain_decode(*r, prompt, with_tail, kPromptChunk, &plain);
   const std::vector<float> one_chunk = plain_decode(*r, prompt, with_tail, kPrompt);
   const int64_t vocab = r->info().vocab_size;
   for (size_t i = 0; i < with_tail.size(); ++i)
@@ -176,7 +166,6 @@ inline void expect_rollbacks_are_exact(ModelRunner* r) {
         << ": " << row_gap(&one_chunk[i * vocab], &ref[i * vocab], vocab);
   // The first rejected draft at every position, and none rejected; rollbacks with the next row
   // and on their own.
-  const std::string plain = plain_constant_pages(*r, prompt, tokens);
   ASSERT_FALSE(plain.empty());
   for (int good = 0; good <= kDrafts; ++good) {
     decode_speculatively(*r, prompt, tokens, good, ref);

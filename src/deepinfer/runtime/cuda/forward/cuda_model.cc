@@ -171,20 +171,7 @@ struct CudaModel::Impl {
                           timer.get()};
   }
 
-  HcArgs hc_args(const HcWeights& hw, int64_t tokens) {
-    HcArgs a;
-    a.fn = hw.fn;
-    a.base = hw.base;
-    a.scale = hw.scale;
-    a.tokens = tokens;
-    a.hidden = c.hidden_size;
-    a.hc = c.hc_mult;
-    a.sinkhorn_iters = c.hc_sinkhorn_iters;
-    a.norm_eps = static_cast<float>(c.rms_norm_eps);
-    a.hc_eps = static_cast<float>(c.hc_eps);
-    a.partials = grow(s.hc_partials, hc_scratch_floats(tokens, c.hc_mult, c.hidden_size));
-    return a;
-  }
+  HcArgs hc_args(const HcWeights& hw, int64_t tokens) { return hc_site_args(c, hw, tokens, s); }
 
   // One block (spec §6.2-6.9): per sub-layer hc_pre, its norm, the sub-layer, hc_post. The FFN
   // sub-layer runs for rows [ffn_from, n) only (YOCO: nothing reads the others' streams).

@@ -45,6 +45,10 @@ struct PagedSequence {
   // hc_mult x hidden floats a row): its last row's for forward_paged and decode_paged, every
   // row's for verify_paged. Null: not kept.
   float* final_streams = nullptr;
+  // deepseek_v41 with its DSpark drafter: where a call leaves every row's taps (device, rows x
+  // dspark_target_layer_ids x hidden floats: each tap layer's input streams averaged, the
+  // drafter's absorb input), row 0 being the call's first token. Null: not kept.
+  float* taps = nullptr;
 };
 
 struct CudaModelOptions {

@@ -171,7 +171,7 @@ StatusOr<DeviceWeights> DeviceWeights::load(
 
 StatusOr<DeviceWeights> DeviceWeights::load(
     const v41::Config& c, const Checkpoint& ckpt,
-    const std::function<void(const v4::LoadProgress&)>& progress) {
+    const std::function<void(const v4::LoadProgress&)>& progress, bool with_drafter) {
   ASSIGN_OR_RETURN(std::vector<v41::WeightSource> sources, v41::resolve_weights(ckpt, c));
   DeviceWeights dw;
   v4::LoadProgress p;
@@ -181,14 +181,17 @@ StatusOr<DeviceWeights> DeviceWeights::load(
     p.bytes_done += s.stored_bytes();
     ++p.tensors_done;
     // The Engram tables stay in host memory (read in place from the mapped checkpoint); the
-    // DSpark drafter has no GPU forward yet, so its tensors are not uploaded.
+    // DSpark drafter's tensors go up only with_drafter (runtime/cuda/forward_v41/cuda_dspark.h).
     const std::string& n = s.spec.name;
     const bool drafter = n.rfind("mtp.", 0) == 0 || n.rfind("markov_head.", 0) == 0 ||
                          n.rfind("confidence_head.", 0) == 0;
-    if (s.spec.kind != v41::WeightKind::kEngramTable && !drafter) {
+    if (s.spec.kind != v41::WeightKind::kEngramTable && (with_drafter || !drafter)) {
       const std::string& name = s.spec.name;
-      // The indexer's wk and the Engram wkv are projections too (FP8 32x32 when quantized).
-      const bool projection = is_projection(name) || name.ends_with("indexer.wk.weight");
+      // The indexer's wk, the Engram wkv and DSpark's main_proj are projections too (FP8 32x32
+      // when quantized); the Markov head stays fp32 (its per-draft GEMV reads it in place).
+      const bool projection = (is_projection(name) || name.ends_with("indexer.wk.weight") ||
+                               name.ends_with("main_proj.weight")) &&
+                              name.find("markov_head.") == std::string::npos;
       RETURN_IF_ERROR(dw.add(
           view_of(s), [&](float* out) { return v41::load_float(s, out); },
           [](std::vector<int32_t>*) { return internal_error("deepseek_v41 has no index tables"); },

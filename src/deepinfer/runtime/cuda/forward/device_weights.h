@@ -41,8 +41,10 @@ class DeviceWeights {
 
   // Abort naming the tensor when absent: the manifest was validated at load, so a miss is a bug.
   // deepseek_v41: the same, less the Engram tables, which stay in host memory.
+  // with_drafter: the DSpark tensors too (mtp.*; speculative decoding asked for).
   static StatusOr<DeviceWeights> load(const v41::Config& c, const Checkpoint& ckpt,
-                                      const std::function<void(const v4::LoadProgress&)>& progress);
+                                      const std::function<void(const v4::LoadProgress&)>& progress,
+                                      bool with_drafter = false);
   const DeviceMatrix& matrix(const std::string& name) const;
   const float* f(const std::string& name) const;
   const int32_t* i(const std::string& name) const;

@@ -17,6 +17,7 @@
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
 #include "deepinfer/backend/cuda/gemm/linear.h"
+#include "deepinfer/backend/cuda/mhc/mhc.h"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"
@@ -55,6 +56,24 @@ struct ForwardScratch {
   DeviceBuffer<int32_t> route_ids, token_ids;
   MoeArgs moe;  // its expert list keeps its capacity, so refilling it per layer doesn't allocate
 };
+
+// An mHC site's arguments for `tokens` rows of hw, under either family's config (the same field
+// names: V4's rms_norm_eps is 1e-6, V4.1's its own), its partial sums in s.hc_partials.
+template <typename Config>
+HcArgs hc_site_args(const Config& c, const HcWeights& hw, int64_t tokens, ForwardScratch& s) {
+  HcArgs a;
+  a.fn = hw.fn;
+  a.base = hw.base;
+  a.scale = hw.scale;
+  a.tokens = tokens;
+  a.hidden = c.hidden_size;
+  a.hc = c.hc_mult;
+  a.sinkhorn_iters = c.hc_sinkhorn_iters;
+  a.norm_eps = static_cast<float>(c.rms_norm_eps);
+  a.hc_eps = static_cast<float>(c.hc_eps);
+  a.partials = grow(s.hc_partials, hc_scratch_floats(tokens, c.hc_mult, c.hidden_size));
+  return a;
+}
 
 // A batched decode step: one row per sequence, every size fixed by the row count (the graph
 // bucket) and max_tokens, every per-step value (position, token, the row's pages) in device

@@ -13,6 +13,9 @@
 namespace deepinfer::cuda {
 
 struct PagedSequence;
+namespace v41f {
+class CudaDspark;
+}
 
 class PagedForward {
  public:
@@ -56,6 +59,8 @@ class PagedForward {
     (void)seqs, (void)tokens, (void)hidden, (void)count, (void)k, (void)drafts;
     return unimplemented("this model family has no drafter on the GPU yet");
   }
+  // deepseek_v41's DSpark drafter on the GPU (loaded with drafting and draft tensors), or null.
+  virtual v41f::CudaDspark* dspark() { return nullptr; }
   virtual Status copy_pages(const int32_t* from, const int32_t* to, int64_t n) = 0;
   // dst / src: host or device memory of this process.
   virtual Status read_pages(const int32_t* pages, int64_t n, void* dst) = 0;

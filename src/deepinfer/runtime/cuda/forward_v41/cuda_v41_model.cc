@@ -14,11 +14,14 @@
 #include "deepinfer/model/config_field_reader.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
 #include "deepinfer/model/deepseek_v41/engram.h"
+#include "deepinfer/model/deepseek_v41/weights.h"
 #include "deepinfer/model/deepseek_v41/yoco_rows.h"
 #include "deepinfer/model/model_family.h"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 #include "deepinfer/runtime/cuda/forward/page_pool.h"
 #include "deepinfer/runtime/cuda/forward/pool_sizing.h"
+#include "deepinfer/runtime/cuda/forward_v41/cuda_dspark.h"
+#include "deepinfer/runtime/cuda/forward_v41/dspark_kernels.h"
 #include "deepinfer/runtime/cuda/forward_v41/v41_forward.h"
 
 namespace deepinfer::cuda {
@@ -129,35 +132,10 @@ struct CudaV41Model::Impl {
     return state->layout().constant_pages() + state->max_token_pages();
   }
 
-  HcArgs hc_args(const HcWeights& hw, int64_t tokens) {
-    HcArgs a;
-    a.fn = hw.fn;
-    a.base = hw.base;
-    a.scale = hw.scale;
-    a.tokens = tokens;
-    a.hidden = c.hidden_size;
-    a.hc = c.hc_mult;
-    a.sinkhorn_iters = c.hc_sinkhorn_iters;
-    a.norm_eps = static_cast<float>(c.rms_norm_eps);  // V4.1: rms_norm_eps, not 1e-6
-    a.hc_eps = static_cast<float>(c.hc_eps);
-    a.partials = grow(x.s.hc_partials, hc_scratch_floats(tokens, c.hc_mult, c.hidden_size));
-    return a;
-  }
+  HcArgs hc_args(const HcWeights& hw, int64_t tokens) { return hc_site_args(c, hw, tokens, x.s); }
 
   MoeSpec moe_spec() const {
-    MoeSpec m;
-    m.hidden = c.hidden_size;
-    m.inter = c.moe_intermediate_size;
-    m.shared_inter = int64_t(c.moe_intermediate_size) * c.n_shared_experts;
-    m.experts = c.n_routed_experts;
-    m.top_k = c.experts_per_token;
-    m.route_scale = static_cast<float>(c.routed_scaling_factor);
-    m.temperature = static_cast<float>(c.gate_temp);
-    m.swiglu_limit = static_cast<float>(c.swiglu_limit);
-    m.normalize = c.norm_topk_prob && c.experts_per_token > 1;
-    m.clamp_shared = true;      // V4.1 clamps the shared expert too
-    m.weight_before_w2 = true;  // and scales the activation before w2
-    return m;
+    return v41f::v41_moe_spec(c, c.n_routed_experts, c.experts_per_token);
   }
 
   // Engram ids of the call: hashes every segment's positions on the host from its look-back
@@ -263,12 +241,26 @@ struct CudaV41Model::Impl {
     if (trace) call.routed = [&](const int32_t*) { trace_routing(layer, rows); };
     std::vector<v41::LayerRows> trim(size_t(c.num_layers));  // rows each sub-layer starts at
     full_from = std::clamp<int64_t>(full_from, 0, rows - logit_rows);
-    if (full_from > 0 && segs.size() == 1 && !trace)
+    bool taps = false;  // a sequence keeps its rows' taps (the DSpark drafter's input)
+    for (size_t i = 0; i < plan.size(); ++i) taps = taps || seqs[i].taps != nullptr;
+    // The taps read every row of their layers: with them only the last layer's MoE is trimmed,
+    // as on the CPU.
+    if (full_from > 0 && segs.size() == 1 && !trace && taps && c.num_layers > 0)
+      trim.back().ffn_from = full_from;
+    else if (full_from > 0 && segs.size() == 1 && !trace)
       trim = v41::yoco_layer_rows(c, rows, full_from);
+    const std::vector<int>& tap_layers = c.dspark.target_layer_ids;
+    const int64_t tap_width = int64_t(tap_layers.size()) * H;
     for (int l = 0; l < c.num_layers; ++l) {
       layer = l;
       const v41f::V41Layer& L = layers[l];
       if (c.is_engram_layer(l)) engram_layer(m, l, *prefetch, X);
+      for (size_t k = 0; taps && k < tap_layers.size(); ++k)
+        if (tap_layers[k] == l)
+          for (size_t i = 0; i < segs.size(); ++i)
+            if (seqs[i].taps)
+              v41f::hc_mean_rows(X + segs[i].row0 * hc * H, segs[i].n, hc, H,
+                                 seqs[i].taps + int64_t(k) * H, tap_width, stream);
       for (const bool attn : {true, false}) {
         const int64_t t0 = attn ? trim[l].attn_from : trim[l].ffn_from, k = rows - t0;
         if (k <= 0) continue;
@@ -346,6 +338,8 @@ struct CudaV41Model::Impl {
     return cuda::check_sequence(pool(), seq, n, options.max_tokens);
   }
 
+  int64_t tap_width() const { return int64_t(c.dspark.target_layer_ids.size()) * c.hidden_size; }
+
   Status forward(const PagedSequence& in, const int32_t* ids, int64_t n, bool all_logits,
                  float* out, int64_t keep_from_pos = 0) {
     if (n <= 0) return invalid_argument("forward: no tokens");
@@ -357,6 +351,7 @@ struct CudaV41Model::Impl {
     for (int64_t off = 0; off < n; off += options.max_chunk) {
       const int64_t len = std::min(options.max_chunk, n - off);
       const int64_t rows = all_logits ? len : (off + len == n ? 1 : 0);
+      if (in.taps) seq.taps = in.taps + off * tap_width();  // the chunk's rows of taps
       run(&seq, {V41Segment{0, len, seq.num_tokens, nullptr}}, ids + off, len, rows,
           all_logits ? 0 : keep_from_pos - seq.num_tokens);
       seq.num_tokens += len;
@@ -453,6 +448,7 @@ struct CudaV41Model::Impl {
   v41f::V41Trace* trace = nullptr;
   std::unique_ptr<v41f::V41Trace> own_trace;
   std::vector<double>* trace_out = nullptr;
+  std::unique_ptr<v41f::CudaDspark> dspark;  // with drafting and draft tensors
 };
 
 int64_t CudaV41Model::max_supported_tokens(const v41::Config& c) {
@@ -494,7 +490,10 @@ StatusOr<std::unique_ptr<CudaV41Model>> CudaV41Model::load(const std::string& di
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
     return failed_precondition("CudaV41Model: no CUDA device");
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
-  ASSIGN_OR_RETURN(DeviceWeights weights, DeviceWeights::load(config, *ckpt, options.progress));
+  const bool drafter =
+      options.drafting && config.num_nextn_layers > 0 && v41::has_draft_weights(*ckpt);
+  ASSIGN_OR_RETURN(DeviceWeights weights,
+                   DeviceWeights::load(config, *ckpt, options.progress, drafter));
   std::optional<v41::EngramTables> engram;
   if (!config.engram.layer_ids.empty()) {
     ASSIGN_OR_RETURN(v41::EngramTables t, v41::load_engram_tables(config, dir, *ckpt));
@@ -505,6 +504,10 @@ StatusOr<std::unique_ptr<CudaV41Model>> CudaV41Model::load(const std::string& di
   auto impl = std::make_unique<Impl>(std::move(config), std::move(weights), std::move(ckpt),
                                      std::move(engram), options);
   RETURN_IF_ERROR(impl->allocate());
+  if (drafter)
+    impl->dspark = std::make_unique<v41f::CudaDspark>(
+        impl->c, v41f::resolve_dspark(impl->c, impl->w), impl->head, impl->gemm, impl->linear,
+        impl->moe, impl->main_inv_freq.get(), impl->stream);
   return std::unique_ptr<CudaV41Model>(new CudaV41Model(std::move(impl)));
 }
 
@@ -512,6 +515,7 @@ CudaV41Model::CudaV41Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 CudaV41Model::~CudaV41Model() = default;
 
 const v41::Config& CudaV41Model::config() const { return impl_->c; }
+v41f::CudaDspark* CudaV41Model::dspark() { return impl_->dspark.get(); }
 int64_t CudaV41Model::stored_weight_bytes() const { return impl_->w.stored_bytes(); }
 int CudaV41Model::page_tokens() const { return impl_->state->layout().page_tokens(); }
 int64_t CudaV41Model::page_bytes() const { return impl_->state->page_bytes(); }

@@ -62,6 +62,10 @@ class CudaV41Model final : public PagedForward {
   Status read_pages(const int32_t* pages, int64_t n, void* dst) override;
   Status write_pages(const int32_t* pages, int64_t n, const void* src) override;
 
+  // The DSpark drafter (cuda_dspark.h), loaded with CudaModelOptions::drafting when the
+  // checkpoint holds its tensors; null otherwise. The runner feeds it (dspark_tracks.h).
+  v41f::CudaDspark* dspark() override;
+
   // Tests: from now on every forward/decode call appends, per row it ran (row order, chunk after
   // chunk), the smallest relative gap of that row's discrete choices (index picks, candidate
   // blocks, routed experts: last chosen vs first rejected over the largest |candidate|) to

@@ -205,17 +205,13 @@ void trace_topk_gaps(const V41Context& m, const float* dev_scores, int64_t n, in
   }
 }
 
-void v41_attention(const V41Context& m, int layer, const V41Attention& w, const float* h,
-                   float* out) {
+QueryKv v41_query_kv(const V41Context& m, const V41Attention& w, const float* h,
+                     const double* inv_freq) {
   const v41::Config& c = m.c;
   const int nh = c.num_heads, hd = c.head_dim, rd = c.rope_dim;
-  const int ih = c.index_n_heads, ihd = c.index_head_dim;
-  const int ratio = c.compress_ratio(layer);
   const int64_t H = c.hidden_size, ql = c.q_lora_rank, n = m.rows;
-  const double* inv_freq = ratio > 0 ? m.compress_inv_freq : m.main_inv_freq;
   ForwardScratch& sc = m.x.s;
   cudaStream_t s = m.stream;
-
   __nv_bfloat16* hb = grow(sc.hb, n * H);
   to_bf16(h, n * H, hb, s);
   float* qr = grow(sc.qr, n * ql);
@@ -231,8 +227,23 @@ void v41_attention(const V41Context& m, int layer, const V41Attention& w, const 
   rope(q + hd - rd, n * nh, hd, rd, nh, m.positions, inv_freq, false, s);
   rope(kv + hd - rd, n, hd, rd, 1, m.positions, inv_freq, false, s);
   fake_quant_window_kv(kv, n, hd, s);
+  return QueryKv{q, kv, hb, qrb};
+}
 
-  Projected p{q, kv, nullptr, nullptr, nullptr, nullptr};
+void v41_attention(const V41Context& m, int layer, const V41Attention& w, const float* h,
+                   float* out) {
+  const v41::Config& c = m.c;
+  const int nh = c.num_heads, hd = c.head_dim, rd = c.rope_dim;
+  const int ih = c.index_n_heads, ihd = c.index_head_dim;
+  const int ratio = c.compress_ratio(layer);
+  const int64_t H = c.hidden_size, ql = c.q_lora_rank, n = m.rows;
+  const double* inv_freq = ratio > 0 ? m.compress_inv_freq : m.main_inv_freq;
+  ForwardScratch& sc = m.x.s;
+  cudaStream_t s = m.stream;
+
+  const QueryKv qk = v41_query_kv(m, w, h, inv_freq);
+  const __nv_bfloat16 *hb = qk.hb, *qrb = qk.qrb;
+  Projected p{qk.q, qk.kv, nullptr, nullptr, nullptr, nullptr};
   if (c.is_kv_source(layer)) {
     float* ckv = grow(sc.ckv, n * hd);
     m.linear(w.c_wkv, hb, n, hd, H, ckv);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/mhc/mhc.h"
 #include "deepinfer/model/deepseek_v41/config.h"
 #include "deepinfer/runtime/cuda/forward/forward_context.h"  // ForwardScratch, run_moe
 #include "deepinfer/runtime/cuda/forward_v41/v41_layer_weights.h"
@@ -71,6 +72,20 @@ struct V41Context {
 void trace_topk_gaps(const V41Context& m, const float* dev_scores, int64_t n, int64_t stride,
                      const std::vector<int64_t>& visible, int64_t top, int64_t row0,
                      int block_size = 1);
+
+// The MoE of a V4.1 block, or of a DSpark stage with its own expert count and top-k.
+MoeSpec v41_moe_spec(const v41::Config& c, int experts, int top_k);
+
+// The projections every V4.1 attention (a block's or a DSpark stage's) starts with, over m.rows
+// rows of h at m.positions (spec §11.2.2): q = RoPE(wq_b q_norm(wq_a h)) [rows, heads, head_dim],
+// kv = FP8-rounded RoPE(kv_norm(wkv h)) [rows, head_dim], in m's scratch, with the bf16 inputs
+// later projections of the same rows read.
+struct QueryKv {
+  float *q = nullptr, *kv = nullptr;
+  const __nv_bfloat16 *hb = nullptr, *qrb = nullptr;
+};
+QueryKv v41_query_kv(const V41Context& m, const V41Attention& w, const float* h,
+                     const double* inv_freq);
 
 // Attention sub-layer of `layer` over every row (spec §11.2.2-5): h [rows, hidden] -> out.
 void v41_attention(const V41Context& m, int layer, const V41Attention& w, const float* h,

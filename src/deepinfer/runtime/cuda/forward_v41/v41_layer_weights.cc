@@ -4,6 +4,19 @@
 
 namespace deepinfer::cuda::v41f {
 
+V41Attention resolve_window_attention(const DeviceWeights& w, const std::string& ap) {
+  V41Attention a;
+  a.wq_a = w.matrix(ap + "wq_a.weight");
+  a.q_norm = w.f(ap + "q_norm.weight");
+  a.wq_b = w.matrix(ap + "wq_b.weight");
+  a.wkv = w.matrix(ap + "wkv.weight");
+  a.kv_norm = w.f(ap + "kv_norm.weight");
+  a.sink = w.f(ap + "attn_sink");
+  a.wo_a = w.matrix(ap + "wo_a.weight");
+  a.wo_b = w.matrix(ap + "wo_b.weight");
+  return a;
+}
+
 std::vector<V41Layer> resolve_v41_layers(const v41::Config& c, const DeviceWeights& w) {
   std::vector<V41Layer> layers(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
@@ -13,16 +26,9 @@ std::vector<V41Layer> resolve_v41_layers(const v41::Config& c, const DeviceWeigh
     L.hc_ffn = resolve_hc(w, p + "hc_ffn");
     L.attn_norm = w.f(p + "attn_norm.weight");
     L.ffn_norm = w.f(p + "ffn_norm.weight");
-    V41Attention& a = L.attn;
     const std::string ap = p + "attn.";
-    a.wq_a = w.matrix(ap + "wq_a.weight");
-    a.q_norm = w.f(ap + "q_norm.weight");
-    a.wq_b = w.matrix(ap + "wq_b.weight");
-    a.wkv = w.matrix(ap + "wkv.weight");
-    a.kv_norm = w.f(ap + "kv_norm.weight");
-    a.sink = w.f(ap + "attn_sink");
-    a.wo_a = w.matrix(ap + "wo_a.weight");
-    a.wo_b = w.matrix(ap + "wo_b.weight");
+    L.attn = resolve_window_attention(w, ap);
+    V41Attention& a = L.attn;
     if (c.is_kv_source(l)) {
       a.c_wkv = w.matrix(ap + "compressor.wkv.weight");
       if (c.compress_ratio(l) > 1) a.c_wgate = w.matrix(ap + "compressor.wgate.weight");

@@ -2,6 +2,7 @@
 // schedule of v41::Config::layers decides which exist; the others stay null/empty).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "deepinfer/model/deepseek_v41/config.h"
@@ -39,6 +40,9 @@ struct V41Head {
   DeviceMatrix head;
 };
 
+// The attention every V4.1 block and DSpark stage has (`ap`: "layers.3.attn.", "mtp.0.attn."):
+// projections, norms, sink; a source's compressor and indexer are the caller's.
+V41Attention resolve_window_attention(const DeviceWeights& w, const std::string& ap);
 std::vector<V41Layer> resolve_v41_layers(const v41::Config& c, const DeviceWeights& w);
 V41Head resolve_v41_head(const DeviceWeights& w);
 
