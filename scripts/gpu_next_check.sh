@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The device check for branch gpu-next-w4-mhc-invariance (written 2026-12-05; built here, never
-# run on a GPU: none was lent since). What it covers:
+# The device checks, one phase per call (each under 600 s; carry [".carry"]). What they cover:
 #   - the pair-shift W4A16 expert kernel, mHC's warp Sinkhorn and multi-token mixes, GEMV lanes
 #     fetching ahead, the grouped output GEMV (issue 16);
 #   - sink attention on tensor cores (issue 16; sink_attention_mma.cu);
@@ -10,11 +9,13 @@
 #   - speculative rows and rollbacks on the CUDA runner (issue 19, acceptance 1): phase 4 runs the
 #     runner's bitwise rollback test and the engine's oracle-drafter tests under batch
 #     invariance, then bench's --spec-oracle-accept at B=1 and B=32; with it YOCO compact's
-#     bitwise test. Phase 5: YOCO's prefill saving at 4k and 32k. Phase 6: V4.1 at real dims
-#     (v41-flash-8layer): YOCO at 4k, decode at B=1 and 32 (issue 17).
-# Usage (carry [".carry"]): scripts/gpu_next_check.sh 1, then 2, then 3 (issue 16's bench beside
-# transformers eager, once 1 passes), then 4 and 5; each under 600 s. Phase c is the
-# correctness subset of 1 and 4, for a session with little device time.
+#     bitwise test. Phase 5: YOCO's prefill saving at 4k and 32k. Phase s: DSpark on the GPU and
+#     the deferred replay (docs/gpu_dspark_check/, passing since 2026-12-05).
+#   - V4.1 at real dims (issue 17): phase v (serve on cuda, v41-flash-8layer decode at B=1/32/128
+#     beside the floors, YOCO at 4k and 32k) in one call; phases 6 and 7 the same in two.
+# Usage: scripts/gpu_next_check.sh PHASE (1, 2, 3: issue 16's bench beside transformers eager,
+# 4, 5, 6, 7, s, v, c: the correctness subset of 1 and 4, for a session with little time).
+# OUT names the log folder; at most 8 files come back from the device, so tar it there.
 # Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
 set -uo pipefail
 phase=${1:-1}
@@ -114,29 +115,24 @@ elif [ "$phase" = 5 ]; then
   echo "phase 5 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 6 ]; then
   # V4.1 at real dims (issue 17): make v41-flash-8layer (about 60 GB, streamed: 2.6 minutes on
-  # the GPU machine), then a 4k prefill with YOCO off and compact, and decode at B=1, 32 and 128
-  # at 4k context with the roofline floors. The disk (64 GiB) holds one such model:
-  # v4-flash-8layer goes first.
+  # the GPU machine), then prefills of 4k and 32k with YOCO off and compact, and serve on it.
+  # Phase 7 follows on the same warm machine (decode beside the floors). The disk (64 GiB) holds
+  # one such model: v4-flash-8layer goes first.
   rm -rf /tmp/m8
   (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
   echo "make m41 rc $? at $((SECONDS - t0)) s"
-  for mode in off compact; do
-    left 420 || break
-    DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 90 $B/deepinfer bench throughput \
-      --device cuda --model /tmp/m41 --num-prompts 4 --max-num-seqs 1 --input-len 4096 \
-      --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_$mode.json \
-      > $OUT/bench_v41_yoco_$mode.log 2>&1
-    echo "bench v41 yoco $mode rc $? at $((SECONDS - t0)) s"
-    grep -iE 'ttft' $OUT/bench_v41_yoco_$mode.log | head -2
-  done
-  for b in 1 32 128; do  # decode beside the roofline (roofline_v41.h); 4k context to B=32
-    left 520 || break
-    len=$([ $b -le 32 ] && echo 4096 || echo 1024)
-    timeout 100 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
-      --max-num-seqs $b --max-model-len 8192 --input-len $len --output-len 16 --no-isolated \
-      --output-json $OUT/bench_v41_b$b.json > $OUT/bench_v41_b$b.log 2>&1
-    echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
-    grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6
+  # YOCO's prefill saving (issue 17 acceptance 4): 4 prompts of 4k, then one of 32k.
+  for len in 4096 32768; do
+    for mode in off compact; do
+      left 400 || break
+      n=$([ $len = 4096 ] && echo 4 || echo 1)
+      DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 100 $B/deepinfer bench throughput \
+        --device cuda --model /tmp/m41 --num-prompts $n --max-num-seqs 1 --input-len $len \
+        --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_${mode}_$len.json \
+        > $OUT/bench_v41_yoco_${mode}_$len.log 2>&1
+      echo "bench v41 yoco $mode $len rc $? at $((SECONDS - t0)) s"
+      grep -iE 'ttft|forward' $OUT/bench_v41_yoco_${mode}_$len.log | head -3
+    done
   done
   # deepinfer serve on a V4.1 checkpoint through the V4.1 recipe (thinking, a forced tool call),
   # on the GPU (issue 17, acceptance 6); curl_shim.py stands in where the image has no curl.
@@ -148,6 +144,57 @@ elif [ "$phase" = 6 ]; then
     > $OUT/serve_v41_smoke_cuda.log 2>&1
   echo "serve v41 smoke on cuda rc $? at $((SECONDS - t0)) s"; tail -3 $OUT/serve_v41_smoke_cuda.log
   echo "phase 6 done at $((SECONDS - t0)) s"
+elif [ "$phase" = 7 ]; then
+  # V4.1 decode at B=1, 32 and 128 and prefill 4k beside roofline_v41.h's floors (issue 17
+  # acceptance 5), on the machine phase 6 left warm (it holds /tmp/m41).
+  [ -f /tmp/m41/config.json ] ||
+    (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
+  for b in 1 32 128; do  # 4k context to B=32, 1k at 128 (the KV pool of an H100 beside 59 GiB)
+    left 480 || break
+    len=$([ $b -le 32 ] && echo 4096 || echo 1024)
+    timeout 110 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
+      --max-num-seqs $b --max-model-len 8192 --input-len $len --output-len 16 --no-isolated \
+      --output-json $OUT/bench_v41_b$b.json > $OUT/bench_v41_b$b.log 2>&1
+    echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
+    grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6
+  done
+  echo "phase 7 done at $((SECONDS - t0)) s"
+elif [ "$phase" = v ]; then
+  # Issue 17 in one call, for a session with ten minutes left: serve on the GPU (tiny V4.1), then
+  # v41-flash-8layer's decode beside its floors, then YOCO's prefill saving at 4k (and 32k if
+  # time is left).
+  if ! command -v curl >/dev/null; then
+    mkdir -p /tmp/shim && ln -sf "$PWD/scripts/curl_shim.py" /tmp/shim/curl
+    export PATH=/tmp/shim:$PATH
+  fi
+  timeout 90 bash tests/cli/serve_v41_smoke.sh $B/deepinfer --device cuda \
+    > $OUT/serve_v41_smoke_cuda.log 2>&1
+  echo "serve v41 smoke on cuda rc $? at $((SECONDS - t0)) s"; tail -2 $OUT/serve_v41_smoke_cuda.log
+  rm -rf /tmp/m8  # the disk holds one 8-layer model
+  (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
+  echo "make m41 rc $? at $((SECONDS - t0)) s"
+  for b in 1 32 128; do
+    left 470 || break
+    len=$([ $b -le 32 ] && echo 4096 || echo 1024)
+    timeout 90 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
+      --max-num-seqs $b --max-model-len 8192 --input-len $len --output-len 16 --no-isolated \
+      --output-json $OUT/bench_v41_b$b.json > $OUT/bench_v41_b$b.log 2>&1
+    echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
+    grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6
+  done
+  for len in 4096 32768; do
+    for mode in off compact; do
+      left 520 || break
+      n=$([ $len = 4096 ] && echo 4 || echo 1)
+      DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 70 $B/deepinfer bench throughput \
+        --device cuda --model /tmp/m41 --num-prompts $n --max-num-seqs 1 --input-len $len \
+        --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_${mode}_$len.json \
+        > $OUT/bench_v41_yoco_${mode}_$len.log 2>&1
+      echo "bench v41 yoco $mode $len rc $? at $((SECONDS - t0)) s"
+      grep -iE 'ttft|forward' $OUT/bench_v41_yoco_${mode}_$len.log | head -3
+    done
+  done
+  echo "phase v done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then
   # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
   make_m8
@@ -195,8 +242,8 @@ elif [ "$phase" = s ]; then
   left 330 && run_test cuda_runner_test 120 GTEST_FILTER='CudaSpeculativeRows.DeepseekV4Roll*' \
     DEEPINFER_SPEC_ROWS_MODEL=/tmp/m8 DEEPINFER_SPEC_ROWS_MAX_MODEL_LEN=256
   for b in 1 32; do
-    left 430 || break
-    timeout 150 $B/deepinfer bench throughput --device cuda --batch-invariant \
+    left 360 || break
+    timeout $([ $b = 1 ] && echo 150 || echo 240) $B/deepinfer bench throughput --device cuda --batch-invariant \
       --model /tmp/m8 --num-prompts $b --max-num-seqs $b --input-len 512 --output-len 64 \
       --spec-oracle-accept 0,0.6,0.8,1 --no-isolated --output-json $OUT/bench_spec_inv_b$b.json \
       > $OUT/bench_spec_inv_b$b.log 2>&1

@@ -8,6 +8,7 @@
 #include "deepinfer/base/thread_pool.h"
 #include "deepinfer/model/deepseek_v4/mhc.h"
 #include "deepinfer/model/deepseek_v41/cpu_model.h"
+#include "deepinfer/model/deepseek_v41/weights.h"
 
 namespace deepinfer::v41 {
 namespace {
@@ -73,10 +74,7 @@ void dspark_draft_tokens(const DsparkHeadWeights& w, const float* x, int rows, i
 StatusOr<std::unique_ptr<DsparkDrafter>> DsparkDrafter::create(const CpuModel& target) {
   RETURN_IF_ERROR(check_config(target.config()));
   if (!target.has_draft_weights())
-    return failed_precondition(
-        "deepseek_v41 DSpark drafter: the checkpoint holds no draft tensors (mtp.*), although "
-        "config.json counts " +
-        std::to_string(target.config().num_nextn_layers) + " draft layer(s)");
+    return failed_precondition(no_draft_tensors_reason(target.config()));
   return std::make_unique<DsparkDrafter>(target.context());
 }
 

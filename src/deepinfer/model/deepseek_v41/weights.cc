@@ -225,6 +225,12 @@ bool has_draft_weights(const Checkpoint& ckpt) {
   return false;
 }
 
+std::string no_draft_tensors_reason(const Config& c) {
+  return "deepseek_v41 DSpark drafter: the checkpoint holds no draft tensors (mtp.*), although "
+         "config.json counts " +
+         std::to_string(c.num_nextn_layers) + " draft layer(s)";
+}
+
 int64_t WeightSource::numel() const {
   int64_t n = 1;
   for (int64_t d : spec.shape) n *= d;

@@ -59,6 +59,9 @@ std::vector<WeightSpec> dspark_weight_manifest(const Config& c);
 // save_pretrained writes none (the golden_v41 fixtures count one draft layer and hold no draft
 // tensor), so draft weights are all or nothing: none loads the target alone.
 bool has_draft_weights(const Checkpoint& ckpt);
+// Why drafting is off on a checkpoint that config.json says drafts but that holds no draft tensor
+// (the CPU's DsparkDrafter::create and the GPU's forward say the same).
+std::string no_draft_tensors_reason(const Config& c);
 
 enum class WeightFormat {
   kFloat,     // F32/BF16/F16 as logically shaped

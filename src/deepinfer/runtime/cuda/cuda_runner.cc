@@ -58,11 +58,12 @@ std::string row_name(size_t i, const StepRow& r) {
 class CudaRunner final : public ModelRunner {
  public:
   CudaRunner(std::unique_ptr<PagedForward> model, ModelInfo info, kv::PageSpec spec,
-             int64_t max_model_len)
+             int64_t max_model_len, int64_t max_rows)
       : model_(std::move(model)),
         info_(std::move(info)),
         spec_(spec),
         max_model_len_(max_model_len),
+        max_rows_(max_rows),
         page_row_(spec.num_pages, -1) {
     drafting_on_ = model_->final_stream_floats() > 0;
     if (deepinfer::cuda::v41f::CudaDspark* d = model_->dspark())
@@ -182,6 +183,7 @@ class CudaRunner final : public ModelRunner {
   ModelInfo info_;
   kv::PageSpec spec_;
   int64_t max_model_len_;
+  int64_t max_rows_;  // the most ids one sequence brings to a forward (CudaModelOptions::max_chunk)
   // Per-step staging, kept so a warm step allocates nothing.
   std::vector<int64_t> page_row_;  // [num_pages]: the row of this step writing the page, or -1
   std::vector<int32_t> written_;   // the pages set above, reset by the next plan
@@ -436,8 +438,13 @@ bool CudaRunner::must_flush(const StepBatch& batch, uint64_t id) const {
 }
 
 bool CudaRunner::fusable_pending(const PendingReplay& p, const StepRow& r) const {
+  // A fused row's snapshot sits at its replay's start, so a rollback of it replays that prefix
+  // again: fused without a bound, steps that keep only the sampled token would grow the prefix by
+  // one each (measured: acceptance 0 at 0.23x of plain decoding). At most a row's length of
+  // prefix, then a replay of its own resets it.
   return p.start + int64_t(p.tokens.size()) == r.start_pos && p.constant_pages == *r.state_pages &&
-         !copies_touch(p.constant_pages);
+         int64_t(p.tokens.size()) <= r.num_tokens &&
+         int64_t(p.tokens.size()) + r.num_tokens <= max_rows_ && !copies_touch(p.constant_pages);
 }
 
 Status CudaRunner::plan(const StepBatch& batch) {
@@ -756,7 +763,7 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
       static_cast<long long>(spec.num_pages / per_seq_max), static_cast<long long>(mo.max_tokens),
       static_cast<long long>(model->max_decode_rows()));
   return std::unique_ptr<ModelRunner>(
-      new CudaRunner(std::move(model), std::move(info), spec, mo.max_tokens));
+      new CudaRunner(std::move(model), std::move(info), spec, mo.max_tokens, mo.max_chunk));
 }
 
 }  // namespace deepinfer::runtime::cuda

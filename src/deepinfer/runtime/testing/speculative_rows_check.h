@@ -41,6 +41,25 @@ inline std::string row_gap(const float* a, const float* b, int64_t n) {
   return "first differing logit " + std::to_string(first) + ", max |diff| " + std::to_string(worst);
 }
 
+// For a failure message: where two byte strings of state pages part (as floats).
+inline std::string bytes_gap(const std::string& a, const std::string& b, int64_t page_bytes) {
+  if (a.size() != b.size())
+    return std::to_string(a.size()) + " bytes vs " + std::to_string(b.size());
+  int64_t first = -1, count = 0;
+  for (size_t i = 0; i + 4 <= a.size(); i += 4) {
+    if (std::memcmp(&a[i], &b[i], 4) == 0) continue;
+    if (first < 0) first = static_cast<int64_t>(i);
+    ++count;
+  }
+  if (first < 0) return "same bytes";
+  float x = 0, y = 0;
+  std::memcpy(&x, &a[size_t(first)], 4);
+  std::memcpy(&y, &b[size_t(first)], 4);
+  return std::to_string(count) + " floats differ, the first at page " +
+         std::to_string(first / page_bytes) + " float " + std::to_string(first % page_bytes / 4) +
+         " (" + std::to_string(x) + " vs " + std::to_string(y) + ")";
+}
+
 // Logits after each of `tokens` decoded one at a time after `prompt` (run in chunks of
 // prompt_chunk): row i follows tokens[i]. pages_before_last (if set) gets the constant pages
 // (rings, compressor windows) as bytes just before the last token runs.
@@ -130,7 +149,8 @@ inline void decode_speculatively(ModelRunner& r, const std::vector<int32_t>& pro
     b.rollbacks.clear();
     auto bytes = r.read_pages(*kv->state_pages(seq));
     ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-    EXPECT_TRUE(*bytes == plain) << "good " << good << ": constant pages after the rollbacks";
+    EXPECT_TRUE(*bytes == plain) << "good " << good << ": constant pages after the rollbacks: "
+                                 << bytes_gap(*bytes, plain, r.page_spec().page_bytes);
   }
   // The rolled-back state continues like the plain one: one more plain token.
   std::vector<int32_t> all = prompt;

@@ -449,6 +449,7 @@ struct CudaV41Model::Impl {
   std::unique_ptr<v41f::V41Trace> own_trace;
   std::vector<double>* trace_out = nullptr;
   std::unique_ptr<v41f::CudaDspark> dspark;  // with drafting and draft tensors
+  std::string no_dspark;                     // why there is none (mtp_draft's answer)
 };
 
 int64_t CudaV41Model::max_supported_tokens(const v41::Config& c) {
@@ -508,6 +509,12 @@ StatusOr<std::unique_ptr<CudaV41Model>> CudaV41Model::load(const std::string& di
     impl->dspark = std::make_unique<v41f::CudaDspark>(
         impl->c, v41f::resolve_dspark(impl->c, impl->w), impl->head, impl->gemm, impl->linear,
         impl->moe, impl->main_inv_freq.get(), impl->stream);
+  else if (!options.drafting)
+    impl->no_dspark = "the GPU forward was loaded without drafting (CudaModelOptions::drafting)";
+  else if (impl->c.num_nextn_layers == 0)
+    impl->no_dspark = dir + "/config.json counts no draft layer (num_nextn_predict_layers)";
+  else
+    impl->no_dspark = v41::no_draft_tensors_reason(impl->c);
   return std::unique_ptr<CudaV41Model>(new CudaV41Model(std::move(impl)));
 }
 
@@ -543,6 +550,13 @@ Status CudaV41Model::verify_paged(const PagedSequence* seqs, const int32_t* ids,
                                   const int64_t* counts, int64_t count, float* const* logits,
                                   const int64_t* skip) {
   return impl_->verify(seqs, ids, counts, count, logits, skip);
+}
+
+Status CudaV41Model::mtp_draft(const PagedSequence*, const int32_t*, const float* const*, int64_t,
+                               int64_t, int32_t*) {
+  // The runner drafts through dspark() when there is one; this answers why there is none.
+  return unimplemented(impl_->dspark ? "deepseek_v41 drafts with DSpark (CudaV41Model::dspark)"
+                                     : impl_->no_dspark);
 }
 
 Status CudaV41Model::copy_pages(const int32_t* from, const int32_t* to, int64_t n) {

@@ -62,6 +62,10 @@ class CudaV41Model final : public PagedForward {
   Status read_pages(const int32_t* pages, int64_t n, void* dst) override;
   Status write_pages(const int32_t* pages, int64_t n, const void* src) override;
 
+  // V4.1 has no MTP layer: unimplemented, naming why no DSpark drafter is loaded (the engine
+  // logs it and decodes plainly).
+  Status mtp_draft(const PagedSequence* seqs, const int32_t* tokens, const float* const* hidden,
+                   int64_t count, int64_t k, int32_t* drafts) override;
   // The DSpark drafter (cuda_dspark.h), loaded with CudaModelOptions::drafting when the
   // checkpoint holds its tensors; null otherwise. The runner feeds it (dspark_tracks.h).
   v41f::CudaDspark* dspark() override;

@@ -61,9 +61,16 @@ void compress_segment(const V41Context& m, int layer, const V41Attention& w, con
     copy_rows(gk + pending * hd, p.ckv + g.row0 * hd, g.n * hd, s);
     copy_rows(gg + pending * hd, p.cgate + g.row0 * hd, g.n * hd, s);
     if (groups > 0) compressor_pool(gk, gg, groups, r, hd, lat, s);
-    const int64_t left = total - groups * r;
-    copy_rows(st.pending_kv, gk + groups * r * hd, left * hd, s);
-    copy_rows(st.pending_gate, gg + groups * r * hd, left * hd, s);
+    // Position p's row goes to slot p % r, as one-token steps and the CPU leave them, also when
+    // its group is complete: the pages then hold the same bytes whatever the chunking.
+    const int64_t from = std::max<int64_t>(g.pos0, g.pos0 + g.n - r), end = g.pos0 + g.n;
+    for (int64_t a = from; a < end;) {
+      const int64_t slot = a % r, k = std::min<int64_t>(end - a, r - slot);
+      const int64_t src = (g.row0 + a - g.pos0) * hd;
+      copy_rows(st.pending_kv + slot * hd, p.ckv + src, k * hd, s);
+      copy_rows(st.pending_gate + slot * hd, p.cgate + src, k * hd, s);
+      a += k;
+    }
   }
   if (groups == 0) return;
   rms_norm(lat, w.c_norm, groups, hd, m.eps(), lat, s);
