@@ -50,6 +50,50 @@ make_m8() {
   [ -f /tmp/m8/config.json ] ||
     (time $B/deepinfer make-tiny-model /tmp/m8 --preset v4-flash-8layer) > $OUT/make_m8.log 2>&1
 }
+# V4.1 at real dims (issue 17). v41-flash-8layer is about 60 GB, streamed in 2.6 minutes on the
+# GPU machine; the disk (64 GiB) holds one 8-layer model, so v4-flash-8layer goes first.
+make_m41() {
+  [ -f /tmp/m41/config.json ] && return
+  rm -rf /tmp/m8
+  (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
+  echo "make m41 rc $? at $((SECONDS - t0)) s"
+}
+v41_decode() {  # start-before-s timeout: B=1, 32 at 4k context, 128 at 1k, beside the floors
+  for b in 1 32 128; do
+    left $1 || break
+    local len=$([ $b -le 32 ] && echo 4096 || echo 1024)
+    timeout $2 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
+      --max-num-seqs $b --max-model-len 8192 --input-len $len --output-len 16 --no-isolated \
+      --output-json $OUT/bench_v41_b$b.json > $OUT/bench_v41_b$b.log 2>&1
+    echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
+    grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6
+  done
+}
+v41_yoco() {  # start-before-s timeout: YOCO's saving, 4 prompts of 4k, then one of 32k
+  for len in 4096 32768; do
+    for mode in off compact; do
+      left $1 || break
+      local n=$([ $len = 4096 ] && echo 4 || echo 1)
+      DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout $2 $B/deepinfer bench throughput \
+        --device cuda --model /tmp/m41 --num-prompts $n --max-num-seqs 1 --input-len $len \
+        --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_${mode}_$len.json \
+        > $OUT/bench_v41_yoco_${mode}_$len.log 2>&1
+      echo "bench v41 yoco $mode $len rc $? at $((SECONDS - t0)) s"
+      grep -iE 'ttft|forward' $OUT/bench_v41_yoco_${mode}_$len.log | head -3
+    done
+  done
+}
+v41_serve() {  # start-before-s timeout: deepinfer serve on a V4.1 checkpoint through the V4.1
+  # recipe (thinking, a forced tool call) on the GPU; curl_shim.py stands in where the image has
+  # no curl.
+  if ! command -v curl >/dev/null; then
+    mkdir -p /tmp/shim && ln -sf "$PWD/scripts/curl_shim.py" /tmp/shim/curl
+    export PATH=/tmp/shim:$PATH
+  fi
+  left $1 && timeout $2 bash tests/cli/serve_v41_smoke.sh $B/deepinfer --device cuda \
+    > $OUT/serve_v41_smoke_cuda.log 2>&1
+  echo "serve v41 smoke on cuda rc $? at $((SECONDS - t0)) s"; tail -2 $OUT/serve_v41_smoke_cuda.log
+}
 if [ "$phase" = 1 ]; then
   make_m8 &
   mk=$!
@@ -114,86 +158,26 @@ elif [ "$phase" = 5 ]; then
   done
   echo "phase 5 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 6 ]; then
-  # V4.1 at real dims (issue 17): make v41-flash-8layer (about 60 GB, streamed: 2.6 minutes on
-  # the GPU machine), then prefills of 4k and 32k with YOCO off and compact, and serve on it.
-  # Phase 7 follows on the same warm machine (decode beside the floors). The disk (64 GiB) holds
-  # one such model: v4-flash-8layer goes first.
-  rm -rf /tmp/m8
-  (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
-  echo "make m41 rc $? at $((SECONDS - t0)) s"
-  # YOCO's prefill saving (issue 17 acceptance 4): 4 prompts of 4k, then one of 32k.
-  for len in 4096 32768; do
-    for mode in off compact; do
-      left 400 || break
-      n=$([ $len = 4096 ] && echo 4 || echo 1)
-      DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 100 $B/deepinfer bench throughput \
-        --device cuda --model /tmp/m41 --num-prompts $n --max-num-seqs 1 --input-len $len \
-        --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_${mode}_$len.json \
-        > $OUT/bench_v41_yoco_${mode}_$len.log 2>&1
-      echo "bench v41 yoco $mode $len rc $? at $((SECONDS - t0)) s"
-      grep -iE 'ttft|forward' $OUT/bench_v41_yoco_${mode}_$len.log | head -3
-    done
-  done
-  # deepinfer serve on a V4.1 checkpoint through the V4.1 recipe (thinking, a forced tool call),
-  # on the GPU (issue 17, acceptance 6); curl_shim.py stands in where the image has no curl.
-  if ! command -v curl >/dev/null; then
-    mkdir -p /tmp/shim && ln -sf "$PWD/scripts/curl_shim.py" /tmp/shim/curl
-    export PATH=/tmp/shim:$PATH
-  fi
-  left 560 && timeout 120 bash tests/cli/serve_v41_smoke.sh $B/deepinfer --device cuda \
-    > $OUT/serve_v41_smoke_cuda.log 2>&1
-  echo "serve v41 smoke on cuda rc $? at $((SECONDS - t0)) s"; tail -3 $OUT/serve_v41_smoke_cuda.log
+  # V4.1 at real dims (issue 17): make v41-flash-8layer, prefills of 4k and 32k with YOCO off and
+  # compact, and serve on the GPU. Phase 7 follows on the same warm machine.
+  make_m41
+  v41_yoco 400 100
+  v41_serve 560 120
   echo "phase 6 done at $((SECONDS - t0)) s"
 elif [ "$phase" = 7 ]; then
   # V4.1 decode at B=1, 32 and 128 and prefill 4k beside roofline_v41.h's floors (issue 17
   # acceptance 5), on the machine phase 6 left warm (it holds /tmp/m41).
-  [ -f /tmp/m41/config.json ] ||
-    (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
-  for b in 1 32 128; do  # 4k context to B=32, 1k at 128 (the KV pool of an H100 beside 59 GiB)
-    left 480 || break
-    len=$([ $b -le 32 ] && echo 4096 || echo 1024)
-    timeout 110 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
-      --max-num-seqs $b --max-model-len 8192 --input-len $len --output-len 16 --no-isolated \
-      --output-json $OUT/bench_v41_b$b.json > $OUT/bench_v41_b$b.log 2>&1
-    echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
-    grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6
-  done
+  make_m41
+  v41_decode 480 110
   echo "phase 7 done at $((SECONDS - t0)) s"
 elif [ "$phase" = v ]; then
   # Issue 17 in one call, for a session with ten minutes left: serve on the GPU (tiny V4.1), then
   # v41-flash-8layer's decode beside its floors, then YOCO's prefill saving at 4k (and 32k if
   # time is left).
-  if ! command -v curl >/dev/null; then
-    mkdir -p /tmp/shim && ln -sf "$PWD/scripts/curl_shim.py" /tmp/shim/curl
-    export PATH=/tmp/shim:$PATH
-  fi
-  timeout 90 bash tests/cli/serve_v41_smoke.sh $B/deepinfer --device cuda \
-    > $OUT/serve_v41_smoke_cuda.log 2>&1
-  echo "serve v41 smoke on cuda rc $? at $((SECONDS - t0)) s"; tail -2 $OUT/serve_v41_smoke_cuda.log
-  rm -rf /tmp/m8  # the disk holds one 8-layer model
-  (time $B/deepinfer make-tiny-model /tmp/m41 --preset v41-flash-8layer) > $OUT/make_m41.log 2>&1
-  echo "make m41 rc $? at $((SECONDS - t0)) s"
-  for b in 1 32 128; do
-    left 470 || break
-    len=$([ $b -le 32 ] && echo 4096 || echo 1024)
-    timeout 90 $B/deepinfer bench latency --device cuda --model /tmp/m41 --batch-size $b \
-      --max-num-seqs $b --max-model-len 8192 --input-len $len --output-len 16 --no-isolated \
-      --output-json $OUT/bench_v41_b$b.json > $OUT/bench_v41_b$b.log 2>&1
-    echo "bench v41 B=$b rc $? at $((SECONDS - t0)) s"
-    grep -iE 'itl|ttft|floor' $OUT/bench_v41_b$b.log | head -6
-  done
-  for len in 4096 32768; do
-    for mode in off compact; do
-      left 520 || break
-      n=$([ $len = 4096 ] && echo 4 || echo 1)
-      DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=$mode timeout 70 $B/deepinfer bench throughput \
-        --device cuda --model /tmp/m41 --num-prompts $n --max-num-seqs 1 --input-len $len \
-        --output-len 1 --no-isolated --output-json $OUT/bench_v41_yoco_${mode}_$len.json \
-        > $OUT/bench_v41_yoco_${mode}_$len.log 2>&1
-      echo "bench v41 yoco $mode $len rc $? at $((SECONDS - t0)) s"
-      grep -iE 'ttft|forward' $OUT/bench_v41_yoco_${mode}_$len.log | head -3
-    done
-  done
+  v41_serve 60 90
+  make_m41
+  v41_decode 470 90
+  v41_yoco 520 70
   echo "phase v done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then
   # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
