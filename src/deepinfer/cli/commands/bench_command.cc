@@ -223,7 +223,15 @@ int run_forward(const std::string& model_arg, const std::string& json_path, int6
 struct EngineRun {
   double wall_s = 0;
   std::vector<double> ttft, itl;  // seconds
+  // Per request with two tokens or more: (last token's time - first's) / (tokens - 1), the
+  // decode alone (speculation delivers tokens in bursts, so ITL's median says little).
+  std::vector<double> tpot;
   std::vector<std::vector<int32_t>> prompts, outputs;
+  double mean_tpot() const {
+    double sum = 0;
+    for (double t : tpot) sum += t;
+    return tpot.empty() ? 0.0 : sum / double(tpot.size());
+  }
 };
 
 deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int output_len) {
@@ -270,6 +278,7 @@ deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int o
   for (const auto& times : token_times) {
     run.ttft.push_back(times.empty() ? 0 : times[0]);
     for (size_t k = 1; k < times.size(); ++k) run.itl.push_back(times[k] - times[k - 1]);
+    if (times.size() >= 2) run.tpot.push_back((times.back() - times[0]) / double(times.size() - 1));
   }
   return run;
 }
@@ -378,6 +387,12 @@ std::string first_parting(const std::vector<std::vector<int32_t>>& got,
   return got.size() == want.size() ? "" : "the request counts differ";
 }
 
+deepinfer::Status bad_oracle_rate(double rate) {
+  char b[64];
+  std::snprintf(b, sizeof b, "--spec-oracle-accept %g: rates are in [0, 1]", rate);
+  return deepinfer::invalid_argument(b);
+}
+
 // --spec-oracle-accept: the same requests again with speculative decoding, the oracle drafter
 // proposing the run above's own outputs at each acceptance rate (engine/oracle_drafter.h):
 // what verification buys at that rate, the outputs checked equal to the run without drafts. On
@@ -394,16 +409,17 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
   const bool bitwise = base.device != Device::kCuda || switches->batch_invariant;
   std::printf("\nspeculative decoding, oracle drafter (up to %lld drafts per step):\n",
               (long long)base.switches.nextn_decode.value_or(deepinfer::kDefaultNextnDecode));
+  // The wall includes the prompts' prefill, which speculation does not touch: the decode's own
+  // speed-up is the mean TPOT's.
+  const double off_tpot = off.mean_tpot();
   std::printf(
-      "| acceptance | wall s | output tok/s | speed-up | steps | drafts | accepted | mean accepted "
-      "per verification | accepted share by draft position | outputs as without drafts "
-      "|\n|---|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| off | %.3f | %.1f | 1.00x | %lld | 0 | 0 | - | - | - |\n", off.wall_s,
-              out_tok / off.wall_s, (long long)off_steps);
+      "| acceptance | wall s | output tok/s | wall speed-up | TPOT ms | decode speed-up | steps | "
+      "drafts | accepted | mean accepted per verification | accepted share by draft position | "
+      "outputs as without drafts |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| off | %.3f | %.1f | 1.00x | %.2f | 1.00x | %lld | 0 | 0 | - | - | - |\n",
+              off.wall_s, out_tok / off.wall_s, 1e3 * off_tpot, (long long)off_steps);
   for (double rate : f.spec_oracle_accept) {
-    if (!(rate >= 0 && rate <= 1))
-      return deepinfer::invalid_argument("--spec-oracle-accept " + std::to_string(rate) +
-                                         ": rates are in [0, 1]");
+    if (!(rate >= 0 && rate <= 1)) return bad_oracle_rate(rate);
     deepinfer::EngineArgs a = base;
     auto oracle = std::make_shared<deepinfer::OracleDrafter>(rate, 7, vocab_size);
     for (int i = 0; i < n; ++i) oracle->add(off.prompts[size_t(i)], off.outputs[size_t(i)]);
@@ -424,17 +440,21 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
       std::snprintf(b, sizeof b, "%s%.2f", by_pos.empty() ? "" : " ", at.back());
       by_pos += b;
     }
-    std::printf("| %.2f | %.3f | %.1f | %.2fx | %lld | %lld | %lld | %.2f | %s | %s |\n", rate,
-                on.wall_s, out_tok / on.wall_s, off.wall_s / on.wall_s, (long long)st.steps,
-                (long long)st.spec_draft_tokens, (long long)st.spec_accepted_tokens, mean_accepted,
-                by_pos.c_str(),
-                same      ? "yes"
-                : bitwise ? "NO"
-                          : "no (bf16, without batch invariance)");
+    const double tpot = on.mean_tpot(), decode_speedup = tpot > 0 ? off_tpot / tpot : 0.0;
+    std::printf(
+        "| %.2f | %.3f | %.1f | %.2fx | %.2f | %.2fx | %lld | %lld | %lld | %.2f | %s | %s |\n",
+        rate, on.wall_s, out_tok / on.wall_s, off.wall_s / on.wall_s, 1e3 * tpot, decode_speedup,
+        (long long)st.steps, (long long)st.spec_draft_tokens, (long long)st.spec_accepted_tokens,
+        mean_accepted, by_pos.c_str(),
+        same      ? "yes"
+        : bitwise ? "NO"
+                  : "no (bf16, without batch invariance)");
     rows.push_back({{"accept_rate", rate},
                     {"wall_s", on.wall_s},
                     {"output_tokens_per_s", out_tok / on.wall_s},
                     {"speedup", off.wall_s / on.wall_s},
+                    {"tpot_ms", 1e3 * tpot},
+                    {"decode_speedup", decode_speedup},
                     {"steps", st.steps},
                     {"draft_tokens", st.spec_draft_tokens},
                     {"accepted_tokens", st.spec_accepted_tokens},
@@ -449,7 +469,10 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
           " (a bug: it must be lossless): " + parting + " without drafts");
     if (!same) std::printf("  outputs first part at %s without drafts\n", parting.c_str());
   }
-  return nlohmann::json{{"off_wall_s", off.wall_s}, {"off_steps", off_steps}, {"rows", rows}};
+  return nlohmann::json{{"off_wall_s", off.wall_s},
+                        {"off_tpot_ms", 1e3 * off_tpot},
+                        {"off_steps", off_steps},
+                        {"rows", rows}};
 }
 
 int run_engine_bench(const std::string& mode, const std::string& model_arg, int n, int input_len,
@@ -457,6 +480,8 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
                      deepinfer::EngineArgs args) {
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) return fail(dir.status());
+  for (double rate : f.spec_oracle_accept)  // refused before anything runs
+    if (!(rate >= 0 && rate <= 1)) return fail(bad_oracle_rate(rate));
   auto fm = floor_model(*dir);
   if (!fm.ok()) return fail(fm.status());
   args.model = *dir;
