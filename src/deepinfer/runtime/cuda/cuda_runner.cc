@@ -574,11 +574,16 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
     // row takes a new one before any row runs (the copies above are in the pages it saves).
     auto it = speculated_.find(r.seq_id);
     if (it != speculated_.end()) it->second.held = false;
-    if (r.speculative) RETURN_IF_ERROR(snapshot(r));
-    if (!fused_[i].tokens.empty()) {  // the snapshot is at the replay's start: it covers both
+    if (!fused_[i].tokens.empty()) {
+      // Its pages are the snapshot the rollback restored (at the replay's start, untouched by
+      // this step's copies): kept, it covers the replay and the row without reading them again.
       Speculated& h = speculated_.at(r.seq_id);
       h.start_pos = fused_[i].start;
-      h.tokens.insert(h.tokens.begin(), fused_[i].tokens.begin(), fused_[i].tokens.end());
+      h.tokens = fused_[i].tokens;
+      h.tokens.insert(h.tokens.end(), r.tokens, r.tokens + r.num_tokens);
+      h.held = true;
+    } else if (r.speculative) {
+      RETURN_IF_ERROR(snapshot(r));
     }
   }
   for (size_t i : decode_rows_) {
