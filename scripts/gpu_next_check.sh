@@ -46,9 +46,10 @@ run_bench() {  # name extra-flags
   echo "bench $1 rc $? at $((SECONDS - t0)) s"
   grep -E 'moe: experts|mhc|attention|output projection|^\| (prefill|decode)' $OUT/bench_$1.log
 }
-make_m8() {
-  [ -f /tmp/m8/config.json ] ||
-    (time $B/deepinfer make-tiny-model /tmp/m8 --preset v4-flash-8layer) > $OUT/make_m8.log 2>&1
+make_m8() {  # the disk holds one 8-layer model: v41-flash-8layer goes first
+  [ -f /tmp/m8/config.json ] && return
+  rm -rf /tmp/m41
+  (time $B/deepinfer make-tiny-model /tmp/m8 --preset v4-flash-8layer) > $OUT/make_m8.log 2>&1
 }
 # V4.1 at real dims (issue 17). v41-flash-8layer is about 60 GB, streamed in 2.6 minutes on the
 # GPU machine; the disk (64 GiB) holds one 8-layer model, so v4-flash-8layer goes first.
