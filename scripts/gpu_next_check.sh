@@ -39,8 +39,8 @@ run_test() {  # binary timeout [env...] (GTEST_FILTER=... among them picks tests
   grep -E "^\[  (PASSED|FAILED)|FAILED  \]|trials, |seed|differs first|engine test on|parts from" \
     $OUT/$tag.log | head -12
 }
-run_bench() {  # name extra-flags
-  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout ${BENCH_TIMEOUT:-150} $B/deepinfer \
+run_bench() {  # name extra-flags (BENCH_BIN: another deepinfer binary, e.g. the baseline's)
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout ${BENCH_TIMEOUT:-150} ${BENCH_BIN:-$B/deepinfer} \
     bench forward --device cuda --model /tmp/m8 --batch-sizes 1,32,128 --context 4096 --steps 8 \
     --phase-times --output-json $OUT/bench_$1.json $2 > $OUT/bench_$1.log 2>&1
   echo "bench $1 rc $? at $((SECONDS - t0)) s"
@@ -180,6 +180,36 @@ elif [ "$phase" = v ]; then
   v41_decode 470 90
   v41_yoco 520 70
   echo "phase v done at $((SECONDS - t0)) s"
+elif [ "$phase" = k ]; then
+  # Issue 16, decode's CUDA-core GEMVs (weight_gemv, the grouped experts below 8 tokens) with rows
+  # per pass by the batch and two columns a warp: the op tests, batch invariance, the goldens,
+  # then bench forward with the binary from before the change (.carry/deepinfer_base.xz, when
+  # carried) and after, on the same machine.
+  make_m8 &
+  mk=$!
+  run_test cuda_ops_test 150
+  run_test cuda_batch_invariance_test 120
+  run_test cuda_model_test 80
+  wait $mk
+  if [ -f .carry/deepinfer_base.xz ]; then
+    xz -dc .carry/deepinfer_base.xz > /tmp/deepinfer_base && chmod +x /tmp/deepinfer_base
+    BENCH_BIN=/tmp/deepinfer_base run_bench base ""
+  fi
+  run_bench main ""
+  echo "phase k done at $((SECONDS - t0)) s"
+elif [ "$phase" = p ]; then
+  # Issue 16's kernels one by one: ncu's duration of every launch (graph nodes included) of a
+  # decode at B=1 and B=128 and a 4k prefill on v4-flash-8layer, as CSV to split by step here.
+  make_m8
+  for b in 1 128; do
+    left 420 || break
+    timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+      $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes $b --context 4096 \
+      --steps 2 > $OUT/ncu_b$b.csv 2> $OUT/ncu_b$b.err
+    echo "ncu B=$b rc $? at $((SECONDS - t0)) s: $(wc -l < $OUT/ncu_b$b.csv) lines"
+    tail -3 $OUT/ncu_b$b.err
+  done
+  echo "phase p done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then
   # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
   make_m8

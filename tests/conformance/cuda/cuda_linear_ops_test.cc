@@ -1,6 +1,7 @@
 // Projections over weights in their stored formats (backend/cuda/gemm/linear.h) against the CPU
 // reference on the host-dequantized weight: weight_gemv for few rows (the decode path) and the
-// dequantize-then-cuBLASLt path for more, for FP8 block-scaled, MXFP4 and bf16 weights, at
+// dequantize-then-cuBLASLt path for more (weight_gemv at 1, 2, 3 and 8+ rows: each its own rows
+// per pass and columns per warp), for FP8 block-scaled, MXFP4 and bf16 weights, at
 // V4-Flash shapes, ragged ones, and a row slice of FP8 that starts inside a scale block (wo_a's
 // groups in small models). The weights are exact in bf16 and both sides multiply the same bf16
 // activations, so only the fp32 summation order differs: the fp32 tolerance.
@@ -46,11 +47,13 @@ TEST(CudaLinear, StoredFormatsMatchTheHostDequantizedWeight) {
                        {kFp8, 8192, 1024},
                        {kBf, 300, 256},
                        {kFp8, 300, 200},
+                       // odd rows: weight_gemv's two-columns-a-warp form does not apply
+                       {kFp8, 301, 256},
                        {kFp8, 77, 48},
                        {kMx, 96, 64}}) {
     QuantMatrix q = make_quant_matrix(k.format, k.out, k.in, 1.0f / std::sqrt(float(k.in)));
     linear.reserve(k.out * k.in);
-    for (int64_t n : {1, 3, 8, 16, 17, 40}) {
+    for (int64_t n : {1, 2, 3, 8, 16, 17, 40}) {
       const auto x = round_bf16(randn(n * k.in));
       const std::vector<float> want = host_linear(q.values, k.in, 0, k.out, x, n);
       DeviceBuffer<uint16_t> dx(bf16_bits(x));

@@ -67,18 +67,23 @@ struct MoeCase {
 // their host dequantization on the CPU; the GPU also rounds activations to bf16 before each
 // GEMM, the CPU does not: hence the bf16 tolerance.
 TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
-  for (MoeCase k : {MoeCase{9, 256, 128, 8, 2}, MoeCase{16, 4096, 2048, 16, 6},
-                    // many experts over the grouped kernels' 8-row chunk
-                    MoeCase{128, 256, 128, 16, 6},
-                    // skewed: one expert gets all 128 tokens (16 chunks), the other picks spread
-                    MoeCase{128, 256, 128, 16, 6, /*favoured=*/5},
-                    // stored formats: few rows per expert (weight_gemv) and, skewed, many
-                    // (dequantize + cuBLASLt in run())
-                    MoeCase{16, 4096, 2048, 16, 6, -1, /*quantized=*/true},
-                    MoeCase{128, 256, 128, 16, 6, /*favoured=*/5, /*quantized=*/true},
-                    // a prefill chunk's shape for the pipelined MXFP4 kernel: ~48 rows per
-                    // expert (64-row passes, several K tiles, some experts over 64 rows)
-                    MoeCase{256, 1024, 512, 32, 6, -1, /*quantized=*/true}}) {
+  for (MoeCase k :
+       {MoeCase{9, 256, 128, 8, 2}, MoeCase{16, 4096, 2048, 16, 6},
+        // many experts over the grouped kernels' 8-row chunk
+        MoeCase{128, 256, 128, 16, 6},
+        // skewed: one expert gets all 128 tokens (16 chunks), the other picks spread
+        MoeCase{128, 256, 128, 16, 6, /*favoured=*/5},
+        // stored formats: few rows per expert (weight_gemv) and, skewed, many
+        // (dequantize + cuBLASLt in run())
+        MoeCase{16, 4096, 2048, 16, 6, -1, /*quantized=*/true},
+        MoeCase{128, 256, 128, 16, 6, /*favoured=*/5, /*quantized=*/true},
+        // a prefill chunk's shape for the pipelined MXFP4 kernel: ~48 rows per
+        // expert (64-row passes, several K tiles, some experts over 64 rows)
+        MoeCase{256, 1024, 512, 32, 6, -1, /*quantized=*/true},
+        // decode's few tokens: the CUDA-core kernels' rows per pass follow the
+        // batch (1, 2, 4), one token at real dims in MXFP4
+        MoeCase{1, 4096, 2048, 16, 6, -1, /*quantized=*/true}, MoeCase{2, 256, 128, 8, 2},
+        MoeCase{3, 256, 128, 8, 2, -1, /*quantized=*/true}}) {
     v4::Config c;
     c.hidden_size = k.hidden;
     c.n_routed_experts = k.experts;

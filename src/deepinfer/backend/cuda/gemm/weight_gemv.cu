@@ -9,24 +9,37 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kRows = 8;  // rows of x per pass over a weight row: the accumulators a lane holds
 
+// A batch of n < kRows rows passes with R = the next power of two instead: the accumulators an
+// unused row would hold cost registers, and registers cost occupancy (FP8 at R = 8: 75 a thread,
+// 3 blocks an SM; decode is bound by the weight bytes in flight). Each row's sum is the same for
+// any R (its own accumulator, walked in k order), so this keeps batch invariance.
+int rows_per_pass(int64_t n) { return n > 4 ? kRows : n > 2 ? 4 : static_cast<int>(n); }
+
 // Output column c belongs to group c / (w.rows / groups), which reads x's columns [g * w.cols,
-// (g + 1) * w.cols) of rows ldx apart; y is [n, w.rows]. One group: a plain projection.
-template <MatrixFormat F>
+// (g + 1) * w.cols) of rows ldx apart; y is [n, w.rows]. One group: a plain projection. A warp
+// owns C adjacent columns (C = 2 at decode's one or two rows: twice the weight bytes in flight
+// a warp, where a short row such as K = 1024 in FP8 is only two loads a lane); a pair never
+// straddles a group.
+template <MatrixFormat F, int R, int C>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n,
                 float* y) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t col = int64_t{blockIdx.x} * kWarps + warp;
+  const int64_t col = (int64_t{blockIdx.x} * kWarps + warp) * C;
   if (col >= w.rows) return;
-  const weight_rows::Row row[1] = {weight_rows::row_of(w, col)};
-  const __nv_bfloat16* xg = x + (col / (w.rows / groups)) * w.cols;
-  for (int64_t r0 = 0; r0 < n; r0 += kRows) {
-    const int rn = n - r0 < kRows ? static_cast<int>(n - r0) : kRows;
-    float acc[1][kRows];
-    weight_rows::dot_rows<F, 1, kRows>(row, xg + r0 * ldx, ldx, w.cols, rn, acc);
+  weight_rows::Row row[C];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      if (r < rn && lane == r) y[(r0 + r) * w.rows + col] = acc[0][r];
+  for (int c = 0; c < C; ++c) row[c] = weight_rows::row_of(w, min(col + c, w.rows - 1));
+  const __nv_bfloat16* xg = x + (col / (w.rows / groups)) * w.cols;
+  for (int64_t r0 = 0; r0 < n; r0 += R) {
+    const int rn = n - r0 < R ? static_cast<int>(n - r0) : R;
+    float acc[C][R];
+    weight_rows::dot_rows<F, C, R>(row, xg + r0 * ldx, ldx, w.cols, rn, acc);
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (r < rn && lane == r && col + c < w.rows) y[(r0 + r) * w.rows + col + c] = acc[c][r];
   }
 }
 
@@ -57,6 +70,26 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+template <int R, int C>
+void launch_format(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int groups,
+                   int64_t n, float* y, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((w.rows + kWarps * C - 1) / (kWarps * C));
+  switch (w.format) {
+    case MatrixFormat::kBf16:
+      gemv_kernel<MatrixFormat::kBf16, R, C>
+          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+      break;
+    case MatrixFormat::kFp8Block:
+      gemv_kernel<MatrixFormat::kFp8Block, R, C>
+          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+      break;
+    case MatrixFormat::kMxfp4:
+      gemv_kernel<MatrixFormat::kMxfp4, R, C>
+          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+      break;
+  }
+}
+
 void launch(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n,
             float* y, cudaStream_t stream) {
   if (!weight_gemv_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0 || ldx % 8 != 0 ||
@@ -69,18 +102,21 @@ void launch(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int grou
     std::abort();
   }
   if (n == 0 || w.rows == 0) return;
-  const unsigned blocks = static_cast<unsigned>((w.rows + kWarps - 1) / kWarps);
-  switch (w.format) {
-    case MatrixFormat::kBf16:
-      gemv_kernel<MatrixFormat::kBf16><<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+  const bool pairs = (w.rows / groups) % 2 == 0;
+  switch (rows_per_pass(n)) {
+    case 1:
+      pairs ? launch_format<1, 2>(w, x, ldx, groups, n, y, stream)
+            : launch_format<1, 1>(w, x, ldx, groups, n, y, stream);
       break;
-    case MatrixFormat::kFp8Block:
-      gemv_kernel<MatrixFormat::kFp8Block>
-          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+    case 2:
+      pairs ? launch_format<2, 2>(w, x, ldx, groups, n, y, stream)
+            : launch_format<2, 1>(w, x, ldx, groups, n, y, stream);
       break;
-    case MatrixFormat::kMxfp4:
-      gemv_kernel<MatrixFormat::kMxfp4>
-          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+    case 4:
+      launch_format<4, 1>(w, x, ldx, groups, n, y, stream);
+      break;
+    default:
+      launch_format<kRows, 1>(w, x, ldx, groups, n, y, stream);
       break;
   }
   DI_CUDA_LAUNCH_CHECK();

@@ -101,6 +101,13 @@ __global__ void __launch_bounds__(kGroupThreads)
 }
 
 constexpr int kRows = 8;  // an expert's rows per pass: the accumulators a lane holds per weight
+// Fewer when the batch has fewer tokens (an expert gets at most one row per token): an unused
+// row's accumulators cost registers (MXFP4 gate-up at 8 rows: 201 a thread, one block an SM),
+// and decode is bound by the weight bytes in flight. Rows keep their own sums in k order, so the
+// result is the same for any count.
+int rows_per_pass(int64_t tokens) {
+  return tokens > 4 ? kRows : tokens > 2 ? 4 : static_cast<int>(tokens);
+}
 constexpr int kWarps = 8;
 constexpr int kColsPerWarp = 4;
 constexpr int kCols = kWarps * kColsPerWarp;  // output columns per block
@@ -112,8 +119,8 @@ __device__ inline void check_aligned(const DeviceMatrix& m, int e, const char* n
   }
 }
 
-// Rows [first, first + rn) of the expert's group into xs ([kRows][in] bf16): input row `first + r`
-// itself, or with `order`, the token of slot order[first + r].
+// Rows [first, first + rn) of the expert's group into xs ([rows per pass][in] bf16): input row
+// `first + r` itself, or with `order`, the token of slot order[first + r].
 __device__ inline void stage_rows(const __nv_bfloat16* src, int64_t in, const int32_t* order,
                                   int top_k, int64_t first, int rn, __nv_bfloat16* xs) {
   const int vecs = static_cast<int>(in / 8);  // 32-bit: no 64-bit division per vector
@@ -129,7 +136,7 @@ extern __shared__ uint4 gemm_sm[];  // 16-byte aligned staging rows
 // One (column tile, expert) block. kGateUp: h[i, n] = swiglu(w1 x_i, w3 x_i)[n] over the expert's
 // group rows i, inputs x of the slots' tokens. Else (down): slots[order[i], n] = (w2 h_i)[n],
 // times the routing weight unless it went into h.
-template <bool kGateUp, MatrixFormat F>
+template <bool kGateUp, MatrixFormat F, int R>
 __global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
   constexpr int NW = kGateUp ? 2 : 1;
   const int e = moe_detail::grouped_expert(a);
@@ -145,8 +152,8 @@ __global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
   }
   auto* xs = reinterpret_cast<__nv_bfloat16*>(gemm_sm);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int64_t c0 = 0; c0 < rows; c0 += kRows) {
-    const int rn = rows - c0 < kRows ? static_cast<int>(rows - c0) : kRows;
+  for (int64_t c0 = 0; c0 < rows; c0 += R) {
+    const int rn = rows - c0 < R ? static_cast<int>(rows - c0) : R;
     stage_rows(kGateUp ? a.xb : a.h, in, kGateUp ? a.order : nullptr, a.top_k, first + c0, rn, xs);
     __syncthreads();
     for (int j = 0; j < kColsPerWarp; ++j) {
@@ -155,10 +162,10 @@ __global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
       weight_rows::Row ws[NW];
 #pragma unroll
       for (int q = 0; q < NW; ++q) ws[q] = weight_rows::row_of(*mats[q], n);
-      float acc[NW][kRows];
-      weight_rows::dot_rows<F, NW, kRows>(ws, xs, in, in, rn, acc);
+      float acc[NW][R];
+      weight_rows::dot_rows<F, NW, R>(ws, xs, in, in, rn, acc);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < R; ++r) {
         if (r < rn && lane == r) {
           const int64_t i = first + c0 + r;
           const int32_t s = a.order[i];
@@ -176,34 +183,63 @@ __global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
   }
 }
 
-size_t gemm_smem(int64_t in) { return sizeof(__nv_bfloat16) * kRows * static_cast<size_t>(in); }
+size_t gemm_smem(int64_t in, int rows) {
+  return sizeof(__nv_bfloat16) * rows * static_cast<size_t>(in);
+}
 
 // Raised once per kernel and device; the opt-in past 48 KB happens in reserve_grouped, outside
 // any capture.
-template <bool kGateUp, MatrixFormat F>
+template <bool kGateUp, MatrixFormat F, int R>
 void ensure_smem_for(int64_t in) {
-  static SmemLimit limit(reinterpret_cast<const void*>(expert_kernel<kGateUp, F>));
-  limit.ensure(gemm_smem(in));
+  static SmemLimit limit(reinterpret_cast<const void*>(expert_kernel<kGateUp, F, R>));
+  limit.ensure(gemm_smem(in, R));
+}
+template <bool kGateUp, MatrixFormat F>
+void ensure_smem_rows(int64_t in) {
+  ensure_smem_for<kGateUp, F, 1>(in);
+  ensure_smem_for<kGateUp, F, 2>(in);
+  ensure_smem_for<kGateUp, F, 4>(in);
+  ensure_smem_for<kGateUp, F, kRows>(in);
 }
 template <bool kGateUp>
 void ensure_smem(int64_t in) {
-  ensure_smem_for<kGateUp, MatrixFormat::kBf16>(in);
-  ensure_smem_for<kGateUp, MatrixFormat::kFp8Block>(in);
-  ensure_smem_for<kGateUp, MatrixFormat::kMxfp4>(in);
+  ensure_smem_rows<kGateUp, MatrixFormat::kBf16>(in);
+  ensure_smem_rows<kGateUp, MatrixFormat::kFp8Block>(in);
+  ensure_smem_rows<kGateUp, MatrixFormat::kMxfp4>(in);
 }
 
+template <bool kGateUp, MatrixFormat F>
+void launch_rows(int rows, dim3 grid, int64_t in, const GroupedArgs& ga, cudaStream_t stream) {
+  const size_t smem = gemm_smem(in, rows);
+  switch (rows) {
+    case 1:
+      expert_kernel<kGateUp, F, 1><<<grid, kWarps * 32, smem, stream>>>(ga);
+      break;
+    case 2:
+      expert_kernel<kGateUp, F, 2><<<grid, kWarps * 32, smem, stream>>>(ga);
+      break;
+    case 4:
+      expert_kernel<kGateUp, F, 4><<<grid, kWarps * 32, smem, stream>>>(ga);
+      break;
+    default:
+      expert_kernel<kGateUp, F, kRows><<<grid, kWarps * 32, smem, stream>>>(ga);
+      break;
+  }
+}
+
+// `rows`: rows_per_pass of the batch; `in`: the pass's input width (hidden, or inter for down).
 template <bool kGateUp>
-void launch_experts(MatrixFormat f, dim3 grid, size_t smem, const GroupedArgs& ga,
+void launch_experts(MatrixFormat f, int rows, dim3 grid, int64_t in, const GroupedArgs& ga,
                     cudaStream_t stream) {
   switch (f) {
     case MatrixFormat::kBf16:
-      expert_kernel<kGateUp, MatrixFormat::kBf16><<<grid, kWarps * 32, smem, stream>>>(ga);
+      launch_rows<kGateUp, MatrixFormat::kBf16>(rows, grid, in, ga, stream);
       break;
     case MatrixFormat::kFp8Block:
-      expert_kernel<kGateUp, MatrixFormat::kFp8Block><<<grid, kWarps * 32, smem, stream>>>(ga);
+      launch_rows<kGateUp, MatrixFormat::kFp8Block>(rows, grid, in, ga, stream);
       break;
     case MatrixFormat::kMxfp4:
-      expert_kernel<kGateUp, MatrixFormat::kMxfp4><<<grid, kWarps * 32, smem, stream>>>(ga);
+      launch_rows<kGateUp, MatrixFormat::kMxfp4>(rows, grid, in, ga, stream);
       break;
   }
   DI_CUDA_LAUNCH_CHECK();
@@ -313,9 +349,10 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
     const auto tiles = [](int64_t c) { return static_cast<unsigned>((c + kCols - 1) / kCols); };
     ensure_smem<true>(H);
     const unsigned rows = moe_detail::grouped_grid_rows(E, static_cast<int64_t>(n));
-    launch_experts<true>(a.expert_format, dim3(tiles(I), rows), gemm_smem(H), ga, stream);
+    const int per_pass = rows_per_pass(T);
+    launch_experts<true>(a.expert_format, per_pass, dim3(tiles(I), rows), H, ga, stream);
     ensure_smem<false>(I);
-    launch_experts<false>(a.expert_format, dim3(tiles(H), rows), gemm_smem(I), ga, stream);
+    launch_experts<false>(a.expert_format, per_pass, dim3(tiles(H), rows), I, ga, stream);
   }
 
   float* shared = nullptr;

@@ -99,41 +99,48 @@ __device__ inline void fetch(const Row& r, int64_t k, uint4* q, uint32_t* sbits)
   }
 }
 
-// fetch()'s word and scale as per_load(F) floats. An all-zero word and scale give zeros.
+// Values [8 * part, 8 * part + 8) of fetch()'s word and scale as floats. Expanding a word a part
+// at a time lets a dot product consume each part before expanding the next: eight live floats a
+// matrix instead of per_load(F) (32 for MXFP4), registers that decide a GEMV's occupancy.
 template <MatrixFormat F>
-__device__ inline void expand(uint4 q, uint32_t sbits, float* f) {
+__device__ inline void expand8(uint4 q, uint32_t sbits, int part, float (&f)[8]) {
+  const uint32_t words[4] = {q.x, q.y, q.z, q.w};
   if constexpr (F == MatrixFormat::kBf16) {
-    float t[8];
-    unpack8(q, t);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) f[i] = t[i];
+    unpack8(q, f);
   } else if constexpr (F == MatrixFormat::kFp8Block) {
     const float s = __uint_as_float(sbits);
-    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 a = fp8x2(words[i]), b = fp8x2(words[i] >> 16);
-      f[4 * i] = a.x * s;
-      f[4 * i + 1] = a.y * s;
-      f[4 * i + 2] = b.x * s;
-      f[4 * i + 3] = b.y * s;
+    for (int w = 0; w < 2; ++w) {
+      const uint32_t word = words[2 * part + w];
+      const float2 a = fp8x2(word), b = fp8x2(word >> 16);
+      f[4 * w] = a.x * s;
+      f[4 * w + 1] = a.y * s;
+      f[4 * w + 2] = b.x * s;
+      f[4 * w + 3] = b.y * s;
     }
   } else {
     const float s = e8m0(static_cast<uint8_t>(sbits));
-    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t b = fp4x4_to_fp8x4((words[i] >> (16 * h)) & 0xffffu);
-        const float2 a = fp8x2(b), c = fp8x2(b >> 16);
-        float* o = f + 8 * i + 4 * h;
-        o[0] = a.x * s;
-        o[1] = a.y * s;
-        o[2] = c.x * s;
-        o[3] = c.y * s;
-      }
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t b = fp4x4_to_fp8x4((words[part] >> (16 * h)) & 0xffffu);
+      const float2 a = fp8x2(b), c = fp8x2(b >> 16);
+      f[4 * h] = a.x * s;
+      f[4 * h + 1] = a.y * s;
+      f[4 * h + 2] = c.x * s;
+      f[4 * h + 3] = c.y * s;
     }
+  }
+}
+
+// fetch()'s word and scale as per_load(F) floats. An all-zero word and scale give zeros.
+template <MatrixFormat F>
+__device__ inline void expand(uint4 q, uint32_t sbits, float* f) {
+#pragma unroll
+  for (int part = 0; part < DeviceMatrix::per_load(F) / 8; ++part) {
+    float t[8];
+    expand8<F>(q, sbits, part, t);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[8 * part + i] = t[i];
   }
 }
 
@@ -173,21 +180,20 @@ __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int6
     for (int u = 0; u < kAhead; ++u) {
       const int64_t k = k0 + u * 32 * P;
       if (k >= in) break;
-      float wf[NW][P];
 #pragma unroll
-      for (int j = 0; j < NW; ++j) expand<F>(q[u][j], sb[u][j], wf[j]);
+      for (int part = 0; part < P / 8; ++part) {
+        float wf[NW][8];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r >= rn) break;
-        const auto* xp = reinterpret_cast<const uint4*>(x + r * ldx + k);
+        for (int j = 0; j < NW; ++j) expand8<F>(q[u][j], sb[u][j], part, wf[j]);
 #pragma unroll
-        for (int qq = 0; qq < P / 8; ++qq) {
+        for (int r = 0; r < R; ++r) {
+          if (r >= rn) break;
           float xf[8];
-          unpack8(xp[qq], xf);
+          unpack8(reinterpret_cast<const uint4*>(x + r * ldx + k)[part], xf);
 #pragma unroll
           for (int j = 0; j < NW; ++j)
 #pragma unroll
-            for (int i = 0; i < 8; ++i) acc[j][r] = fmaf(wf[j][qq * 8 + i], xf[i], acc[j][r]);
+            for (int i = 0; i < 8; ++i) acc[j][r] = fmaf(wf[j][i], xf[i], acc[j][r]);
         }
       }
     }
