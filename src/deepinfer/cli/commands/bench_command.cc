@@ -520,16 +520,23 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
               1e3 * percentile(run->ttft, 99));
   std::printf("| ITL p50 / p99 | %.2f / %.2f ms |\n", 1e3 * itl50, 1e3 * percentile(run->itl, 99));
   std::printf("| %s | %.3f ms |\n", floor.label.c_str(), 1e3 * floor.seconds);
-  std::printf("| decode step measured (ITL p50, B=%d) / that | %.1fx%s |\n", batch,
-              floor.seconds > 0 ? itl50 / floor.seconds : 0.0,
-              floor.seconds > 0 && itl50 < floor.seconds && !cuda
+  // With --output-len 1 no step is a decode step: a ratio over the floors would read 0.0x.
+  const std::string no_itl = "- (no decode step at --output-len 1)";
+  const auto over = [&](double floor_s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1fx", itl50 / floor_s);
+    return run->itl.empty() ? no_itl : std::string(b);
+  };
+  std::printf("| decode step measured (ITL p50, B=%d) / that | %s%s |\n", batch,
+              floor.seconds > 0 ? over(floor.seconds).c_str() : "-",
+              floor.seconds > 0 && itl50 < floor.seconds && !cuda && !run->itl.empty()
                   ? " (under this DRAM estimate: a model this small stays in the caches)"
                   : "");
   if (roofline_s)
     std::printf(
         "| roofline floor, B=%d @ ctx %lld (cuda_bench/roofline.h) / measured over it | %.3f ms "
-        "/ %.1fx |\n",
-        batch, (long long)context, 1e3 * *roofline_s, itl50 / *roofline_s);
+        "/ %s |\n",
+        batch, (long long)context, 1e3 * *roofline_s, over(*roofline_s).c_str());
   const double ttft50 = percentile(run->ttft, 50);
   std::optional<double> prefill_floor_s;
   if (roof) {  // TTFT also holds the queueing and the engine's step; the floor is the forward's
@@ -572,7 +579,9 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
                       {"decode_batch", batch},
                       {"decode_context", context},
                       {"decode_step_floor_ms", 1e3 * floor.seconds},
-                      {"decode_step_over_floor", floor.seconds > 0 ? itl50 / floor.seconds : 0.0},
+                      {"decode_step_over_floor", floor.seconds > 0 && !run->itl.empty()
+                                                     ? nlohmann::json(itl50 / floor.seconds)
+                                                     : nlohmann::json(nullptr)},
                       {"floor", floor.json},
                       {"steps", s.steps},
                       {"step_s",
