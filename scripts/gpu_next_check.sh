@@ -197,6 +197,18 @@ elif [ "$phase" = k ]; then
   fi
   run_bench main ""
   echo "phase k done at $((SECONDS - t0)) s"
+elif [ "$phase" = w ]; then
+  # A/B of build variants (issue 16): bench forward of the carried binary, then of every
+  # .carry/deepinfer_<variant>.xz (a deepinfer built with one constant changed), same machine.
+  make_m8
+  run_bench main ""
+  for v in .carry/deepinfer_*.xz; do
+    [ -f "$v" ] || continue
+    name=$(basename "$v" .xz)
+    xz -dc "$v" > /tmp/$name && chmod +x /tmp/$name
+    BENCH_BIN=/tmp/$name run_bench ${name#deepinfer_} ""
+  done
+  echo "phase w done at $((SECONDS - t0)) s"
 elif [ "$phase" = p ]; then
   # Issue 16's kernels one by one: ncu's duration of every launch (graph nodes included) of a
   # decode at B=1 and B=128 and a 4k prefill on v4-flash-8layer, as CSV to split by step here.
