@@ -209,6 +209,24 @@ elif [ "$phase" = w ]; then
     BENCH_BIN=/tmp/$name run_bench ${name#deepinfer_} ""
   done
   echo "phase w done at $((SECONDS - t0)) s"
+elif [ "$phase" = f ]; then
+  # Decode's sink attention with its key loads batched (bitwise the same): its op tests (the
+  # same-bits-in-a-wide-launch one among them), batch invariance, the goldens, then phase w's
+  # bench of the carried binary and its variants.
+  make_m8 &
+  mk=$!
+  run_test cuda_ops_test 60 GTEST_FILTER='CudaSinkAttention.*'
+  run_test cuda_batch_invariance_test 60
+  run_test cuda_model_test 60
+  wait $mk
+  run_bench main ""
+  for v in .carry/deepinfer_*.xz; do
+    [ -f "$v" ] || continue
+    name=$(basename "$v" .xz)
+    xz -dc "$v" > /tmp/$name && chmod +x /tmp/$name
+    BENCH_BIN=/tmp/$name run_bench ${name#deepinfer_} ""
+  done
+  echo "phase f done at $((SECONDS - t0)) s"
 elif [ "$phase" = p ]; then
   # Issue 16's kernels one by one: ncu's duration of every launch (graph nodes included) of a
   # decode at B=1 and B=128 and a 4k prefill on v4-flash-8layer, as CSV to split by step here.

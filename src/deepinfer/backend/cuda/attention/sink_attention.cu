@@ -64,25 +64,39 @@ __global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionA
     qs[i] = h0 + i / hd < nh ? a.q[(t * nh + h0) * hd + i] : 0.0f;
   __syncthreads();
 
-  // Logits, as probs[k][h] (scaled).
+  // Logits, as probs[k][h] (scaled). A warp scores two keys at a time (k and k + kWarps), their
+  // loads in flight together; each key's sum is the one it had alone.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int k = warp; k < nkeys; k += kWarps) {
-    const float* kr = keys[k];
-    float acc[HG];
+  for (int k = warp; k < nkeys; k += 2 * kWarps) {
+    const int kk[2] = {k, k + kWarps < nkeys ? k + kWarps : -1};
+    float acc[2][HG];
 #pragma unroll
-    for (int h = 0; h < HG; ++h) acc[h] = 0.0f;
-    const bool vec = (reinterpret_cast<uintptr_t>(kr) & 15) == 0;
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < HG; ++h) acc[i][h] = 0.0f;
+    const float* kr[2] = {keys[k], keys[kk[1] >= 0 ? kk[1] : k]};
+    const bool vec[2] = {(reinterpret_cast<uintptr_t>(kr[0]) & 15) == 0,
+                         (reinterpret_cast<uintptr_t>(kr[1]) & 15) == 0};
     for (int d = lane * 4; d < hd; d += 128) {
-      const float4 kv = vec ? *reinterpret_cast<const float4*>(kr + d)
-                            : make_float4(kr[d], kr[d + 1], kr[d + 2], kr[d + 3]);
+      float4 kv[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        kv[i] = vec[i] ? *reinterpret_cast<const float4*>(kr[i] + d)
+                       : make_float4(kr[i][d], kr[i][d + 1], kr[i][d + 2], kr[i][d + 3]);
 #pragma unroll
       for (int h = 0; h < HG; ++h) {
         const float4 qv = *reinterpret_cast<const float4*>(qs + h * hd + d);
-        acc[h] += qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          acc[i][h] += qv.x * kv[i].x + qv.y * kv[i].y + qv.z * kv[i].z + qv.w * kv[i].w;
       }
     }
-    const float dot = reduce_scatter<HG>(acc, lane);
-    if ((lane & (32 / HG - 1)) == 0) probs[k * HG + lane / (32 / HG)] = dot * a.scale;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (kk[i] < 0) break;  // warp-uniform
+      const float dot = reduce_scatter<HG>(acc[i], lane);
+      if ((lane & (32 / HG - 1)) == 0) probs[kk[i] * HG + lane / (32 / HG)] = dot * a.scale;
+    }
   }
   __syncthreads();
 
@@ -101,16 +115,21 @@ __global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionA
   }
   __syncthreads();
 
-  // Output: two dims per thread, every head of the group, keys in order.
+  // Output: two dims per thread, every head of the group, keys in order. A thread loads the
+  // values of kAhead keys before it multiplies any (at decode's few queries each block walks
+  // hundreds of keys, and one load in flight a thread left it bound by the L2's latency); the
+  // sums keep the key order, so the bits do not change.
+  constexpr int kAhead = 8;
+  const auto value2 = [&](int k, int d) {
+    const float* kr = keys[k];
+    return (reinterpret_cast<uintptr_t>(kr) & 7) == 0 ? *reinterpret_cast<const float2*>(kr + d)
+                                                      : make_float2(kr[d], kr[d + 1]);
+  };
   for (int d = threadIdx.x * 2; d < hd; d += 2 * kThreads) {
     float acc[HG][2];
 #pragma unroll
     for (int h = 0; h < HG; ++h) acc[h][0] = acc[h][1] = 0.0f;
-    for (int k = 0; k < nkeys; ++k) {
-      const float* kr = keys[k];
-      const float2 kv = (reinterpret_cast<uintptr_t>(kr) & 7) == 0
-                            ? *reinterpret_cast<const float2*>(kr + d)
-                            : make_float2(kr[d], kr[d + 1]);
+    const auto add = [&](int k, float2 kv) {
       float pk[HG];
       if constexpr (HG % 4 == 0) {
 #pragma unroll
@@ -130,7 +149,16 @@ __global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionA
         acc[h][0] += pk[h] * kv.x;
         acc[h][1] += pk[h] * kv.y;
       }
+    };
+    int k = 0;
+    for (; k + kAhead <= nkeys; k += kAhead) {
+      float2 kv[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) kv[u] = value2(k + u, d);
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) add(k + u, kv[u]);
     }
+    for (; k < nkeys; ++k) add(k, value2(k, d));
 #pragma unroll
     for (int h = 0; h < HG; ++h) {
       if (h0 + h >= nh) continue;
