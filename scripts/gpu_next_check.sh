@@ -13,8 +13,13 @@
 #     the deferred replay (docs/gpu_dspark_check/, passing since 2026-12-05).
 #   - V4.1 at real dims (issue 17): phase v (serve on cuda, v41-flash-8layer decode at B=1/32/128
 #     beside the floors, YOCO at 4k and 32k) in one call; phases 6 and 7 the same in two.
+#   - issue 16's decode kernels: phase p (every kernel of a decode step under ncu, H100 only:
+#     ncu reads no counters on the H200's gVisor), k (the GEMVs' rows per pass: op tests,
+#     invariance, goldens, bench before/after), f (the sink attention's batched loads, then w),
+#     w (bench forward of the carried binary and of each .carry/deepinfer_<variant>.xz).
 # Usage: scripts/gpu_next_check.sh PHASE (1, 2, 3: issue 16's bench beside transformers eager,
-# 4, 5, 6, 7, s, v, c: the correctness subset of 1 and 4, for a session with little time).
+# 4, 5, 6, 7, s, v, p, k, f, w, c: the correctness subset of 1 and 4, for a session with little
+# time).
 # OUT names the log folder; at most 8 files come back from the device, so tar it there.
 # Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
 set -uo pipefail
