@@ -236,9 +236,10 @@ elif [ "$phase" = p ]; then
   # Issue 16's kernels one by one: ncu's duration of every launch (graph nodes included) of a
   # decode at B=1 and B=128 and a 4k prefill on v4-flash-8layer, as CSV to split by step here.
   make_m8
-  for b in 1 128; do
+  for b in ${NCU_BATCHES:-1 128}; do  # NCU_CACHE=none: warm caches, as in a graph replay
     left 420 || break
-    timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+    timeout 200 ncu --clock-control none --cache-control ${NCU_CACHE:-all} \
+      --metrics gpu__time_duration.sum --csv --page raw \
       $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes $b --context 4096 \
       --steps 2 > $OUT/ncu_b$b.csv 2> $OUT/ncu_b$b.err
     echo "ncu B=$b rc $? at $((SECONDS - t0)) s: $(wc -l < $OUT/ncu_b$b.csv) lines"
