@@ -51,6 +51,15 @@ run_bench() {  # name extra-flags (BENCH_BIN: another deepinfer binary, e.g. the
   echo "bench $1 rc $? at $((SECONDS - t0)) s"
   grep -E 'moe: experts|mhc|attention|output projection|^\| (prefill|decode)' $OUT/bench_$1.log
 }
+bench_variants() {  # bench forward of the carried binary, then of each .carry/deepinfer_<v>.xz
+  run_bench main ""
+  for v in .carry/deepinfer_*.xz; do
+    [ -f "$v" ] || continue
+    local name=$(basename "$v" .xz)
+    xz -dc "$v" > /tmp/$name && chmod +x /tmp/$name
+    BENCH_BIN=/tmp/$name run_bench ${name#deepinfer_} ""
+  done
+}
 make_m8() {  # the disk holds one 8-layer model: v41-flash-8layer goes first
   [ -f /tmp/m8/config.json ] && return
   rm -rf /tmp/m41
@@ -206,13 +215,7 @@ elif [ "$phase" = w ]; then
   # A/B of build variants (issue 16): bench forward of the carried binary, then of every
   # .carry/deepinfer_<variant>.xz (a deepinfer built with one constant changed), same machine.
   make_m8
-  run_bench main ""
-  for v in .carry/deepinfer_*.xz; do
-    [ -f "$v" ] || continue
-    name=$(basename "$v" .xz)
-    xz -dc "$v" > /tmp/$name && chmod +x /tmp/$name
-    BENCH_BIN=/tmp/$name run_bench ${name#deepinfer_} ""
-  done
+  bench_variants
   echo "phase w done at $((SECONDS - t0)) s"
 elif [ "$phase" = f ]; then
   # Decode's sink attention with its key loads batched (bitwise the same): its op tests (the
@@ -224,13 +227,7 @@ elif [ "$phase" = f ]; then
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   wait $mk
-  run_bench main ""
-  for v in .carry/deepinfer_*.xz; do
-    [ -f "$v" ] || continue
-    name=$(basename "$v" .xz)
-    xz -dc "$v" > /tmp/$name && chmod +x /tmp/$name
-    BENCH_BIN=/tmp/$name run_bench ${name#deepinfer_} ""
-  done
+  bench_variants
   echo "phase f done at $((SECONDS - t0)) s"
 elif [ "$phase" = p ]; then
   # Issue 16's kernels one by one: ncu's duration of every launch (graph nodes included) of a
