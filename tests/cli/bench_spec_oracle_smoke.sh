@@ -5,11 +5,7 @@
 # [0, 1] is refused naming the flag. No timing is asserted.
 set -euo pipefail
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export DEEPINFER_CACHE_DIR=$tmp/cache
-unset DEEPINFER_HF_MODEL_DIR
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/smoke_env.sh"
 
 "$bin" bench throughput --num-prompts 3 --input-len 16 --output-len 12 \
   --spec-oracle-accept 0,1 --output-json "$tmp/b.json" > "$tmp/out.txt" 2> "$tmp/err.txt" ||

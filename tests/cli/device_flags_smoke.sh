@@ -6,12 +6,9 @@
 set -euo pipefail
 bin=$1
 backend=${2:-cpu}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export DEEPINFER_CACHE_DIR=$tmp/cache
-unset DEEPINFER_HF_MODEL_DIR DEEPINFER_ACCELERATOR
+source "$(dirname "$0")/smoke_env.sh"
+unset DEEPINFER_ACCELERATOR
 passed=0
-fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { passed=$((passed + 1)); }
 
 # Runs the command, which must fail; its stderr + stdout end up in $err.

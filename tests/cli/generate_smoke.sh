@@ -4,11 +4,7 @@
 # errors a user sees for bad input.
 set -euo pipefail
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export DEEPINFER_CACHE_DIR=$tmp/cache
-unset DEEPINFER_HF_MODEL_DIR
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/smoke_env.sh"
 
 out1=$("$bin" generate -q --prompt-ids 1,2,3 --max-tokens 16)
 [ -f "$tmp/cache/tiny-default-v1/READY" ] || fail "default model not created in the cache dir"
