@@ -7,13 +7,8 @@ namespace deepinfer::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kRows = 8;  // rows of x per pass over a weight row: the accumulators a lane holds
-
-// A batch of n < kRows rows passes with R = the next power of two instead: the accumulators an
-// unused row would hold cost registers, and registers cost occupancy (FP8 at R = 8: 75 a thread,
-// 3 blocks an SM; decode is bound by the weight bytes in flight). Each row's sum is the same for
-// any R (its own accumulator, walked in k order), so this keeps batch invariance.
-int rows_per_pass(int64_t n) { return n > 4 ? kRows : n > 2 ? 4 : static_cast<int>(n); }
+constexpr int kRows = weight_rows::kMaxRowsPerPass;  // rows of x per pass, at most
+using weight_rows::rows_per_pass;
 
 // Output column c belongs to group c / (w.rows / groups), which reads x's columns [g * w.cols,
 // (g + 1) * w.cols) of rows ldx apart; y is [n, w.rows]. One group: a plain projection. A warp

@@ -100,14 +100,10 @@ __global__ void __launch_bounds__(kGroupThreads)
   }
 }
 
-constexpr int kRows = 8;  // an expert's rows per pass: the accumulators a lane holds per weight
-// Fewer when the batch has fewer tokens (an expert gets at most one row per token): an unused
-// row's accumulators cost registers (MXFP4 gate-up at 8 rows: 201 a thread, one block an SM),
-// and decode is bound by the weight bytes in flight. Rows keep their own sums in k order, so the
-// result is the same for any count.
-int rows_per_pass(int64_t tokens) {
-  return tokens > 4 ? kRows : tokens > 2 ? 4 : static_cast<int>(tokens);
-}
+// An expert's rows per pass (weight_rows::rows_per_pass of the batch's tokens: an expert gets at
+// most one row per token), at most kRows.
+constexpr int kRows = weight_rows::kMaxRowsPerPass;
+using weight_rows::rows_per_pass;
 constexpr int kWarps = 8;
 constexpr int kColsPerWarp = 4;
 constexpr int kCols = kWarps * kColsPerWarp;  // output columns per block

@@ -153,6 +153,16 @@ __device__ inline void load(const Row& r, int64_t k, float* f) {
   expand<F>(q, sbits, f);
 }
 
+// Rows of x that a GEMV pass walks beside each weight row (dot_rows' R), for a batch of n:
+// up to kMaxRowsPerPass, and below that the next power of two, since an unused row's
+// accumulators cost registers and registers cost occupancy (decode is bound by the weight bytes
+// in flight; the MXFP4 gate-up experts at 8 rows took 201 registers a thread, one block an SM).
+// A row's sum is the same bits for any R (its own accumulator, k in order): batch invariance.
+inline constexpr int kMaxRowsPerPass = 8;
+inline int rows_per_pass(int64_t n) {
+  return n > 4 ? kMaxRowsPerPass : n > 2 ? 4 : static_cast<int>(n);
+}
+
 // acc[j][r] = W_j[row] . x[r, :] for r < rn (rows of x `ldx` apart, bf16), summed over the warp
 // (every lane gets it). Lanes stride over k a 16-byte load at a time; fp32 accumulation. Each lane
 // fetches kAhead of its words before expanding the first, so a warp keeps kAhead * 512 bytes of
