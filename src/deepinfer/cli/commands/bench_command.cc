@@ -387,17 +387,12 @@ std::string first_parting(const std::vector<std::vector<int32_t>>& got,
   return got.size() == want.size() ? "" : "the request counts differ";
 }
 
-deepinfer::Status bad_oracle_rate(double rate) {
-  char b[64];
-  std::snprintf(b, sizeof b, "--spec-oracle-accept %g: rates are in [0, 1]", rate);
-  return deepinfer::invalid_argument(b);
-}
-
 // --spec-oracle-accept: the same requests again with speculative decoding, the oracle drafter
 // proposing the run above's own outputs at each acceptance rate (engine/oracle_drafter.h):
 // what verification buys at that rate, the outputs checked equal to the run without drafts. On
 // cuda without batch invariance a verification rounds as a prefill chunk does, not as a decode
-// step, so an output may part at a near-tie: that is reported, not an error.
+// step, so an output may part at a near-tie: that is reported, not an error. The rates are in
+// [0, 1]: run_engine_bench refused any other before running anything.
 deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs& base, int n,
                                                      int input_len, int output_len,
                                                      const EngineRun& off, int64_t off_steps,
@@ -419,7 +414,6 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
   std::printf("| off | %.3f | %.1f | 1.00x | %.2f | 1.00x | %lld | 0 | 0 | - | - | - |\n",
               off.wall_s, out_tok / off.wall_s, 1e3 * off_tpot, (long long)off_steps);
   for (double rate : f.spec_oracle_accept) {
-    if (!(rate >= 0 && rate <= 1)) return bad_oracle_rate(rate);
     deepinfer::EngineArgs a = base;
     auto oracle = std::make_shared<deepinfer::OracleDrafter>(rate, 7, vocab_size);
     for (int i = 0; i < n; ++i) oracle->add(off.prompts[size_t(i)], off.outputs[size_t(i)]);
@@ -481,7 +475,11 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
   if (!dir.ok()) return fail(dir.status());
   for (double rate : f.spec_oracle_accept)  // refused before anything runs
-    if (!(rate >= 0 && rate <= 1)) return fail(bad_oracle_rate(rate));
+    if (!(rate >= 0 && rate <= 1)) {
+      char b[64];
+      std::snprintf(b, sizeof b, "--spec-oracle-accept %g: rates are in [0, 1]", rate);
+      return fail(deepinfer::invalid_argument(b));
+    }
   auto fm = floor_model(*dir);
   if (!fm.ok()) return fail(fm.status());
   args.model = *dir;
