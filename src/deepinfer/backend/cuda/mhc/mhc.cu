@@ -123,6 +123,35 @@ __device__ void mixes(const HcArgs& a, int rows, float* m) {
   __syncthreads();
 }
 
+// y[d] = sum_j c[j] * X[j * H + d] over one token's hc streams, j in order. A thread loads
+// kAhead columns' values before it sums any: one block walks the token's hc * H floats (64 KB
+// at V4's dims), and a load at a time left decode bound by the latency, not the bytes.
+__device__ inline void collapse_row(const float* c, const float* X, int hc, int64_t H, float* y) {
+  constexpr int kAhead = 4;
+  const int64_t step = blockDim.x;
+  int64_t d = threadIdx.x;
+  for (; d + (kAhead - 1) * step < H; d += kAhead * step) {
+    float v[kMaxHc][kAhead];
+#pragma unroll
+    for (int j = 0; j < kMaxHc; ++j)
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) v[j][u] = j < hc ? X[j * H + d + u * step] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      float s = 0;
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j)
+        if (j < hc) s += c[j] * v[j][u];
+      y[d + u * step] = s;
+    }
+  }
+  for (; d < H; d += step) {
+    float s = 0;
+    for (int j = 0; j < hc; ++j) s += c[j] * X[j * H + d];
+    y[d] = s;
+  }
+}
+
 // pre_in null: the collapse uses the site's own pre (V4). Otherwise (V4.1's deferred mHC) it uses
 // pre_in (the previous site's), and the site's own pre goes to pre_out (which may alias pre_in).
 // Sinkhorn runs on warp 0, lane j * hc + k holding comb[j][k]; each sum keeps the serial order.
@@ -192,22 +221,13 @@ __global__ void hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, 
       if (live[h]) comb[t * cells + lane + 32 * h] = c[h];
   }
   __syncthreads();
-  for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
-    float s = 0;
-    for (int j = 0; j < hc; ++j) s += collapse[j] * X[j * H + d];
-    y[t * H + d] = s;
-  }
+  collapse_row(collapse, X, hc, H, y + t * H);
 }
 
 __global__ void hc_collapse_kernel(const float* pre, const float* Xall, int hc, int64_t H,
                                    float* y) {
   const int64_t t = blockIdx.x;
-  const float* X = Xall + t * hc * H;
-  for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
-    float s = 0;
-    for (int j = 0; j < hc; ++j) s += pre[t * hc + j] * X[j * H + d];
-    y[t * H + d] = s;
-  }
+  collapse_row(pre + t * hc, Xall + t * hc * H, hc, H, y + t * H);
 }
 
 __global__ void hc_head_kernel(HcArgs a, const float* Xall, float* y) {
