@@ -219,11 +219,11 @@ elif [ "$phase" = w ]; then
   echo "phase w done at $((SECONDS - t0)) s"
 elif [ "$phase" = f ]; then
   # Decode's sink attention with its key loads batched (bitwise the same): its op tests (the
-  # same-bits-in-a-wide-launch one among them), batch invariance, the goldens, then phase w's
+  # same-bits-in-a-wide-launch one among them; OPS_FILTER picks others), batch invariance, the goldens, then phase w's
   # bench of the carried binary and its variants.
   make_m8 &
   mk=$!
-  run_test cuda_ops_test 60 GTEST_FILTER='CudaSinkAttention.*'
+  run_test cuda_ops_test 60 GTEST_FILTER="${OPS_FILTER:-CudaSinkAttention.*}"
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   wait $mk
