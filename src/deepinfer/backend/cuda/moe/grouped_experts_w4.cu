@@ -17,6 +17,8 @@
 // scale, exact in bf16), so this kernel differs from the others only in the order of the sums.
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
@@ -35,7 +37,7 @@ constexpr int kSub = 128;  // k per sub-tile: the unit of the k map below
 // k per tile of decode's 16-row passes: 256 reads each weight row 128 contiguous bytes a tile (a
 // whole cache line) instead of 64.
 #ifndef W4_DECODE_K
-#define W4_DECODE_K 128
+#define W4_DECODE_K 256
 #endif
 template <int MT>
 constexpr int tile_k() {
@@ -117,11 +119,11 @@ __device__ inline uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
 // and mantissa to bits 6..8 (22..24), so the bits read as value * 2^-126 (0.5 is the subnormal
 // 2^-127); then scaled exactly. `b`: the E8M0 byte, read only when `twice` (some column's b is
 // past 128).
-template <int I>
-__device__ inline uint32_t expand_pair(uint32_t w, uint32_t first, bool twice, uint32_t b) {
+template <int I, bool kTwice>
+__device__ inline uint32_t expand_pair(uint32_t w, uint32_t first, uint32_t second) {
   const uint32_t v = w << (12 - 4 * I);
   const uint32_t r = mul_bf16x2((v & 0x80008000u) | ((v >> 6) & 0x01C001C0u), first);
-  return twice ? mul_bf16x2(r, second_factor(b)) : r;
+  return kTwice ? mul_bf16x2(r, second) : r;
 }
 
 // Which (expert, pass) grid row blockIdx.y takes: the passes of the active experts in order,
@@ -187,10 +189,15 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
   constexpr int kWc = kBN * kCpc / kThreads;  // of them a thread copies, per matrix
   constexpr int kChunks = L::kChunks, kXc = 16 * MT * kChunks / kThreads;
   extern __shared__ __align__(16) uint8_t w4_sm[];
-  const int2 item = pass_of_row(a, kRowsPerPass);
+  // Prefill's 64-row passes take a grid row each (pass_of_row); decode's 16-row passes stay in
+  // one block per expert, whose column tile then stays in L2 for its next pass (the scan's
+  // latency cost B=128 0.6 ms a step on an H100, docs/gpu_w4_split/).
+  constexpr bool kSplit = MT > 1;
+  const int2 item = kSplit ? pass_of_row(a, kRowsPerPass) : make_int2(grouped_expert(a), 0);
   const int e = item.x;
   if (e < 0) return;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
+  const int64_t m_end = kSplit ? item.y + 1 : rows;
   const ExpertPass<kGateUp> pass(a, e);
   const int64_t in = pass.in, out = pass.out;
   const int64_t n0 = int64_t{blockIdx.x} * kBN;
@@ -236,8 +243,7 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
     ssrc[i] = m.mx_scale + (svalid[i] ? n * (m.cols / 32) + 4 * part : 0);
   }
 
-  {
-    const int64_t m0 = item.y;
+  for (int64_t m0 = item.y; m0 < m_end; m0 += kRowsPerPass) {
     const int rn = rows - m0 < kRowsPerPass ? static_cast<int>(rows - m0) : kRowsPerPass;
     // This thread's activation copies: rows tid / kChunks + i * kThreads / kChunks, chunk
     // tid % kChunks.
@@ -297,53 +303,68 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
             first[j][nt] = first_factor(sb);
             sbytes |= sb << (8 * (2 * j + nt));
           }
-        // Past 128 only in a synthetic checkpoint: then every column takes the second multiply.
-        const bool twice = __vcmpgtu4(sbytes, 0x80808080u) != 0;
-        const uint8_t* xs = st + L::kW + L::kS;
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {  // mma steps 2p and 2p + 1: chunk 4t + p of each row
-          uint32_t b[2][NW][2][2];
+        // Past 128 only in a synthetic checkpoint: then the warp's columns all take the second
+        // multiply (a warp-uniform branch, so the common path carries no select).
+        const bool twice = __any_sync(0xffffffffu, __vcmpgtu4(sbytes, 0x80808080u) != 0);
+        // Row g's chunk 16 sub + 4t + p sits at swizzle's 16 sub + 4t + (p ^ x): rows mt * 16 + g
+        // (+ 8) share g's parity, chunks 4t + p share t's bit 3.
+        const uint8_t* xs = st + L::kW + L::kS + (g * kChunks + 16 * sub + 4 * t) * 16;
+        const int x16 = (((t >> 1) & 1) << 1 | (g & 1)) << 4;
+        const auto steps = [&](auto twice_tag) {
+          constexpr bool kTwice = decltype(twice_tag)::value;
+          uint32_t second[NW][2];
 #pragma unroll
           for (int j = 0; j < NW; ++j)
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-              const uint32_t w = reinterpret_cast<const uint32_t*>(&raw[j][nt])[p];
-              const uint32_t sb = (sbytes >> (8 * (2 * j + nt))) & 0xffu;
-              b[0][j][nt][0] = expand_pair<0>(w, first[j][nt], twice, sb);
-              b[0][j][nt][1] = expand_pair<1>(w, first[j][nt], twice, sb);
-              b[1][j][nt][0] = expand_pair<2>(w, first[j][nt], twice, sb);
-              b[1][j][nt][1] = expand_pair<3>(w, first[j][nt], twice, sb);
+            for (int nt = 0; nt < 2; ++nt)
+              second[j][nt] = kTwice ? second_factor((sbytes >> (8 * (2 * j + nt))) & 0xffu) : 0;
+#pragma unroll
+          for (int p = 0; p < 4; ++p) {  // mma steps 2p and 2p + 1: chunk 4t + p of each row
+            uint32_t b[2][NW][2][2];
+#pragma unroll
+            for (int j = 0; j < NW; ++j)
+#pragma unroll
+              for (int nt = 0; nt < 2; ++nt) {
+                const uint32_t w = reinterpret_cast<const uint32_t*>(&raw[j][nt])[p];
+                const uint32_t f = first[j][nt], sf = second[j][nt];
+                b[0][j][nt][0] = expand_pair<0, kTwice>(w, f, sf);
+                b[0][j][nt][1] = expand_pair<1, kTwice>(w, f, sf);
+                b[1][j][nt][0] = expand_pair<2, kTwice>(w, f, sf);
+                b[1][j][nt][1] = expand_pair<3, kTwice>(w, f, sf);
+              }
+            const uint8_t* xp = xs + ((16 * p) ^ x16);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              if (mt * 16 >= rn) break;
+              const uint4 x0 = *reinterpret_cast<const uint4*>(xp + mt * 16 * kChunks * 16);
+              const uint4 x1 = *reinterpret_cast<const uint4*>(xp + (mt * 16 + 8) * kChunks * 16);
+              // Values k 0..7 of the chunk are x.x = (0, 1), .y = (2, 3), .z = (4, 5), .w = (6, 7):
+              // step h pairs (2h, 2h + 4) and (2h + 1, 2h + 5).
+              const uint32_t fa[2][4] = {
+                  {__byte_perm(x0.x, x0.z, 0x5410), __byte_perm(x1.x, x1.z, 0x5410),
+                   __byte_perm(x0.x, x0.z, 0x7632), __byte_perm(x1.x, x1.z, 0x7632)},
+                  {__byte_perm(x0.y, x0.w, 0x5410), __byte_perm(x1.y, x1.w, 0x5410),
+                   __byte_perm(x0.y, x0.w, 0x7632), __byte_perm(x1.y, x1.w, 0x7632)}};
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int j = 0; j < NW; ++j)
+#pragma unroll
+                  for (int nt = 0; nt < 2; ++nt)
+                    mma(acc[j][nt][mt], fa[h], b[h][j][nt][0], b[h][j][nt][1]);
             }
-          const int c = 16 * sub + 4 * t + p;
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            if (mt * 16 >= rn) break;
-            const int r0 = mt * 16 + g, r1 = r0 + 8;
-            const uint4 x0 =
-                *reinterpret_cast<const uint4*>(xs + (r0 * kChunks + swizzle(r0, c)) * 16);
-            const uint4 x1 =
-                *reinterpret_cast<const uint4*>(xs + (r1 * kChunks + swizzle(r1, c)) * 16);
-            // Values k 0..7 of the chunk are x.x = (0, 1), .y = (2, 3), .z = (4, 5), .w = (6, 7):
-            // step h pairs (2h, 2h + 4) and (2h + 1, 2h + 5).
-            const uint32_t fa[2][4] = {
-                {__byte_perm(x0.x, x0.z, 0x5410), __byte_perm(x1.x, x1.z, 0x5410),
-                 __byte_perm(x0.x, x0.z, 0x7632), __byte_perm(x1.x, x1.z, 0x7632)},
-                {__byte_perm(x0.y, x0.w, 0x5410), __byte_perm(x1.y, x1.w, 0x5410),
-                 __byte_perm(x0.y, x0.w, 0x7632), __byte_perm(x1.y, x1.w, 0x7632)}};
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int j = 0; j < NW; ++j)
-#pragma unroll
-                for (int nt = 0; nt < 2; ++nt)
-                  mma(acc[j][nt][mt], fa[h], b[h][j][nt][0], b[h][j][nt][1]);
           }
-        }
+        };
+        if (twice)
+          steps(std::true_type{});
+        else
+          steps(std::false_type{});
       }
     }
     wait_pending<0>();
+    if (!kSplit) __syncthreads();  // the stages are free for the next pass
 
-    // Epilogue from the fragments: c[0..1] row g, columns 2t, 2t + 1; c[2..3] row g + 8.
+      // Epilogue from the fragments: c[0..1] row g, columns 2t, 2t + 1; c[2..3] row g + 8.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -407,9 +428,9 @@ void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int6
   // 64-row passes once an expert averages more than 16 rows (prefill chunks).
   const int64_t slots = tokens * a.top_k;
   const bool wide = slots > int64_t{16} * num_experts;
-  // A grid row per (expert, pass): sum over experts of ceil(rows / P) is at most the active
-  // experts plus slots / P.
-  const int64_t passes = grouped_grid_rows(num_experts, slots) + slots / (wide ? 64 : 16);
+  // Wide: a grid row per (expert, pass); the sum over experts of ceil(rows / 64) is at most the
+  // active experts plus slots / 64. Else a grid row per expert.
+  const int64_t passes = grouped_grid_rows(num_experts, slots) + (wide ? slots / 64 : 0);
   const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>(passes));
   if (gate_up)
     wide ? launch<true, 4>(grid, a, stream) : launch<true, 1>(grid, a, stream);
