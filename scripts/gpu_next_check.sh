@@ -16,9 +16,10 @@
 #   - issue 16's decode kernels: phase p (every kernel of a decode step under ncu, H100 only:
 #     ncu reads no counters on the H200's gVisor), k (the GEMVs' rows per pass: op tests,
 #     invariance, goldens, bench before/after), f (the sink attention's batched loads, then w),
-#     w (bench forward of the carried binary and of each .carry/deepinfer_<variant>.xz).
+#     w (bench forward of the carried binary and of each .carry/deepinfer_<variant>.xz), e (the
+#     W4A16 expert kernels of a prefill under ncu).
 # Usage: scripts/gpu_next_check.sh PHASE (1, 2, 3: issue 16's bench beside transformers eager,
-# 4, 5, 6, 7, s, v, p, k, f, w, c: the correctness subset of 1 and 4, for a session with little
+# 4, 5, 6, 7, s, v, p, k, f, w, e, c: the correctness subset of 1 and 4, for a session with little
 # time).
 # OUT names the log folder; at most 8 files come back from the device, so tar it there.
 # Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
@@ -243,6 +244,33 @@ elif [ "$phase" = p ]; then
     tail -3 $OUT/ncu_b$b.err
   done
   echo "phase p done at $((SECONDS - t0)) s"
+elif [ "$phase" = e ]; then
+  # The W4A16 expert kernels of a 4k prefill under ncu (H100 only): every launch's duration
+  # (which layers are slow says whether routing skew or the kernel itself costs), then the full
+  # section set (throughputs, occupancy, stall reasons) of the first gate-up and down launches.
+  # NCU_BASE: a .carry/deepinfer_<v>.xz whose launches' durations to take instead of the carried
+  # binary's; then op tests, invariance and goldens, and phase w's benches.
+  make_m8 &
+  mk=$!
+  run_test cuda_ops_test 90 GTEST_FILTER="${OPS_FILTER:-CudaMoe*}"
+  run_test cuda_batch_invariance_test 60
+  wait $mk
+  nb=$B/deepinfer
+  if [ -n "${NCU_BASE:-}" ]; then
+    nb=/tmp/deepinfer_$NCU_BASE && xz -dc .carry/deepinfer_$NCU_BASE.xz > $nb && chmod +x $nb
+  fi
+  timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum,launch__grid_size --csv \
+    --page raw -k regex:w4_kernel -c 64 $nb bench forward --device cuda --model /tmp/m8 \
+    --batch-sizes 1 --context 4096 --steps 1 > $OUT/ncu_w4_durations.csv 2> $OUT/ncu_w4_durations.err
+  echo "ncu durations rc $? at $((SECONDS - t0)) s: $(wc -l < $OUT/ncu_w4_durations.csv) lines"
+  timeout 300 ncu --clock-control none --set full -k regex:w4_kernel --launch-skip ${NCU_SKIP:-8} \
+    -c 2 $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes 1 --context 4096 \
+    --steps 1 > $OUT/ncu_w4_full.txt 2> $OUT/ncu_w4_full.err
+  echo "ncu full rc $? at $((SECONDS - t0)) s"
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|Executed Ipc A|Block Limit" $OUT/ncu_w4_full.txt | head -30
+  run_test cuda_model_test 60
+  bench_variants
+  echo "phase e done at $((SECONDS - t0)) s"
 elif [ "$phase" = 3 ]; then
   # Issue 16's table: ours, then transformers eager on the same GPU in the same run.
   make_m8

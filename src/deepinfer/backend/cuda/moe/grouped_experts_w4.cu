@@ -17,6 +17,8 @@
 // scale, exact in bf16), so this kernel differs from the others only in the order of the sums.
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
@@ -31,27 +33,38 @@ constexpr int kBN = 16 * kWarps;  // columns per block, of each matrix: a warp o
 #define W4_MIN_BLOCKS 2
 #endif
 constexpr int kW4MinBlocks = W4_MIN_BLOCKS;
-constexpr int kBK = 128;            // k per tile
-constexpr int kColBytes = kBK / 2;  // a column's packed bytes per tile
-constexpr int kChunks = kBK / 8;    // 16-byte chunks of an activation row per tile
+constexpr int kSub = 128;  // k per sub-tile: the unit of the k map below
+// k per tile of decode's 16-row passes: 256 reads each weight row 128 contiguous bytes a tile (a
+// whole cache line) instead of 64.
+#ifndef W4_DECODE_K
+#define W4_DECODE_K 256
+#endif
+template <int MT>
+constexpr int tile_k() {
+  return MT == 1 ? W4_DECODE_K : kSub;
+}
 
-// One pipeline stage. Plain offsets into dynamic shared memory (all 16-byte multiples).
-template <int NW, int MT>
+// One pipeline stage of KB-wide tiles. Plain offsets into dynamic shared memory (all 16-byte
+// multiples).
+template <int NW, int MT, int KB>
 struct StageLayout {
-  static constexpr int kW = NW * kBN * kColBytes;  // [matrix][column][64 bytes]
-  static constexpr int kS = NW * kBN * 4;          // [matrix][column] 4 E8M0 bytes
-  static constexpr int kX = 16 * MT * kBK * 2;     // [row][16 swizzled chunks of 8 bf16]
+  static constexpr int kColBytes = KB / 2;          // a column's packed bytes per tile
+  static constexpr int kColScales = KB / 32;        // and its E8M0 bytes
+  static constexpr int kChunks = KB / 8;            // 16-byte chunks of an activation row
+  static constexpr int kW = NW * kBN * kColBytes;   // [matrix][column][KB / 2 bytes]
+  static constexpr int kS = NW * kBN * kColScales;  // [matrix][column] KB / 32 E8M0 bytes
+  static constexpr int kX = 16 * MT * KB * 2;       // [row][KB / 8 swizzled chunks of 8 bf16]
   static constexpr int kBytes = kW + kS + kX;
 };
 
 template <int MT>
 constexpr int stages() {
-  return MT == 1 ? 4 : 3;
+  return MT == 1 ? (tile_k<1>() == kSub ? 4 : 2) : 3;
 }
 
 template <int NW, int MT>
 constexpr size_t smem_bytes() {
-  return size_t{StageLayout<NW, MT>::kBytes} * stages<MT>();
+  return size_t{StageLayout<NW, MT, tile_k<MT>()>::kBytes} * stages<MT>();
 }
 
 // Where chunk c of activation row r sits: the low two bits XORed with (c / 8, r % 2), so the
@@ -106,27 +119,90 @@ __device__ inline uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
 // and mantissa to bits 6..8 (22..24), so the bits read as value * 2^-126 (0.5 is the subnormal
 // 2^-127); then scaled exactly. `b`: the E8M0 byte, read only when `twice` (some column's b is
 // past 128).
-template <int I>
-__device__ inline uint32_t expand_pair(uint32_t w, uint32_t first, bool twice, uint32_t b) {
+template <int I, bool kTwice>
+__device__ inline uint32_t expand_pair(uint32_t w, uint32_t first, uint32_t second) {
   const uint32_t v = w << (12 - 4 * I);
   const uint32_t r = mul_bf16x2((v & 0x80008000u) | ((v >> 6) & 0x01C001C0u), first);
-  return twice ? mul_bf16x2(r, second_factor(b)) : r;
+  return kTwice ? mul_bf16x2(r, second) : r;
+}
+
+// Which (expert, pass) grid row blockIdx.y takes: the passes of the active experts in order,
+// each expert ceil(rows / P) of them, so a hot expert's passes run side by side on several SMs
+// instead of one after another in a block (routing is skewed: real traffic has hot experts). Warp
+// 0 of the block scans the active experts' pass counts, a lane holding kPer experts so that their
+// loads are in flight together. Returns the expert (-1 past the last pass) and the pass's first
+// row, through shared memory to the whole block.
+constexpr int kPer = 8;
+__device__ inline int2 pass_of_row(const GroupedArgs& a, int P) {
+  __shared__ int2 found;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x, na = *a.num_active;
+    const int target = static_cast<int>(blockIdx.y);
+    int base = 0;  // passes of the experts before this round
+    int2 hit = make_int2(-1, 0);
+    for (int j0 = 0; j0 < na && hit.x < 0; j0 += 32 * kPer) {
+      int ex[kPer], np[kPer], mine = 0;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int j = j0 + lane * kPer + i;
+        ex[i] = j < na ? a.active[j] : -1;
+      }
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        np[i] = ex[i] < 0 ? 0 : (a.offsets[ex[i] + 1] - a.offsets[ex[i]] + P - 1) / P;
+        mine += np[i];
+      }
+      int incl = mine;  // inclusive scan over the lanes
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += v;
+      }
+      const int before = base + incl - mine;
+      const unsigned in_lane = __ballot_sync(0xffffffffu, target >= before && target < base + incl);
+      if (in_lane != 0) {
+        const int l = __ffs(in_lane) - 1;
+        if (lane == l) {
+          int at = before;
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) {
+            if (hit.x < 0 && target < at + np[i]) hit = make_int2(ex[i], (target - at) * P);
+            at += np[i];
+          }
+        }
+        hit.x = __shfl_sync(0xffffffffu, hit.x, l);
+        hit.y = __shfl_sync(0xffffffffu, hit.y, l);
+      }
+      base += __shfl_sync(0xffffffffu, incl, 31);
+    }
+    if (lane == 0) found = hit;
+  }
+  __syncthreads();
+  return found;
 }
 
 template <bool kGateUp, int MT>
 __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs a) {
-  constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT>();
-  using L = StageLayout<NW, MT>;
+  constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT>(), KB = tile_k<MT>();
+  using L = StageLayout<NW, MT, KB>;
+  constexpr int kCpc = KB / 32;               // 16-byte weight chunks of a column per tile
+  constexpr int kWc = kBN * kCpc / kThreads;  // of them a thread copies, per matrix
+  constexpr int kChunks = L::kChunks, kXc = 16 * MT * kChunks / kThreads;
   extern __shared__ __align__(16) uint8_t w4_sm[];
-  const int e = grouped_expert(a);
+  // Prefill's 64-row passes take a grid row each (pass_of_row); decode's 16-row passes stay in
+  // one block per expert, whose column tile then stays in L2 for its next pass (the scan's
+  // latency cost B=128 0.6 ms a step on an H100, docs/gpu_w4_split/).
+  constexpr bool kSplit = MT > 1;
+  const int2 item = kSplit ? pass_of_row(a, kRowsPerPass) : make_int2(grouped_expert(a), 0);
+  const int e = item.x;
   if (e < 0) return;
   const int64_t first = a.offsets[e], rows = a.offsets[e + 1] - first;
-  if (rows == 0) return;
+  const int64_t m_end = kSplit ? item.y + 1 : rows;
   const ExpertPass<kGateUp> pass(a, e);
   const int64_t in = pass.in, out = pass.out;
   const int64_t n0 = int64_t{blockIdx.x} * kBN;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int tiles = static_cast<int>(in / kBK);
+  const int tiles = static_cast<int>(in / KB);
   if (tid == 0)
     for (int j = 0; j < NW; ++j) {
       const DeviceMatrix& m = *pass.mats[j];
@@ -138,54 +214,64 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
       }
     }
 
-  // This thread's copies per stage: weight chunks (column tid / 4 and tid / 4 + 64, chunk tid % 4)
-  // and, for the first NW * 128 threads, one column's four scale bytes.
-  const uint8_t* wsrc[NW][2];
-  bool wvalid[NW][2];
+  // This thread's copies per stage: weight chunks (columns tid / kCpc + h * kThreads / kCpc,
+  // chunk tid % kCpc) and kSc copies of 4 scale bytes (copy q = tid + i * kThreads: column
+  // q / (KB / 128), sub-tile q % (KB / 128)).
+  const uint8_t* wsrc[NW][kWc];
+  bool wvalid[NW][kWc];
 #pragma unroll
   for (int j = 0; j < NW; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int col = tid / 4 + 64 * h;
+    for (int h = 0; h < kWc; ++h) {
+      const int col = tid / kCpc + h * (kThreads / kCpc);
       const DeviceMatrix& m = *pass.mats[j];
       wvalid[j][h] = n0 + col < m.rows;
       wsrc[j][h] = static_cast<const uint8_t*>(m.data) +
-                   (wvalid[j][h] ? (n0 + col) * (m.cols / 2) + 16 * (tid % 4) : 0);
+                   (wvalid[j][h] ? (n0 + col) * (m.cols / 2) + 16 * (tid % kCpc) : 0);
     }
-  const uint8_t* ssrc = nullptr;
-  bool svalid = false;
-  if (tid < NW * kBN) {
-    const DeviceMatrix& m = *pass.mats[tid / kBN];
-    const int64_t n = n0 + tid % kBN;
-    svalid = n < m.rows;
-    ssrc = m.mx_scale + (svalid ? n * (m.cols / 32) : 0);
+  constexpr int kSq = NW * kBN * (KB / kSub);  // 4-byte scale copies per stage
+  constexpr int kSc = (kSq + kThreads - 1) / kThreads;
+  const uint8_t* ssrc[kSc];
+  bool scopy[kSc], svalid[kSc];
+#pragma unroll
+  for (int i = 0; i < kSc; ++i) {
+    const int q = tid + i * kThreads, c = q / (KB / kSub), part = q % (KB / kSub);
+    scopy[i] = q < kSq;
+    const DeviceMatrix& m = *pass.mats[scopy[i] ? c / kBN : 0];
+    const int64_t n = n0 + c % kBN;
+    svalid[i] = scopy[i] && n < m.rows;
+    ssrc[i] = m.mx_scale + (svalid[i] ? n * (m.cols / 32) + 4 * part : 0);
   }
 
-  for (int64_t m0 = 0; m0 < rows; m0 += kRowsPerPass) {
+  for (int64_t m0 = item.y; m0 < m_end; m0 += kRowsPerPass) {
     const int rn = rows - m0 < kRowsPerPass ? static_cast<int>(rows - m0) : kRowsPerPass;
-    // This thread's activation copies: rows tid / 16 + 16 i, chunk tid % 16.
-    const __nv_bfloat16* xsrc[MT];
+    // This thread's activation copies: rows tid / kChunks + i * kThreads / kChunks, chunk
+    // tid % kChunks.
+    const __nv_bfloat16* xsrc[kXc];
     const int xc = tid % kChunks;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      const int r = tid / kChunks + 16 * i;
+    for (int i = 0; i < kXc; ++i) {
+      const int r = tid / kChunks + i * (kThreads / kChunks);
       const int64_t gr = first + m0 + (r < rn ? r : 0);
       xsrc[i] = kGateUp ? a.xb + int64_t{a.order[gr] / a.top_k} * in : a.h + gr * in;
       xsrc[i] += 8 * xc;
     }
     const auto load = [&](int tile) {
       uint8_t* st = w4_sm + (tile % S) * L::kBytes;
-      const int64_t k0 = int64_t{tile} * kBK;
+      const int64_t k0 = int64_t{tile} * KB;
 #pragma unroll
       for (int j = 0; j < NW; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          copy16(st + (j * kBN + tid / 4 + 64 * h) * kColBytes + 16 * (tid % 4),
+        for (int h = 0; h < kWc; ++h)
+          copy16(st + (j * kBN + tid / kCpc + h * (kThreads / kCpc)) * L::kColBytes +
+                     16 * (tid % kCpc),
                  wsrc[j][h] + k0 / 2, wvalid[j][h]);
-      if (tid < NW * kBN) copy4(st + L::kW + 4 * tid, ssrc + k0 / 32, svalid);
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        const int r = tid / kChunks + 16 * i;
+      for (int i = 0; i < kSc; ++i)
+        if (scopy[i]) copy4(st + L::kW + 4 * (tid + i * kThreads), ssrc[i] + k0 / 32, svalid[i]);
+#pragma unroll
+      for (int i = 0; i < kXc; ++i) {
+        const int r = tid / kChunks + i * (kThreads / kChunks);
         copy16(st + L::kW + L::kS + (r * kChunks + swizzle(r, xc)) * 16, xsrc[i] + k0, r < rn);
       }
     };
@@ -202,65 +288,83 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
       if (tile + S - 1 < tiles) load(tile + S - 1);
       commit();
       const uint8_t* st = w4_sm + (tile % S) * L::kBytes;
-      uint4 raw[NW][2];
-      uint32_t first[NW][2], sbytes = 0;  // sbytes: byte 2j + nt is that column's E8M0
 #pragma unroll
-      for (int j = 0; j < NW; ++j)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int col = j * kBN + warp * 16 + nt * 8 + g;
-          raw[j][nt] = *reinterpret_cast<const uint4*>(st + col * kColBytes + 16 * t);
-          const uint32_t sb = st[L::kW + 4 * col + t];
-          first[j][nt] = first_factor(sb);
-          sbytes |= sb << (8 * (2 * j + nt));
-        }
-      // Past 128 only in a synthetic checkpoint: then every column takes the second multiply.
-      const bool twice = __vcmpgtu4(sbytes, 0x80808080u) != 0;
-      const uint8_t* xs = st + L::kW + L::kS;
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {  // mma steps 2p and 2p + 1: chunk 4t + p of each row
-        uint32_t b[2][NW][2][2];
+      for (int sub = 0; sub < KB / kSub; ++sub) {  // 128-k sub-tiles in k order
+        uint4 raw[NW][2];
+        uint32_t first[NW][2], sbytes = 0;  // sbytes: byte 2j + nt is that column's E8M0
 #pragma unroll
         for (int j = 0; j < NW; ++j)
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) {
-            const uint32_t w = reinterpret_cast<const uint32_t*>(&raw[j][nt])[p];
-            const uint32_t sb = (sbytes >> (8 * (2 * j + nt))) & 0xffu;
-            b[0][j][nt][0] = expand_pair<0>(w, first[j][nt], twice, sb);
-            b[0][j][nt][1] = expand_pair<1>(w, first[j][nt], twice, sb);
-            b[1][j][nt][0] = expand_pair<2>(w, first[j][nt], twice, sb);
-            b[1][j][nt][1] = expand_pair<3>(w, first[j][nt], twice, sb);
+            const int col = j * kBN + warp * 16 + nt * 8 + g;
+            raw[j][nt] =
+                *reinterpret_cast<const uint4*>(st + col * L::kColBytes + 64 * sub + 16 * t);
+            const uint32_t sb = st[L::kW + col * L::kColScales + 4 * sub + t];
+            first[j][nt] = first_factor(sb);
+            sbytes |= sb << (8 * (2 * j + nt));
           }
-        const int c = 4 * t + p;
+        // Past 128 only in a synthetic checkpoint: then the warp's columns all take the second
+        // multiply (a warp-uniform branch, so the common path carries no select).
+        const bool twice = __any_sync(0xffffffffu, __vcmpgtu4(sbytes, 0x80808080u) != 0);
+        // Row g's chunk 16 sub + 4t + p sits at swizzle's 16 sub + 4t + (p ^ x): rows mt * 16 + g
+        // (+ 8) share g's parity, chunks 4t + p share t's bit 3.
+        const uint8_t* xs = st + L::kW + L::kS + (g * kChunks + 16 * sub + 4 * t) * 16;
+        const int x16 = (((t >> 1) & 1) << 1 | (g & 1)) << 4;
+        const auto steps = [&](auto twice_tag) {
+          constexpr bool kTwice = decltype(twice_tag)::value;
+          uint32_t second[NW][2];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          if (mt * 16 >= rn) break;
-          const int r0 = mt * 16 + g, r1 = r0 + 8;
-          const uint4 x0 =
-              *reinterpret_cast<const uint4*>(xs + (r0 * kChunks + swizzle(r0, c)) * 16);
-          const uint4 x1 =
-              *reinterpret_cast<const uint4*>(xs + (r1 * kChunks + swizzle(r1, c)) * 16);
-          // Values k 0..7 of the chunk are x.x = (0, 1), .y = (2, 3), .z = (4, 5), .w = (6, 7):
-          // step h pairs (2h, 2h + 4) and (2h + 1, 2h + 5).
-          const uint32_t fa[2][4] = {
-              {__byte_perm(x0.x, x0.z, 0x5410), __byte_perm(x1.x, x1.z, 0x5410),
-               __byte_perm(x0.x, x0.z, 0x7632), __byte_perm(x1.x, x1.z, 0x7632)},
-              {__byte_perm(x0.y, x0.w, 0x5410), __byte_perm(x1.y, x1.w, 0x5410),
-               __byte_perm(x0.y, x0.w, 0x7632), __byte_perm(x1.y, x1.w, 0x7632)}};
+          for (int j = 0; j < NW; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h)
+            for (int nt = 0; nt < 2; ++nt)
+              second[j][nt] = kTwice ? second_factor((sbytes >> (8 * (2 * j + nt))) & 0xffu) : 0;
+#pragma unroll
+          for (int p = 0; p < 4; ++p) {  // mma steps 2p and 2p + 1: chunk 4t + p of each row
+            uint32_t b[2][NW][2][2];
 #pragma unroll
             for (int j = 0; j < NW; ++j)
 #pragma unroll
-              for (int nt = 0; nt < 2; ++nt)
-                mma(acc[j][nt][mt], fa[h], b[h][j][nt][0], b[h][j][nt][1]);
-        }
+              for (int nt = 0; nt < 2; ++nt) {
+                const uint32_t w = reinterpret_cast<const uint32_t*>(&raw[j][nt])[p];
+                const uint32_t f = first[j][nt], sf = second[j][nt];
+                b[0][j][nt][0] = expand_pair<0, kTwice>(w, f, sf);
+                b[0][j][nt][1] = expand_pair<1, kTwice>(w, f, sf);
+                b[1][j][nt][0] = expand_pair<2, kTwice>(w, f, sf);
+                b[1][j][nt][1] = expand_pair<3, kTwice>(w, f, sf);
+              }
+            const uint8_t* xp = xs + ((16 * p) ^ x16);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              if (mt * 16 >= rn) break;
+              const uint4 x0 = *reinterpret_cast<const uint4*>(xp + mt * 16 * kChunks * 16);
+              const uint4 x1 = *reinterpret_cast<const uint4*>(xp + (mt * 16 + 8) * kChunks * 16);
+              // Values k 0..7 of the chunk are x.x = (0, 1), .y = (2, 3), .z = (4, 5), .w = (6, 7):
+              // step h pairs (2h, 2h + 4) and (2h + 1, 2h + 5).
+              const uint32_t fa[2][4] = {
+                  {__byte_perm(x0.x, x0.z, 0x5410), __byte_perm(x1.x, x1.z, 0x5410),
+                   __byte_perm(x0.x, x0.z, 0x7632), __byte_perm(x1.x, x1.z, 0x7632)},
+                  {__byte_perm(x0.y, x0.w, 0x5410), __byte_perm(x1.y, x1.w, 0x5410),
+                   __byte_perm(x0.y, x0.w, 0x7632), __byte_perm(x1.y, x1.w, 0x7632)}};
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int j = 0; j < NW; ++j)
+#pragma unroll
+                  for (int nt = 0; nt < 2; ++nt)
+                    mma(acc[j][nt][mt], fa[h], b[h][j][nt][0], b[h][j][nt][1]);
+            }
+          }
+        };
+        if (twice)
+          steps(std::true_type{});
+        else
+          steps(std::false_type{});
       }
     }
     wait_pending<0>();
-    __syncthreads();  // the stages are free for the next pass
+    if (!kSplit) __syncthreads();  // the stages are free for the next pass
 
-    // Epilogue from the fragments: c[0..1] row g, columns 2t, 2t + 1; c[2..3] row g + 8.
+      // Epilogue from the fragments: c[0..1] row g, columns 2t, 2t + 1; c[2..3] row g + 8.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -307,7 +411,8 @@ void launch(dim3 grid, const GroupedArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool grouped_w4_fits(int64_t hidden, int64_t inter) {
-  return hidden % kBK == 0 && inter % kBK == 0;
+  constexpr int k = tile_k<1>() > kSub ? tile_k<1>() : kSub;
+  return hidden % k == 0 && inter % k == 0;
 }
 
 void ensure_grouped_w4_smem() {
@@ -320,10 +425,13 @@ void ensure_grouped_w4_smem() {
 void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
                        cudaStream_t stream) {
   const int64_t out = gate_up ? a.inter : a.hidden;
-  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN),
-                  grouped_grid_rows(num_experts, tokens * a.top_k));
   // 64-row passes once an expert averages more than 16 rows (prefill chunks).
-  const bool wide = tokens * a.top_k > int64_t{16} * num_experts;
+  const int64_t slots = tokens * a.top_k;
+  const bool wide = slots > int64_t{16} * num_experts;
+  // Wide: a grid row per (expert, pass); the sum over experts of ceil(rows / 64) is at most the
+  // active experts plus slots / 64. Else a grid row per expert.
+  const int64_t passes = grouped_grid_rows(num_experts, slots) + (wide ? slots / 64 : 0);
+  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>(passes));
   if (gate_up)
     wide ? launch<true, 4>(grid, a, stream) : launch<true, 1>(grid, a, stream);
   else
