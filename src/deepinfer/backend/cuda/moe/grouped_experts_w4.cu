@@ -1,7 +1,10 @@
 // The grouped expert kernels for MXFP4 weights on tensor cores (W4A16), pipelined. A block owns
-// (a 128-column tile, an expert) and walks K in 128-wide tiles. Each tile's stored bytes (64 per
-// column, 4 E8M0 scales) and the expert's rows (bf16) are copied into shared memory by cp.async,
-// kStages tiles ahead, so the loads of later tiles are in flight while this one multiplies. No
+// (a 128-column tile, an expert) and walks K in 128-wide sub-tiles, 256-wide tiles in decode's
+// 16-row passes (each weight row read a whole cache line a tile); prefill's 64-row passes take a
+// grid row each, so a hot expert's passes run on several SMs at once. Each tile's stored bytes
+// (64 per column and sub-tile, 4 E8M0 scales) and the expert's rows (bf16) are copied into shared
+// memory by cp.async, stages() tiles ahead, so the loads of later tiles are in flight while this
+// one multiplies. No
 // bf16 copy of the weights is ever written: each thread reads its 16 packed bytes per column and
 // expands them in registers straight into mma.sync m16n8k16 fragments.
 //
