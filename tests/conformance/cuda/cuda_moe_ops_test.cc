@@ -80,9 +80,12 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
         // a prefill chunk's shape for the pipelined MXFP4 kernel: ~48 rows per
         // expert (64-row passes, several K tiles, some experts over 64 rows)
         MoeCase{256, 1024, 512, 32, 6, -1, /*quantized=*/true},
-        // decode's 16-row passes, skewed: the favoured expert's 40 rows are three passes,
-        // each its own grid row
+        // decode's 16-row passes, skewed: the favoured expert's 40 rows are three passes in
+        // its block
         MoeCase{40, 512, 256, 16, 6, /*favoured=*/5, /*quantized=*/true},
+        // prefill's 64-row passes, skewed: the favoured expert's 128 rows are two passes, each
+        // its own grid row (the W4 kernel wants hidden and inter multiples of 256)
+        MoeCase{128, 512, 256, 16, 6, /*favoured=*/5, /*quantized=*/true},
         // decode's few tokens: the CUDA-core kernels' rows per pass follow the
         // batch (1, 2, 4), one token at real dims in MXFP4
         MoeCase{1, 4096, 2048, 16, 6, -1, /*quantized=*/true}, MoeCase{2, 256, 128, 8, 2},

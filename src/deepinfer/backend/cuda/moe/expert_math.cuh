@@ -89,8 +89,8 @@ void launch_grouped_mma(bool gate_up, MatrixFormat format, const GroupedArgs& a,
                         int64_t tokens, cudaStream_t stream);
 
 // The pipelined W4A16 form for MXFP4 experts (grouped_experts_w4.cu): hidden and inter multiples
-// of 128. Same contract as launch_grouped_mma; ensure_grouped_w4_smem raises its kernels' shared
-// memory limits (call it outside any capture).
+// of 256 (decode's 256-wide tiles). Same contract as launch_grouped_mma; ensure_grouped_w4_smem
+// raises its kernels' shared memory limits (call it outside any capture).
 bool grouped_w4_fits(int64_t hidden, int64_t inter);
 void ensure_grouped_w4_smem();
 void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
