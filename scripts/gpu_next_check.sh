@@ -22,7 +22,8 @@
 # 4, 5, 6, 7, s, v, p, k, f, w, e, c: the correctness subset of 1 and 4, for a session with little
 # time).
 # OUT names the log folder; at most 8 files come back from the device, so tar it there.
-# Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR.
+# Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR; variants (one kernel constant
+# changed each, benched and op-tested beside it) with scripts/build_gpu_variants.sh first.
 set -uo pipefail
 phase=${1:-1}
 [ -f .carry/bin.tar.xz ] && mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry
@@ -51,6 +52,14 @@ run_bench() {  # name extra-flags (BENCH_BIN: another deepinfer binary, e.g. the
     --phase-times --output-json $OUT/bench_$1.json $2 > $OUT/bench_$1.log 2>&1
   echo "bench $1 rc $? at $((SECONDS - t0)) s"
   grep -E 'moe: experts|mhc|attention|output projection|^\| (prefill|decode)' $OUT/bench_$1.log
+}
+ops_variants() {  # OPS_FILTER's op tests of each .carry/ops_<v>.xz (scripts/build_gpu_variants.sh)
+  for v in .carry/ops_*.xz; do
+    [ -f "$v" ] || continue
+    local name=$(basename "$v" .xz)
+    xz -dc "$v" > $B/$name && chmod +x $B/$name
+    run_test $name 90 GTEST_FILTER="${OPS_FILTER:-CudaMoe*}"
+  done
 }
 bench_variants() {  # bench forward of the carried binary, then of each .carry/deepinfer_<v>.xz
   run_bench main ""
@@ -225,6 +234,7 @@ elif [ "$phase" = f ]; then
   make_m8 &
   mk=$!
   run_test cuda_ops_test 60 GTEST_FILTER="${OPS_FILTER:-CudaSinkAttention.*}"
+  OPS_FILTER="${OPS_FILTER:-CudaSinkAttention.*}" ops_variants
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   wait $mk
@@ -253,6 +263,7 @@ elif [ "$phase" = e ]; then
   make_m8 &
   mk=$!
   run_test cuda_ops_test 90 GTEST_FILTER="${OPS_FILTER:-CudaMoe*}"
+  ops_variants
   run_test cuda_batch_invariance_test 60
   wait $mk
   nb=$B/deepinfer

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Here, before a device call: builds deepinfer and cuda_ops_test once per variant, each with one
+# compile-time constant of the CUDA kernels changed, and packs them as .carry/deepinfer_<name>.xz
+# and .carry/ops_<name>.xz. gpu_next_check.sh's phases e, f and w bench every deepinfer_<name>
+# beside the carried binary and run every ops_<name> under OPS_FILTER, on the same machine.
+# Usage: scripts/build_gpu_variants.sh BUILD_DIR NAME:MACRO=VALUE [NAME:MACRO=VALUE ...]
+#   e.g. scripts/build_gpu_variants.sh build mt3:W4_WIDE_MT=3 mb1:W4_WIDE_GATE_UP_MIN_BLOCKS=1
+# MACRO must have one `#define MACRO value` default line under src/ (the #ifndef form). The
+# source is restored after each build and once more at the end, so build BUILD_DIR's own
+# binaries (and scripts/pack_gpu_carry.sh) after this.
+set -euo pipefail
+build=${1:?usage: build_gpu_variants.sh BUILD_DIR NAME:MACRO=VALUE ...}
+shift
+cd "$(dirname "$0")/.."
+mkdir -p .carry
+for spec in "$@"; do
+  name=${spec%%:*} def=${spec#*:}
+  macro=${def%%=*} value=${def#*=}
+  [ -n "$name" ] && [ -n "$macro" ] && [ "$def" != "$macro" ] ||
+    { echo "build_gpu_variants.sh: '$spec' is not NAME:MACRO=VALUE" >&2; exit 1; }
+  files=$(grep -rlE "^#define $macro( |$)" src || true)
+  [ "$(echo "$files" | grep -c .)" = 1 ] ||
+    { echo "build_gpu_variants.sh: no single '#define $macro' under src/ ($files)" >&2; exit 1; }
+  cp "$files" "/tmp/variant_backup"
+  trap 'cp /tmp/variant_backup "'"$files"'"' EXIT
+  sed -i -E "s|^#define $macro( .*)?\$|#define $macro $value|" "$files"
+  echo "== $name: $(grep -E "^#define $macro " "$files") in $files"
+  flock /tmp/build.lock ninja -C "$build" deepinfer cuda_ops_test > "/tmp/variant_$name.log" 2>&1 ||
+    { tail -20 "/tmp/variant_$name.log" >&2; exit 1; }
+  cp /tmp/variant_backup "$files"
+  trap - EXIT
+  ops=$(find "$build" -name cuda_ops_test -type f -perm -u+x | head -1)
+  strip -o "/tmp/deepinfer_$name" "$build/deepinfer"
+  strip -o "/tmp/ops_$name" "$ops"
+  xz -T2 -c "/tmp/deepinfer_$name" > ".carry/deepinfer_$name.xz"
+  xz -T2 -c "/tmp/ops_$name" > ".carry/ops_$name.xz"
+done
+ls -la .carry/*.xz
