@@ -53,12 +53,14 @@ run_bench() {  # name extra-flags (BENCH_BIN: another deepinfer binary, e.g. the
   echo "bench $1 rc $? at $((SECONDS - t0)) s"
   grep -E 'moe: experts|mhc|attention|output projection|^\| (prefill|decode)' $OUT/bench_$1.log
 }
-ops_variants() {  # OPS_FILTER's op tests of each .carry/ops_<v>.xz (scripts/build_gpu_variants.sh)
+unpack() {  # .carry/NAME.xz -> $B/NAME, executable (variants from scripts/build_gpu_variants.sh)
+  xz -dc .carry/$1.xz > $B/$1 && chmod +x $B/$1
+}
+ops_variants() {  # filter: the op tests of each .carry/ops_<v>.xz
   for v in .carry/ops_*.xz; do
     [ -f "$v" ] || continue
     local name=$(basename "$v" .xz)
-    xz -dc "$v" > $B/$name && chmod +x $B/$name
-    run_test $name 90 GTEST_FILTER="${OPS_FILTER:-CudaMoe*}"
+    unpack $name && run_test $name 90 GTEST_FILTER="$1"
   done
 }
 bench_variants() {  # bench forward of the carried binary, then of each .carry/deepinfer_<v>.xz
@@ -66,8 +68,7 @@ bench_variants() {  # bench forward of the carried binary, then of each .carry/d
   for v in .carry/deepinfer_*.xz; do
     [ -f "$v" ] || continue
     local name=$(basename "$v" .xz)
-    xz -dc "$v" > /tmp/$name && chmod +x /tmp/$name
-    BENCH_BIN=/tmp/$name run_bench ${name#deepinfer_} ""
+    unpack $name && BENCH_BIN=$B/$name run_bench ${name#deepinfer_} ""
   done
 }
 make_m8() {  # the disk holds one 8-layer model: v41-flash-8layer goes first
@@ -229,12 +230,14 @@ elif [ "$phase" = w ]; then
   echo "phase w done at $((SECONDS - t0)) s"
 elif [ "$phase" = f ]; then
   # Decode's sink attention with its key loads batched (bitwise the same): its op tests (the
-  # same-bits-in-a-wide-launch one among them; OPS_FILTER picks others), batch invariance, the goldens, then phase w's
-  # bench of the carried binary and its variants.
+  # same-bits-in-a-wide-launch one among them; OPS_FILTER picks others, for the carried binary
+  # and each variant), batch invariance, the goldens, then phase w's bench of the carried binary
+  # and its variants.
   make_m8 &
   mk=$!
-  run_test cuda_ops_test 60 GTEST_FILTER="${OPS_FILTER:-CudaSinkAttention.*}"
-  OPS_FILTER="${OPS_FILTER:-CudaSinkAttention.*}" ops_variants
+  filter=${OPS_FILTER:-CudaSinkAttention.*}
+  run_test cuda_ops_test 60 GTEST_FILTER="$filter"
+  ops_variants "$filter"
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   wait $mk
@@ -262,23 +265,24 @@ elif [ "$phase" = e ]; then
   # binary's; then op tests, invariance and goldens, and phase w's benches.
   make_m8 &
   mk=$!
-  run_test cuda_ops_test 90 GTEST_FILTER="${OPS_FILTER:-CudaMoe*}"
-  ops_variants
+  filter=${OPS_FILTER:-CudaMoe*}
+  run_test cuda_ops_test 90 GTEST_FILTER="$filter"
+  ops_variants "$filter"
   run_test cuda_batch_invariance_test 60
   wait $mk
   nb=$B/deepinfer
-  if [ -n "${NCU_BASE:-}" ]; then
-    nb=/tmp/deepinfer_$NCU_BASE && xz -dc .carry/deepinfer_$NCU_BASE.xz > $nb && chmod +x $nb
-  fi
+  [ -n "${NCU_BASE:-}" ] && unpack deepinfer_$NCU_BASE && nb=$B/deepinfer_$NCU_BASE
   timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum,launch__grid_size --csv \
     --page raw -k regex:w4_kernel -c 64 $nb bench forward --device cuda --model /tmp/m8 \
-    --batch-sizes 1 --context 4096 --steps 1 > $OUT/ncu_w4_durations.csv 2> $OUT/ncu_w4_durations.err
+    --batch-sizes 1 --context 4096 --steps 1 \
+    > $OUT/ncu_w4_durations.csv 2> $OUT/ncu_w4_durations.err
   echo "ncu durations rc $? at $((SECONDS - t0)) s: $(wc -l < $OUT/ncu_w4_durations.csv) lines"
   timeout 300 ncu --clock-control none --set full -k regex:w4_kernel --launch-skip ${NCU_SKIP:-8} \
     -c 2 $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes 1 --context 4096 \
     --steps 1 > $OUT/ncu_w4_full.txt 2> $OUT/ncu_w4_full.err
   echo "ncu full rc $? at $((SECONDS - t0)) s"
-  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|Executed Ipc A|Block Limit" $OUT/ncu_w4_full.txt | head -30
+  grep -E -e "Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy" \
+    -e "Registers Per|Issue Slots Busy|Executed Ipc A|Block Limit" $OUT/ncu_w4_full.txt | head -30
   run_test cuda_model_test 60
   bench_variants
   echo "phase e done at $((SECONDS - t0)) s"

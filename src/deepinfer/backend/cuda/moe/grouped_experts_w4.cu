@@ -4,9 +4,9 @@
 // grid row each, so a hot expert's passes run on several SMs at once. Each tile's stored bytes
 // (64 per column and sub-tile, 4 E8M0 scales) and the expert's rows (bf16) are copied into shared
 // memory by cp.async, stages() tiles ahead, so the loads of later tiles are in flight while this
-// one multiplies. No
-// bf16 copy of the weights is ever written: each thread reads its 16 packed bytes per column and
-// expands them in registers straight into mma.sync m16n8k16 fragments.
+// one multiplies. No bf16 copy of the weights is ever written: each thread reads its 16 packed
+// bytes per column and sub-tile and expands them in registers straight into mma.sync m16n8k16
+// fragments.
 //
 // The trick that makes that possible: a dot product does not care in which order k is walked, so
 // the mma's k positions are mapped onto the tile's k so that one thread's weight values are
@@ -120,8 +120,8 @@ __device__ inline uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
 
 // Nibbles I and I + 4 of w (E2M1) -> a bf16x2 of their raw bits: sign to bit 15 (31), exponent
 // and mantissa to bits 6..8 (22..24), so the bits read as value * 2^-126 (0.5 is the subnormal
-// 2^-127); then scaled exactly. `b`: the E8M0 byte, read only when `twice` (some column's b is
-// past 128).
+// 2^-127); then scaled exactly: by `first`, and with kTwice (some column of the warp has an
+// E8M0 byte past 128) by `second` too.
 template <int I, bool kTwice>
 __device__ inline uint32_t expand_pair(uint32_t w, uint32_t first, uint32_t second) {
   const uint32_t v = w << (12 - 4 * I);
