@@ -15,7 +15,8 @@
 #     beside the floors, YOCO at 4k and 32k) in one call; phases 6 and 7 the same in two.
 #   - issue 16's decode kernels: phase p (every kernel of a decode step under ncu, H100 only:
 #     ncu reads no counters on the H200's gVisor), k (the GEMVs' rows per pass: op tests,
-#     invariance, goldens, bench before/after), f (the sink attention's batched loads, then w),
+#     invariance, goldens, bench before/after), f (a kernel change: OPS_FILTER's op tests,
+#     invariance, both families' goldens, then w; NCU_ALL=1 adds every prefill kernel's duration),
 #     w (bench forward of the carried binary and of each .carry/deepinfer_<variant>.xz), e (the
 #     W4A16 expert kernels of a prefill under ncu).
 # Usage: scripts/gpu_next_check.sh PHASE (1, 2, 3: issue 16's bench beside transformers eager,
@@ -229,19 +230,26 @@ elif [ "$phase" = w ]; then
   bench_variants
   echo "phase w done at $((SECONDS - t0)) s"
 elif [ "$phase" = f ]; then
-  # Decode's sink attention with its key loads batched (bitwise the same): its op tests (the
-  # same-bits-in-a-wide-launch one among them; OPS_FILTER picks others, for the carried binary
-  # and each variant), batch invariance, the goldens, then phase w's bench of the carried binary
-  # and its variants.
+  # A kernel change checked and timed in one call: its op tests (OPS_FILTER, for the carried
+  # binary and each .carry/ops_<variant>.xz), batch invariance, the goldens (V4's, and V4.1's where
+  # .carry/shared/golden_v41 came along), then phase w's bench of the carried binary and its
+  # variants (.carry/deepinfer_mainline.xz: main's, the baseline).
   make_m8 &
   mk=$!
   filter=${OPS_FILTER:-CudaSinkAttention.*}
-  run_test cuda_ops_test 60 GTEST_FILTER="$filter"
+  run_test cuda_ops_test 150 GTEST_FILTER="$filter"
   ops_variants "$filter"
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
+  [ -d .carry/shared/golden_v41 ] && run_test cuda_v41_test 120
   wait $mk
   bench_variants
+  if [ -n "${NCU_ALL:-}" ] && left 330; then  # every kernel's duration in a 4k prefill (H100)
+    timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+      --csv --page raw $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes 1 \
+      --context 4096 --steps 1 > $OUT/ncu_prefill.csv 2> $OUT/ncu_prefill.err
+    echo "ncu prefill rc $? at $((SECONDS - t0)) s: $(wc -l < $OUT/ncu_prefill.csv) lines"
+  fi
   echo "phase f done at $((SECONDS - t0)) s"
 elif [ "$phase" = p ]; then
   # Issue 16's kernels one by one: ncu's duration of every launch (graph nodes included) of a

@@ -252,6 +252,55 @@ TEST(CudaIndexer, ScoresMatchCpuAtV4FlashDims) {
   }
 }
 
+// Dims off the tensor-core kernel's tiles (heads and dims not multiples of 8; 18-float rows take
+// the unaligned loads) and past its limits (80 heads: the fp32 kernel), against the CPU; and each
+// query launched alone gives the bits it got among 40.
+TEST(CudaIndexer, ScoresMatchCpuAtOtherDimsAndAreTheSameAloneAsInABatch) {
+  struct Dims {
+    int ih, ihd;
+  };
+  for (const Dims d : {Dims{64, 128}, Dims{12, 18}, Dims{5, 20}, Dims{80, 128}}) {
+    const int64_t pos0 = 300, T = 40, E = (pos0 + T) / 4;
+    const auto q = randn(T * d.ih * d.ihd), w = randn(T * d.ih), keys = randn(E * d.ihd);
+    const float wscale = 1.0f / std::sqrt(float(d.ih)), sscale = 1.0f / std::sqrt(float(d.ihd));
+    DeviceBuffer<float> dq(q), dw(w), dk(keys), ds(T * E), alone(T * E);
+    ds.poison();
+    alone.poison();
+    IndexerArgs a;
+    a.q = dq.get();
+    a.w = dw.get();
+    a.keys = contiguous_entries(dk.get(), d.ihd);
+    a.num_queries = T;
+    a.pos0 = pos0;
+    a.num_entries = E;
+    a.num_heads = d.ih;
+    a.head_dim = d.ihd;
+    a.weight_scale = wscale;
+    a.score_scale = sscale;
+    indexer_scores(a, ds.get(), nullptr);
+    for (int64_t t = 0; t < T; ++t) {
+      IndexerArgs one = a;
+      one.q = dq.get() + t * d.ih * d.ihd;
+      one.w = dw.get() + t * d.ih;
+      one.num_queries = 1;
+      one.pos0 = pos0 + t;
+      indexer_scores(one, alone.get() + t * E, nullptr);
+    }
+    const auto got = ds.download(), solo = alone.download();
+    std::vector<float> g, want;
+    size_t differ = 0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < (pos0 + t + 1) / 4; ++e) {
+        g.push_back(got[t * E + e]);
+        want.push_back(cpu::indexer_score(&q[t * d.ih * d.ihd], &w[t * d.ih], &keys[e * d.ihd],
+                                          d.ih, d.ihd, wscale, sscale));
+        differ += std::memcmp(&got[t * E + e], &solo[t * E + e], sizeof(float)) != 0;
+      }
+    EXPECT_TRUE(close(g, want, kF32Tol)) << d.ih << " heads of " << d.ihd;
+    EXPECT_EQ(differ, 0u) << d.ih << " heads of " << d.ihd << ": scores alone vs in a batch";
+  }
+}
+
 // The CPU's scores go in, so the choice must match exactly, ties included.
 TEST(CudaIndexer, TopKMatchesCpuExactlyWithTiesToTheEarlierEntry) {
   for (auto [pos0, T, topk, levels] : {std::tuple<int64_t, int64_t, int, int>{4000, 3, 512, 0},

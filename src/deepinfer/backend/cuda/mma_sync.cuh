@@ -1,5 +1,6 @@
 // Warp-level tensor-core pieces shared by kernels (SM80+ mma.sync, valid on SM90): bf16
-// m16n8k16 with fp32 accumulation, and ldmatrix loads of its fragments from shared memory.
+// m16n8k16 and tf32 m16n8k8 with fp32 accumulation, and ldmatrix loads of bf16 fragments from
+// shared memory.
 //
 // Fragment layout (g = lane / 4, t = lane % 4): A (16x16, row-major) a0 = rows g, k 2t..2t+1;
 // a1 = rows g + 8, same k; a2, a3 = the same rows at k + 8. B (16x8, "col": element (k, n) read
@@ -16,6 +17,13 @@ namespace deepinfer::cuda {
 __device__ inline uint32_t shared_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+
+// 16 bytes global -> shared without a register round trip (both 16-byte aligned); the copies
+// are in flight together until cp_async_wait_all.
+__device__ inline void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_addr(dst)), "l"(src));
+}
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 // c += a * b (bf16 inputs, fp32 accumulators).
 __device__ inline void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -41,6 +49,32 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(shared_addr(row)));
+}
+
+// tf32 m16n8k8 (fp32 accumulators). A (16x8, row) a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4),
+// a3 = (g + 8, t + 4); B (8x8, col) b0 = (k t, n g), b1 = (k t + 4, n g); C as above.
+__device__ inline void mma_tf32_1688(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                     uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// x as big + small, both tf32 (round to nearest): big * y + small * y' + big * y'' carries about
+// 22 of fp32's 24 mantissa bits (the "3xTF32" product), at three mma instead of one.
+struct Tf32Pair {
+  uint32_t big, small;
+};
+__device__ inline uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ inline Tf32Pair split_tf32(float x) {
+  const uint32_t big = to_tf32(x);
+  return {big, to_tf32(x - __uint_as_float(big))};
 }
 
 __device__ inline uint32_t pack_bf16x2(float lo, float hi) {

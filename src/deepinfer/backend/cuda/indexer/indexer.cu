@@ -5,6 +5,7 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
+#include "deepinfer/backend/cuda/indexer/scores_mma.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
@@ -13,7 +14,8 @@ namespace {
 
 constexpr int kEntriesPerBlock = 32;
 
-// Block: one query, kEntriesPerBlock entries, one warp per entry at a time. Lane l owns heads
+// Past scores_mma's dims, in fp32 on CUDA cores. Block: one query, kEntriesPerBlock entries, one
+// warp per entry at a time. Lane l owns heads
 // l, l+32, ...; q sits in shared memory with rows padded by one float (no bank conflicts).
 __global__ void scores_kernel(IndexerArgs a, float* scores) {
   extern __shared__ float smem[];
@@ -168,6 +170,10 @@ int chunks_for(int64_t entries) {
 
 void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream) {
   if (a.num_queries == 0 || a.num_entries == 0) return;
+  if (indexer_scores_mma_fits(a)) {
+    indexer_scores_mma(a, scores, stream);
+    return;
+  }
   const int threads = 256;
   const size_t smem =
       sizeof(float) * (a.num_heads * (a.head_dim + 1) + (threads / 32) * a.head_dim);

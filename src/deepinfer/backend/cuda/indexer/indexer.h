@@ -27,7 +27,9 @@ struct IndexerArgs {
   const int64_t* positions = nullptr;  // device [num_queries]
 };
 
-// scores: [num_queries, num_entries]; entries a query can't see are left unwritten.
+// scores: [num_queries, num_entries]; entries a query can't see are left unwritten. On tensor
+// cores (3xTF32, scores_mma.h) up to 64 heads of 128 dims, else in fp32 on CUDA cores; either way
+// a query's scores are the same bits whatever else the launch holds.
 void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream);
 
 // The most entries one block sorts in shared memory. Past it, top-k runs in two passes (each
