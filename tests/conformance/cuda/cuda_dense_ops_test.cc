@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cpu/cpu_ops.h"
@@ -125,9 +127,11 @@ v4::Config hc_config(int64_t hidden) {
   return c;
 }
 
-TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashWidth) {
-  for (int64_t tokens : {1, 3, 17}) {
-    const v4::Config c = hc_config(4096);
+// V4-Flash's width, and 70 (not a multiple of 4: hc_post's column-at-a-time path).
+TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashAndAnOddWidth) {
+  for (const auto [hidden, tokens] : std::vector<std::pair<int64_t, int64_t>>{
+           {4096, 1}, {4096, 3}, {4096, 17}, {70, 1}, {70, 5}}) {
+    const v4::Config c = hc_config(hidden);
     const int hc = c.hc_mult, mix = c.mix_hc();
     const int64_t H = c.hidden_size, n = hc * H;
     const auto X = randn(tokens * n), f = randn(tokens * H);
@@ -157,14 +161,14 @@ TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashWidth) {
     EXPECT_EQ(dy.download(), y_first) << "hc_pre is not deterministic";
     HcArgs ha{dhfn.get(), dhbase.get(), dhscale.get(), tokens, H, hc, 0, 1e-6f, 1e-6f, dpart.get()};
     hc_head(ha, dX.get(), dyh.get(), nullptr);
-    EXPECT_TRUE(close(dy.download(), y, kF32Tol)) << tokens;
-    EXPECT_TRUE(close(dpost.download(), post, kF32Tol)) << tokens;
-    EXPECT_TRUE(close(dcomb.download(), comb, kF32Tol)) << tokens;
-    EXPECT_TRUE(close(dyh.download(), yh, kF32Tol)) << tokens;
+    EXPECT_TRUE(close(dy.download(), y, kF32Tol)) << hidden << " x " << tokens;
+    EXPECT_TRUE(close(dpost.download(), post, kF32Tol)) << hidden << " x " << tokens;
+    EXPECT_TRUE(close(dcomb.download(), comb, kF32Tol)) << hidden << " x " << tokens;
+    EXPECT_TRUE(close(dyh.download(), yh, kF32Tol)) << hidden << " x " << tokens;
     // hc_post from the CPU's post and comb, so this checks the combine alone.
     DeviceBuffer<float> cpost(post), ccomb(comb);
     hc_post(df.get(), cpost.get(), ccomb.get(), tokens, hc, H, dX.get(), nullptr);
-    EXPECT_TRUE(close(dX.download(), Xp, kF32Tol)) << tokens;
+    EXPECT_TRUE(close(dX.download(), Xp, kF32Tol)) << hidden << " x " << tokens;
   }
 }
 

@@ -35,6 +35,30 @@ __device__ inline float block_reduce(float v, float* scratch, Op op) {
   return r;
 }
 
+// One butterfly step: lanes keep values [0, O) of 2 O, the upper half where their bit O is set,
+// plus their partner's matching half.
+template <int O>
+__device__ inline void transpose_sum_step(float (&v)[32], int lane) {
+  const bool upper = (lane & O) != 0;
+#pragma unroll
+  for (int i = 0; i < O; ++i) {
+    const float keep = upper ? v[i + O] : v[i], send = upper ? v[i] : v[i + O];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+  }
+}
+
+// 32 sums at once: lane l returns the sum over the warp of v[l] (v is consumed). Five butterfly
+// steps, 31 shuffles in all where 32 warp_sums take 160; a fixed order, so the bits never change.
+__device__ inline float warp_transpose_sum(float (&v)[32]) {
+  const int lane = threadIdx.x & 31;
+  transpose_sum_step<16>(v, lane);
+  transpose_sum_step<8>(v, lane);
+  transpose_sum_step<4>(v, lane);
+  transpose_sum_step<2>(v, lane);
+  transpose_sum_step<1>(v, lane);
+  return v[0];
+}
+
 __device__ inline float warp_sum(float v) { return warp_reduce(v, SumOp{}); }
 __device__ inline float warp_max(float v) { return warp_reduce(v, MaxOp{}); }
 __device__ inline float block_sum(float v, float* scratch) {

@@ -16,6 +16,7 @@ constexpr int kSliceWarps = kSliceThreads / 32;
 constexpr int kSlice = 512;      // values of a token's streams per partial block
 constexpr int kAcc = 8;          // mixes a thread accumulates per pass
 constexpr int kBlockTokens = 4;  // tokens per block: each fn value loaded serves them all
+static_assert(kBlockTokens * kAcc == 32, "a lane's sums are reduced 32 at a time");
 
 __host__ __device__ inline int64_t slices(int64_t n) { return (n + kSlice - 1) / kSlice; }
 
@@ -43,11 +44,9 @@ __global__ void __launch_bounds__(kSliceThreads)
     if (lane == 0) wsum[warp][u][rows] = ss;
   }
   for (int r0 = 0; r0 < rows; r0 += kAcc) {
-    float acc[kBlockTokens][kAcc];
+    float acc[kBlockTokens * kAcc];  // token u, mix r0 + j at u * kAcc + j
 #pragma unroll
-    for (int u = 0; u < kBlockTokens; ++u)
-#pragma unroll
-      for (int j = 0; j < kAcc; ++j) acc[u][j] = 0.0f;
+    for (int k = 0; k < kBlockTokens * kAcc; ++k) acc[k] = 0.0f;
     for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) {
       float f[kAcc];
 #pragma unroll
@@ -56,18 +55,13 @@ __global__ void __launch_bounds__(kSliceThreads)
       for (int u = 0; u < kBlockTokens; ++u) {
         const float x = X[u][i];
 #pragma unroll
-        for (int j = 0; j < kAcc; ++j) acc[u][j] += f[j] * x;
+        for (int j = 0; j < kAcc; ++j) acc[u * kAcc + j] += f[j] * x;
       }
     }
-#pragma unroll
-    for (int u = 0; u < kBlockTokens; ++u) {
-      if (u >= tn) break;
-#pragma unroll
-      for (int j = 0; j < kAcc; ++j) {
-        const float v = warp_reduce(acc[u][j], SumOp{});
-        if (lane == 0 && r0 + j < rows) wsum[warp][u][r0 + j] = v;
-      }
-    }
+    // Lane u * kAcc + j ends with the warp's sum for token u, mix r0 + j.
+    const float v = warp_transpose_sum(acc);
+    const int u = lane / kAcc, j = lane % kAcc;
+    if (u < tn && r0 + j < rows) wsum[warp][u][r0 + j] = v;
   }
   __syncthreads();
   for (int u = 0; u < tn; ++u) {
@@ -244,20 +238,53 @@ __global__ void hc_head_kernel(HcArgs a, const float* Xall, float* y) {
   }
 }
 
-// One thread per (token, d): reads the hc inputs of column d before writing any output.
+// A thread per (token, 4 columns d): reads the hc inputs of its columns before writing any output.
+// The token comes from the grid's y, so no 64-bit division runs per value; each output's sum
+// keeps the order j = 0..hc-1.
 __global__ void hc_post_kernel(const float* f, const float* post, const float* comb, int64_t tokens,
                                int hc, int64_t H, float* X) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i >= tokens * H) return;
-  const int64_t t = i / H, d = i % H;
-  float* Xt = X + t * hc * H;
-  float in[kMaxHc];
-  for (int j = 0; j < hc; ++j) in[j] = Xt[j * H + d];
-  const float* ct = comb + t * hc * hc;
-  for (int k = 0; k < hc; ++k) {
-    float s = post[t * hc + k] * f[t * H + d];
-    for (int j = 0; j < hc; ++j) s += ct[j * hc + k] * in[j];
-    Xt[k * H + d] = s;
+  const int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, d0 = 4 * q;
+  if (d0 >= H) return;
+  const bool vec = H % 4 == 0;  // else a column at a time (rows of 16-byte alignment needed)
+  const int cols = vec ? 4 : static_cast<int>(H - d0 < 4 ? H - d0 : 4);
+  for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+    float* Xt = X + t * hc * H;
+    const float* ct = comb + t * hc * hc;
+    float in[kMaxHc][4], fv[4];
+#pragma unroll
+    for (int j = 0; j < kMaxHc; ++j) {
+      if (j >= hc) break;
+      if (vec) {
+        const float4 v = *reinterpret_cast<const float4*>(Xt + j * H + d0);
+        in[j][0] = v.x, in[j][1] = v.y, in[j][2] = v.z, in[j][3] = v.w;
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) in[j][c] = c < cols ? Xt[j * H + d0 + c] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) fv[c] = c < cols ? f[t * H + d0 + c] : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) {
+      if (k >= hc) break;
+      const float p = post[t * hc + k];
+      float o[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        float s = p * fv[c];
+#pragma unroll
+        for (int j = 0; j < kMaxHc; ++j)
+          if (j < hc) s += ct[j * hc + k] * in[j][c];
+        o[c] = s;
+      }
+      if (vec) {
+        *reinterpret_cast<float4*>(Xt + k * H + d0) = make_float4(o[0], o[1], o[2], o[3]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          if (c < cols) Xt[k * H + d0 + c] = o[c];
+      }
+    }
   }
 }
 
@@ -305,10 +332,10 @@ void hc_collapse(const float* pre, const float* X, int64_t tokens, int hc, int64
 void hc_post(const float* f, const float* post, const float* comb, int64_t tokens, int hc,
              int64_t hidden, float* X, cudaStream_t stream) {
   check_hc(hc);
-  const int64_t work = tokens * hidden;
-  if (work == 0) return;
-  hc_post_kernel<<<static_cast<unsigned>((work + 255) / 256), 256, 0, stream>>>(
-      f, post, comb, tokens, hc, hidden, X);
+  if (tokens == 0 || hidden == 0) return;
+  const dim3 grid(static_cast<unsigned>(((hidden + 3) / 4 + 255) / 256),
+                  static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
+  hc_post_kernel<<<grid, 256, 0, stream>>>(f, post, comb, tokens, hc, hidden, X);
   DI_CUDA_LAUNCH_CHECK();
 }
 

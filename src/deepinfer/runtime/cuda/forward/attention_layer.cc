@@ -279,10 +279,8 @@ void grouped_output(Linear& lin, ForwardScratch& sc, const DeviceMatrix& wo_a,
   float* zg = grow(sc.zg, n * groups * ol);
   for (int gg = 0; gg < groups; ++gg)
     lin.run(wo_a.row_slice(int64_t(gg) * ol, ol), ob + gg * n * gin, zg + gg * n * ol, n, s);
-  float* z = grow(sc.z, n * groups * ol);
-  merge_groups(zg, n, groups, ol, z, s);
   __nv_bfloat16* zb = grow(sc.zb, n * groups * ol);
-  to_bf16(z, n * groups * ol, zb, s);
+  merge_groups_bf16(zg, n, groups, ol, zb, s);
   lin.run(wo_b, zb, out, n, s);
 }
 

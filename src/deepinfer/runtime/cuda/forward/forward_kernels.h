@@ -74,8 +74,8 @@ void select_all_visible(int64_t n, int64_t pos0, int ratio, int max_selected, in
 // o [n, groups, gin] fp32 -> og [groups, n, gin] bf16, so each group is one contiguous GEMM input.
 void split_groups_bf16(const float* o, int64_t n, int groups, int64_t gin, __nv_bfloat16* og,
                        cudaStream_t stream);
-// zg [groups, n, width] -> z [n, groups, width].
-void merge_groups(const float* zg, int64_t n, int groups, int64_t width, float* z,
-                  cudaStream_t stream);
+// zg [groups, n, width] fp32 -> z [n, groups, width] bf16 (the next GEMM's input).
+void merge_groups_bf16(const float* zg, int64_t n, int groups, int64_t width, __nv_bfloat16* z,
+                       cudaStream_t stream);
 
 }  // namespace deepinfer::cuda
