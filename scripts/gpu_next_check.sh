@@ -16,7 +16,8 @@
 #   - issue 16's decode kernels: phase p (every kernel of a decode step under ncu, H100 only:
 #     ncu reads no counters on the H200's gVisor), k (the GEMVs' rows per pass: op tests,
 #     invariance, goldens, bench before/after), f (a kernel change: OPS_FILTER's op tests,
-#     invariance, both families' goldens, then w; NCU_ALL=1 adds every prefill kernel's duration),
+#     invariance, both families' goldens, then w; NCU_ALL=1 adds every prefill kernel's duration,
+#     NCU_KERNELS=REGEX ncu's full set on the first NCU_COUNT (3) launches of those kernels),
 #     w (bench forward of the carried binary and of each .carry/deepinfer_<variant>.xz), e (the
 #     W4A16 expert kernels of a prefill under ncu).
 # Usage: scripts/gpu_next_check.sh PHASE (1, 2, 3: issue 16's bench beside transformers eager,
@@ -249,6 +250,15 @@ elif [ "$phase" = f ]; then
       --csv --page raw $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes 1 \
       --context 4096 --steps 1 > $OUT/ncu_prefill.csv 2> $OUT/ncu_prefill.err
     echo "ncu prefill rc $? at $((SECONDS - t0)) s: $(wc -l < $OUT/ncu_prefill.csv) lines"
+  fi
+  if [ -n "${NCU_KERNELS:-}" ] && left 400; then  # ncu's full set on the first prefill launch each
+    timeout 150 ncu --clock-control none --set full -k "regex:$NCU_KERNELS" -c ${NCU_COUNT:-3} \
+      $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes 1 --context 4096 \
+      --steps 1 > $OUT/ncu_kernels_full.txt 2> $OUT/ncu_kernels_full.err
+    echo "ncu full ($NCU_KERNELS) rc $? at $((SECONDS - t0)) s"
+    grep -E -e "^  [a-z_].*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occ" \
+      -e "Registers Per|Issue Slots Busy|Local Memory|L2 Hit|Theoretical Occ" \
+      $OUT/ncu_kernels_full.txt | head -60
   fi
   echo "phase f done at $((SECONDS - t0)) s"
 elif [ "$phase" = p ]; then

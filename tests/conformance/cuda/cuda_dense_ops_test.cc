@@ -38,6 +38,25 @@ TEST(CudaRmsNorm, MatchesCpuWithAndWithoutWeightAndInPlace) {
   }
 }
 
+// The warp-a-row form (per-head q norm): against the CPU, in place, for rows of 512 (V4's head),
+// one not a multiple of 4 and one shorter than a warp; and a row alone keeps its bits.
+TEST(CudaRmsNorm, RowsFormMatchesCpuInPlaceAndAlone) {
+  for (auto [rows, d] : {std::pair<int64_t, int64_t>{1000, 512}, {9, 70}, {17, 20}}) {
+    const auto x = randn(rows * d, 3.0f);
+    std::vector<float> want(rows * d);
+    for (int64_t r = 0; r < rows; ++r) cpu::rms_norm(&x[r * d], nullptr, d, 1e-6f, &want[r * d]);
+    DeviceBuffer<float> dx(x), dy(rows * d), one(d);
+    dy.poison();
+    rms_norm_rows(dx.get(), rows, d, 1e-6f, dy.get(), nullptr);
+    const auto got = dy.download();
+    EXPECT_TRUE(close(got, want, kF32Tol)) << rows << "x" << d;
+    rms_norm_rows(dx.get() + (rows - 1) * d, 1, d, 1e-6f, one.get(), nullptr);
+    EXPECT_EQ(one.download(), std::vector<float>(got.end() - d, got.end())) << "alone, " << d;
+    rms_norm_rows(dx.get(), rows, d, 1e-6f, dx.get(), nullptr);
+    EXPECT_EQ(dx.download(), got) << "in place " << rows << "x" << d;
+  }
+}
+
 // Reference on the same bf16-rounded operands in fp32: only the summation order differs.
 TEST(CudaGemm, Bf16MatchesCpuOnRoundedOperandsAtV4FlashShapes) {
   Gemm gemm;
@@ -127,10 +146,12 @@ v4::Config hc_config(int64_t hidden) {
   return c;
 }
 
-// V4-Flash's width, and 70 (not a multiple of 4: hc_post's column-at-a-time path).
+// V4-Flash's width, and 70 (not a multiple of 4: hc_post's column-at-a-time path); 300 and 257
+// tokens take the mixes' prefill form (fn staged in shared memory), whose first tokens must
+// have the bits they get in a launch of their own.
 TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashAndAnOddWidth) {
   for (const auto [hidden, tokens] : std::vector<std::pair<int64_t, int64_t>>{
-           {4096, 1}, {4096, 3}, {4096, 17}, {70, 1}, {70, 5}}) {
+           {4096, 1}, {4096, 3}, {4096, 17}, {4096, 300}, {70, 1}, {70, 5}, {70, 257}}) {
     const v4::Config c = hc_config(hidden);
     const int hc = c.hc_mult, mix = c.mix_hc();
     const int64_t H = c.hidden_size, n = hc * H;
@@ -159,6 +180,14 @@ TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashAndAnOddWidth) {
     dy.poison();
     hc_pre(a, dX.get(), dy.get(), dpost.get(), dcomb.get(), nullptr);
     EXPECT_EQ(dy.download(), y_first) << "hc_pre is not deterministic";
+    if (tokens > 3) {
+      HcArgs few = a;
+      few.tokens = 3;
+      DeviceBuffer<float> fy(3 * H), fpost(3 * hc), fcomb(3 * hc * hc);
+      hc_pre(few, dX.get(), fy.get(), fpost.get(), fcomb.get(), nullptr);
+      EXPECT_EQ(fy.download(), std::vector<float>(y_first.begin(), y_first.begin() + 3 * H))
+          << hidden << ": three tokens alone differ from the same tokens among " << tokens;
+    }
     HcArgs ha{dhfn.get(), dhbase.get(), dhscale.get(), tokens, H, hc, 0, 1e-6f, 1e-6f, dpart.get()};
     hc_head(ha, dX.get(), dyh.get(), nullptr);
     EXPECT_TRUE(close(dy.download(), y, kF32Tol)) << hidden << " x " << tokens;

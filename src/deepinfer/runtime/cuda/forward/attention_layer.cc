@@ -211,7 +211,7 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
   float* kv = grow(m.s.kv, n * hd);
   m.linear(w.wkv, hb, n, hd, H, kv);
 
-  rms_norm(q, nullptr, n * nh, hd, m.eps(), q, s);  // per head, unweighted
+  rms_norm_rows(q, n * nh, hd, m.eps(), q, s);  // per head, unweighted
   rope(q + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, false, s);
   rms_norm(kv, w.kv_norm, n, hd, m.eps(), kv, s);
   rope(kv + hd - rd, n, hd, rd, 1, positions, inv_freq, false, s);
