@@ -146,9 +146,9 @@ v4::Config hc_config(int64_t hidden) {
   return c;
 }
 
-// V4-Flash's width, and 70 (not a multiple of 4: hc_post's column-at-a-time path); 300 and 257
-// tokens take the mixes' prefill form (fn staged in shared memory), whose first tokens must
-// have the bits they get in a launch of their own.
+// V4-Flash's width, and 70 (not a multiple of 4: hc_post's column-at-a-time path); a launch's
+// first tokens must have the bits they get in a launch of their own (300 and 257 tokens: many
+// blocks of 4 tokens, the last one partial).
 TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashAndAnOddWidth) {
   for (const auto [hidden, tokens] : std::vector<std::pair<int64_t, int64_t>>{
            {4096, 1}, {4096, 3}, {4096, 17}, {4096, 300}, {70, 1}, {70, 5}, {70, 257}}) {

@@ -1,7 +1,6 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/mhc/mhc.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
-#include "deepinfer/backend/cuda/smem_limit.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -21,25 +20,15 @@ static_assert(kBlockTokens * kAcc == 32, "a lane's sums are reduced 32 at a time
 
 __host__ __device__ inline int64_t slices(int64_t n) { return (n + kSlice - 1) / kSlice; }
 
-// Prefill's launches (at least kStageMinGroups token groups) stage fn's slice in shared memory
-// once per block, and each block walks many groups of tokens: fn's slice read from L2 once per
-// group (768 MB a 2048-token launch) was the kernel's bound. Up to kMaxStagedRows rows (hc 4's
-// 24); a slice's kStagedBlocksPerSlice blocks share the groups.
-constexpr int kStageMinGroups = 64;
-constexpr int kStagedBlocksPerSlice = 16;
-constexpr int kMaxStagedRows = 24;
-
-// Over values [s * kSlice, (s + 1) * kSlice) of the streams X (n values) of tokens
-// t = g * kBlockTokens + u, part[t][s][r] = fn[r] . X_t for r < rows, and part[t][s][rows] =
-// X_t . X_t. Block (s, y) takes token groups g = y, y + gridDim.y, ...; fn[r][i] is read at
-// f[r * stride + i - off] (fn itself, or its staged slice). Each token's sums have the order
-// they have alone, whichever the block and wherever fn is read from.
-__device__ inline void group_partials(const float* f, int64_t stride, int64_t off,
-                                      const float* Xall, int64_t n, int64_t tokens, int rows,
-                                      int64_t g,
-                                      float (&wsum)[kSliceWarps][kBlockTokens][kMaxMix + 1],
-                                      float* part) {
-  const int64_t s = blockIdx.x, S = gridDim.x, t0 = g * kBlockTokens;
+// Block (s, b): over values [s * kSlice, (s + 1) * kSlice) of the streams X (n values) of tokens
+// t = b * kBlockTokens + u, part[t][s][r] = fn[r] . X_t for r < rows, and part[t][s][rows] =
+// X_t . X_t. fn's slice is read once for the block's tokens (prefill re-read it per token from
+// L2, gigabytes per layer); each token's sums have the order they have alone.
+__global__ void __launch_bounds__(kSliceThreads)
+    mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
+                        float* part) {
+  __shared__ float wsum[kSliceWarps][kBlockTokens][kMaxMix + 1];
+  const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kBlockTokens;
   const int tn = tokens - t0 < kBlockTokens ? static_cast<int>(tokens - t0) : kBlockTokens;
   const int64_t i0 = s * kSlice, i1 = min(n, i0 + kSlice);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -59,14 +48,14 @@ __device__ inline void group_partials(const float* f, int64_t stride, int64_t of
 #pragma unroll
     for (int k = 0; k < kBlockTokens * kAcc; ++k) acc[k] = 0.0f;
     for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) {
-      float fv[kAcc];
+      float f[kAcc];
 #pragma unroll
-      for (int j = 0; j < kAcc; ++j) fv[j] = r0 + j < rows ? f[(r0 + j) * stride + i - off] : 0.0f;
+      for (int j = 0; j < kAcc; ++j) f[j] = r0 + j < rows ? fn[(r0 + j) * n + i] : 0.0f;
 #pragma unroll
       for (int u = 0; u < kBlockTokens; ++u) {
         const float x = X[u][i];
 #pragma unroll
-        for (int j = 0; j < kAcc; ++j) acc[u * kAcc + j] += fv[j] * x;
+        for (int j = 0; j < kAcc; ++j) acc[u * kAcc + j] += f[j] * x;
       }
     }
     // Lane u * kAcc + j ends with the warp's sum for token u, mix r0 + j.
@@ -83,28 +72,6 @@ __device__ inline void group_partials(const float* f, int64_t stride, int64_t of
       out[r] = v;
     }
   }
-  __syncthreads();  // wsum is free for the block's next group
-}
-
-template <bool kStaged>
-__global__ void __launch_bounds__(kSliceThreads)
-    mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
-                        float* part) {
-  __shared__ float wsum[kSliceWarps][kBlockTokens][kMaxMix + 1];
-  extern __shared__ float fs[];  // kStaged: [rows][kSlice], fn's slice
-  const int64_t groups = (tokens + kBlockTokens - 1) / kBlockTokens;
-  const int64_t i0 = int64_t{blockIdx.x} * kSlice, len = min(n, i0 + kSlice) - i0;
-  if (kStaged) {
-    const int w = static_cast<int>(len);
-    for (int k = threadIdx.x; k < rows * w; k += kSliceThreads)
-      fs[(k / w) * kSlice + k % w] = fn[(k / w) * n + i0 + k % w];
-    __syncthreads();
-  }
-  for (int64_t g = blockIdx.y; g < groups; g += gridDim.y)
-    if (kStaged)
-      group_partials(fs, kSlice, i0, Xall, n, tokens, rows, g, wsum, part);
-    else
-      group_partials(fn, n, 0, Xall, n, tokens, rows, g, wsum, part);
 }
 
 void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t stream) {
@@ -112,19 +79,10 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
     std::fprintf(stderr, "mhc: HcArgs::partials is null\n");
     std::abort();
   }
-  const int64_t n = a.hc * a.hidden, groups = (a.tokens + kBlockTokens - 1) / kBlockTokens;
-  const unsigned S = static_cast<unsigned>(slices(n));
-  if (groups >= kStageMinGroups && rows <= kMaxStagedRows) {
-    const size_t smem = sizeof(float) * rows * kSlice;
-    static SmemLimit limit(reinterpret_cast<const void*>(mix_partials_kernel<true>));
-    limit.ensure(smem);
-    mix_partials_kernel<true><<<dim3(S, kStagedBlocksPerSlice), kSliceThreads, smem, stream>>>(
-        a.fn, X, n, a.tokens, rows, a.partials);
-  } else {
-    mix_partials_kernel<false>
-        <<<dim3(S, static_cast<unsigned>(groups)), kSliceThreads, 0, stream>>>(a.fn, X, n, a.tokens,
-                                                                               rows, a.partials);
-  }
+  const int64_t n = a.hc * a.hidden;
+  const dim3 grid(static_cast<unsigned>(slices(n)),
+                  static_cast<unsigned>((a.tokens + kBlockTokens - 1) / kBlockTokens));
+  mix_partials_kernel<<<grid, kSliceThreads, 0, stream>>>(a.fn, X, n, a.tokens, rows, a.partials);
   DI_CUDA_LAUNCH_CHECK();
 }
 
