@@ -23,11 +23,8 @@ __global__ void scores_kernel(IndexerArgs a, float* scores) {
   float* qs = smem;                 // nh x (hd + 1)
   float* ks = smem + nh * qstride;  // warps x hd
   const int64_t t = blockIdx.x;
-  int64_t visible = (a.pos0 + t + 1) / a.ratio, seq = 0;
-  if (a.query_seq) {
-    seq = a.query_seq[t];
-    visible = seq < 0 ? 0 : (a.positions[t] + 1) / a.ratio;
-  }
+  int64_t seq, visible;
+  a.query_view(t, seq, visible);
   const int64_t e0 = int64_t{blockIdx.y} * kEntriesPerBlock;
   if (e0 >= visible) return;
   for (int i = threadIdx.x; i < nh * hd; i += blockDim.x)

@@ -25,6 +25,16 @@ struct IndexerArgs {
   float weight_scale = 0, score_scale = 0;
   const int32_t* query_seq = nullptr;  // device [num_queries]; null: one sequence
   const int64_t* positions = nullptr;  // device [num_queries]
+
+  // On the device: query t's row of the key tables and how many entries it sees (0 for padding).
+  __host__ __device__ void query_view(int64_t t, int64_t& seq, int64_t& visible) const {
+    seq = 0;
+    visible = (pos0 + t + 1) / ratio;
+    if (query_seq) {
+      seq = query_seq[t];
+      visible = seq < 0 ? 0 : (positions[t] + 1) / ratio;
+    }
+  }
 };
 
 // scores: [num_queries, num_entries]; entries a query can't see are left unwritten. On tensor

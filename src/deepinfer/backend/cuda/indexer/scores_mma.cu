@@ -44,11 +44,8 @@ __global__ void __launch_bounds__(kThreads) scores_mma_kernel(IndexerArgs a, flo
   float* ks = qs + heads8 * ld;        // [kTileEntries][ld]
   float* ws = ks + kTileEntries * ld;  // [heads8]: w * weight_scale, 0 past the real heads
   const int64_t t = blockIdx.x;
-  int64_t visible = (a.pos0 + t + 1) / a.ratio, seq = 0;
-  if (a.query_seq) {
-    seq = a.query_seq[t];
-    visible = seq < 0 ? 0 : (a.positions[t] + 1) / a.ratio;
-  }
+  int64_t seq, visible;
+  a.query_view(t, seq, visible);
   const int64_t e0 = int64_t{blockIdx.y} * kTileEntries;
   if (e0 >= visible) return;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
