@@ -15,8 +15,8 @@ namespace {
 constexpr int kEntriesPerBlock = 32;
 
 // Past scores_mma's dims, in fp32 on CUDA cores. Block: one query, kEntriesPerBlock entries, one
-// warp per entry at a time. Lane l owns heads
-// l, l+32, ...; q sits in shared memory with rows padded by one float (no bank conflicts).
+// warp per entry at a time. Lane l owns heads l, l+32, ...; q sits in shared memory with rows
+// padded by one float (no bank conflicts).
 __global__ void scores_kernel(IndexerArgs a, float* scores) {
   extern __shared__ float smem[];
   const int hd = a.head_dim, nh = a.num_heads, qstride = hd + 1;
@@ -76,8 +76,7 @@ __device__ void bitonic_sort(unsigned long long* v, int n) {
 // positions/query_seq: batched decode (see indexer_topk_rows); null for one sequence at pos0.
 __device__ inline int visible_of(int64_t t, int64_t pos0, const int64_t* positions,
                                  const int32_t* query_seq, int ratio) {
-  return query_seq ? (query_seq[t] < 0 ? 0 : static_cast<int>((positions[t] + 1) / ratio))
-                   : static_cast<int>((pos0 + t + 1) / ratio);
+  return static_cast<int>(indexer_visible(t, pos0, positions, query_seq, ratio));
 }
 
 // keys[0..n) hold sorted winners first: their indices re-sorted ascending (the CPU reference's

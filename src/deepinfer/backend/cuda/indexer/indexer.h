@@ -16,6 +16,15 @@
 
 namespace deepinfer::cuda {
 
+// How many entries query t sees: (pos0 + t + 1) / ratio for one sequence; in batched decode
+// (query_seq set) (positions[t] + 1) / ratio, or none for a padding row (query_seq[t] < 0).
+__host__ __device__ inline int64_t indexer_visible(int64_t t, int64_t pos0,
+                                                   const int64_t* positions,
+                                                   const int32_t* query_seq, int ratio) {
+  if (!query_seq) return (pos0 + t + 1) / ratio;
+  return query_seq[t] < 0 ? 0 : (positions[t] + 1) / ratio;
+}
+
 struct IndexerArgs {
   const float* q = nullptr;  // [num_queries, num_heads, head_dim], rotated
   const float* w = nullptr;  // [num_queries, num_heads] (weights_proj output)
@@ -28,12 +37,8 @@ struct IndexerArgs {
 
   // On the device: query t's row of the key tables and how many entries it sees (0 for padding).
   __host__ __device__ void query_view(int64_t t, int64_t& seq, int64_t& visible) const {
-    seq = 0;
-    visible = (pos0 + t + 1) / ratio;
-    if (query_seq) {
-      seq = query_seq[t];
-      visible = seq < 0 ? 0 : (positions[t] + 1) / ratio;
-    }
+    seq = query_seq ? query_seq[t] : 0;
+    visible = indexer_visible(t, pos0, positions, query_seq, ratio);
   }
 };
 

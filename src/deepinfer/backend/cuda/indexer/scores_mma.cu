@@ -59,10 +59,9 @@ __global__ void __launch_bounds__(kThreads) scores_mma_kernel(IndexerArgs a, flo
   }
   for (int h = tid; h < heads8; h += kThreads)
     ws[h] = h < nh ? a.w[t * nh + h] * a.weight_scale : 0.0f;
-    // Entries this query can't see stay zero: their pages may not exist.
 #pragma unroll 4
   for (int r = warp; r < kTileEntries; r += kWarps) {
-    if (e0 + r < visible)
+    if (e0 + r < visible)  // entries this query can't see stay zero: their pages may not exist
       stage_row(ks + r * ld, a.keys.entry(seq, e0 + r), hd, lane);
     else
       zero_row(ks + r * ld, hd, lane);
