@@ -19,9 +19,10 @@ __device__ inline uint32_t shared_addr(const void* p) {
 }
 
 // 16 bytes global -> shared without a register round trip (both 16-byte aligned); the copies
-// are in flight together until cp_async_wait_all.
-__device__ inline void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_addr(dst)), "l"(src));
+// are in flight together until cp_async_wait_all. valid false: zeros, nothing read.
+__device__ inline void cp_async16(void* dst, const void* src, bool valid = true) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
 }
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 

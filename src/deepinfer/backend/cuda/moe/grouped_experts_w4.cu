@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/mma_sync.cuh"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
@@ -75,31 +76,16 @@ constexpr size_t smem_bytes() {
 // bank groups.
 __device__ inline int swizzle(int r, int c) { return c ^ ((((c >> 3) & 1) << 1) | (r & 1)); }
 
-__device__ inline uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// cp.async with a source size: 0 fills the destination with zeros and reads nothing.
-__device__ inline void copy16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
+// cp.async of 4 bytes with a source size: 0 fills the destination with zeros and reads nothing
+// (the 16-byte form is mma_sync.cuh's cp_async16).
 __device__ inline void copy4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_addr(dst)), "l"(src),
                "r"(valid ? 4 : 0));
 }
 __device__ inline void commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ inline void wait_pending() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ inline void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // A column's E8M0 scale b as the factor that makes a raw pair (below) exact: 2^(b - 1), a bf16
@@ -266,16 +252,16 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
       for (int j = 0; j < NW; ++j)
 #pragma unroll
         for (int h = 0; h < kWc; ++h)
-          copy16(st + (j * kBN + tid / kCpc + h * (kThreads / kCpc)) * L::kColBytes +
-                     16 * (tid % kCpc),
-                 wsrc[j][h] + k0 / 2, wvalid[j][h]);
+          cp_async16(st + (j * kBN + tid / kCpc + h * (kThreads / kCpc)) * L::kColBytes +
+                         16 * (tid % kCpc),
+                     wsrc[j][h] + k0 / 2, wvalid[j][h]);
 #pragma unroll
       for (int i = 0; i < kSc; ++i)
         if (scopy[i]) copy4(st + L::kW + 4 * (tid + i * kThreads), ssrc[i] + k0 / 32, svalid[i]);
 #pragma unroll
       for (int i = 0; i < kXc; ++i) {
         const int r = tid / kChunks + i * (kThreads / kChunks);
-        copy16(st + L::kW + L::kS + (r * kChunks + swizzle(r, xc)) * 16, xsrc[i] + k0, r < rn);
+        cp_async16(st + L::kW + L::kS + (r * kChunks + swizzle(r, xc)) * 16, xsrc[i] + k0, r < rn);
       }
     };
 
@@ -354,7 +340,7 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
                 for (int j = 0; j < NW; ++j)
 #pragma unroll
                   for (int nt = 0; nt < 2; ++nt)
-                    mma(acc[j][nt][mt], fa[h], b[h][j][nt][0], b[h][j][nt][1]);
+                    mma_bf16_16816(acc[j][nt][mt], fa[h], b[h][j][nt][0], b[h][j][nt][1]);
             }
           }
         };
