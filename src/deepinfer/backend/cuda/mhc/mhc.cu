@@ -146,9 +146,77 @@ __device__ inline void collapse_row(const float* c, const float* X, int hc, int6
   }
 }
 
+// Sinkhorn (spec §6.2) on warp 0: cell i = j * hc + k of comb lives on lane i % 32, slot i / 32;
+// kSlots = 1 while hc * hc <= 32 (hc 4), 2 up to hc 8. The slots are template-sized so a lane's
+// cells stay in registers (indexed at run time they went to local memory, on the serial chain
+// of 41 normalizations). Every sum walks its cells in the serial order, so the bits are the
+// ones a single thread would get.
+template <int kSlots>
+__device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb) {
+  const int hc = a.hc, lane = threadIdx.x, cells = hc * hc;
+  const float eps = a.hc_eps;
+  float c[kSlots];
+  int jj[kSlots], kk[kSlots];
+  bool live[kSlots];
+#pragma unroll
+  for (int h = 0; h < kSlots; ++h) {
+    const int i = lane + 32 * h;
+    live[h] = i < cells;
+    jj[h] = live[h] ? i / hc : 0;
+    kk[h] = live[h] ? i % hc : 0;
+    c[h] = live[h] ? m[2 * hc + i] * a.scale[2] + a.base[2 * hc + i] : 0.0f;
+  }
+  const auto cell_value = [&](int cell) {
+    const float x0 = __shfl_sync(0xffffffffu, c[0], cell & 31);
+    if (kSlots == 1) return x0;
+    const float x1 = __shfl_sync(0xffffffffu, c[kSlots - 1], cell & 31);
+    return cell < 32 ? x0 : x1;
+  };
+  // Row (or column) h's sum of the walk, for this lane's cell in slot h: the shuffles are
+  // independent, only the adds chain.
+  const auto sum = [&](bool col, int h) {
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < kMaxHc; ++i)
+      if (i < hc) s += cell_value(col ? i * hc + kk[h] : jj[h] * hc + i);
+    return s;
+  };
+  // Row softmax + eps, column normalize, then (iters - 1) x (row, column).
+  float mx[kSlots];
+#pragma unroll
+  for (int h = 0; h < kSlots; ++h) {
+    mx[h] = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kMaxHc; ++i)
+      if (i < hc) mx[h] = fmaxf(mx[h], cell_value(jj[h] * hc + i));
+  }
+#pragma unroll
+  for (int h = 0; h < kSlots; ++h) c[h] = live[h] ? expf(c[h] - mx[h]) : 0.0f;
+  float rs[kSlots];
+#pragma unroll
+  for (int h = 0; h < kSlots; ++h) rs[h] = sum(false, h);
+#pragma unroll
+  for (int h = 0; h < kSlots; ++h) c[h] = live[h] ? c[h] / rs[h] + eps : 0.0f;
+  const auto norm = [&](bool col) {
+    float d[kSlots];
+#pragma unroll
+    for (int h = 0; h < kSlots; ++h) d[h] = sum(col, h);
+#pragma unroll
+    for (int h = 0; h < kSlots; ++h)
+      if (live[h]) c[h] /= (d[h] + eps);
+  };
+  norm(true);
+  for (int it = 1; it < a.sinkhorn_iters; ++it) {
+    norm(false);
+    norm(true);
+  }
+#pragma unroll
+  for (int h = 0; h < kSlots; ++h)
+    if (live[h]) comb[t * cells + lane + 32 * h] = c[h];
+}
+
 // pre_in null: the collapse uses the site's own pre (V4). Otherwise (V4.1's deferred mHC) it uses
 // pre_in (the previous site's), and the site's own pre goes to pre_out (which may alias pre_in).
-// Sinkhorn runs on warp 0, lane j * hc + k holding comb[j][k]; each sum keeps the serial order.
 __global__ void hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out,
                               float* y, float* post, float* comb) {
   __shared__ float m[kMaxMix], collapse[kMaxHc];
@@ -165,54 +233,10 @@ __global__ void hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, 
       collapse[lane] = pre_in ? pre_in[t * hc + lane] : pre;
       if (pre_out) pre_out[t * hc + lane] = pre;
     }
-    // Cell i = j * hc + k of comb lives on lane i % 32, slot i / 32 (a second slot only when
-    // hc * hc > 32). Every sum walks its cells in the serial order, so the bits are the ones a
-    // single thread would get.
-    const int cells = hc * hc, slots = cells > 32 ? 2 : 1;
-    float c[2] = {0.0f, 0.0f};
-    int jj[2] = {0, 0}, kk[2] = {0, 0};
-    bool live[2] = {false, false};
-    for (int h = 0; h < slots; ++h) {
-      const int i = lane + 32 * h;
-      live[h] = i < cells;
-      if (!live[h]) continue;
-      jj[h] = i / hc;
-      kk[h] = i % hc;
-      c[h] = m[2 * hc + i] * a.scale[2] + a.base[2 * hc + i];
-    }
-    const auto cell_value = [&](int cell) {
-      const float x0 = __shfl_sync(0xffffffffu, c[0], cell & 31);
-      if (slots == 1) return x0;
-      const float x1 = __shfl_sync(0xffffffffu, c[1], cell & 31);
-      return cell < 32 ? x0 : x1;
-    };
-    // Row (or column) h's sum of the walk, for this lane's cell in slot h.
-    const auto sum = [&](bool col, int h) {
-      float s = 0;
-      for (int i = 0; i < hc; ++i) s += cell_value(col ? i * hc + kk[h] : jj[h] * hc + i);
-      return s;
-    };
-    // Sinkhorn: row softmax + eps, column normalize, then (iters - 1) x (row, column).
-    float mx[2] = {-INFINITY, -INFINITY};
-    for (int h = 0; h < slots; ++h)
-      for (int i = 0; i < hc; ++i) mx[h] = fmaxf(mx[h], cell_value(jj[h] * hc + i));
-    for (int h = 0; h < slots; ++h) c[h] = live[h] ? expf(c[h] - mx[h]) : 0.0f;
-    float rs[2] = {0.0f, 0.0f};
-    for (int h = 0; h < slots; ++h) rs[h] = sum(false, h);
-    for (int h = 0; h < slots; ++h) c[h] = live[h] ? c[h] / rs[h] + eps : 0.0f;
-    const auto norm = [&](bool col) {
-      float d[2] = {0.0f, 0.0f};
-      for (int h = 0; h < slots; ++h) d[h] = sum(col, h);
-      for (int h = 0; h < slots; ++h)
-        if (live[h]) c[h] /= (d[h] + eps);
-    };
-    norm(true);
-    for (int it = 1; it < a.sinkhorn_iters; ++it) {
-      norm(false);
-      norm(true);
-    }
-    for (int h = 0; h < slots; ++h)
-      if (live[h]) comb[t * cells + lane + 32 * h] = c[h];
+    if (hc * hc <= 32)
+      sinkhorn<1>(a, m, t, comb);
+    else
+      sinkhorn<2>(a, m, t, comb);
   }
   __syncthreads();
   collapse_row(collapse, X, hc, H, y + t * H);
