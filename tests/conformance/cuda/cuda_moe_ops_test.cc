@@ -186,7 +186,7 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     // Both kernel forms: CUDA cores (never the tensor-core form) and tensor cores (always).
     for (int64_t mma_from : {int64_t{1} << 40, int64_t{1}}) {
       const char* form = mma_from == 1 ? "tensor cores" : "CUDA cores";
-      a.grouped_mma_min_tokens = mma_from;
+      a.grouped_mma_min_tokens = a.grouped_w4_min_tokens = mma_from;
       dout.poison();
       runner.run_grouped(a, nullptr);
       const auto grouped = dout.download();

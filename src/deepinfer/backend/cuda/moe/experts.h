@@ -32,6 +32,11 @@ struct ExpertWeights {
   DeviceMatrix w2;  // [hidden, inter] down
 };
 
+// The default of MoeArgs::grouped_w4_min_tokens (a macro so that a build variant can A/B it).
+#ifndef MOE_GROUPED_W4_MIN_TOKENS
+#define MOE_GROUPED_W4_MIN_TOKENS 1
+#endif
+
 struct MoeArgs {
   const float* x = nullptr;  // [tokens, hidden]
   int64_t tokens = 0, hidden = 0, inter = 0;
@@ -53,6 +58,9 @@ struct MoeArgs {
   // run_grouped takes the tensor-core kernels (grouped_experts_mma.cu) from this many tokens on,
   // when hidden and inter are multiples of 64; below, the CUDA-core ones. Tests set it to pick.
   int64_t grouped_mma_min_tokens = 8;
+  // The same for the W4A16 kernel of MXFP4 experts (grouped_experts_w4.cu): its decode form
+  // streams the experts' bytes with cp.async tiles, ahead of the CUDA-core kernel even at B=1.
+  int64_t grouped_w4_min_tokens = MOE_GROUPED_W4_MIN_TOKENS;
   float* out = nullptr;  // [tokens, hidden]
 };
 

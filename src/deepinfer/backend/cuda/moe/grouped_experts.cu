@@ -333,8 +333,10 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   ga.before = a.weight_before_w2;
   // Batch-invariant: the kernel (and with it each row's order of sums) must not depend on T; the
   // tensor-core forms' rows are independent of each other and of the rows per pass.
-  const int64_t mma_from = linear_.gemm().batch_invariant() ? 1 : a.grouped_mma_min_tokens;
-  if (T >= mma_from && a.expert_format == MatrixFormat::kMxfp4 &&
+  const bool invariant = linear_.gemm().batch_invariant();
+  const int64_t mma_from = invariant ? 1 : a.grouped_mma_min_tokens;
+  const int64_t w4_from = invariant ? 1 : a.grouped_w4_min_tokens;
+  if (T >= w4_from && a.expert_format == MatrixFormat::kMxfp4 &&
       moe_detail::grouped_w4_fits(H, I)) {
     moe_detail::launch_grouped_w4(true, ga, E, T, stream);
     moe_detail::launch_grouped_w4(false, ga, E, T, stream);
