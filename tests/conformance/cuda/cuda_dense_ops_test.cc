@@ -188,6 +188,32 @@ TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashAndAnOddWidth) {
       EXPECT_EQ(fy.download(), std::vector<float>(y_first.begin(), y_first.begin() + 3 * H))
           << hidden << ": three tokens alone differ from the same tokens among " << tokens;
     }
+    // The input norm fused into hc_pre and hc_pre_deferred (HcArgs::y_norm): the bits of
+    // rms_norm launched on their y afterwards.
+    {
+      const auto nw = randn(H), pin = randn(tokens * hc, 0.5f);  // pin: a previous site's pre
+      DeviceBuffer<float> dnw(nw), dpin(pin), fused(tokens * H), sep(tokens * H), pre(tokens * hc);
+      for (const bool deferred : {false, true}) {
+        HcArgs fa = a;
+        fa.y_norm = dnw.get();
+        fa.y_norm_eps = 1e-6f;
+        fused.poison();
+        sep.poison();
+        if (deferred) {
+          hc_pre_deferred(a, dX.get(), dpin.get(), pre.get(), sep.get(), dpost.get(), dcomb.get(),
+                          nullptr);
+          hc_pre_deferred(fa, dX.get(), dpin.get(), pre.get(), fused.get(), dpost.get(),
+                          dcomb.get(), nullptr);
+        } else {
+          hc_pre(a, dX.get(), sep.get(), dpost.get(), dcomb.get(), nullptr);
+          hc_pre(fa, dX.get(), fused.get(), dpost.get(), dcomb.get(), nullptr);
+        }
+        rms_norm(sep.get(), dnw.get(), tokens, H, 1e-6f, sep.get(), nullptr);
+        EXPECT_EQ(fused.download(), sep.download())
+            << hidden << " x " << tokens << (deferred ? " deferred" : "") << ": fused norm";
+      }
+      hc_pre(a, dX.get(), dy.get(), dpost.get(), dcomb.get(), nullptr);  // restore post, comb
+    }
     HcArgs ha{dhfn.get(), dhbase.get(), dhscale.get(), tokens, H, hc, 0, 1e-6f, 1e-6f, dpart.get()};
     hc_head(ha, dX.get(), dyh.get(), nullptr);
     EXPECT_TRUE(close(dy.download(), y, kF32Tol)) << hidden << " x " << tokens;

@@ -1,5 +1,6 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/mhc/mhc.h"
+#include "deepinfer/backend/cuda/norm/rms_norm_row.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 
 namespace deepinfer::cuda {
@@ -219,7 +220,7 @@ __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb
 // pre_in (the previous site's), and the site's own pre goes to pre_out (which may alias pre_in).
 __global__ void hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out,
                               float* y, float* post, float* comb) {
-  __shared__ float m[kMaxMix], collapse[kMaxHc];
+  __shared__ float m[kMaxMix], collapse[kMaxHc], norm_scratch[32];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
   const float* X = Xall + t * hc * H;
@@ -240,6 +241,9 @@ __global__ void hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, 
   }
   __syncthreads();
   collapse_row(collapse, X, hc, H, y + t * H);
+  // Each thread normalizes the columns it just wrote (the same ones rms_norm's thread would
+  // take), so no barrier is needed before the norm's first read.
+  if (a.y_norm) rms_norm_row(y + t * H, a.y_norm, H, a.y_norm_eps, y + t * H, norm_scratch);
 }
 
 __global__ void hc_collapse_kernel(const float* pre, const float* Xall, int hc, int64_t H,

@@ -17,6 +17,10 @@ struct HcArgs {
   float norm_eps = 1e-6f, hc_eps = 1e-6f;
   // Device scratch of hc_scratch_floats(tokens, hc, hidden) floats: the mixes' partial sums.
   float* partials = nullptr;
+  // hc_pre and hc_pre_deferred only: with y_norm set, y leaves RMSNorm-ed (weight y_norm,
+  // epsilon y_norm_eps), the same bits as rms_norm on it afterwards, one launch fewer.
+  const float* y_norm = nullptr;
+  float y_norm_eps = 1e-6f;
 };
 
 // The mixes (fn rows . the token's normalized streams) are split over many blocks, each summing

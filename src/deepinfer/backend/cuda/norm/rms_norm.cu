@@ -1,5 +1,6 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
+#include "deepinfer/backend/cuda/norm/rms_norm_row.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 
 namespace deepinfer::cuda {
@@ -7,16 +8,7 @@ namespace {
 
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t d, float eps, float* y) {
   __shared__ float scratch[32];
-  const float* xr = x + blockIdx.x * d;
-  float* yr = y + blockIdx.x * d;
-  float ss = 0;
-  // An explicit FMA: the decode compressor normalizes its entries with the same sum.
-  // Unrolled so that a thread's loads are in flight together (decode normalizes one row a
-  // block); the chain keeps its order.
-#pragma unroll 4
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(d) + eps);
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * inv * (w ? w[i] : 1.0f);
+  rms_norm_row(x + blockIdx.x * d, w, d, eps, y + blockIdx.x * d, scratch);
 }
 
 constexpr int kRowsPerBlock = 8;

@@ -196,8 +196,10 @@ struct CudaModel::Impl {
       const int64_t t0 = attn ? 0 : ffn_from, k = n - t0;  // rows t0.. of this sub-layer
       if (k <= 0) continue;
       float* Xt = X + t0 * hc * H;
-      hc_pre(hc_args(attn ? L.hc_attn : L.hc_ffn, k), Xt, y, post, comb, stream);
-      rms_norm(y, attn ? L.attn_norm : L.ffn_norm, k, H, m.eps(), y, stream);
+      HcArgs ha = hc_args(attn ? L.hc_attn : L.hc_ffn, k);
+      ha.y_norm = attn ? L.attn_norm : L.ffn_norm;  // the sub-layer's input norm, fused
+      ha.y_norm_eps = m.eps();
+      hc_pre(ha, Xt, y, post, comb, stream);
       m.mark("mhc + norms");
       if (attn)
         attention_layer(m, L.attn, ratio, y, n, positions, segs, f);

@@ -266,8 +266,10 @@ struct CudaV41Model::Impl {
         if (k <= 0) continue;
         float* Xt = X + t0 * hc * H;
         float* pt = pre + t0 * hc;
-        hc_pre_deferred(hc_args(attn ? L.hc_attn : L.hc_ffn, k), Xt, pt, pt, y, post, comb, stream);
-        rms_norm(y, attn ? L.attn_norm : L.ffn_norm, k, H, m.eps(), y, stream);
+        HcArgs ha = hc_args(attn ? L.hc_attn : L.hc_ffn, k);
+        ha.y_norm = attn ? L.attn_norm : L.ffn_norm;  // the sub-layer's input norm, fused
+        ha.y_norm_eps = m.eps();
+        hc_pre_deferred(ha, Xt, pt, pt, y, post, comb, stream);
         if (attn && t0 == 0) {
           v41f::v41_attention(m, l, L.attn, y, f);
         } else if (attn) {  // the segment's last k rows, reading their rows of the call's picks
