@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cpu/cpu_ops.h"
@@ -65,16 +66,23 @@ std::vector<float> cpu_sink(const AttnCase& k, const std::vector<float>& q,
 
 // `a` with each kernel into `out`, against the CPU's `want`: fp32 on CUDA cores, and bf16 tensor
 // cores (Q, K and the probabilities rounded to bf16, so the bf16 tolerance).
-void expect_both_kernels(SinkAttentionArgs a, DeviceBuffer<float>& out,
+// Every kernel against the CPU: fp32, its split over chunks of keys (scratch reserved for this
+// launch), tensor cores.
+void expect_every_kernel(SinkAttentionArgs a, DeviceBuffer<float>& out,
                          const std::vector<float>& want, const std::string& what) {
-  for (auto [kernel, tol] :
-       {std::pair{SinkKernel::kFp32, kF32Tol}, std::pair{SinkKernel::kTensorCores, kBf16Tol}}) {
+  DeviceBuffer<float> partials(
+      sink_split_floats(a.num_queries, a.num_heads, a.head_dim, a.window + a.max_selected));
+  partials.poison();  // the merge must read only what the partial kernel wrote
+  a.split_partials = partials.get();
+  a.split_partials_floats = static_cast<int64_t>(partials.size());
+  for (auto [kernel, tol, name] : {std::tuple{SinkKernel::kFp32, kF32Tol, " fp32"},
+                                   std::tuple{SinkKernel::kSplit, kF32Tol, " split"},
+                                   std::tuple{SinkKernel::kTensorCores, kBf16Tol, " mma"}}) {
     out.poison();
     a.kernel = kernel;
     a.out = out.get();
     sink_attention(a, nullptr);
-    EXPECT_TRUE(close(out.download(), want, tol))
-        << what << (kernel == SinkKernel::kFp32 ? " fp32" : " mma");
+    EXPECT_TRUE(close(out.download(), want, tol)) << what << name;
   }
 }
 
@@ -101,7 +109,7 @@ void expect_one_sequence(const AttnCase& k, const std::vector<float>& q,
   a.window = kWindow;
   a.scale = 1.0f / std::sqrt(float(kHeadDim));
   set(a);
-  expect_both_kernels(a, dout, want,
+  expect_every_kernel(a, dout, want,
                       "pos0 " + std::to_string(k.pos0) + " T " + std::to_string(k.T));
 }
 
@@ -189,8 +197,15 @@ TEST(CudaSinkAttention, AQuerysOutputIsTheSameBitsAloneAndInAWideLaunch) {
     for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
     return differ;
   };
-  std::vector<float> mma_wide;
-  for (SinkKernel kernel : {SinkKernel::kFp32, SinkKernel::kTensorCores}) {
+  std::vector<float> mma_wide, split_alone;
+  DeviceBuffer<float> partials(sink_split_floats(k.T, kHeads, hd, kWindow + k.max_sel));
+  partials.poison();
+  a.split_partials = partials.get();
+  a.split_partials_floats = static_cast<int64_t>(partials.size());
+  for (SinkKernel kernel : {SinkKernel::kFp32, SinkKernel::kSplit, SinkKernel::kTensorCores}) {
+    const char* name = kernel == SinkKernel::kFp32    ? " fp32"
+                       : kernel == SinkKernel::kSplit ? " split"
+                                                      : " mma";
     DeviceBuffer<float> wide(k.T * kHeads * hd), alone(k.T * kHeads * hd);
     wide.poison();
     alone.poison();
@@ -208,9 +223,23 @@ TEST(CudaSinkAttention, AQuerysOutputIsTheSameBitsAloneAndInAWideLaunch) {
       sink_attention(one, nullptr);
     }
     const auto w = wide.download(), o = alone.download();
-    EXPECT_EQ(differing(w, o), 0u)
-        << "of " << w.size() << " outputs" << (kernel == SinkKernel::kFp32 ? " fp32" : " mma");
+    EXPECT_EQ(differing(w, o), 0u) << "of " << w.size() << " outputs" << name;
     if (kernel == SinkKernel::kTensorCores) mma_wide = w;
+    if (kernel == SinkKernel::kSplit) split_alone = o;
+  }
+  // Under kSinkMmaMinQueries queries, with the scratch reserved, kAuto is the split kernel.
+  {
+    DeviceBuffer<float> few(kHeads * hd);
+    few.poison();
+    SinkAttentionArgs one = a;
+    one.kernel = SinkKernel::kAuto;
+    one.num_queries = 1;
+    one.out = few.get();
+    sink_attention(one, nullptr);
+    EXPECT_EQ(differing(few.download(),
+                        std::vector<float>(split_alone.begin(), split_alone.begin() + kHeads * hd)),
+              0u)
+        << "kAuto at one query";
   }
   DeviceBuffer<float> automatic(k.T * kHeads * hd);
   automatic.poison();
@@ -454,7 +483,7 @@ TEST(CudaSinkAttention, BatchedRowsMatchCpuPerSequenceAtV4FlashDims) {
   a.positions = dpos.get();
   a.rings = drp.get();
   a.entries = paged.view();
-  expect_both_kernels(a, dout, want, "batched rows");
+  expect_every_kernel(a, dout, want, "batched rows");
 }
 
 // Batched decode: per-query sequence, position and keys; scores rows strided by the capacity

@@ -35,6 +35,27 @@ __device__ inline float block_reduce(float v, float* scratch, Op op) {
   return r;
 }
 
+// Sums each of a lane's N values over the warp and leaves value lane / (32 / N)'s sum in that
+// lane (a reduce-scatter: log2(N) halving rounds, each exchanging half the values, then plain
+// rounds), in a fixed order. Recursion keeps every index a constant (the values in registers).
+template <int N>
+__device__ __forceinline__ float reduce_scatter(float* v, int lane, int o = 16) {
+  if constexpr (N == 1) {
+    float s = v[0];
+    for (; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+  } else {
+    const bool upper = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const float keep = upper ? v[i + N / 2] : v[i];
+      const float send = upper ? v[i] : v[i + N / 2];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+    return reduce_scatter<N / 2>(v, lane, o >> 1);
+  }
+}
+
 // One butterfly step: lanes keep values [0, O) of 2 O, the upper half where their bit O is set,
 // plus their partner's matching half.
 template <int O>

@@ -5,6 +5,7 @@
 
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
 #include "deepinfer/backend/cuda/attention/sink_attention_mma.h"
+#include "deepinfer/backend/cuda/attention/sink_attention_split.h"
 #include "deepinfer/backend/cuda/attention/sink_keys.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/reduce.cuh"
@@ -15,27 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-
-// Sums each of a lane's N values over the warp and leaves value lane / (32 / N)'s sum in that
-// lane (a reduce-scatter: log2(N) halving rounds, each exchanging half the values, then plain
-// rounds), in a fixed order. Recursion keeps every index a constant (the values in registers).
-template <int N>
-__device__ __forceinline__ float reduce_scatter(float* v, int lane, int o = 16) {
-  if constexpr (N == 1) {
-    float s = v[0];
-    for (; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    return s;
-  } else {
-    const bool upper = (lane & o) != 0;
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) {
-      const float keep = upper ? v[i + N / 2] : v[i];
-      const float send = upper ? v[i] : v[i + N / 2];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-    }
-    return reduce_scatter<N / 2>(v, lane, o >> 1);
-  }
-}
 
 // One block per (query, group of HG heads). Every head shares the key rows (one K=V row per key),
 // so a block reads each of its keys once for HG heads: warps score keys (lanes split the dims,
@@ -202,6 +182,11 @@ void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
   if (a.head_dim % 4 != 0) {
     std::fprintf(stderr, "sink_attention: head_dim %d is not a multiple of 4\n", a.head_dim);
     std::abort();
+  }
+  if (a.kernel == SinkKernel::kSplit ||
+      (a.kernel == SinkKernel::kAuto && a.num_queries < kSinkMmaMinQueries && sink_split_fits(a))) {
+    sink_attention_split(a, stream);
+    return;
   }
   // Heads per block: wider groups read each key for more heads, but a few queries (small decode
   // batches) need narrower ones to fill the GPU. The widest group (V4's 64 heads: 16) that still

@@ -14,10 +14,13 @@
 // and its entries in row query_seq[t] of the entry tables; pos0 and ring are unused. One
 // sequence: its entries are row 0.
 //
-// Two kernels: fp32 on CUDA cores (sink_attention.cu) and, for V4's 64 heads of 512 dims, bf16
-// mma.sync with fp32 accumulation (sink_attention_mma.cu: Q, K and the probabilities rounded to
-// bf16). kAuto takes tensor cores for launches of at least kSinkMmaMinQueries queries. Either
-// kernel gives a query the same bits whatever else its launch holds.
+// Three kernels: fp32 on CUDA cores (sink_attention.cu), the same split over chunks of keys for
+// launches of few queries (sink_attention_split.cu, fp32, the softmax summed chunk by chunk) and,
+// for V4's 64 heads of 512 dims, bf16 mma.sync with fp32 accumulation (sink_attention_mma.cu:
+// Q, K and the probabilities rounded to bf16). kAuto takes tensor cores for launches of at least
+// kSinkMmaMinQueries queries, below that the split kernel where the caller gave room for its
+// partial sums (SinkAttentionArgs::split_partials), else fp32. Each kernel gives a query the same
+// bits whatever else its launch holds.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -28,7 +31,7 @@
 
 namespace deepinfer::cuda {
 
-enum class SinkKernel { kAuto, kFp32, kTensorCores };
+enum class SinkKernel { kAuto, kFp32, kTensorCores, kSplit };
 // Below this many queries a launch has too few blocks (one per query) for the tensor-core
 // kernel; the fp32 kernel then splits the heads over blocks. A first guess, to be measured.
 inline constexpr int64_t kSinkMmaMinQueries = 64;
@@ -51,8 +54,16 @@ struct SinkAttentionArgs {
   const int64_t* positions = nullptr;     // device [num_queries]
   const float* const* rings = nullptr;    // device [sequences]
   SinkKernel kernel = SinkKernel::kAuto;  // kTensorCores needs 64 heads of 512 dims
+  // The split kernel's partial sums (device, sink_split_floats of the launch); kAuto takes it
+  // only where they fit, kSplit needs them.
+  float* split_partials = nullptr;
+  int64_t split_partials_floats = 0;
 };
 
 void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream);
+
+// The floats of split partials a launch of `queries` queries of at most max_keys keys (window +
+// selected) needs.
+int64_t sink_split_floats(int64_t queries, int num_heads, int head_dim, int max_keys);
 
 }  // namespace deepinfer::cuda

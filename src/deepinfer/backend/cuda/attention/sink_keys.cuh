@@ -14,6 +14,17 @@ struct QueryKeys {
   int nkeys = 0;
 };
 
+// How many keys query t sees (gather_query_keys's count, without the pointers).
+__device__ inline QueryKeys count_query_keys(const SinkAttentionArgs& a, int64_t t) {
+  int64_t s = a.pos0 + t;
+  if (a.query_seq) {
+    if (a.query_seq[t] < 0) return {true, 0};
+    s = a.positions[t];
+  }
+  const int64_t first = s - (a.window - 1) > 0 ? s - (a.window - 1) : 0;
+  return {false, static_cast<int>(s - first + 1) + (a.max_selected ? a.num_selected[t] : 0)};
+}
+
 // The block's threads fill keys[0 .. nkeys) together; the caller syncs before reading them.
 __device__ inline QueryKeys gather_query_keys(const SinkAttentionArgs& a, int64_t t,
                                               const float** keys) {

@@ -173,6 +173,8 @@ void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio
   SinkAttentionArgs a = sink_args(m, w);
   a.q = p.q;
   a.fresh = p.kv;  // each row's own key; the ring holds the positions before it
+  a.split_partials = b.sink_partials;
+  a.split_partials_floats = b.sink_partials_floats;
   a.ring_rows = ls.ring_rows;
   a.selected = ratio > 0 ? b.selected : nullptr;
   a.num_selected = ratio > 0 ? b.num_selected : nullptr;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "deepinfer/backend/cuda/attention/sink_attention.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
 #include "deepinfer/backend/cuda/mhc/mhc.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
@@ -115,6 +116,13 @@ struct CudaModel::Impl {
     grow(decode_scores, B * entries);
     grow(decode_selected, B * max_selected);
     grow(decode_num_selected, B);
+    // Small decode batches split their sink attention over chunks of keys: partial sums for
+    // the buckets under kSinkMmaMinQueries rows, unless that passes 64 MB (long max_tokens
+    // make HCA's lists long); a batch they don't fit takes the fp32 kernel.
+    const int64_t split =
+        sink_split_floats(std::min<int64_t>(B, kSinkMmaMinQueries - 1), c.num_heads, c.head_dim,
+                          c.sliding_window + max_selected);
+    if (split * int64_t(sizeof(float)) <= int64_t{64} << 20) grow(decode_sink_partials, split);
     grow(logits, B * c.vocab_size);
     grow(token, B);
   }
@@ -368,6 +376,8 @@ struct CudaModel::Impl {
       batch.scores = grow(decode_scores, B * std::max<int64_t>(1, options.max_tokens / 4));
       batch.selected = grow(decode_selected, B * batch.max_selected);
       batch.num_selected = grow(decode_num_selected, B);
+      batch.sink_partials = decode_sink_partials.size() ? decode_sink_partials.get() : nullptr;
+      batch.sink_partials_floats = static_cast<int64_t>(decode_sink_partials.size());
       ForwardContext m = context();
       m.batch = &batch;
       forward_rows(m, dids, B, dpos, {}, B);
@@ -525,7 +535,7 @@ struct CudaModel::Impl {
     p(s.win_gate), p(s.qi), p(s.wi), p(s.scores), p(s.selected), p(s.num_selected);
     p(s.positions), p(s.entry_positions), p(s.router), p(s.route_w), p(s.route_ids);
     p(s.token_ids), p(x), p(logits), p(token), p(decode_scores), p(decode_selected);
-    p(decode_num_selected);
+    p(decode_num_selected), p(decode_sink_partials);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
@@ -552,6 +562,7 @@ struct CudaModel::Impl {
   DeviceBuffer<int64_t> decode_in;               // a decode step's positions, ids and slots
   PinnedBuffer<int64_t> decode_host;             // their staging (page-locked: one async upload)
   DeviceBuffer<float> decode_scores;
+  DeviceBuffer<float> decode_sink_partials;  // the split sink attention's (small batches)
   DeviceBuffer<int32_t> decode_selected, decode_num_selected;
   DecodeGraphs graphs;
   int64_t direct_steps = 0;           // decode steps run without the graph cache

@@ -88,6 +88,8 @@ struct DecodeBatch {
   int32_t* selected = nullptr;        // [rows, max_selected]
   int32_t* num_selected = nullptr;    // [rows]
   int max_selected = 0;               // max(index_topk, max_tokens / the smallest HCA ratio)
+  float* sink_partials = nullptr;     // the split sink attention's scratch (sink_attention.h)
+  int64_t sink_partials_floats = 0;
 };
 
 struct ForwardContext {
