@@ -14,40 +14,54 @@ struct QueryKeys {
   int nkeys = 0;
 };
 
+// Query t's window: its position s, the first window position, and how many of its keys are
+// window positions (nwin) and selected entries (nsel).
+struct QueryWindow {
+  bool padding = false;  // batched decode's padding row: no keys
+  int64_t seq = 0, s = 0, first = 0;
+  int nwin = 0, nsel = 0;
+};
+
+__device__ inline QueryWindow query_window(const SinkAttentionArgs& a, int64_t t) {
+  QueryWindow w;
+  w.s = a.pos0 + t;
+  if (a.query_seq) {
+    w.seq = a.query_seq[t];
+    if (w.seq < 0) {
+      w.padding = true;
+      return w;
+    }
+    w.s = a.positions[t];
+  }
+  w.first = w.s - (a.window - 1) > 0 ? w.s - (a.window - 1) : 0;
+  w.nwin = static_cast<int>(w.s - w.first + 1);
+  w.nsel = a.max_selected ? a.num_selected[t] : 0;
+  return w;
+}
+
 // How many keys query t sees (gather_query_keys's count, without the pointers).
 __device__ inline QueryKeys count_query_keys(const SinkAttentionArgs& a, int64_t t) {
-  int64_t s = a.pos0 + t;
-  if (a.query_seq) {
-    if (a.query_seq[t] < 0) return {true, 0};
-    s = a.positions[t];
-  }
-  const int64_t first = s - (a.window - 1) > 0 ? s - (a.window - 1) : 0;
-  return {false, static_cast<int>(s - first + 1) + (a.max_selected ? a.num_selected[t] : 0)};
+  const QueryWindow w = query_window(a, t);
+  return {w.padding, w.padding ? 0 : w.nwin + w.nsel};
 }
 
 // The block's threads fill keys[0 .. nkeys) together; the caller syncs before reading them.
 __device__ inline QueryKeys gather_query_keys(const SinkAttentionArgs& a, int64_t t,
                                               const float** keys) {
+  const QueryWindow w = query_window(a, t);
+  if (w.padding) return {true, 0};
   const int hd = a.head_dim;
-  const float* ring = a.ring;
-  int64_t s = a.pos0 + t, seq = 0, start = a.pos0;
-  if (a.query_seq) {
-    seq = a.query_seq[t];
-    if (seq < 0) return {true, 0};
-    ring = a.rings[seq];
-    s = start = a.positions[t];
-  }
-  if (!a.fresh) start = s + 1;  // every window position is in the ring
-  const int64_t first = s - (a.window - 1) > 0 ? s - (a.window - 1) : 0;
-  const int nwin = static_cast<int>(s - first + 1);
-  const int nsel = a.max_selected ? a.num_selected[t] : 0;
-  const int nkeys = nwin + nsel;
+  const float* ring = a.query_seq ? a.rings[w.seq] : a.ring;
+  // Window positions from the segment's start (pos0; a decode row's own position) are fresh,
+  // earlier ones in the ring; without fresh keys every position is in the ring.
+  const int64_t start = !a.fresh ? w.s + 1 : a.query_seq ? w.s : a.pos0;
+  const int nkeys = w.nwin + w.nsel;
   for (int k = threadIdx.x; k < nkeys; k += blockDim.x) {
-    if (k < nwin) {
-      const int64_t p = first + k;
-      keys[k] = p >= start ? a.fresh + (t - (s - p)) * hd : ring + (p % a.ring_rows) * hd;
+    if (k < w.nwin) {
+      const int64_t p = w.first + k;
+      keys[k] = p >= start ? a.fresh + (t - (w.s - p)) * hd : ring + (p % a.ring_rows) * hd;
     } else {
-      keys[k] = a.entries.entry(seq, a.selected[t * a.max_selected + (k - nwin)]);
+      keys[k] = a.entries.entry(w.seq, a.selected[t * a.max_selected + (k - w.nwin)]);
     }
   }
   return {false, nkeys};
