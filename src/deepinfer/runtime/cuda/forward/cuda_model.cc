@@ -117,12 +117,13 @@ struct CudaModel::Impl {
     grow(decode_selected, B * max_selected);
     grow(decode_num_selected, B);
     // Small decode batches split their sink attention over chunks of keys: partial sums for
-    // the buckets under kSinkMmaMinQueries rows, unless that passes 64 MB (long max_tokens
-    // make HCA's lists long); a batch they don't fit takes the fp32 kernel.
+    // the buckets under kSinkMmaMinQueries rows, at most 64 MB (long max_tokens make HCA's
+    // lists long, and V4's 4k context already needs 2.7 MB a row); a batch they don't fit takes
+    // the fp32 kernel (sink_split_fits decides per launch).
     const int64_t split =
         sink_split_floats(std::min<int64_t>(B, kSinkMmaMinQueries - 1), c.num_heads, c.head_dim,
                           c.sliding_window + max_selected);
-    if (split * int64_t(sizeof(float)) <= int64_t{64} << 20) grow(decode_sink_partials, split);
+    grow(decode_sink_partials, std::min<int64_t>(split, (int64_t{64} << 20) / sizeof(float)));
     grow(logits, B * c.vocab_size);
     grow(token, B);
   }
