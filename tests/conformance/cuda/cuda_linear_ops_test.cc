@@ -1,7 +1,9 @@
 // Projections over weights in their stored formats (backend/cuda/gemm/linear.h) against the CPU
-// reference on the host-dequantized weight: weight_gemv for few rows (the decode path) and the
-// dequantize-then-cuBLASLt path for more (weight_gemv at 1, 2, 3 and 8+ rows: each its own rows
-// per pass and columns per warp), for FP8 block-scaled, MXFP4 and bf16 weights, at
+// reference on the host-dequantized weight: weight_gemv for few rows (the decode path), fp8_mma
+// for FP8 up to Linear::kMmaMaxRows (one and two 64-row passes, K split over the grid for the
+// narrow ones, ragged columns) and the dequantize-then-cuBLASLt path for more (weight_gemv at 1,
+// 2, 3 and 8+ rows: each its own rows per pass and columns per warp), for FP8 block-scaled,
+// MXFP4 and bf16 weights, at
 // V4-Flash shapes, ragged ones, and a row slice of FP8 that starts inside a scale block (wo_a's
 // groups in small models). The weights are exact in bf16 and both sides multiply the same bf16
 // activations, so only the fp32 summation order differs: the fp32 tolerance.
@@ -10,6 +12,7 @@
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/gemm/fp8_mma.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
 #include "deepinfer/backend/cuda/gemm/linear.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
@@ -53,7 +56,7 @@ TEST(CudaLinear, StoredFormatsMatchTheHostDequantizedWeight) {
                        {kMx, 96, 64}}) {
     QuantMatrix q = make_quant_matrix(k.format, k.out, k.in, 1.0f / std::sqrt(float(k.in)));
     linear.reserve(k.out * k.in);
-    for (int64_t n : {1, 2, 3, 8, 16, 17, 40}) {
+    for (int64_t n : {1, 2, 3, 8, 16, 17, 40, 64, 100, 256, 300}) {
       const auto x = round_bf16(randn(n * k.in));
       const std::vector<float> want = host_linear(q.values, k.in, 0, k.out, x, n);
       DeviceBuffer<uint16_t> dx(bf16_bits(x));
@@ -61,9 +64,13 @@ TEST(CudaLinear, StoredFormatsMatchTheHostDequantizedWeight) {
       dy.poison();
       linear.run(q.m, reinterpret_cast<const __nv_bfloat16*>(dx.get()), dy.get(), n, nullptr);
       const bool gemv = n <= Linear::kGemvMaxRows && weight_gemv_supports(q.m) && k.format != kBf;
+      const bool mma = !gemv && n <= Linear::kMmaMaxRows && fp8_mma_supports(q.m);
       EXPECT_TRUE(close(dy.download(), want, kF32Tol))
           << format_name(k.format) << " " << k.out << "x" << k.in << ", " << n << " rows ("
-          << (gemv ? "weight_gemv" : "dequantize + cuBLASLt") << ")";
+          << (gemv  ? "weight_gemv"
+              : mma ? "fp8_mma"
+                    : "dequantize + cuBLASLt")
+          << ")";
     }
   }
 }
@@ -77,7 +84,7 @@ TEST(CudaLinear, Fp8RowSliceKeepsItsScaleRows) {
   QuantMatrix q = make_quant_matrix(MatrixFormat::kFp8Block, out, in, 0.1f);
   linear.reserve(out * in);
   const DeviceMatrix slice = q.m.row_slice(r0, rows);
-  for (int64_t n : {2, 33}) {
+  for (int64_t n : {2, 33, 100}) {
     const auto x = round_bf16(randn(n * in));
     const std::vector<float> want = host_linear(q.values, in, r0, rows, x, n);
     DeviceBuffer<uint16_t> dx(bf16_bits(x));

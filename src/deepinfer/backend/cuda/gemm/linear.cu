@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "deepinfer/backend/cuda/gemm/fp8_mma.h"
 #include "deepinfer/backend/cuda/gemm/linear.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
 #include "deepinfer/backend/cuda/quant/dequantize.h"
@@ -27,6 +28,12 @@ void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_
   }
   if (n <= kGemvMaxRows && weight_gemv_supports(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     weight_gemv(w, x, n, y, stream);
+    return;
+  }
+  if (n <= kMmaMaxRows && fp8_mma_supports(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    // The dequantization scratch (rows * cols bf16) holds the split partials where they fit.
+    fp8_mma(w, x, n, y, reinterpret_cast<float*>(scratch_.get()),
+            static_cast<int64_t>(scratch_.size()) / 2, stream);
     return;
   }
   if (static_cast<int64_t>(scratch_.size()) < w.rows * w.cols) {

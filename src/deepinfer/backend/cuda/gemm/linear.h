@@ -2,6 +2,8 @@
 // activations, fp32 accumulation and output.
 // - bf16 weights: cuBLASLt (Gemm::bf16).
 // - FP8 / MXFP4 weights, n <= kGemvMaxRows (decode): weight_gemv, which reads the stored bytes.
+// - FP8 weights, up to kMmaMaxRows rows (larger decode batches): fp8_mma, tensor cores over the
+//   stored bytes.
 // - FP8 / MXFP4 weights, more rows (prefill, large batches): the weight is dequantized into one
 //   bf16 scratch matrix, then cuBLASLt; the scratch is reused in stream order by every call, so
 //   the device keeps one bf16 copy of the largest matrix, not of the model.
@@ -24,6 +26,10 @@ namespace deepinfer::cuda {
 class Linear {
  public:
   static constexpr int64_t kGemvMaxRows = 16;
+#ifndef FP8_MMA_MAX_ROWS
+#define FP8_MMA_MAX_ROWS 256
+#endif
+  static constexpr int64_t kMmaMaxRows = FP8_MMA_MAX_ROWS;
 
   explicit Linear(Gemm& gemm);
   Gemm& gemm() { return gemm_; }
