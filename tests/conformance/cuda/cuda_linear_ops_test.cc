@@ -95,5 +95,41 @@ TEST(CudaLinear, Fp8RowSliceKeepsItsScaleRows) {
   }
 }
 
+// The grouped form (wo_a): row block g of W over columns [g * in, (g + 1) * in) of x, one launch
+// (weight_gemv_grouped for few rows, fp8_mma past them), against each block on the host. V4-Flash's
+// wo_a (8 groups of 1024 rows over 4096 columns) and a small one.
+TEST(CudaLinear, GroupedRowBlocksMatchTheHost) {
+  Gemm gemm;
+  Linear linear(gemm);
+  struct GroupedCase {
+    int groups;
+    int64_t rows, in;
+  };
+  for (GroupedCase k : {GroupedCase{8, 8192, 4096}, GroupedCase{4, 512, 256}}) {
+    QuantMatrix q = make_quant_matrix(MatrixFormat::kFp8Block, k.rows, k.in, 0.02f);
+    linear.reserve(k.rows * k.in);
+    const int64_t ol = k.rows / k.groups;
+    for (int64_t n : {3, 17, 64, 130}) {
+      ASSERT_TRUE(linear.grouped_fits(q.m, k.groups, n)) << n << " rows";
+      const auto x = round_bf16(randn(n * k.groups * k.in));
+      std::vector<float> want(n * k.rows), xg(n * k.in);
+      for (int g = 0; g < k.groups; ++g) {
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(x.begin() + (r * k.groups + g) * k.in, k.in, xg.begin() + r * k.in);
+        const std::vector<float> yg = host_linear(q.values, k.in, g * ol, ol, xg, n);
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(yg.begin() + r * ol, ol, want.begin() + r * k.rows + g * ol);
+      }
+      DeviceBuffer<uint16_t> dx(bf16_bits(x));
+      DeviceBuffer<float> dy(n * k.rows);
+      dy.poison();
+      linear.run_grouped(q.m, k.groups, reinterpret_cast<const __nv_bfloat16*>(dx.get()), dy.get(),
+                         n, nullptr);
+      EXPECT_TRUE(close(dy.download(), want, kF32Tol))
+          << k.groups << " groups of " << ol << "x" << k.in << ", " << n << " rows";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::cuda

@@ -35,6 +35,8 @@ struct Args {
   const __nv_bfloat16* x;
   float* out;  // y, or the partials [splits][n][N]
   int64_t n, N, K, row0;
+  int64_t x_stride;    // between x's rows: K, or groups * K
+  int64_t group_rows;  // W's rows a group (a multiple of kBN), 0: no groups
   int64_t scale_cols;
   int block_rows, block_cols, splits;
 };
@@ -82,10 +84,11 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_mma_kernel(Args a) {
     wsrc[h] = a.w + (wvalid[h] ? col * a.K : 0) + 16 * (tid % 8);
   }
   const __nv_bfloat16* xsrc[kXc];
+  const __nv_bfloat16* x = a.x + (a.group_rows ? n0 / a.group_rows * a.K : 0);
 #pragma unroll
   for (int i = 0; i < kXc; ++i) {
     const int r = tid / 16 + i * (kThreads / 16);
-    xsrc[i] = a.x + (m0 + (r < rn ? r : 0)) * a.K + 8 * (tid % 16);
+    xsrc[i] = x + (m0 + (r < rn ? r : 0)) * a.x_stride + 8 * (tid % 16);
   }
   const auto load = [&](int tile) {
     uint8_t* st = fp8_sm + (tile % kStages) * L::kBytes;
@@ -226,30 +229,35 @@ bool fp8_mma_supports(const DeviceMatrix& w) {
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
-void fp8_mma(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y, float* partials,
-             int64_t partial_floats, cudaStream_t stream) {
+namespace {
+
+void run(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n, float* y,
+         float* partials, int64_t partial_floats, cudaStream_t stream) {
   if (n == 0 || w.rows == 0) return;
-  if (!fp8_mma_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+  if (!fp8_mma_grouped_supports(w, groups) || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
     std::fprintf(stderr,
-                 "fp8_mma: needs FP8 block-scaled weights with cols a multiple of %d and "
-                 "block_cols of 32, 16-byte aligned (got format %d, %lld x %lld, block %d x %d)\n",
-                 kKB, static_cast<int>(w.format), static_cast<long long>(w.rows),
-                 static_cast<long long>(w.cols), w.block_rows, w.block_cols);
+                 "fp8_mma: needs FP8 block-scaled weights with cols a multiple of %d, block_cols "
+                 "of 32, 16-byte aligned, and rows a group of %d (got format %d, %lld x %lld, "
+                 "block %d x %d, %d groups)\n",
+                 kKB, kBN, static_cast<int>(w.format), static_cast<long long>(w.rows),
+                 static_cast<long long>(w.cols), w.block_rows, w.block_cols, groups);
     std::abort();
   }
   const int mt = n <= 32 ? 2 : 4;
-  Args a{static_cast<const uint8_t*>(w.data),
-         w.block_scale,
-         x,
-         y,
-         n,
-         w.rows,
-         w.cols,
-         w.row0,
-         (w.cols + w.block_cols - 1) / w.block_cols,
-         w.block_rows,
-         w.block_cols,
-         1};
+  Args a{};
+  a.w = static_cast<const uint8_t*>(w.data);
+  a.scale = w.block_scale;
+  a.x = x;
+  a.out = y;
+  a.n = n;
+  a.N = w.rows;
+  a.K = w.cols;
+  a.row0 = w.row0;
+  a.x_stride = groups * w.cols;
+  a.group_rows = groups > 1 ? w.rows / groups : 0;
+  a.scale_cols = (w.cols + w.block_cols - 1) / w.block_cols;
+  a.block_rows = w.block_rows;
+  a.block_cols = w.block_cols;
   // Two blocks an SM fit (96 KB of stages each); a grid short of that splits K, at least two
   // tiles a split, where the partials fit.
   const int64_t blocks = ((n + 16 * mt - 1) / (16 * mt)) * ((w.rows + kBN - 1) / kBN);
@@ -269,6 +277,23 @@ void fp8_mma(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y,
     sum_splits_kernel<<<grid, 256, 0, stream>>>(partials, a.splits, count, y);
     DI_CUDA_LAUNCH_CHECK();
   }
+}
+
+}  // namespace
+
+bool fp8_mma_grouped_supports(const DeviceMatrix& w, int groups) {
+  return fp8_mma_supports(w) && groups >= 1 && w.rows % groups == 0 &&
+         (groups == 1 || (w.rows / groups) % kBN == 0);
+}
+
+void fp8_mma(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y, float* partials,
+             int64_t partial_floats, cudaStream_t stream) {
+  run(w, 1, x, n, y, partials, partial_floats, stream);
+}
+
+void fp8_mma_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n, float* y,
+                     float* partials, int64_t partial_floats, cudaStream_t stream) {
+  run(w, groups, x, n, y, partials, partial_floats, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -27,4 +27,11 @@ bool fp8_mma_supports(const DeviceMatrix& w);
 void fp8_mma(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y, float* partials,
              int64_t partial_floats, cudaStream_t stream);
 
+// The grouped form (the attention's output projection, wo_a): W's rows are `groups` equal blocks,
+// block g multiplying x's columns [g * w.cols, (g + 1) * w.cols) of x [n, groups * w.cols], into
+// y [n, w.rows] (weight_gemv_grouped's layout). Needs each block's rows a multiple of 128.
+bool fp8_mma_grouped_supports(const DeviceMatrix& w, int groups);
+void fp8_mma_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n, float* y,
+                     float* partials, int64_t partial_floats, cudaStream_t stream);
+
 }  // namespace deepinfer::cuda

@@ -49,4 +49,27 @@ void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_
   gemm_.bf16(scratch_.get(), x, y, n, w.rows, w.cols, stream);
 }
 
+bool Linear::grouped_fits(const DeviceMatrix& w, int groups, int64_t n) const {
+  if (w.format == MatrixFormat::kBf16) return false;
+  if (n <= kGemvMaxRows) return weight_gemv_supports(w);
+  return !gemm_.batch_invariant() && n <= kMmaMaxRows && fp8_mma_grouped_supports(w, groups);
+}
+
+void Linear::run_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, float* y,
+                         int64_t n, cudaStream_t stream) {
+  if (!grouped_fits(w, groups, n)) {
+    std::fprintf(stderr,
+                 "Linear::run_grouped: no grouped kernel takes %d groups of a %lld x %lld "
+                 "matrix (format %d) over %lld rows\n",
+                 groups, static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 static_cast<int>(w.format), static_cast<long long>(n));
+    std::abort();
+  }
+  if (n <= kGemvMaxRows)
+    weight_gemv_grouped(w, groups, x, n, y, stream);
+  else
+    fp8_mma_grouped(w, groups, x, n, y, reinterpret_cast<float*>(scratch_.get()),
+                    static_cast<int64_t>(scratch_.size()) / 2, stream);
+}
+
 }  // namespace deepinfer::cuda

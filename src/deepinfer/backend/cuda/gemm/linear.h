@@ -41,6 +41,15 @@ class Linear {
 
   void run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_t n, cudaStream_t stream);
 
+  // The grouped form (the attention's wo_a; weight_gemv_grouped's contract): W's rows in `groups`
+  // equal blocks, block g over x's columns [g * w.cols, (g + 1) * w.cols), x [n, groups * w.cols]
+  // (16-byte aligned) -> y [n, w.rows], one launch. grouped_fits: whether a kernel takes it
+  // (weight_gemv_grouped up to kGemvMaxRows, fp8_mma up to kMmaMaxRows); else the caller runs
+  // each group's row block through run(). run_grouped aborts where !grouped_fits.
+  bool grouped_fits(const DeviceMatrix& w, int groups, int64_t n) const;
+  void run_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, float* y, int64_t n,
+                   cudaStream_t stream);
+
  private:
   Gemm& gemm_;
   DeviceBuffer<__nv_bfloat16> scratch_;

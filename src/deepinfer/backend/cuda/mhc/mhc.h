@@ -23,6 +23,11 @@ struct HcArgs {
   float y_norm_eps = 1e-6f;
 };
 
+// Callers fuse the norm up to this many tokens and launch rms_norm after hc_pre past it: on an
+// H100 the fused form took 0.09 ms off a B=1..256 decode step's mHC, but made a 2048-token
+// prefill chunk's hc_pre 32 us a site slower than the separate norm saved (docs/gpu_next_b1/).
+inline constexpr int64_t kHcFusedNormMaxRows = 512;
+
 // The mixes (fn rows . the token's normalized streams) are split over many blocks, each summing
 // a slice of the hc * hidden values, then summed per token in a fixed order: a token's mixes no
 // longer run on one SM (decode has one token per sequence), and reruns stay bit-identical.

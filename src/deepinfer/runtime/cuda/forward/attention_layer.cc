@@ -10,7 +10,6 @@
 
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
-#include "deepinfer/backend/cuda/gemm/weight_gemv.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
 #include "deepinfer/runtime/cuda/forward/forward_context.h"
@@ -263,14 +262,13 @@ void grouped_output(Linear& lin, ForwardScratch& sc, const DeviceMatrix& wo_a,
     std::fprintf(stderr, "cuda forward: wo_a/wo_b do not match the grouped output's dims\n");
     std::abort();
   }
-  // Group g's heads (gin values) go through wo_a's g-th row block. Decode's few rows: one grouped
-  // launch over o as it lies, writing z's layout (the same sums as one launch per group).
-  if (n <= Linear::kGemvMaxRows && wo_a.format != MatrixFormat::kBf16 &&
-      weight_gemv_supports(wo_a)) {
+  // Group g's heads (gin values) go through wo_a's g-th row block. Decode's rows: one grouped
+  // launch over o as it lies, writing z's layout (Linear::run_grouped).
+  if (lin.grouped_fits(wo_a, groups, n)) {
     __nv_bfloat16* ob = grow(sc.ob, n * groups * gin);
     to_bf16(o, n * groups * gin, ob, s);
     float* z = grow(sc.z, n * groups * ol);
-    weight_gemv_grouped(wo_a, groups, ob, n, z, s);
+    lin.run_grouped(wo_a, groups, ob, z, n, s);
     __nv_bfloat16* zb = grow(sc.zb, n * groups * ol);
     to_bf16(z, n * groups * ol, zb, s);
     lin.run(wo_b, zb, out, n, s);

@@ -96,6 +96,17 @@ struct CudaModel::Impl {
     return q;
   }
 
+  // Small decode batches split their sink attention over chunks of keys: partial sums for up to
+  // kSinkMmaMinQueries - 1 rows, at most 64 MB (long max_tokens make HCA's lists long, and V4's
+  // 4k context already needs 2.7 MB a row); a batch they don't fit takes the fp32 kernel
+  // (sink_split_fits decides per launch).
+  int64_t sink_partials_for(int64_t rows) const {
+    const int64_t split =
+        sink_split_floats(std::min<int64_t>(rows, kSinkMmaMinQueries - 1), c.num_heads, c.head_dim,
+                          c.sliding_window + max_selected);
+    return std::min<int64_t>(split, (int64_t{64} << 20) / sizeof(float));
+  }
+
   // Scratch that a step grows with its positions or its batch, at its largest: the indexer's
   // scores and the attended entries of a max_chunk prefill chunk ending at max_tokens, and every
   // buffer of a decode step of the largest bucket.
@@ -116,14 +127,7 @@ struct CudaModel::Impl {
     grow(decode_scores, B * entries);
     grow(decode_selected, B * max_selected);
     grow(decode_num_selected, B);
-    // Small decode batches split their sink attention over chunks of keys: partial sums for
-    // the buckets under kSinkMmaMinQueries rows, at most 64 MB (long max_tokens make HCA's
-    // lists long, and V4's 4k context already needs 2.7 MB a row); a batch they don't fit takes
-    // the fp32 kernel (sink_split_fits decides per launch).
-    const int64_t split =
-        sink_split_floats(std::min<int64_t>(B, kSinkMmaMinQueries - 1), c.num_heads, c.head_dim,
-                          c.sliding_window + max_selected);
-    grow(decode_sink_partials, std::min<int64_t>(split, (int64_t{64} << 20) / sizeof(float)));
+    grow(decode_sink_partials, sink_partials_for(B));
     grow(logits, B * c.vocab_size);
     grow(token, B);
   }
@@ -206,9 +210,11 @@ struct CudaModel::Impl {
       if (k <= 0) continue;
       float* Xt = X + t0 * hc * H;
       HcArgs ha = hc_args(attn ? L.hc_attn : L.hc_ffn, k);
-      ha.y_norm = attn ? L.attn_norm : L.ffn_norm;  // the sub-layer's input norm, fused
+      const float* norm = attn ? L.attn_norm : L.ffn_norm;  // the sub-layer's input norm
+      ha.y_norm = k <= kHcFusedNormMaxRows ? norm : nullptr;
       ha.y_norm_eps = m.eps();
       hc_pre(ha, Xt, y, post, comb, stream);
+      if (!ha.y_norm) rms_norm(y, norm, k, H, m.eps(), y, stream);
       m.mark("mhc + norms");
       if (attn)
         attention_layer(m, L.attn, ratio, y, n, positions, segs, f);
@@ -377,7 +383,7 @@ struct CudaModel::Impl {
       batch.scores = grow(decode_scores, B * std::max<int64_t>(1, options.max_tokens / 4));
       batch.selected = grow(decode_selected, B * batch.max_selected);
       batch.num_selected = grow(decode_num_selected, B);
-      batch.sink_partials = decode_sink_partials.size() ? decode_sink_partials.get() : nullptr;
+      batch.sink_partials = grow(decode_sink_partials, sink_partials_for(B));
       batch.sink_partials_floats = static_cast<int64_t>(decode_sink_partials.size());
       ForwardContext m = context();
       m.batch = &batch;

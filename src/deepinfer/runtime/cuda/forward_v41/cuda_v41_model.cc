@@ -267,9 +267,11 @@ struct CudaV41Model::Impl {
         float* Xt = X + t0 * hc * H;
         float* pt = pre + t0 * hc;
         HcArgs ha = hc_args(attn ? L.hc_attn : L.hc_ffn, k);
-        ha.y_norm = attn ? L.attn_norm : L.ffn_norm;  // the sub-layer's input norm, fused
+        const float* norm = attn ? L.attn_norm : L.ffn_norm;  // the sub-layer's input norm
+        ha.y_norm = k <= kHcFusedNormMaxRows ? norm : nullptr;
         ha.y_norm_eps = m.eps();
         hc_pre_deferred(ha, Xt, pt, pt, y, post, comb, stream);
+        if (!ha.y_norm) rms_norm(y, norm, k, H, m.eps(), y, stream);
         if (attn && t0 == 0) {
           v41f::v41_attention(m, l, L.attn, y, f);
         } else if (attn) {  // the segment's last k rows, reading their rows of the call's picks
