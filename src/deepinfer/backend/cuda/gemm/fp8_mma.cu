@@ -114,6 +114,18 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_mma_kernel(Args a) {
     srow[nt] = col < a.N ? a.scale + ((a.row0 + col) / a.block_rows) * a.scale_cols : nullptr;
   }
 
+  // Shared-memory offsets of this thread's reads in a stage: row g's chunk 4t + p sits at
+  // 4t + (p ^ xsw) (x_chunk: rows 16 mt + g (+ 8) share g's parity, chunks 4t + p t's bit 1),
+  // column c's chunk 2t + i at (2t + i) ^ (g & 1).
+  const int xsw = (((t >> 1) & 1) << 1) | (g & 1);
+  const int xoff = L::kW + g * kKB * 2 + 64 * t;
+  int woff[2][2];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      woff[nt][i] = (warp * 16 + nt * 8 + g) * kKB + 16 * ((2 * t + i) ^ (g & 1));
+
   float acc[2][MT][4] = {};
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -121,10 +133,11 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_mma_kernel(Args a) {
     commit();
   }
   for (int tile = 0; tile < tiles; ++tile) {
-    const int64_t kt = int64_t{first + tile} * kKB + 32 * t;  // this thread's first k
+    // This thread's k (32t..32t + 31 of the tile) lies in one scale block (block_cols % 32 == 0).
+    const int kb = ((first + tile) * kKB + 32 * t) / a.block_cols;
     float sc[2];
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) sc[nt] = srow[nt] ? __ldg(srow[nt] + kt / a.block_cols) : 0.0f;
+    for (int nt = 0; nt < 2; ++nt) sc[nt] = srow[nt] ? __ldg(srow[nt] + kb) : 0.0f;
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));
     __syncthreads();  // the tile is in; every warp is done with the stage the next load takes
     if (tile + kStages - 1 < tiles) load(tile + kStages - 1);
@@ -132,12 +145,9 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_mma_kernel(Args a) {
     const uint8_t* st = fp8_sm + (tile % kStages) * L::kBytes;
     uint4 raw[2][2];  // [nt][chunk 2t + i]: k 32t + 16i .. + 16 of the column
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int col = warp * 16 + nt * 8 + g;
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-        raw[nt][i] = *reinterpret_cast<const uint4*>(st + col * kKB + 16 * w_chunk(col, 2 * t + i));
-    }
+      for (int i = 0; i < 2; ++i) raw[nt][i] = *reinterpret_cast<const uint4*>(st + woff[nt][i]);
 #pragma unroll
     for (int p = 0; p < 4; ++p) {  // activation chunk 4t + p: k 32t + 8p .. + 8
       uint32_t b[2][2][2];         // [h][nt][b0, b1]
@@ -149,14 +159,18 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_mma_kernel(Args a) {
           const uint32_t w = reinterpret_cast<const uint32_t*>(&raw[nt][word / 4])[word % 4];
           expand4(w, sc[nt], b[h][nt][0], b[h][nt][1]);
         }
+      // Every row tile, padding ones too (their rows are zeros): straight-line code lets the
+      // loads of later tiles run ahead of the mma of earlier ones.
+      uint4 x[MT][2];
+      const uint8_t* xp = st + xoff + 16 * (p ^ xsw);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr)
+          x[mt][hr] = *reinterpret_cast<const uint4*>(xp + (mt * 16 + 8 * hr) * kKB * 2);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        if (mt * 16 >= rn) break;
-        const int r0 = mt * 16 + g, r1 = r0 + 8;
-        const uint4 x0 = *reinterpret_cast<const uint4*>(st + L::kW + r0 * kKB * 2 +
-                                                         16 * x_chunk(r0, 4 * t + p));
-        const uint4 x1 = *reinterpret_cast<const uint4*>(st + L::kW + r1 * kKB * 2 +
-                                                         16 * x_chunk(r1, 4 * t + p));
+        const uint4 x0 = x[mt][0], x1 = x[mt][1];
         const uint32_t fa[2][4] = {{x0.x, x1.x, x0.y, x1.y}, {x0.z, x1.z, x0.w, x1.w}};
 #pragma unroll
         for (int h = 0; h < 2; ++h)

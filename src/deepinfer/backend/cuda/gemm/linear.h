@@ -27,7 +27,7 @@ class Linear {
  public:
   static constexpr int64_t kGemvMaxRows = 16;
 #ifndef FP8_MMA_MAX_ROWS
-#define FP8_MMA_MAX_ROWS 256
+#define FP8_MMA_MAX_ROWS 128
 #endif
   static constexpr int64_t kMmaMaxRows = FP8_MMA_MAX_ROWS;
 
