@@ -109,7 +109,8 @@ TEST(CudaLinear, GroupedRowBlocksMatchTheHost) {
     QuantMatrix q = make_quant_matrix(MatrixFormat::kFp8Block, k.rows, k.in, 0.02f);
     linear.reserve(k.rows * k.in);
     const int64_t ol = k.rows / k.groups;
-    for (int64_t n : {3, 17, 64, 130}) {
+    EXPECT_FALSE(linear.grouped_fits(q.m, k.groups, Linear::kMmaMaxRows + 1));
+    for (int64_t n : {int64_t{3}, int64_t{17}, int64_t{64}, Linear::kMmaMaxRows}) {
       ASSERT_TRUE(linear.grouped_fits(q.m, k.groups, n)) << n << " rows";
       const auto x = round_bf16(randn(n * k.groups * k.in));
       std::vector<float> want(n * k.rows), xg(n * k.in);

@@ -218,8 +218,15 @@ __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb
 
 // pre_in null: the collapse uses the site's own pre (V4). Otherwise (V4.1's deferred mHC) it uses
 // pre_in (the previous site's), and the site's own pre goes to pre_out (which may alias pre_in).
-__global__ void hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out,
-                              float* y, float* post, float* comb) {
+// Four blocks an SM: the collapse reads hc rows of fp32 a token and needs the warps. Left to
+// itself ptxas gives the register Sinkhorn 72 registers (three blocks), which made a 4k prefill's
+// mHC 0.5-0.8 ms slower on an H100 than main's 56 (docs/gpu_next_b1/).
+#ifndef HC_PRE_MIN_BLOCKS
+#define HC_PRE_MIN_BLOCKS 4
+#endif
+__global__ void __launch_bounds__(kThreads, HC_PRE_MIN_BLOCKS)
+    hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out, float* y,
+                  float* post, float* comb) {
   __shared__ float m[kMaxMix], collapse[kMaxHc], norm_scratch[32];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
