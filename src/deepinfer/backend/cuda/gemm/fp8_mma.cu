@@ -272,10 +272,10 @@ void run(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n, f
   a.scale_cols = (w.cols + w.block_cols - 1) / w.block_cols;
   a.block_rows = w.block_rows;
   a.block_cols = w.block_cols;
-  // Two blocks an SM fit (96 KB of stages each); a grid short of that splits K, at least two
-  // tiles a split, where the partials fit.
+  // A grid short of a block an SM splits K, at least two tiles a split, where the partials fit
+  // (not two an SM, which fit: the sum of the splits costs a launch, about 4 us at B=32).
   const int64_t blocks = ((n + 16 * mt - 1) / (16 * mt)) * ((w.rows + kBN - 1) / kBN);
-  const int64_t tiles = w.cols / kKB, want = 2 * int64_t{device_sms()};
+  const int64_t tiles = w.cols / kKB, want = device_sms();
   int64_t splits = blocks >= want ? 1 : std::min((want + blocks - 1) / blocks, tiles / 2);
   if (partials == nullptr) splits = 1;
   while (splits > 1 && splits * n * w.rows > partial_floats) --splits;
