@@ -227,7 +227,7 @@ TEST(CudaSinkAttention, AQuerysOutputIsTheSameBitsAloneAndInAWideLaunch) {
     if (kernel == SinkKernel::kTensorCores) mma_wide = w;
     if (kernel == SinkKernel::kSplit) split_alone = o;
   }
-  // Under kSinkMmaMinQueries queries, with the scratch reserved, kAuto is the split kernel.
+  // Up to kSinkSplitMaxQueries queries, with the scratch reserved, kAuto is the split kernel.
   {
     DeviceBuffer<float> few(kHeads * hd);
     few.poison();

@@ -184,7 +184,8 @@ void sink_attention(const SinkAttentionArgs& a, cudaStream_t stream) {
     std::abort();
   }
   if (a.kernel == SinkKernel::kSplit ||
-      (a.kernel == SinkKernel::kAuto && a.num_queries < kSinkMmaMinQueries && sink_split_fits(a))) {
+      (a.kernel == SinkKernel::kAuto && a.num_queries <= kSinkSplitMaxQueries &&
+       sink_split_fits(a))) {
     sink_attention_split(a, stream);
     return;
   }

@@ -97,14 +97,14 @@ struct CudaModel::Impl {
   }
 
   // Small decode batches split their sink attention over chunks of keys: partial sums for up to
-  // kSinkMmaMinQueries - 1 rows, at most 256 MB (long max_tokens make HCA's lists long, and V4's
-  // 4k context already needs 2.7 MB a row: B=32 needs 84 MB); a batch they don't fit takes the
-  // fp32 kernel (sink_split_fits decides per launch).
+  // kSinkSplitMaxQueries rows, at most 64 MB (long max_tokens make HCA's lists long; V4's 4k
+  // context needs 2.7 MB a row); a batch they don't fit takes the fp32 kernel (sink_split_fits
+  // decides per launch).
   int64_t sink_partials_for(int64_t rows) const {
     const int64_t split =
-        sink_split_floats(std::min<int64_t>(rows, kSinkMmaMinQueries - 1), c.num_heads, c.head_dim,
+        sink_split_floats(std::min<int64_t>(rows, kSinkSplitMaxQueries), c.num_heads, c.head_dim,
                           c.sliding_window + max_selected);
-    return std::min<int64_t>(split, (int64_t{256} << 20) / sizeof(float));
+    return std::min<int64_t>(split, (int64_t{64} << 20) / sizeof(float));
   }
 
   // Scratch that a step grows with its positions or its batch, at its largest: the indexer's
