@@ -4,6 +4,8 @@
 Usage: scripts/ncu_durations.py CSV [--top N]
 Prints each kernel's total over all launches, its launch count and its share, largest first
 (a capture of bench forward mixes prefill and decode launches; prefill's dominate).
+--last-step: only the last decode step's launches (those after the last argmax but one, through
+the last argmax: each step ends with its sampling).
 """
 import argparse
 import csv
@@ -29,9 +31,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--last-step", action="store_true")
     args = ap.parse_args()
+    launches = list(rows(args.csv))
+    if args.last_step:
+        ends = [i for i, (name, _) in enumerate(launches) if "argmax" in name]
+        if len(ends) < 2:
+            sys.exit(f"ncu_durations.py: fewer than two argmax launches in {args.csv}")
+        launches = launches[ends[-2] + 1 : ends[-1] + 1]
     total, count = defaultdict(float), defaultdict(int)
-    for name, ns in rows(args.csv):
+    for name, ns in launches:
         short = name.rsplit("(", 1)[0]  # drop the parameter list
         total[short] += ns
         count[short] += 1
