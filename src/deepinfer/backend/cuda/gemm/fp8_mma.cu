@@ -27,7 +27,14 @@ constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBN = 16 * kWarps;  // columns per block
 constexpr int kKB = 128;          // k per tile
-constexpr int kStages = 3;
+// Three stages, two blocks an SM (96 KB each, 128 registers). A variant to time
+// (scripts/build_gpu_variants.sh): two stages fit three blocks, at 80 registers with spills
+// (120 bytes for 64-row passes), more warps to hide the per-instruction latency ncu shows.
+#ifndef FP8_MMA_STAGES
+#define FP8_MMA_STAGES 3
+#endif
+constexpr int kStages = FP8_MMA_STAGES;
+constexpr int kMinBlocks = kStages == 2 ? 3 : 2;
 
 struct Args {
   const uint8_t* w;
@@ -63,7 +70,7 @@ __device__ inline void expand4(uint32_t w, float s, uint32_t& lo, uint32_t& hi) 
 }
 
 template <int MT>
-__global__ void __launch_bounds__(kThreads, 2) fp8_mma_kernel(Args a) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
   using L = StageLayout<MT>;
   extern __shared__ __align__(16) uint8_t fp8_sm[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
