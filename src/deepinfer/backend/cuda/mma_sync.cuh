@@ -25,6 +25,13 @@ __device__ inline void cp_async16(void* dst, const void* src, bool valid = true)
                "r"(valid ? 16 : 0));
 }
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Groups of cp.async copies: commit closes the copies issued since the last commit into a group;
+// wait returns once at most N groups are still in flight (a pipeline's stages).
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 // c += a * b (bf16 inputs, fp32 accumulators).
 __device__ inline void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,

@@ -18,9 +18,9 @@
 // launches of few queries (sink_attention_split.cu, fp32, the softmax summed chunk by chunk) and,
 // for V4's 64 heads of 512 dims, bf16 mma.sync with fp32 accumulation (sink_attention_mma.cu:
 // Q, K and the probabilities rounded to bf16). kAuto takes tensor cores for launches of at least
-// kSinkMmaMinQueries queries, below that the split kernel where the caller gave room for its
-// partial sums (SinkAttentionArgs::split_partials), else fp32. Each kernel gives a query the same
-// bits whatever else its launch holds.
+// kSinkMmaMinQueries queries, the split kernel for at most kSinkSplitMaxQueries where the caller
+// gave room for its partial sums (SinkAttentionArgs::split_partials), else fp32. Each kernel gives
+// a query the same bits whatever else its launch holds.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -111,7 +111,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
       cp_async16(st + L::kW + r * kKB * 2 + 16 * x_chunk(r, tid % 16), xsrc[i] + k0, r < rn);
     }
   };
-  const auto commit = [] { asm volatile("cp.async.commit_group;\n" ::); };
 
   // This thread's two columns (n8 tiles nt = 0, 1: column g of each) and their scale rows.
   const float* srow[2];
@@ -137,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < tiles) load(s);
-    commit();
+    cp_async_commit();
   }
   for (int tile = 0; tile < tiles; ++tile) {
     // This thread's k (32t..32t + 31 of the tile) lies in one scale block (block_cols % 32 == 0).
@@ -145,10 +144,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
     float sc[2];
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) sc[nt] = srow[nt] ? __ldg(srow[nt] + kb) : 0.0f;
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));
+    cp_async_wait<kStages - 2>();
     __syncthreads();  // the tile is in; every warp is done with the stage the next load takes
     if (tile + kStages - 1 < tiles) load(tile + kStages - 1);
-    commit();
+    cp_async_commit();
     const uint8_t* st = fp8_sm + (tile % kStages) * L::kBytes;
     uint4 raw[2][2];  // [nt][chunk 2t + i]: k 32t + 16i .. + 16 of the column
 #pragma unroll
@@ -187,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
       }
     }
   }
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  cp_async_wait<0>();
 
   // c[0..1]: row g, columns 2t, 2t + 1 of the n8 tile; c[2..3]: row g + 8.
   float* out = a.out + int64_t{z} * a.n * a.N;

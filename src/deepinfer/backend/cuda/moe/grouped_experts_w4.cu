@@ -82,11 +82,6 @@ __device__ inline void copy4(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_addr(dst)), "l"(src),
                "r"(valid ? 4 : 0));
 }
-__device__ inline void commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ inline void wait_pending() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // A column's E8M0 scale b as the factor that makes a raw pair (below) exact: 2^(b - 1), a bf16
 // for b <= 128 (every real checkpoint; b = 0 is 2^-127, as weight_rows::e8m0). Past that, 2^126
@@ -269,13 +264,13 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
       if (s < tiles) load(s);
-      commit();
+      cp_async_commit();
     }
     for (int tile = 0; tile < tiles; ++tile) {
-      wait_pending<S - 2>();
+      cp_async_wait<S - 2>();
       __syncthreads();  // the tile is in; every warp is done with the stage the next load takes
       if (tile + S - 1 < tiles) load(tile + S - 1);
-      commit();
+      cp_async_commit();
       const uint8_t* st = w4_sm + (tile % S) * L::kBytes;
 #pragma unroll
       for (int sub = 0; sub < KB / kSub; ++sub) {  // 128-k sub-tiles in k order
@@ -350,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs 
           steps(std::false_type{});
       }
     }
-    wait_pending<0>();
+    cp_async_wait<0>();
     if (!kSplit) __syncthreads();  // the stages are free for the next pass
 
       // Epilogue from the fragments: c[0..1] row g, columns 2t, 2t + 1; c[2..3] row g + 8.
