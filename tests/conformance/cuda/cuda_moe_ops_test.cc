@@ -86,6 +86,8 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
         // prefill's 64-row passes, skewed: the favoured expert's 128 rows are two passes, each
         // its own grid row (the W4 kernel wants hidden and inter multiples of 256)
         MoeCase{128, 512, 256, 16, 6, /*favoured=*/5, /*quantized=*/true},
+        // prefill at the real dims (wgmma gate-up): 36 rows an expert on average, 16 experts
+        MoeCase{96, 4096, 2048, 16, 6, -1, /*quantized=*/true},
         // decode's few tokens: the CUDA-core kernels' rows per pass follow the
         // batch (1, 2, 4), one token at real dims in MXFP4
         MoeCase{1, 4096, 2048, 16, 6, -1, /*quantized=*/true}, MoeCase{2, 256, 128, 8, 2},
@@ -183,10 +185,14 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
 
     // Reserved for more tokens than used: a caller reserves its largest batch once.
     runner.reserve_grouped(k.tokens + 3, k.top_k, k.hidden, k.inter, k.inter, k.experts);
-    // Both kernel forms: CUDA cores (never the tensor-core form) and tensor cores (always).
-    for (int64_t mma_from : {int64_t{1} << 40, int64_t{1}}) {
-      const char* form = mma_from == 1 ? "tensor cores" : "CUDA cores";
-      a.grouped_mma_min_tokens = a.grouped_w4_min_tokens = mma_from;
+    // Every kernel form: CUDA cores (never the tensor-core form), tensor cores (always; MXFP4
+    // prefill's gate-up on wgmma) and tensor cores with mma.sync alone.
+    for (int form_id = 0; form_id < 3; ++form_id) {
+      const char* form = form_id == 0   ? "CUDA cores"
+                         : form_id == 1 ? "tensor cores"
+                                        : "tensor cores, mma.sync only";
+      a.grouped_mma_min_tokens = a.grouped_w4_min_tokens = form_id == 0 ? int64_t{1} << 40 : 1;
+      a.grouped_w4_wgmma = form_id != 2;
       dout.poison();
       runner.run_grouped(a, nullptr);
       const auto grouped = dout.download();

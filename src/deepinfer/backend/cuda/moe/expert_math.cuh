@@ -41,8 +41,11 @@ struct GroupedArgs {
   const int32_t* order;
   const float* weights;     // [tokens * top_k], by slot
   const __nv_bfloat16* xb;  // [tokens, hidden]
-  __nv_bfloat16* h;         // [tokens * top_k, inter], grouped order
-  float* slots;             // [tokens * top_k, hidden], by slot
+  // xb permuted by permute_k128: prefill's wide passes then run on wgmma, which also stores h
+  // permuted (null: on the mma.sync kernel).
+  const __nv_bfloat16* xp = nullptr;
+  __nv_bfloat16* h;  // [tokens * top_k, inter], grouped order
+  float* slots;      // [tokens * top_k, hidden], by slot
   int64_t hidden, inter;
   int top_k;
   float lim;
@@ -95,5 +98,18 @@ bool grouped_w4_fits(int64_t hidden, int64_t inter);
 void ensure_grouped_w4_smem();
 void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
                        cudaStream_t stream);
+// Whether launch_grouped_w4 takes its 64-row prefill passes: experts average over 16 rows.
+inline bool grouped_w4_wide(int num_experts, int64_t tokens, int top_k) {
+  return tokens * top_k > int64_t{16} * num_experts;
+}
+
+// The wgmma form of the wide passes (grouped_experts_wgmma.cu), which launch_grouped_w4 takes
+// when a.xp is set: x permuted within each 128-k block by permute_k128 (cols a multiple of 128);
+// the gate-up stores h permuted the same way, which only the wgmma down reads.
+void permute_k128(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_bfloat16* y,
+                  cudaStream_t stream);
+void ensure_grouped_wgmma_smem();
+void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
+                          cudaStream_t stream);
 
 }  // namespace deepinfer::cuda::moe_detail

@@ -61,6 +61,9 @@ struct MoeArgs {
   // The same for the W4A16 kernel of MXFP4 experts (grouped_experts_w4.cu): its decode form
   // streams the experts' bytes with cp.async tiles, ahead of the CUDA-core kernel even at B=1.
   int64_t grouped_w4_min_tokens = MOE_GROUPED_W4_MIN_TOKENS;
+  // Prefill's gate-up on wgmma (grouped_experts_wgmma.cu) rather than mma.sync, outside batch
+  // invariance (the two sum in different orders); tests clear it to reach the mma.sync form.
+  bool grouped_w4_wgmma = true;
   float* out = nullptr;  // [tokens, hidden]
 };
 
@@ -105,6 +108,7 @@ class MoeRunner {
   struct Grouped {
     DeviceBuffer<int32_t> offsets, order;
     DeviceBuffer<__nv_bfloat16> xb, h, shared_h;  // x, routed and shared activations in bf16
+    DeviceBuffer<__nv_bfloat16> xp;               // xb permuted for the wgmma gate-up
     DeviceBuffer<float> slots, shared_g, shared_u, shared_out;
   } grouped_;
   int64_t grouped_tokens_ = 0;

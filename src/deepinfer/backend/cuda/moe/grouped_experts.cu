@@ -278,6 +278,7 @@ void MoeRunner::reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64
   grow(g.offsets, 2 * static_cast<size_t>(num_experts) + 2);  // offsets, active, num_active
   grow(g.order, n);
   grow(g.xb, T * hidden);
+  grow(g.xp, T * hidden);
   grow(g.h, n * inter);
   grow(g.slots, n * hidden);
   if (shared_inter > 0) {
@@ -338,6 +339,11 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   const int64_t w4_from = invariant ? 1 : a.grouped_w4_min_tokens;
   if (T >= w4_from && a.expert_format == MatrixFormat::kMxfp4 &&
       moe_detail::grouped_w4_fits(H, I)) {
+    if (!invariant && a.grouped_w4_wgmma && moe_detail::grouped_w4_wide(E, T, K)) {
+      __nv_bfloat16* xp = reserved(g.xp, T * H, "xp");
+      moe_detail::permute_k128(xb, T, H, xp, stream);
+      ga.xp = xp;
+    }
     moe_detail::launch_grouped_w4(true, ga, E, T, stream);
     moe_detail::launch_grouped_w4(false, ga, E, T, stream);
   } else if (T >= mma_from && H % moe_detail::kMmaK == 0 && I % moe_detail::kMmaK == 0) {

@@ -1,0 +1,301 @@
+// Prefill's MXFP4 expert GEMMs on warpgroup tensor cores (W4A16, wgmma): gate-up (h = swiglu(w1 x,
+// w3 x)) and down (slots = w2 h) over 64-row passes, one (128-column tile, expert pass) a block.
+// The mma.sync kernel (grouped_experts_w4.cu) spends its issue slots on both the nibble expansion
+// and the MMAs; here the MMA is asynchronous, so step s + 1's weights expand while step s
+// multiplies.
+//
+// Roles: out^T = W in^T. The weights are wgmma's A from registers (a warpgroup 64 columns, a warp
+// 16), expanded from the stored bytes exactly as the mma.sync kernel expands its B fragments (the
+// same k map, w4_fragments.cuh); the pass's 64 rows are B, read by the hardware from shared
+// memory. So the rows must sit in the k map's order: run_grouped hands over x permuted within each
+// 128-k block (permute_k128), the gate-up writes h that way (a block's 128 columns are one block
+// of the down's k), and each stage's rows land K-major under the 128-byte swizzle. Every stage
+// (weights, scales, rows) is copied by cp.async ahead. Each product sums the same expanded bf16
+// values as the other kernels, in a different order (fp32 tolerance).
+#include <cuda_bf16.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
+
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/moe/expert_math.cuh"
+#include "deepinfer/backend/cuda/moe/w4_fragments.cuh"
+#include "deepinfer/backend/cuda/smem_limit.h"
+#include "deepinfer/backend/cuda/wgmma.cuh"
+
+namespace deepinfer::cuda::moe_detail {
+namespace {
+
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kBN = 128;       // columns of each matrix a block: 64 a warpgroup, 16 a warp
+constexpr int kRows = 64;      // token rows a pass: wgmma's N
+constexpr int kK = 128;        // k a stage: one sub-tile of the k map
+// Stages of cp.async copies, and blocks an SM (__launch_bounds__: 2 caps registers at 128, and
+// shared memory then holds 3 stages a block). From 4 stages the copies run kStages - 2 tiles
+// ahead, so the stage a copy overwrites was last read by the tile before the previous one, whose
+// wgmma groups have retired (at most kInflight <= 8 run on); with 3 they run 2 ahead and each
+// tile first drains the wgmma pipeline.
+#ifndef W4_WGMMA_STAGES
+#define W4_WGMMA_STAGES 3
+#endif
+#ifndef W4_WGMMA_MIN_BLOCKS
+#define W4_WGMMA_MIN_BLOCKS (W4_WGMMA_STAGES > 3 ? 1 : 2)
+#endif
+// wgmma groups left running when a step's fragments are expanded (wait_group's N): 2 expands a
+// step further ahead, its fragments kept in registers meanwhile.
+#ifndef W4_WGMMA_INFLIGHT
+#define W4_WGMMA_INFLIGHT (W4_WGMMA_STAGES > 3 ? 2 : 1)
+#endif
+constexpr int kStages = W4_WGMMA_STAGES;
+constexpr int kInflight = W4_WGMMA_INFLIGHT;
+constexpr bool kDrain = kStages < 4;
+constexpr int kAhead = kDrain ? kStages - 1 : kStages - 2;
+static_assert(kStages >= 3);
+
+// One stage of NW matrices, offsets into the 1024-byte aligned dynamic shared memory.
+template <int NW>
+struct Stage {
+  static constexpr int kHalf = kRows * 128;        // rows' k 0..63 or 64..127
+  static constexpr int kX = 2 * kHalf;             // [half][row][128 B], swizzled
+  static constexpr int kW = NW * kBN * (kK / 2);   // [matrix][column][64 B]
+  static constexpr int kS = NW * kBN * (kK / 32);  // [matrix][column][4 E8M0]
+  static constexpr int kBytes = (kX + kW + kS + 1023) / 1024 * 1024;
+};
+// The epilogue stages the output tile in the stages' memory: h rows of bf16, or slot rows of
+// fp32, each padded against bank conflicts.
+template <bool kGateUp>
+constexpr int out_stride() {
+  return kBN * (kGateUp ? 2 : 4) + 16;
+}
+template <bool kGateUp>
+constexpr size_t smem_of() {
+  constexpr int kBytes = Stage < kGateUp ? 2 : 1 > ::kBytes * kStages;
+  static_assert(kRows * out_stride<kGateUp>() <= kBytes);
+  return size_t{kBytes} + 1024;  // + the alignment slack
+}
+
+// Step s's A fragment of rows g (raw0) and g + 8 (raw1): fragment positions {2t, 2t + 1} from
+// nibbles (2h, 2h + 4) of word p, {2t + 8, 2t + 9} from (2h + 1, 2h + 5) (w4_k_of).
+template <int S, bool kTwice>
+__device__ inline void expand_step(uint32_t (&f)[4], const uint4& raw0, const uint4& raw1,
+                                   uint32_t f0, uint32_t f1, uint32_t s0, uint32_t s1) {
+  const uint32_t w0 = reinterpret_cast<const uint32_t*>(&raw0)[S >> 1];
+  const uint32_t w1 = reinterpret_cast<const uint32_t*>(&raw1)[S >> 1];
+  constexpr int H = S & 1;
+  f[0] = expand_pair<2 * H, kTwice>(w0, f0, s0);
+  f[1] = expand_pair<2 * H, kTwice>(w1, f1, s1);
+  f[2] = expand_pair<2 * H + 1, kTwice>(w0, f0, s0);
+  f[3] = expand_pair<2 * H + 1, kTwice>(w1, f1, s1);
+}
+
+template <bool kGateUp>
+__global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel(GroupedArgs a) {
+  constexpr int NW = kGateUp ? 2 : 1;
+  using St = Stage<NW>;
+  extern __shared__ uint8_t wg_sm_raw[];
+  uint8_t* sm = wg_sm_raw + ((1024 - (shared_addr(wg_sm_raw) & 1023)) & 1023);
+  const int2 item = pass_of_row(a, kRows);
+  const int e = item.x;
+  if (e < 0) return;
+  const int64_t first = a.offsets[e] + item.y;
+  const int64_t left = a.offsets[e + 1] - first;
+  const int rn = left < kRows ? static_cast<int>(left) : kRows;
+  const ExpertPass<kGateUp> pass(a, e);
+  const int64_t in = pass.in;
+  const int64_t n0 = int64_t{blockIdx.x} * kBN;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int tiles = static_cast<int>(in / kK);
+
+  // This thread's copies a stage (q = tid + 256 i): four 16-byte chunks of rows (row q / 16,
+  // chunk q % 16), 2 NW of weights (matrix q / 512, column q / 4 % 128, chunk q % 4) and, for
+  // tid < 128 NW, a 4-byte word of scales (matrix tid / 128, column tid % 128). The output dim
+  // is a multiple of kBN, so every column exists.
+  constexpr int kWc = 2 * NW;
+  const __nv_bfloat16* xsrc[4];
+  int xdst[4];
+  const uint8_t* wsrc[kWc];
+  int wdst[kWc];
+  bool xok[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int q = tid + kThreads * i, r = q >> 4, c = q & 15;
+    xok[i] = r < rn;
+    const int64_t row = first + (xok[i] ? r : 0);
+    xsrc[i] = (kGateUp ? a.xp + int64_t{a.order[row] / a.top_k} * in : a.h + row * in) + 8 * c;
+    xdst[i] = (c >> 3) * St::kHalf + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+  }
+#pragma unroll
+  for (int i = 0; i < kWc; ++i) {
+    const int q = tid + kThreads * i, j = q >> 9, col = (q >> 2) & (kBN - 1), ch = q & 3;
+    wsrc[i] = static_cast<const uint8_t*>(pass.mats[j]->data) + (n0 + col) * (in / 2) + 16 * ch;
+    wdst[i] = St::kX + (j * kBN + col) * (kK / 2) + 16 * ch;
+  }
+  const bool scopy = tid < NW * kBN;
+  const uint8_t* ssrc =
+      pass.mats[scopy ? tid >> 7 : 0]->mx_scale + (n0 + (tid & (kBN - 1))) * (in / 32);
+  const auto load = [&](int tile) {
+    uint8_t* st = sm + (tile % kStages) * St::kBytes;
+    const int64_t k0 = int64_t{tile} * kK;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cp_async16(st + xdst[i], xsrc[i] + k0, xok[i]);
+#pragma unroll
+    for (int i = 0; i < kWc; ++i) cp_async16(st + wdst[i], wsrc[i] + k0 / 2);
+    if (scopy) copy4(st + St::kX + St::kW + 4 * tid, ssrc + k0 / 32, true);
+  };
+
+  float acc[NW][32];
+#pragma unroll
+  for (int j = 0; j < NW; ++j)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[j][i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < tiles) load(s);
+    cp_async_commit();
+  }
+  const int col0 = (warp >> 2) * 64 + (warp & 3) * 16 + g;  // this thread's rows of A: +0, +8
+  for (int tile = 0; tile < tiles; ++tile) {
+    cp_async_wait<kAhead - 1>();
+    fence_async_shared();
+    if (kDrain) wgmma_wait<0>();  // the stage the next load takes is no longer read
+    __syncthreads();
+    if (tile + kAhead < tiles) load(tile + kAhead);
+    cp_async_commit();
+    const uint8_t* st = sm + (tile % kStages) * St::kBytes;
+    uint4 raw[NW][2];
+    uint32_t f1[NW][2], f2[NW][2], sbytes = 0;
+#pragma unroll
+    for (int j = 0; j < NW; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int col = j * kBN + col0 + 8 * r;
+        raw[j][r] = *reinterpret_cast<const uint4*>(st + St::kX + col * (kK / 2) + 16 * t);
+        const uint32_t sb = st[St::kX + St::kW + col * (kK / 32) + t];
+        f1[j][r] = first_factor(sb);
+        f2[j][r] = second_factor(sb);
+        sbytes |= sb << (8 * (2 * j + r));
+      }
+    // Scales past 128 only in synthetic checkpoints: a warp-uniform branch around the expansion
+    // alone (every warp of the warpgroup reaches the same wgmma).
+    const bool twice = __any_sync(0xffffffffu, __vcmpgtu4(sbytes, 0x80808080u) != 0);
+    const uint32_t xs = shared_addr(st);
+    const auto step = [&](auto s_tag) {
+      constexpr int S = decltype(s_tag)::value;
+      uint32_t fa[NW][4];
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        if (twice)
+          expand_step<S, true>(fa[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], f2[j][0], f2[j][1]);
+        else
+          expand_step<S, false>(fa[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], 0, 0);
+      }
+      const uint64_t desc = wgmma_desc_k128(xs + (S >> 2) * St::kHalf + (S & 3) * 32);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < NW; ++j) wgmma_m64n64k16_rs(acc[j], fa[j], desc);
+      wgmma_commit();
+      wgmma_wait<kInflight>();  // older steps are done: their fragments' registers are free
+    };
+    step(std::integral_constant<int, 0>{});
+    step(std::integral_constant<int, 1>{});
+    step(std::integral_constant<int, 2>{});
+    step(std::integral_constant<int, 3>{});
+    step(std::integral_constant<int, 4>{});
+    step(std::integral_constant<int, 5>{});
+    step(std::integral_constant<int, 6>{});
+    step(std::integral_constant<int, 7>{});
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int j = 0; j < NW; ++j) wgmma_pin(acc[j]);
+  cp_async_wait<0>();
+  __syncthreads();  // every stage is free: the output tile is staged there
+
+  // Element (column col0 + 8 hr, row 8i + 2t + c) is acc[j][4i + 2hr + c]; h's columns go to
+  // their k-map positions (w4_pos_of), the down's permuted input.
+  constexpr int kStride = out_stride<kGateUp>();
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int r = 8 * i + 2 * t + c;
+      const bool scaled = kGateUp == a.before;  // the routing weight goes here
+      const float wt = scaled && r < rn ? a.weights[a.order[first + r]] : 1.0f;
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int k = 4 * i + 2 * hr + c, col = col0 + 8 * hr;
+        if constexpr (kGateUp)
+          reinterpret_cast<__nv_bfloat16*>(sm + r * kStride)[w4_pos_of(col)] =
+              swiglu_bf16(acc[0][k], acc[1][k], true, a.lim, wt);
+        else
+          reinterpret_cast<float*>(sm + r * kStride)[col] = acc[0][k] * wt;
+      }
+    }
+  __syncthreads();
+  constexpr int kChunks = kBN * (kGateUp ? 2 : 4) / 16;  // 16-byte chunks of an output row
+#pragma unroll
+  for (int i = 0; i < kRows * kChunks / kThreads; ++i) {
+    const int q = tid + kThreads * i, r = q / kChunks, ch = q % kChunks;
+    if (r >= rn) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(sm + r * kStride + 16 * ch);
+    if constexpr (kGateUp)
+      *reinterpret_cast<uint4*>(a.h + (first + r) * a.inter + n0 + 8 * ch) = v;
+    else
+      *reinterpret_cast<uint4*>(a.slots + int64_t{a.order[first + r]} * a.hidden + n0 + 4 * ch) = v;
+  }
+}
+
+// y = x with each row's 128-k blocks permuted into the k map's fragment order: position
+// 16 s + kappa of a block holds the block's k w4_k_of(s, kappa).
+__global__ void permute_k128_kernel(const __nv_bfloat16* x, int64_t n, __nv_bfloat16* y) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int l = static_cast<int>(i & 127);
+  y[i] = x[(i & ~int64_t{127}) + w4_k_of(l >> 4, l & 15)];
+}
+
+template <bool kGateUp>
+SmemLimit& limit_of() {
+  static SmemLimit l(reinterpret_cast<const void*>(w4_wgmma_kernel<kGateUp>));
+  return l;
+}
+
+template <bool kGateUp>
+void launch(const GroupedArgs& a, int num_experts, int64_t tokens, cudaStream_t stream) {
+  const int64_t slots = tokens * a.top_k, out = kGateUp ? a.inter : a.hidden;
+  if (out % kBN != 0 || (kGateUp ? a.hidden : a.inter) % kK != 0) {
+    std::fprintf(stderr, "moe: the wgmma expert kernel wants hidden %lld and inter %lld in 128s\n",
+                 static_cast<long long>(a.hidden), static_cast<long long>(a.inter));
+    std::abort();
+  }
+  // A grid row per (expert, pass): at most the active experts plus slots / 64.
+  const dim3 grid(static_cast<unsigned>(out / kBN),
+                  static_cast<unsigned>(grouped_grid_rows(num_experts, slots) + slots / kRows));
+  limit_of<kGateUp>().ensure(smem_of<kGateUp>());
+  w4_wgmma_kernel<kGateUp><<<grid, kThreads, smem_of<kGateUp>(), stream>>>(a);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void ensure_grouped_wgmma_smem() {
+  limit_of<true>().ensure(smem_of<true>());
+  limit_of<false>().ensure(smem_of<false>());
+}
+
+void permute_k128(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_bfloat16* y,
+                  cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  permute_k128_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, n, y);
+  DI_CUDA_LAUNCH_CHECK();
+}
+
+void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
+                          cudaStream_t stream) {
+  gate_up ? launch<true>(a, num_experts, tokens, stream)
+          : launch<false>(a, num_experts, tokens, stream);
+}
+
+}  // namespace deepinfer::cuda::moe_detail

@@ -1,0 +1,72 @@
+// Warpgroup tensor-core pieces (SM90 wgmma.mma_async): bf16 m64n64k16 with A from registers and
+// B from shared memory, fp32 accumulators; the shared-memory matrix descriptor for B stored
+// K-major under the 128-byte swizzle; the fence, commit and wait that order them.
+//
+// A warpgroup is 4 consecutive warps (warp / 4 equal); all 128 threads issue each wgmma.
+// Fragments (g = lane / 4, t = lane % 4, w = warp % 4):
+// - A (64 x 16): warp w holds rows 16w .. 16w + 15 in mma.sync's m16n8k16 A layout (a0 = row g,
+//   k 2t..2t+1; a1 = row g + 8; a2, a3 = the same rows at k + 8).
+// - D (64 x 64): d[4i + 0..1] = row 16w + g, columns 8i + 2t, 8i + 2t + 1; d[4i + 2..3] = row
+//   16w + g + 8.
+// - B (16 x 64) from shared memory, "K-major": each of the 64 columns stores its k contiguous, 64
+//   bf16 (128 bytes) a row of an 8-row, 1024-byte atom, its 16-byte chunk c at c ^ (row % 8)
+//   (the 128-byte swizzle; the atom 1024-byte aligned). k16 step i of an atom starts 32 i bytes
+//   in; the next 8 columns sit 1024 bytes on.
+#pragma once
+
+#include <cstdint>
+
+#include "deepinfer/backend/cuda/mma_sync.cuh"
+
+namespace deepinfer::cuda {
+
+// The descriptor of a K-major, 128-byte-swizzled B at shared address `addr` (see above).
+__device__ inline uint64_t wgmma_desc_k128(uint32_t addr) {
+  constexpr uint64_t kStride = 1024 >> 4;  // between 8-column groups
+  constexpr uint64_t kSwizzle128 = 1;
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (kStride << 32) |
+         (kSwizzle128 << 62);
+}
+
+// Orders this thread's register writes (A fragments, accumulators) before the next wgmma reads.
+__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ inline void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Returns once at most N committed groups are still running.
+template <int N>
+__device__ inline void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Shared memory written by ordinary stores or cp.async, made visible to wgmma's (async proxy)
+// reads; each writing thread fences, then the block synchronizes.
+__device__ inline void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Keeps the compiler from moving accumulator reads or writes across an in-flight wgmma.
+__device__ inline void wgmma_pin(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d += A * B: A (64 x 16 bf16) from registers, B (16 x 64 bf16) by descriptor.
+__device__ inline void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+}  // namespace deepinfer::cuda
