@@ -12,6 +12,9 @@
 //   or allocation, so decode can be captured in a CUDA graph. Few tokens: warp-per-column dot
 //   products that expand the stored weights in registers (W4A16 for MXFP4), memory-bound; more
 //   tokens: the same expansion into shared memory, then tensor cores (grouped_experts_mma.cu).
+//   MXFP4 experts take the pipelined W4A16 kernels from one token: mma.sync fragments expanded
+//   in registers (grouped_experts_w4.cu), prefill's wide passes on wgmma
+//   (grouped_experts_wgmma.cu).
 #pragma once
 
 #include <cuda_bf16.h>
