@@ -29,5 +29,5 @@ PY
 
 err=$("$bin" bench throughput --num-prompts 1 --input-len 8 --output-len 2 \
   --spec-oracle-accept 1.5 2>&1 || true)
-echo "$err" | grep -q -- "--spec-oracle-accept 1.5.*rates are in \[0, 1\]" || fail "rate error: $err"
+grep -q -- "--spec-oracle-accept 1.5.*rates are in \[0, 1\]" <<<"$err" || fail "rate error: $err"
 echo PASS

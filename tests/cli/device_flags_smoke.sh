@@ -19,63 +19,63 @@ must_fail() {
 for cmd in generate chat serve bench; do
   help=$("$bin" $cmd --help)
   for flag in --device --gpu-memory-utilization --no-cuda-graphs --numerics; do
-    echo "$help" | grep -q -- "$flag" || fail "$cmd --help does not list $flag"
+    grep -q -- "$flag" <<<"$help" || fail "$cmd --help does not list $flag"
   done
-  echo "$help" | grep -q "DEEPINFER_ACCELERATOR" ||
+  grep -q "DEEPINFER_ACCELERATOR" <<<"$help" ||
     fail "$cmd --help does not name DEEPINFER_ACCELERATOR"
   ok
 done
 
 must_fail "$bin" generate -q --prompt-ids 1 --device bogus
-echo "$err" | grep -q -- "--device" && echo "$err" | grep -q "bogus" || fail "--device bogus: $err"
+grep -q -- "--device" <<<"$err" && grep -q "bogus" <<<"$err" || fail "--device bogus: $err"
 ok
 must_fail env DEEPINFER_ACCELERATOR=bogus "$bin" generate -q --prompt-ids 1 --max-tokens 1
-echo "$err" | grep -q "DEEPINFER_ACCELERATOR" && echo "$err" | grep -q "bogus" ||
+grep -q "DEEPINFER_ACCELERATOR" <<<"$err" && grep -q "bogus" <<<"$err" ||
   fail "DEEPINFER_ACCELERATOR=bogus: $err"
 ok
 for v in 0 1.5 -1 x; do
   must_fail "$bin" generate -q --prompt-ids 1 --gpu-memory-utilization "$v"
-  echo "$err" | grep -q -- "--gpu-memory-utilization" || fail "--gpu-memory-utilization $v: $err"
+  grep -q -- "--gpu-memory-utilization" <<<"$err" || fail "--gpu-memory-utilization $v: $err"
 done
 ok
 must_fail "$bin" generate -q --prompt-ids 1 --numerics fast
-echo "$err" | grep -q -- "--numerics" || fail "--numerics fast: $err"
+grep -q -- "--numerics" <<<"$err" || fail "--numerics fast: $err"
 ok
 
 # cpu, also when spelled by the variable, and --device wins over the variable.
 out=$(DEEPINFER_ACCELERATOR=cpu "$bin" generate -q --prompt-ids 1,2,3 --max-tokens 2)
-echo "$out" | grep -qE '^[0-9]+,[0-9]+$' || fail "DEEPINFER_ACCELERATOR=cpu: '$out'"
+grep -qE '^[0-9]+,[0-9]+$' <<<"$out" || fail "DEEPINFER_ACCELERATOR=cpu: '$out'"
 out=$(DEEPINFER_ACCELERATOR=bogus "$bin" generate -q --device cpu --prompt-ids 1,2,3 --max-tokens 2)
-echo "$out" | grep -qE '^[0-9]+,[0-9]+$' || fail "--device cpu over a bad variable: '$out'"
+grep -qE '^[0-9]+,[0-9]+$' <<<"$out" || fail "--device cpu over a bad variable: '$out'"
 ok
 # The capacity line every engine command prints at start-up.
 err=$("$bin" generate --device cpu --prompt-ids 1,2,3 --max-tokens 2 2>&1 >/dev/null)
 line="deepinfer generate: device cpu, numerics official, weights [0-9.]+ GiB; KV pool [0-9]+ pages"
-echo "$err" | grep -qE "$line" ||
+grep -qE "$line" <<<"$err" ||
   fail "capacity line: $err"
 ok
 
 if [ "$backend" = cpu ]; then
   no_cuda="built without the CUDA backend"
   must_fail "$bin" generate -q --prompt-ids 1 --device cuda
-  echo "$err" | grep -q "$no_cuda" || fail "generate --device cuda: $err"
+  grep -q "$no_cuda" <<<"$err" || fail "generate --device cuda: $err"
   must_fail env DEEPINFER_ACCELERATOR=nvidia "$bin" generate -q --prompt-ids 1
-  echo "$err" | grep -q "$no_cuda" || fail "DEEPINFER_ACCELERATOR=nvidia: $err"
+  grep -q "$no_cuda" <<<"$err" || fail "DEEPINFER_ACCELERATOR=nvidia: $err"
   must_fail "$bin" chat --device cuda </dev/null
-  echo "$err" | grep -q "$no_cuda" || fail "chat --device cuda: $err"
+  grep -q "$no_cuda" <<<"$err" || fail "chat --device cuda: $err"
   must_fail "$bin" serve --device cuda --host 127.0.0.1 --port 0
-  echo "$err" | grep -q "$no_cuda" || fail "serve --device cuda: $err"
+  grep -q "$no_cuda" <<<"$err" || fail "serve --device cuda: $err"
   must_fail "$bin" bench latency --device cuda --output-json "$tmp/b.json"
-  echo "$err" | grep -q "$no_cuda" || fail "bench latency --device cuda: $err"
+  grep -q "$no_cuda" <<<"$err" || fail "bench latency --device cuda: $err"
   must_fail "$bin" bench forward --device cuda --output-json "$tmp/b.json"
-  echo "$err" | grep -q "$no_cuda" || fail "bench forward --device cuda: $err"
+  grep -q "$no_cuda" <<<"$err" || fail "bench forward --device cuda: $err"
   ok
 fi
 
 must_fail "$bin" bench forward --device cpu
-echo "$err" | grep -q "needs --device cuda" || fail "bench forward on cpu: $err"
+grep -q "needs --device cuda" <<<"$err" || fail "bench forward on cpu: $err"
 must_fail "$bin" bench latency --device cpu --batch-sizes 8
-echo "$err" | grep -q -- "--batch-sizes is a 'bench forward' flag" ||
+grep -q -- "--batch-sizes is a 'bench forward' flag" <<<"$err" ||
   fail "bench latency --batch-sizes: $err"
 ok
 "$bin" bench latency --device cpu --input-len 8 --output-len 4 --output-json "$tmp/b.json" \

@@ -25,17 +25,17 @@ ls "$tmp/m"/model-0000*-of-*.safetensors >/dev/null || fail "make-tiny-model wro
   fail "generate on a quantized tiny model"
 
 err=$("$bin" generate -q --prompt-ids 1,abc 2>&1 || true)
-echo "$err" | grep -q "'abc' is not a token id" || fail "bad id error: $err"
+grep -q "'abc' is not a token id" <<<"$err" || fail "bad id error: $err"
 err=$("$bin" generate -q "$tmp/nope" --prompt-ids 1 2>&1 || true)
-echo "$err" | grep -q "$tmp/nope/config.json" || fail "missing model error: $err"
+grep -q "$tmp/nope/config.json" <<<"$err" || fail "missing model error: $err"
 err=$("$bin" generate -q --prompt-ids 999999 2>&1 || true)
-echo "$err" | grep -q "token id 999999 is outside the vocabulary" || fail "vocab error: $err"
+grep -q "token id 999999 is outside the vocabulary" <<<"$err" || fail "vocab error: $err"
 err=$("$bin" generate -q --prompt-ids 1 --numerics fast 2>&1 || true)
-echo "$err" | grep -q -- "--numerics: fast not in" || fail "numerics error: $err"
+grep -q -- "--numerics: fast not in" <<<"$err" || fail "numerics error: $err"
 # A prompt the KV pool can never hold: the engine takes it, then ends it; the reason is printed
 # and the exit status is not 0 (it once printed only "finish_reason=abort" and exited 0).
 if err=$("$bin" generate --kv-memory 200000 --prompt-ids "$(seq -s, 2 900)" --max-tokens 4 2>&1); then
   fail "a prompt larger than the pool exited 0: $err"
 fi
-echo "$err" | grep -q "raise --kv-memory" || fail "pool error: $err"
+grep -q "raise --kv-memory" <<<"$err" || fail "pool error: $err"
 echo "generate smoke: 10 passed, 0 failed"

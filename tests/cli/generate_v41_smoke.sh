@@ -29,5 +29,5 @@ text=$("$bin" generate -q "$tmp/m" --prompt "Hello" --max-tokens 4)
 [ -n "$text" ] || fail "--prompt produced no text"
 
 err=$("$bin" generate -q "$tmp/m" --prompt-ids 1 --numerics official 2>&1 || true)
-echo "$err" | grep -q -- "--numerics official" || fail "official numerics error: $err"
+grep -q -- "--numerics official" <<<"$err" || fail "official numerics error: $err"
 echo "generate v41 smoke: 4 passed, 0 failed"
