@@ -34,9 +34,9 @@ using ::deepinfer::cuda::PagedSequence;
 using ::deepinfer::cuda::PinnedBuffer;
 
 // Prefill rows run in chunks of at most min(--max-num-batched-tokens, this) tokens, which sizes
-// the forward's scratch. Longer chunks pay off past 2048 (each routed expert reads its weights
-// once a chunk: a 4096-token prompt as one chunk took 105.6 against 116.7 ms in two on an H100,
-// decision 0019), so the cap only bounds the scratch of a mistaken budget.
+// the forward's scratch. Longer chunks pay off past 2048 in the forward (each routed expert reads
+// its weights once a chunk: a 4096-token prompt as one chunk took 105.6 against 116.7 ms in two
+// on an H100, decision 0019), so the cap only bounds the scratch of a mistaken budget.
 constexpr int64_t kMaxChunk = 8192;
 
 // Tokens per page of growing state, as the CPU runner's: one StateLayout for both.
