@@ -80,11 +80,20 @@ grep -q -- "--batch-sizes is a 'bench forward' flag" <<<"$err" ||
 ok
 "$bin" bench latency --device cpu --input-len 8 --output-len 4 --output-json "$tmp/b.json" \
   >/dev/null 2>&1 || fail "bench latency on cpu"
-python3 - "$tmp/b.json" <<'PY' || fail "bench JSON fields"
+"$bin" bench latency --device cpu --input-len 8 --output-len 4 --warmup-requests 2 \
+  --output-json "$tmp/w.json" >/dev/null 2>&1 || fail "bench latency --warmup-requests 2"
+python3 - "$tmp/b.json" "$tmp/w.json" <<'PY' || fail "bench JSON fields"
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["device"] == "cpu" and j["decode_batch"] == 1, j
 assert all(k in j for k in ("device_name", "numerics", "weight_bytes", "decode_step_floor_ms")), j
+assert j["warmup_request_sets"] == 0, j  # none by default on cpu
+# Warm-up sets are discarded: the figures count the measured set's steps alone.
+w = json.load(open(sys.argv[2]))
+assert w["warmup_request_sets"] == 2 and w["steps"] == j["steps"] and j["steps"] > 0, (j, w)
 PY
+ok
+must_fail "$bin" bench latency --device cpu --warmup-requests -1
+grep -q -- "--warmup-requests" <<<"$err" || fail "--warmup-requests -1: $err"
 ok
 echo "device flags smoke: $passed passed, 0 failed"

@@ -174,6 +174,7 @@ struct ForwardFlags {
   std::string batch_sizes;
   bool skip_isolated = false;
   std::vector<double> spec_oracle_accept;  // latency|throughput: oracle drafter rates
+  int warmup = -1;                         // latency|throughput: warm-up request sets (-1: auto)
 };
 
 // Flags that only `bench forward` reads; latency|throughput reject them rather than ignore them.
@@ -234,8 +235,9 @@ struct EngineRun {
   }
 };
 
-deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int output_len) {
-  std::mt19937_64 rng(42);
+deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int output_len,
+                                     uint64_t seed = 42) {
+  std::mt19937_64 rng(seed);
   std::mutex m;
   std::condition_variable cv;
   int done = 0;
@@ -281,6 +283,38 @@ deepinfer::StatusOr<EngineRun> drive(Engine& engine, int n, int input_len, int o
     if (times.size() >= 2) run.tpot.push_back((times.back() - times[0]) / double(times.size() - 1));
   }
   return run;
+}
+
+// `sets` request sets like the measured one but with other prompts (seeds past drive's 42, so
+// the prefix cache holds nothing the measured run can use), run and discarded: a CUDA engine's
+// first forward of a shape builds cuBLASLt plans and grows scratch, which no later request
+// pays. Returns the engine's stats after them, to subtract.
+deepinfer::StatusOr<deepinfer::EngineStats> warm_up(Engine& engine, int sets, int n, int input_len,
+                                                    int output_len) {
+  for (int w = 0; w < sets; ++w) {
+    auto run = drive(engine, n, input_len, output_len, 1000 + static_cast<uint64_t>(w));
+    if (!run.ok()) return run.status();
+  }
+  return engine.stats();
+}
+
+// The running totals of `now` since `then` (the gauges as they are now).
+deepinfer::EngineStats stats_since(deepinfer::EngineStats now, const deepinfer::EngineStats& then) {
+  now.steps -= then.steps;
+  now.schedule_s -= then.schedule_s;
+  now.forward_s -= then.forward_s;
+  now.sample_s -= then.sample_s;
+  now.output_s -= then.output_s;
+  now.total_s -= then.total_s;
+  now.prefill_tokens -= then.prefill_tokens;
+  now.decode_tokens -= then.decode_tokens;
+  now.preemptions -= then.preemptions;
+  now.spec_verifications -= then.spec_verifications;
+  now.spec_draft_tokens -= then.spec_draft_tokens;
+  now.spec_accepted_tokens -= then.spec_accepted_tokens;
+  for (size_t i = 0; i < now.spec_accepted_at.size() && i < then.spec_accepted_at.size(); ++i)
+    now.spec_accepted_at[i] -= then.spec_accepted_at[i];
+  return now;
 }
 
 // One decode step's floor for the engine's work at `batch` sequences.
@@ -420,8 +454,10 @@ deepinfer::StatusOr<nlohmann::json> spec_oracle_runs(const deepinfer::EngineArgs
     a.drafter = oracle;
     auto engine = Engine::create(a);
     if (!engine.ok()) return engine.status();
+    ASSIGN_OR_RETURN(const deepinfer::EngineStats warm,
+                     warm_up(**engine, f.warmup, n, input_len, output_len));
     ASSIGN_OR_RETURN(EngineRun on, drive(**engine, n, input_len, output_len));
-    const deepinfer::EngineStats st = (*engine)->stats();
+    const deepinfer::EngineStats st = stats_since((*engine)->stats(), warm);
     engine->reset();
     const bool same = on.outputs == off.outputs;
     const double mean_accepted =
@@ -487,9 +523,11 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
   if (!engine.ok()) return fail(engine.status());
   const deepinfer::EngineCapacity cap = (*engine)->capacity();
   deepinfer::cli::print_engine_capacity("bench", cap);
+  auto warm = warm_up(**engine, f.warmup, n, input_len, output_len);
+  if (!warm.ok()) return fail(warm.status());
   auto run = drive(**engine, n, input_len, output_len);
   if (!run.ok()) return fail(run.status());
-  const deepinfer::EngineStats s = (*engine)->stats();
+  const deepinfer::EngineStats s = stats_since((*engine)->stats(), *warm);
   const int64_t vocab_size = (*engine)->vocab_size();
   engine->reset();  // frees the device before the isolated forward loads its own copy
 
@@ -506,9 +544,10 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
   const double itl50 = percentile(run->itl, 50);
   std::printf(
       "deepinfer bench %s  model=%s  device=%s (%s)  numerics=%s  requests=%d input=%d "
-      "output=%d budget=%lld max_num_seqs=%d\n",
+      "output=%d budget=%lld max_num_seqs=%d warm-up sets=%d\n",
       mode.c_str(), dir->c_str(), cap.device.c_str(), cap.device_name.c_str(), cap.numerics.c_str(),
-      n, input_len, output_len, (long long)args.max_num_batched_tokens, args.max_num_seqs);
+      n, input_len, output_len, (long long)args.max_num_batched_tokens, args.max_num_seqs,
+      f.warmup);
   std::printf("| metric | value |\n|---|---|\n");
   std::printf("| wall time | %.3f s |\n| output tokens/s | %.1f |\n", run->wall_s,
               out_tok / run->wall_s);
@@ -566,6 +605,7 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
                       {"max_num_seqs", args.max_num_seqs},
                       {"cuda_graphs", args.cuda_graphs},
                       {"requests", n},
+                      {"warmup_request_sets", f.warmup},
                       {"input_len", input_len},
                       {"output_len", output_len},
                       {"wall_s", run->wall_s},
@@ -658,6 +698,12 @@ int run_bench(int argc, char** argv) {
                  "proposing the first run's own outputs at each acceptance rate (e.g. 0.6,0.8); on "
                  "cuda its outputs match the first run's only with --batch-invariant")
       ->delimiter(',');
+  app.add_option("--warmup-requests", f.warmup,
+                 "latency|throughput: request sets like the measured one (other prompts, so the "
+                 "prefix cache serves the measured run nothing) run and discarded first (default "
+                 "1 on cuda, whose first forward of a shape builds GEMM plans and grows scratch; "
+                 "0 on cpu)")
+      ->check(CLI::Range(0, 100));
   app.add_option("--steps", cu.steps,
                  "cuda, forward and the isolated comparison: timed decode steps per batch size, "
                  "after 2 warm-up")
@@ -709,6 +755,7 @@ int run_bench(int argc, char** argv) {
     return fail("--input-len, --output-len and --batch-size must be positive");
   if (mode == "latency") args.max_num_seqs = std::max(args.max_num_seqs, batch);
   const int n = mode == "latency" ? batch : (num_requests > 0 ? num_requests : 64);
+  if (f.warmup < 0) f.warmup = args.device == Device::kCuda ? 1 : 0;
   return run_engine_bench(mode, model_arg, n, input_len, output_len, json_path, f, args);
 }
 
