@@ -25,16 +25,19 @@ if [ "${DEEPINFER_SKIP_ASAN:-0}" != 1 ]; then
   # engine's preemption under speculation here), DSpark over forks and cached prefixes (their
   # engine paths run here without drafts; MixedBatch keeps DSpark's), the serial expert-parallel
   # exchange re-run (AnIdleRankKeepsTheOthersGoing takes it here), V4 over four ranks (V4.1's
-  # two-and-four-ranks case keeps the four-rank exchange), and the V4 twins of the
-  # disaggregation export/import and EPLB replica cases (their V4.1 twins take the same engine
-  # paths)) cost ~8 min under ASan, and five of the nine prefix-cache torture cases another ~90 s
-  # (their paths are the four kept: eviction and preemption, the host tier, corrupt disk units,
-  # Redis faults): they run in the release tree above only (CI time). The sanitizer tree does
+  # two-and-four-ranks case keeps the four-rank exchange), the V4 twins of the disaggregation
+  # export/import and EPLB replica cases (their V4.1 twins take the same engine paths), the
+  # DSpark drafter's rollback at every draft position (MixedBatch rolls it back here), and two
+  # grammar cases that re-check masks against brute force or across long counted strings (the
+  # other matcher cases run its memory paths)) cost ~9 min under ASan, and five of the nine
+  # prefix-cache torture cases another ~90 s (their paths are the four kept: eviction and
+  # preemption, the host tier, corrupt disk units, Redis faults): they run in the release tree
+  # above only (CI time). The sanitizer tree does
   # not build the deepinfer binary (its CLI objects cost ~2 min), so the CLI's tokenize/recipe
   # conformance script runs in the release tree only; the tokenizer and recipe libraries' own
   # suites still run here.
   ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -L unit -E \
-    'YocoTruncation\.|DeterministicSampling\.|OneSequencesLogitsAreTheSameBits|SpeculativeRows\.DeepseekV41|BatchMatchesAloneForEveryChunkBudget|TinyModelV41Forward\.FiniteLogitsAndBitwisePathIndependence|SpeculativeDecoding\.(Mtp|Seeded|GrammarConstrained)|V41Dspark\.(DraftsAreDeterministic|TapsChangeNoLogit)|DsparkSpeculativeDecoding\.(PreemptionKeepsOutputs|ForksAndCachedPrefixesKeepOutputs)|ExpertParallel\.(WithoutTwoBatchOverlap|FourRanksGiveOneRanksLogitsAndTokensV4)|Disaggregation\.ExportThenImportGivesOneEnginesTokensV4$|ExpertParallelEplb\.TwoAndThreeRanksWithReplicasGiveOneRanksLogitsV4$|PrefixCacheTorture\.(LargePool|PreemptedSequences|RestartOver|AFullDisk|V41Matches)|cli_tokenizer_recipe_conformance'
+    'YocoTruncation\.|DeterministicSampling\.|OneSequencesLogitsAreTheSameBits|SpeculativeRows\.DeepseekV41|BatchMatchesAloneForEveryChunkBudget|TinyModelV41Forward\.FiniteLogitsAndBitwisePathIndependence|SpeculativeDecoding\.(Mtp|Seeded|GrammarConstrained)|V41Dspark\.(DraftsAreDeterministic|TapsChangeNoLogit)|DsparkDrafting\.RollbacksAtEveryDraftPositionKeepTheDrafterState|GrammarMatcher\.(LongCountedStringsShareMasksExactly|TextFastPathMaskEqualsBruteForce)|DsparkSpeculativeDecoding\.(PreemptionKeepsOutputs|ForksAndCachedPrefixesKeepOutputs)|ExpertParallel\.(WithoutTwoBatchOverlap|FourRanksGiveOneRanksLogitsAndTokensV4)|Disaggregation\.ExportThenImportGivesOneEnginesTokensV4$|ExpertParallelEplb\.TwoAndThreeRanksWithReplicasGiveOneRanksLogitsV4$|PrefixCacheTorture\.(LargePool|PreemptedSequences|RestartOver|AFullDisk|V41Matches)|cli_tokenizer_recipe_conformance'
   phase "asan tests"
 fi
 if [ "${DEEPINFER_SKIP_FUZZ:-0}" != 1 ]; then
