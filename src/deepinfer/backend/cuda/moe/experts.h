@@ -64,8 +64,9 @@ struct MoeArgs {
   // The same for the W4A16 kernel of MXFP4 experts (grouped_experts_w4.cu): its decode form
   // streams the experts' bytes with cp.async tiles, ahead of the CUDA-core kernel even at B=1.
   int64_t grouped_w4_min_tokens = MOE_GROUPED_W4_MIN_TOKENS;
-  // Prefill's gate-up on wgmma (grouped_experts_wgmma.cu) rather than mma.sync, outside batch
-  // invariance (the two sum in different orders); tests clear it to reach the mma.sync form.
+  // Prefill's wide passes (gate-up and down) on wgmma (grouped_experts_wgmma.cu) rather than
+  // mma.sync, outside batch invariance (the two sum in different orders); tests clear it to
+  // reach the mma.sync form.
   bool grouped_w4_wgmma = true;
   float* out = nullptr;  // [tokens, hidden]
 };

@@ -325,10 +325,10 @@ void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int6
   // 64-row passes once an expert averages more than 16 rows (prefill chunks).
   const int64_t slots = tokens * a.top_k;
   const bool wide = grouped_w4_wide(num_experts, tokens, a.top_k);
-  if (wide && a.xp) return launch_grouped_wgmma(gate_up, a, num_experts, tokens, stream);
   // Wide: a grid row per (expert, pass); the sum over experts of ceil(rows / 64) is at most the
   // active experts plus slots / 64. Else a grid row per expert.
   const int64_t passes = grouped_grid_rows(num_experts, slots) + (wide ? slots / 64 : 0);
+  if (wide && a.xp) return launch_grouped_wgmma(gate_up, a, passes, stream);
   const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>(passes));
   if (gate_up)
     wide ? launch<true, 4>(grid, a, stream) : launch<true, 1>(grid, a, stream);

@@ -262,16 +262,14 @@ SmemLimit& limit_of() {
 }
 
 template <bool kGateUp>
-void launch(const GroupedArgs& a, int num_experts, int64_t tokens, cudaStream_t stream) {
-  const int64_t slots = tokens * a.top_k, out = kGateUp ? a.inter : a.hidden;
+void launch(const GroupedArgs& a, int64_t passes, cudaStream_t stream) {
+  const int64_t out = kGateUp ? a.inter : a.hidden;
   if (out % kBN != 0 || (kGateUp ? a.hidden : a.inter) % kK != 0) {
     std::fprintf(stderr, "moe: the wgmma expert kernel wants hidden %lld and inter %lld in 128s\n",
                  static_cast<long long>(a.hidden), static_cast<long long>(a.inter));
     std::abort();
   }
-  // A grid row per (expert, pass): at most the active experts plus slots / 64.
-  const dim3 grid(static_cast<unsigned>(out / kBN),
-                  static_cast<unsigned>(grouped_grid_rows(num_experts, slots) + slots / kRows));
+  const dim3 grid(static_cast<unsigned>(out / kBN), static_cast<unsigned>(passes));
   limit_of<kGateUp>().ensure(smem_of<kGateUp>());
   w4_wgmma_kernel<kGateUp><<<grid, kThreads, smem_of<kGateUp>(), stream>>>(a);
   DI_CUDA_LAUNCH_CHECK();
@@ -292,10 +290,8 @@ void permute_k128(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_bfloa
   DI_CUDA_LAUNCH_CHECK();
 }
 
-void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
-                          cudaStream_t stream) {
-  gate_up ? launch<true>(a, num_experts, tokens, stream)
-          : launch<false>(a, num_experts, tokens, stream);
+void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int64_t passes, cudaStream_t stream) {
+  gate_up ? launch<true>(a, passes, stream) : launch<false>(a, passes, stream);
 }
 
 }  // namespace deepinfer::cuda::moe_detail
