@@ -580,10 +580,12 @@ class EngineImpl final : public Engine {
     }
   }
 
-  void emit_outputs() {
+  // running_only: only requests that go on (a stream's new tokens); a final output waits for the
+  // step's prefix cache write-down, so a client that has it sees the cache's figures too.
+  void emit_outputs(bool running_only = false) {
     for (auto it = requests_.begin(); it != requests_.end();) {
       RequestState& r = **it;
-      if (!r.touched) {
+      if (!r.touched || (running_only && r.num_finished == static_cast<int>(r.seqs.size()))) {
         ++it;
         continue;
       }
@@ -657,6 +659,10 @@ class EngineImpl final : public Engine {
         add_step_stats(local_, &stats_);
       }
       if (prefix_) {
+        // The step's tokens go out before the write-down of the units it completed (a prompt's
+        // units are read back from the device and put in the host tier): a long prompt's first
+        // token no longer waits for them.
+        emit_outputs(/*running_only=*/true);
         // Snapshots of this step (and of sequences cancelled above) copied, then written down.
         (void)prefix_->end_step();
         prefix_->maybe_sweep();

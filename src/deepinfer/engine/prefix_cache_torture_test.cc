@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -353,6 +354,38 @@ TEST(PrefixCacheTorture, HostTierServesWhatTheDevicePoolEvicted) {
   EXPECT_EQ(after.hit_tokens[1] - before.hit_tokens[1], again.cached_tokens)
       << "the repeat's hit did not come from the host tier";
   EXPECT_GT(after.loads, before.loads);
+}
+
+// A streamed request's first token goes out before its prefill step's units are written down to
+// the host tier (a long prompt's TTFT does not wait for them); its final output comes after, so
+// a client holding it sees them in the cache's figures. A 256-token prompt runs as two chunks
+// (a persistence point at 128): the second completes unit 1 and samples the first token, and
+// the two decode steps after it complete no unit.
+TEST(PrefixCacheEngine, FirstTokenPrecedesItsStepsWriteDownAndTheFinalOutputFollowsIt) {
+  auto e = make_engine(Config{});
+  ASSERT_TRUE(e);
+  std::mt19937_64 rng(torture_seed() + 2);
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::vector<std::pair<bool, int64_t>> seen;  // (finished, host tier bytes written) an output
+  const Status st =
+      e->submit(request(random_tokens(rng, 256), 3, 1, 0), [&](const RequestOutput& o) {
+        const int64_t written = e->prefix_cache_stats().bytes_written[1];
+        std::lock_guard<std::mutex> lock(m);
+        seen.emplace_back(o.finished, written);
+        done = o.finished;
+        cv.notify_all();
+      });
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_FALSE(seen.front().first);
+  EXPECT_TRUE(seen.back().first);
+  EXPECT_GT(seen.front().second, 0) << "unit 0 (the first chunk's) was not written down";
+  EXPECT_GT(seen.back().second, seen.front().second)
+      << "the first token waited for unit 1's write-down, or the final output came before it";
 }
 
 TEST(PrefixCacheTorture, RestartOverTheSameDiskDirectoryHitsAndMatches) {
