@@ -387,6 +387,7 @@ class EngineImpl final : public Engine {
         row.speculative = true;
         row.argmax_only = false;
       }
+      if (prefix_) prefix_->add_row_snapshots(s.cache, &row);
       batch_.rows.push_back(row);
       (item.start_pos >= static_cast<int64_t>(s.req->prompt.size()) ? local_.decode_tokens
                                                                     : local_.prefill_tokens) +=
@@ -401,6 +402,7 @@ class EngineImpl final : public Engine {
     Status st = runner_->execute(batch_, &step_out_);
     local_.forward_s += seconds_since(t0);
     if (!st.ok()) {
+      if (prefix_) prefix_->drop_row_snapshots();
       for (const runtime::StepRow& row : batch_.rows)
         if (auto it = seqs_.find(row.seq_id); it != seqs_.end()) fail_request(*it->second->req, st);
       if (in_group()) take_group_down(st);  // the runner took it down: every rank's step failed

@@ -361,8 +361,32 @@ TEST(PrefixCacheTorture, HostTierServesWhatTheDevicePoolEvicted) {
 // a client holding it sees them in the cache's figures. A 256-token prompt runs as two chunks
 // (a persistence point at 128): the second completes unit 1 and samples the first token, and
 // the two decode steps after it complete no unit.
+// A 300-token prompt's persistence point (256: every interval, and the last block a repeat can
+// start from) lies inside its one prefill chunk: the runner snapshots it there (StepRow::
+// snapshots, decision 0020) instead of the scheduler cutting the chunk, and a repeat starts from
+// it with the same tokens.
+TEST(PrefixCacheEngine, APointInsideAChunkIsSnapshotWithoutCuttingTheChunk) {
+  Config c;
+  c.budget = 512;
+  auto e = make_engine(c);
+  ASSERT_TRUE(e);
+  std::mt19937_64 rng(torture_seed() + 3);
+  const std::vector<int32_t> prompt = random_tokens(rng, 300);
+  const Outputs first = run_all(*e, {request(prompt, 2, 1, 0)});
+  const EngineStats stats = e->stats();
+  EXPECT_EQ(stats.prefill_tokens, 300);
+  EXPECT_EQ(stats.steps, 2) << "the prompt's chunk was cut (one prefill step, one decode step)";
+  EXPECT_EQ(first.cached_tokens, 0);
+  const Outputs again = run_all(*e, {request(prompt, 2, 1, 0)});
+  EXPECT_EQ(again.cached_tokens, 256);
+  EXPECT_EQ(again.tokens, first.tokens);
+}
+
+// The budget (128) splits the 256-token prompt in two chunks, each its own step.
 TEST(PrefixCacheEngine, FirstTokenPrecedesItsStepsWriteDownAndTheFinalOutputFollowsIt) {
-  auto e = make_engine(Config{});
+  Config c;
+  c.budget = 128;
+  auto e = make_engine(c);
   ASSERT_TRUE(e);
   std::mt19937_64 rng(torture_seed() + 2);
   std::mutex m;

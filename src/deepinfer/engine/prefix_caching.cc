@@ -81,7 +81,9 @@ void PrefixCaching::prepare(SeqCacheState& c, const std::vector<int32_t>& tokens
   r->prefix_keys = c.prompt_keys;
   r->cache_now_s = t;
   r->cache_extend_to_s = c.retention == kv::Retention::kNone ? 0 : c.expires_at_s;
-  r->chunk_ends = c.points;
+  // A runner that snapshots inside rows needs no chunk to end at a point.
+  r->chunk_ends.clear();
+  if (!runner_->snapshots_inside_rows()) r->chunk_ends = c.points;
   if (m == 0 || !tiers_) return;
 
   // A longer prefix in a lower tier than on the device: bring it up now, so the scheduler's
@@ -175,17 +177,26 @@ void PrefixCaching::on_attached(SeqCacheState& c, int64_t cached) {
     for (int64_t i = 0; i < units; ++i) tiers_->touch(c.keys[i], c.expires_at_s);
 }
 
-void PrefixCaching::after_row(SeqCacheState& c, uint64_t seq_id, const std::vector<int32_t>& tokens,
-                              int64_t prompt_len, int64_t end_pos) {
-  if (end_pos % page_tokens_ != 0 || c.retention == kv::Retention::kNone) return;
-  const bool prompt_point = std::binary_search(c.points.begin(), c.points.end(), end_pos);
-  const bool decoding = end_pos > prompt_len;
-  if (!prompt_point && !decoding) return;
-  const int64_t blocks = end_pos / page_tokens_;
-  extend_keys(c, tokens, blocks);
-  std::vector<kv::KvManager::CachedPages> pub =
-      kv_->publish(seq_id, {c.keys.data(), static_cast<size_t>(blocks)}, root_,
-                   /*snapshot_at_end=*/true, c.expires_at_s, c.retention, &copy_batch_.page_copies);
+void PrefixCaching::add_row_snapshots(const SeqCacheState& c, runtime::StepRow* row) {
+  if (!runner_->snapshots_inside_rows() || c.retention == kv::Retention::kNone || row->speculative)
+    return;
+  const int64_t end = row->start_pos + row->num_tokens;
+  auto p = std::upper_bound(c.points.begin(), c.points.end(), row->start_pos);
+  for (; p != c.points.end() && *p < end; ++p) {
+    std::optional<std::vector<int32_t>> pages = kv_->allocate_snapshot();
+    if (!pages) return;  // no room: the units are cached at the row's end without it
+    row_snapshots_.push_back({row->seq_id, *p, std::move(*pages)});
+    row->snapshots.push_back({*p, &row_snapshots_.back().pages});
+  }
+}
+
+void PrefixCaching::drop_row_snapshots() {
+  for (const RowSnapshotPages& s : row_snapshots_) kv_->release_pages(s.pages);
+  row_snapshots_.clear();
+}
+
+void PrefixCaching::note_published(std::vector<kv::KvManager::CachedPages> pub,
+                                   const SeqCacheState& c, bool decoding) {
   for (kv::KvManager::CachedPages& p : pub) {
     const kv::PrefixCache::Unit* u = kv_->cache().find(p.key);
     metrics_.stored_units += p.new_unit ? 1 : 0;
@@ -197,6 +208,30 @@ void PrefixCaching::after_row(SeqCacheState& c, uint64_t seq_id, const std::vect
     if (!p.new_unit) p.page = -1;  // the lower tiers have the page already
     writes_.push_back({p, u->parent, u->end_tokens, c.expires_at_s, c.retention});
   }
+}
+
+void PrefixCaching::after_row(SeqCacheState& c, uint64_t seq_id, const std::vector<int32_t>& tokens,
+                              int64_t prompt_len, int64_t end_pos) {
+  for (RowSnapshotPages& s : row_snapshots_) {
+    if (s.seq_id != seq_id || s.pages.empty()) continue;
+    const int64_t blocks = s.end_pos / page_tokens_;
+    extend_keys(c, tokens, blocks);
+    note_published(
+        kv_->publish_with_snapshot(seq_id, {c.keys.data(), static_cast<size_t>(blocks)}, root_,
+                                   std::move(s.pages), c.expires_at_s, c.retention),
+        c, /*decoding=*/false);
+    s.pages.clear();
+  }
+  if (end_pos % page_tokens_ != 0 || c.retention == kv::Retention::kNone) return;
+  const bool prompt_point = std::binary_search(c.points.begin(), c.points.end(), end_pos);
+  const bool decoding = end_pos > prompt_len;
+  if (!prompt_point && !decoding) return;
+  const int64_t blocks = end_pos / page_tokens_;
+  extend_keys(c, tokens, blocks);
+  note_published(
+      kv_->publish(seq_id, {c.keys.data(), static_cast<size_t>(blocks)}, root_,
+                   /*snapshot_at_end=*/true, c.expires_at_s, c.retention, &copy_batch_.page_copies),
+      c, decoding);
   if (decoding) {
     const kv::UnitKey& now_key = c.keys[static_cast<size_t>(blocks - 1)];
     if (c.rolling && *c.rolling != now_key) {
@@ -241,6 +276,7 @@ std::shared_ptr<kv::UnitRecord> PrefixCaching::read_unit(const kv::KvManager::Ca
 }
 
 Status PrefixCaching::end_step() {
+  drop_row_snapshots();  // any left: rows after_row never saw (published ones are empty)
   Status st;
   if (!copy_batch_.page_copies.empty()) {
     runtime::StepOutput out;

@@ -4,7 +4,8 @@
 // from a lower tier before a sequence is scheduled, usage and metrics. Engine-thread only.
 //
 // A unit is one block of page_tokens (128) tokens; cuts are at block ends, where HCA has no
-// partial window (docs/decisions/0006). A sequence can start at a cut only where a snapshot of
+// partial window (docs/decisions/0006). A snapshot inside a prefill chunk is the runner's
+// (StepRow::snapshots, docs/decisions/0020). A sequence can start at a cut only where a snapshot of
 // its constant state (sliding-window rings, compressor windows) was taken: at its prompt's
 // persistence points (every interval_tokens; at the end of the user input, the last block a
 // repeat of the prompt can start from and the prompt's last whole block) and, while decoding,
@@ -14,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,8 +77,15 @@ class PrefixCaching {
   // The scheduler attached `cached` tokens to the sequence: metrics, and the lower tiers' copies
   // of the units used get their expiry extended.
   void on_attached(SeqCacheState& c, int64_t cached);
-  // After a step's forward: a row ending at a persistence point or, in decode, at a block end,
-  // caches the sequence's blocks and snapshots its constant state (copies queued).
+  // Before a step, for a runner that takes snapshots inside rows (snapshots_inside_rows): the
+  // prompt's persistence points strictly inside the prefill row get snapshot pages, when the
+  // pool has room, in row->snapshots (so chunks need not end there); after_row caches them.
+  void add_row_snapshots(const SeqCacheState& c, runtime::StepRow* row);
+  // The step failed: its row snapshots' pages go back to the pool.
+  void drop_row_snapshots();
+  // After a step's forward: the row's snapshots inside it, then a row ending at a persistence
+  // point or, in decode, at a block end, cache the sequence's blocks and a snapshot of its
+  // constant state (copies queued for the latter).
   void after_row(SeqCacheState& c, uint64_t seq_id, const std::vector<int32_t>& tokens,
                  int64_t prompt_len, int64_t end_pos);
   // After the step's sampling: runs the queued snapshot copies, then writes new units through
@@ -118,7 +127,18 @@ class PrefixCaching {
     int64_t expires_at_s = 0;
     kv::Retention retention = kv::Retention::kChat;
   };
-  runtime::StepBatch copy_batch_;  // snapshot copies only, no rows
+  // The units a publish created or gave a snapshot go into the metrics and the write-down
+  // (a decode-time snapshot only when the sequence ends).
+  void note_published(std::vector<kv::KvManager::CachedPages> pub, const SeqCacheState& c,
+                      bool decoding);
+
+  struct RowSnapshotPages {
+    uint64_t seq_id = 0;
+    int64_t end_pos = 0;
+    std::vector<int32_t> pages;  // StepRow::snapshots point here: a deque keeps them in place
+  };
+  std::deque<RowSnapshotPages> row_snapshots_;  // this step's
+  runtime::StepBatch copy_batch_;               // snapshot copies only, no rows
   std::vector<PendingWrite> writes_;
   PrefixCacheMetrics metrics_;
   int64_t last_sweep_s_ = 0;

@@ -121,6 +121,21 @@ int64_t KvManager::attach_prefix(uint64_t seq_id, std::span<const UnitKey> keys,
   return m.end_tokens;
 }
 
+void KvManager::insert_units(uint64_t seq_id, std::span<const UnitKey> keys, const UnitKey& root,
+                             int64_t expires_at_s, Retention r, std::vector<CachedPages>* out) {
+  auto it = seqs_.find(seq_id);
+  DI_CHECK(it != seqs_.end() && keys.size() <= it->second.table.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const int32_t page = it->second.table[i];
+    const int64_t end = static_cast<int64_t>(i + 1) * spec_.page_tokens;
+    if (cache_.insert(keys[i], i == 0 ? root : keys[i - 1], end, page, expires_at_s, r)) {
+      out->push_back({keys[i], page, {}, true});
+    } else {
+      cache_.touch(keys[i], expires_at_s);
+    }
+  }
+}
+
 std::vector<KvManager::CachedPages> KvManager::publish(uint64_t seq_id,
                                                        std::span<const UnitKey> keys,
                                                        const UnitKey& root, bool snapshot_at_end,
@@ -128,17 +143,7 @@ std::vector<KvManager::CachedPages> KvManager::publish(uint64_t seq_id,
                                                        std::vector<PageCopy>* copies) {
   DI_CHECK(copies != nullptr);
   std::vector<CachedPages> out;
-  auto it = seqs_.find(seq_id);
-  DI_CHECK(it != seqs_.end() && keys.size() <= it->second.table.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const int32_t page = it->second.table[i];
-    const int64_t end = static_cast<int64_t>(i + 1) * spec_.page_tokens;
-    if (cache_.insert(keys[i], i == 0 ? root : keys[i - 1], end, page, expires_at_s, r)) {
-      out.push_back({keys[i], page, {}, true});
-    } else {
-      cache_.touch(keys[i], expires_at_s);
-    }
-  }
+  insert_units(seq_id, keys, root, expires_at_s, r, &out);
   if (snapshot_at_end && !keys.empty() && cache_.find(keys.back())->snapshot.empty()) {
     // The cached unit may be another sequence's page (both computed the block), held by the
     // cache alone: hold it while making room, so the room isn't made by evicting it.
@@ -147,7 +152,7 @@ std::vector<KvManager::CachedPages> KvManager::publish(uint64_t seq_id,
     std::optional<std::vector<int32_t>> snap = allocate_pages(spec_.constant_pages_per_seq);
     release_page(unit_page);
     if (snap) {
-      const std::vector<int32_t>& state = it->second.state;
+      const std::vector<int32_t>& state = seqs_.at(seq_id).state;
       for (size_t i = 0; i < state.size(); ++i) copies->push_back(PageCopy{state[i], (*snap)[i]});
       if (out.empty() || out.back().key != keys.back())
         out.push_back({keys.back(), unit_page, {}, false});
@@ -155,6 +160,24 @@ std::vector<KvManager::CachedPages> KvManager::publish(uint64_t seq_id,
       cache_.set_snapshot(keys.back(), std::move(*snap));
     }
   }
+  return out;
+}
+
+std::vector<KvManager::CachedPages> KvManager::publish_with_snapshot(
+    uint64_t seq_id, std::span<const UnitKey> keys, const UnitKey& root,
+    std::vector<int32_t> snapshot, int64_t expires_at_s, Retention r) {
+  DI_CHECK(!keys.empty() && static_cast<int64_t>(snapshot.size()) == spec_.constant_pages_per_seq);
+  std::vector<CachedPages> out;
+  insert_units(seq_id, keys, root, expires_at_s, r, &out);
+  const PrefixCache::Unit* u = cache_.find(keys.back());
+  if (!u->snapshot.empty()) {
+    release_pages(snapshot);
+    return out;
+  }
+  if (out.empty() || out.back().key != keys.back())
+    out.push_back({keys.back(), u->page, {}, false});
+  out.back().snapshot = snapshot;
+  cache_.set_snapshot(keys.back(), std::move(snapshot));
   return out;
 }
 

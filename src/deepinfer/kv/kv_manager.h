@@ -98,6 +98,21 @@ class KvManager {
   std::vector<CachedPages> publish(uint64_t seq_id, std::span<const UnitKey> keys,
                                    const UnitKey& root, bool snapshot_at_end, int64_t expires_at_s,
                                    Retention r, std::vector<PageCopy>* copies);
+  // Snapshots taken inside a prefill row (runtime::RowSnapshot): constant_pages_per_seq fresh
+  // pages, held by the caller until publish_with_snapshot takes them or release_pages returns
+  // them; nullopt when the pool has no room.
+  std::optional<std::vector<int32_t>> allocate_snapshot() {
+    return allocate_pages(spec_.constant_pages_per_seq);
+  }
+  void release_pages(const std::vector<int32_t>& pages) {
+    for (int32_t p : pages) release_page(p);
+  }
+  // publish, the last unit's snapshot being `snapshot` (allocate_snapshot's pages, holding the
+  // state at that unit's end): the cache takes them, or they go back to the pool when the unit
+  // has a snapshot already.
+  std::vector<CachedPages> publish_with_snapshot(uint64_t seq_id, std::span<const UnitKey> keys,
+                                                 const UnitKey& root, std::vector<int32_t> snapshot,
+                                                 int64_t expires_at_s, Retention r);
   // Promotion from a lower tier: pages (refcount 1, held by the cache) for a unit not yet cached,
   // or for the snapshot of a cached unit without one; the caller writes the bytes and drops the
   // unit if that fails. nullopt when the pool has no room.
@@ -158,6 +173,9 @@ class KvManager {
   // Evicts cached units until n pages are free; false when even that can't.
   bool ensure_free(int64_t n);
   std::optional<std::vector<int32_t>> allocate_pages(int64_t n);
+  // publish's units (without snapshots) into *out.
+  void insert_units(uint64_t seq_id, std::span<const UnitKey> keys, const UnitKey& root,
+                    int64_t expires_at_s, Retention r, std::vector<CachedPages>* out);
 
   PageSpec spec_;
   BlockPool pool_;

@@ -89,6 +89,9 @@ class ModelRunner {
   // Runs one step. A failure (device error, out of memory) is returned, never an abort; the
   // engine then fails the requests whose rows were in the batch and releases them.
   virtual Status execute(const StepBatch& batch, StepOutput* out) = 0;
+  // Whether execute() takes StepRow::snapshots. Without it the engine ends prefill chunks at the
+  // prefix cache's persistence points and copies the constant pages after the step.
+  virtual bool snapshots_inside_rows() const { return false; }
   // The sequence's pages went back to the pool (finished, cancelled, preempted): drop anything
   // the runner keeps for it. No-op for an unknown sequence.
   virtual void release(uint64_t seq_id) = 0;

@@ -10,6 +10,15 @@
 
 namespace deepinfer::runtime {
 
+// A copy of a sequence's constant state as it stands after position end_pos - 1, taken inside a
+// row (the prefix cache's persistence points, without cutting the prefill chunk there).
+struct RowSnapshot {
+  int64_t end_pos = 0;
+  // constant_pages_per_seq pages no row of the step touches, valid during execute(); afterwards
+  // they hold what the sequence's constant pages would hold had the row ended at end_pos.
+  const std::vector<int32_t>* pages = nullptr;
+};
+
 // One sequence's work in this step: a prefill chunk or a single decode token.
 struct StepRow {
   uint64_t seq_id = 0;
@@ -40,6 +49,9 @@ struct StepRow {
   // keeps what it needs to cut the sequence back to any length in [start_pos, start_pos +
   // num_tokens] through StepBatch::rollbacks before the sequence's next row.
   bool speculative = false;
+  // Snapshots inside the row, end_pos strictly increasing in (start_pos, start_pos +
+  // num_tokens); never on a speculative row. Only for runners whose snapshots_inside_rows().
+  std::vector<RowSnapshot> snapshots{};  // a default member initializer: brace-init rows omit it
 };
 
 // Cuts a sequence whose latest row was speculative back to num_tokens (its accepted prefix).

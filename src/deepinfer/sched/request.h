@@ -28,7 +28,8 @@ struct SchedRequest {
   std::shared_ptr<const std::vector<kv::UnitKey>> prefix_keys;
   int64_t cache_now_s = 0, cache_extend_to_s = 0;
   // Sorted positions a chunk of chunked prefill must end at (never crossed): the persistence
-  // points where the engine snapshots the sequence's state.
+  // points where the engine snapshots the sequence's state, for a runner that cannot snapshot
+  // inside a row (docs/decisions/0020); empty otherwise.
   std::vector<int64_t> chunk_ends;
 };
 

@@ -10,6 +10,7 @@
 #include "deepinfer/runtime/cpu/paged_model.h"
 #include "deepinfer/runtime/cpu/step_pages.h"
 #include "deepinfer/runtime/expert_group.h"
+#include "deepinfer/runtime/row_snapshots.h"
 
 namespace deepinfer::runtime::cpu {
 namespace {
@@ -44,6 +45,8 @@ class CpuRunner final : public ModelRunner {
     return model_->routed_counts();
   }
   const kv::PageSpec& page_spec() const override { return spec_; }
+  // A row in pieces would be more forwards than the other ranks of an expert-parallel group run.
+  bool snapshots_inside_rows() const override { return expert_group_ == nullptr; }
 
   Status execute(const StepBatch& batch, StepOutput* out) override {
     Status st = execute_rows(batch, out);
@@ -85,6 +88,10 @@ class CpuRunner final : public ModelRunner {
       group_rows = *most;
     }
     for (const StepRow& row : batch.rows) {
+      if (!row.snapshots.empty() && expert_group_)
+        return invalid_argument("sequence " + std::to_string(row.seq_id) +
+                                ": snapshots inside rows under expert parallelism");
+      RETURN_IF_ERROR(check_row_snapshots(row, spec_, "sequence " + std::to_string(row.seq_id)));
       ASSIGN_OR_RETURN(PagedSequence * seq, sequence_for(row));
       Sequence& s = seqs_.at(row.seq_id);
       RETURN_IF_ERROR(settle_taps(row.seq_id, s));  // no rollback came: its row was all accepted
@@ -96,15 +103,27 @@ class CpuRunner final : public ModelRunner {
         return internal_error("sequence " + std::to_string(row.seq_id) +
                               ": its DSpark state holds " + std::to_string(s.draft->num_tokens()) +
                               " positions, the step starts it at " + std::to_string(row.start_pos));
-      RETURN_IF_ERROR(model_->forward(*seq, row.tokens, row.num_tokens, row.keep_from_pos,
-                                      row.speculative, &logits_, s.draft ? &taps_ : nullptr));
-      if (s.draft) {  // only committed positions enter the drafter (decision 0012)
-        if (row.speculative) {
-          s.speculated->taps.swap(taps_);
-        } else {
-          RETURN_IF_ERROR(s.draft->absorb(taps_.data(), row.num_tokens));
-          if (taps_.capacity() > kKeptTapFloats) std::vector<float>().swap(taps_);
+      // Snapshots inside the row: the row in pieces (the forward is chunking-invariant), the
+      // constant pages copied at each piece's end.
+      int64_t done = 0;
+      for (size_t k = 0; k <= row.snapshots.size(); ++k) {
+        const bool last = k == row.snapshots.size();
+        const int64_t end = last ? row.num_tokens : row.snapshots[k].end_pos - row.start_pos;
+        RETURN_IF_ERROR(model_->forward(*seq, row.tokens + done, end - done, row.keep_from_pos,
+                                        row.speculative, &logits_, s.draft ? &taps_ : nullptr));
+        if (s.draft) {  // only committed positions enter the drafter (decision 0012)
+          if (row.speculative) {
+            s.speculated->taps.swap(taps_);
+          } else {
+            RETURN_IF_ERROR(s.draft->absorb(taps_.data(), end - done));
+            if (taps_.capacity() > kKeptTapFloats) std::vector<float>().swap(taps_);
+          }
         }
+        if (!last)
+          for (size_t i = 0; i < row.snapshots[k].pages->size(); ++i)
+            std::memcpy(page((*row.snapshots[k].pages)[i]), page((*row.state_pages)[i]),
+                        static_cast<size_t>(spec_.page_bytes));
+        done = end;
       }
       if (row.speculative) {
         out_logits_.insert(out_logits_.end(), logits_.begin(), logits_.end());

@@ -22,6 +22,7 @@
 #include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
 #include "deepinfer/runtime/cuda/forward_v41/cuda_v41_model.h"
 #include "deepinfer/runtime/cuda/ipc_pages.h"
+#include "deepinfer/runtime/row_snapshots.h"
 
 namespace deepinfer::runtime::cuda {
 namespace {
@@ -73,6 +74,7 @@ class CudaRunner final : public ModelRunner {
 
   const ModelInfo& info() const override { return info_; }
   const kv::PageSpec& page_spec() const override { return spec_; }
+  bool snapshots_inside_rows() const override { return model_->takes_row_snapshots(); }
   Status execute(const StepBatch& batch, StepOutput* out) override;
   // A sequence's pages and their token count (the row's start_pos) are its whole state; the
   // runner keeps only a speculative row's snapshot, until the sequence's next row or rollback.
@@ -204,6 +206,7 @@ class CudaRunner final : public ModelRunner {
   std::unordered_set<uint64_t> fused_seqs_;
   std::vector<int64_t> verify_skip_;
   std::vector<PagedSequence> decode_seqs_;
+  std::vector<::deepinfer::cuda::PagedSnapshot> row_snapshots_;  // a prefill row's
   std::vector<int32_t> decode_ids_;
   std::vector<int64_t> out_row_;                 // per row: its logits row in the output, or -1
   std::vector<int32_t> decode_argmax_, argmax_;  // the decode group's, StepOutput::argmax
@@ -510,6 +513,12 @@ Status CudaRunner::plan(const StepBatch& batch) {
       return ok_status();
     };
     for (int32_t p : *r.state_pages) RETURN_IF_ERROR(claim(p));
+    RETURN_IF_ERROR(check_row_snapshots(r, spec_, row_name(i, r)));
+    if (!r.snapshots.empty() && !model_->takes_row_snapshots())
+      return invalid_argument(row_name(i, r) + ": snapshots inside a row (" + info_.model_type +
+                              " on the GPU takes none)");
+    for (const runtime::RowSnapshot& sn : r.snapshots)
+      for (int32_t p : *sn.pages) RETURN_IF_ERROR(claim(p));
     for (int64_t k = r.start_pos / pt; k < need; ++k) RETURN_IF_ERROR(claim((*r.block_table)[k]));
     for (int64_t t = 0; t < r.num_tokens; ++t)
       if (r.tokens[t] < 0 || r.tokens[t] >= info_.vocab_size)
@@ -629,6 +638,11 @@ Status CudaRunner::execute(const StepBatch& batch, StepOutput* out) {
     const int64_t k = out_row_[i];
     const bool argmax_only = k >= 0 && r.argmax_only;
     ASSIGN_OR_RETURN(PagedSequence q, drafting_sequence(r, 1, r.start_pos, r.num_tokens));
+    row_snapshots_.clear();
+    for (const runtime::RowSnapshot& sn : r.snapshots)
+      row_snapshots_.push_back({sn.end_pos, sn.pages->data()});
+    q.snapshots = row_snapshots_.data();
+    q.num_snapshots = int64_t(row_snapshots_.size());
     RETURN_IF_ERROR(model_->forward_paged(q, r.tokens, r.num_tokens,
                                           /*all_logits=*/false,
                                           k >= 0 && !argmax_only ? host + k * V : nullptr,

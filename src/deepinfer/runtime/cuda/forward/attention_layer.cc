@@ -113,6 +113,20 @@ void segment_state(const ForwardContext& m, const AttentionWeights& w, int ratio
   a.pos0 = pos0;
   sink_attention(a, s);
   ring_write(p.kv + r0 * hd, len, pos0, hd, st.ring, st.ring_rows, s);
+  // Snapshots ending in the segment: their copies (the state at the segment's start) advanced
+  // over the rows before end_pos, by the same state ops.
+  if (g.snapshots)
+    for (const SegmentSnapshot& sn : *g.snapshots) {
+      const int64_t k = sn.end_pos - pos0;
+      const LayerView& v = sn.state->layers[m.layer];
+      if (ratio > 0)
+        compressor_advance_state(w.compressor, v.comp, p.ckv + r0 * cw, p.cgate + r0 * cw, k, pos0,
+                                 s);
+      if (ratio == 4)
+        compressor_advance_state(w.index_compressor, v.index, p.ikv + r0 * iw, p.igate + r0 * iw, k,
+                                 pos0, s);
+      ring_write(p.kv + r0 * hd, k, pos0, hd, v.ring, v.ring_rows, s);
+    }
 }
 
 DecodeCompressorArgs decode_compressor_args(const ForwardContext& m, const CompressorWeights& w,

@@ -16,8 +16,10 @@ void compressor_project(const ForwardContext& m, const CompressorWeights& w, int
   m.linear(w.wgate, hb, n, width, m.c.hidden_size, gate);
 }
 
-void compressor_update(const ForwardContext& m, const CompressorWeights& w, const CompressorView& s,
-                       const float* kv, const float* gate, int64_t n, int64_t pos0) {
+namespace {
+
+CompressorChunk chunk_of(const CompressorWeights& w, const CompressorView& s, const float* kv,
+                         const float* gate, int64_t n, int64_t pos0) {
   CompressorChunk ch;
   ch.kv = kv;
   ch.gate = gate;
@@ -31,6 +33,19 @@ void compressor_update(const ForwardContext& m, const CompressorWeights& w, cons
   ch.ratio = s.ratio;
   ch.width = s.width;
   ch.dim = s.dim;
+  return ch;
+}
+
+}  // namespace
+
+void compressor_advance_state(const CompressorWeights& w, const CompressorView& s, const float* kv,
+                              const float* gate, int64_t n, int64_t pos0, cudaStream_t stream) {
+  compressor_advance(chunk_of(w, s, kv, gate, n, pos0), stream);
+}
+
+void compressor_update(const ForwardContext& m, const CompressorWeights& w, const CompressorView& s,
+                       const float* kv, const float* gate, int64_t n, int64_t pos0) {
+  const CompressorChunk ch = chunk_of(w, s, kv, gate, n, pos0);
   const int64_t windows = ch.windows();
   if (windows > 0) {
     const int64_t e0 = ch.first_entry();

@@ -12,6 +12,7 @@
 #include "deepinfer/backend/cuda/mhc/mhc.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
 #include "deepinfer/backend/cuda/sampling/argmax.h"
+#include "deepinfer/base/check.h"
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/config_field_reader.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
@@ -273,12 +274,27 @@ struct CudaModel::Impl {
   }
 
   // n <= max_chunk tokens at the end of one sequence; logits for `rows` trailing positions.
+  // Snapshots of seq ending in the chunk get copies of its constant state first (the state at the
+  // chunk's start), which the chunk's state ops then advance to their end_pos.
   void chunk(const PagedSequence& seq, const int32_t* host_ids, int64_t n, int64_t rows,
              int64_t full_from = 0) {
     int64_t* positions = grow(s.positions, n);
     fill_positions(positions, n, seq.num_tokens, 1, stream);
+    snapshot_segs.clear();
+    snapshot_states.resize(size_t(seq.num_snapshots));  // before any pointer into it is taken
+    for (int64_t k = 0; k < seq.num_snapshots; ++k) {
+      const PagedSnapshot& sn = seq.snapshots[k];
+      if (sn.end_pos <= seq.num_tokens || sn.end_pos > seq.num_tokens + n) continue;
+      // Checked by forward() (check_sequence): a failure here is a device error.
+      const int64_t pages = state->layout().constant_pages();
+      DI_CHECK(cuda::copy_pages(pool(), seq.constant_pages, sn.constant_pages, pages, stream).ok());
+      SegmentState& copy = snapshot_states[size_t(k)];
+      state->resolve_constant(sn.constant_pages, &copy);
+      snapshot_segs.push_back({sn.end_pos, &copy});
+    }
     const SegmentState& st = state->resolve(seq, stream);
-    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st}}, rows, full_from);
+    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st, &snapshot_segs}}, rows,
+             full_from);
   }
 
   Status check_ids(const int32_t* ids, int64_t n, int64_t pos0) const {
@@ -561,7 +577,9 @@ struct CudaModel::Impl {
   Linear linear;  // projections in the weights' stored formats, over gemm
   MoeRunner moe;
   ForwardScratch s;
-  std::unique_ptr<PagedState> state;             // the page pool and the decode tables
+  std::unique_ptr<PagedState> state;          // the page pool and the decode tables
+  std::vector<SegmentState> snapshot_states;  // a chunk's snapshots' copies (chunk())
+  std::vector<SegmentSnapshot> snapshot_segs;
   std::vector<std::vector<int32_t>> slot_pages;  // per slot: constant pages, then token pages
   std::vector<int64_t> slot_tokens;              // per slot: positions in its state
   int64_t max_bucket = 1;                        // the largest decode batch's rows

@@ -33,6 +33,13 @@ struct DecodeStepCounts {
   int64_t eager = 0, captured = 0, replayed = 0;
 };
 
+// A copy of a sequence's constant state taken inside forward_paged (StepRow::snapshots): after the
+// call, constant_pages (as many as the sequence's) hold the state after position end_pos - 1.
+struct PagedSnapshot {
+  int64_t end_pos = 0;
+  const int32_t* constant_pages = nullptr;
+};
+
 // One sequence as its pages name it (the kv manager's tables): constant_pages() ids, then a
 // block table covering its positions after the call; num_tokens positions are already in its
 // state (0: it starts afresh and its constant state is initialized).
@@ -49,6 +56,10 @@ struct PagedSequence {
   // dspark_target_layer_ids x hidden floats: each tap layer's input streams averaged, the
   // drafter's absorb input), row 0 being the call's first token. Null: not kept.
   float* taps = nullptr;
+  // forward_paged on a family that takes_row_snapshots(): end_pos strictly increasing inside
+  // the call's positions.
+  const PagedSnapshot* snapshots = nullptr;
+  int64_t num_snapshots = 0;
 };
 
 struct CudaModelOptions {
@@ -133,9 +144,12 @@ class CudaModel final : public PagedForward {
   // are errors; nothing is run then.
   // argmax (if not null, and all_logits false): the last position's argmax (the CUDA argmax,
   // ties to the lower id), so a greedy caller can pass logits null and copy nothing back.
+  // seq.snapshots: each gets a copy of the constant state before the chunk it ends in, advanced
+  // by that chunk's state ops (compressors, ring) over the rows before its end_pos.
   Status forward_paged(const PagedSequence& seq, const int32_t* ids, int64_t n, bool all_logits,
                        float* logits, int32_t* argmax = nullptr,
                        int64_t keep_from_pos = 0) override;
+  bool takes_row_snapshots() const override { return true; }
   Status decode_paged(const PagedSequence* seqs, const int32_t* ids, int64_t count, float* logits,
                       std::vector<int32_t>* greedy) override;
   Status verify_paged(const PagedSequence* seqs, const int32_t* ids, const int64_t* counts,

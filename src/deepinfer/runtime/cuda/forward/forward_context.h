@@ -131,9 +131,17 @@ struct ForwardContext {
 
 // Consecutive rows [row0, row0 + n) of a forward call that belong to one sequence, at its
 // positions pos0..: a prefill chunk is one segment, a batched decode step one per sequence.
+// A snapshot (PagedSnapshot) ending in a segment: its copy of the constant state, which held the
+// state at the segment's start, is advanced over the segment's rows before end_pos.
+struct SegmentSnapshot {
+  int64_t end_pos = 0;
+  const SegmentState* state = nullptr;  // the copy's views
+};
+
 struct RowSegment {
   int64_t row0 = 0, n = 0, pos0 = 0;
   const SegmentState* seq = nullptr;
+  const std::vector<SegmentSnapshot>* snapshots = nullptr;  // prefill: those ending in it
 };
 
 // Attention sub-layer (spec §6.5-6.7) over `rows` rows: h [rows, hidden] -> out [rows, hidden];
@@ -157,6 +165,10 @@ void compressor_project(const ForwardContext& m, const CompressorWeights& w, int
 // appended, normalized and rotated (spec §6.6).
 void compressor_update(const ForwardContext& m, const CompressorWeights& w, const CompressorView& s,
                        const float* kv, const float* gate, int64_t n, int64_t pos0);
+// Only the state part of that: s's unfinished window and CSA overlap halves moved past the rows
+// (a snapshot's copy; the entries are the sequence's, stored by compressor_update).
+void compressor_advance_state(const CompressorWeights& w, const CompressorView& s, const float* kv,
+                              const float* gate, int64_t n, int64_t pos0, cudaStream_t stream);
 
 // What a MoE sub-layer computes, for either family.
 struct MoeSpec {

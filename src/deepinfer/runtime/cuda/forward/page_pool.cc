@@ -37,6 +37,17 @@ Status check_sequence(const PagePool& p, const PagedSequence& seq, int64_t n, in
     RETURN_IF_ERROR(check_page(p, seq.constant_pages[k], "constant"));
   for (int64_t k = 0; k < seq.num_token_pages; ++k)
     RETURN_IF_ERROR(check_page(p, seq.token_pages[k], "token"));
+  int64_t after = seq.num_tokens;
+  for (int64_t k = 0; k < seq.num_snapshots; ++k) {
+    const PagedSnapshot& s = seq.snapshots[k];
+    if (s.end_pos <= after || s.end_pos >= seq.num_tokens + n)
+      return invalid_argument("snapshot " + std::to_string(k) + " ends at " +
+                              std::to_string(s.end_pos) + ", outside (" + std::to_string(after) +
+                              ", " + std::to_string(seq.num_tokens + n) + ")");
+    after = s.end_pos;
+    for (int64_t j = 0; j < p.constant_pages; ++j)
+      RETURN_IF_ERROR(check_page(p, s.constant_pages[j], "snapshot"));
+  }
   return ok_status();
 }
 

@@ -32,6 +32,8 @@ class PagedForward {
   // forward keeps none (no drafter).
   virtual int64_t final_stream_floats() const { return 0; }
 
+  // Whether forward_paged takes PagedSequence::snapshots (deepseek_v4's CudaModel).
+  virtual bool takes_row_snapshots() const { return false; }
   // Appends ids to seq at seq.num_tokens (a fresh sequence at 0); logits (host, or null) gets
   // (all_logits ? n : 1) rows; argmax (if set, all_logits false) the last row's argmax.
   // keep_from_pos (StepRow's, YOCO compact; ignored with all_logits): positions before it may

@@ -54,6 +54,13 @@ class PagedState {
   const std::vector<SegmentState>& resolve_rows(const PagedSequence* seqs, int64_t count,
                                                 cudaStream_t stream);
   int64_t max_rows() const { return max_rows_; }
+  // The views of a copy of a sequence's constant state (a snapshot's pages): constant buffers
+  // only, its entries' tables unset.
+  void resolve_constant(const int32_t* constant_pages, SegmentState* out) const {
+    PagedSequence seq;
+    seq.constant_pages = constant_pages;
+    resolve_into(seq, nullptr, out);
+  }
   // Sets a fresh sequence's constant state (compressors: kv 0, gate -inf as on the CPU).
   void reset(const PagedSequence& seq, cudaStream_t stream);
 

@@ -347,6 +347,8 @@ struct CudaV41Model::Impl {
   Status forward(const PagedSequence& in, const int32_t* ids, int64_t n, bool all_logits,
                  float* out, int64_t keep_from_pos = 0) {
     if (n <= 0) return invalid_argument("forward: no tokens");
+    if (in.num_snapshots > 0)  // takes_row_snapshots() is false: the runner ends chunks there
+      return unimplemented("forward: snapshots inside a call (deepseek_v41 on the GPU)");
     RETURN_IF_ERROR(check_ids(ids, n, in.num_tokens));
     RETURN_IF_ERROR(check_sequence(in, n));
     PagedSequence seq = in;
