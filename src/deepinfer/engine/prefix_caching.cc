@@ -259,17 +259,22 @@ std::shared_ptr<kv::UnitRecord> PrefixCaching::read_unit(const kv::KvManager::Ca
   // A snapshot-only write carries the unit's page too: a tier record is always whole.
   const kv::PrefixCache::Unit* u = kv_->cache().find(p.key);
   if (u == nullptr) return nullptr;  // evicted since (the pages may hold another unit now)
-  std::vector<int32_t> pages{u->page};
-  pages.insert(pages.end(), p.snapshot.begin(), p.snapshot.end());
-  StatusOr<std::string> bytes = runner_->read_pages(pages);
-  if (!bytes.ok()) return nullptr;
+  // The page and the snapshot read apart, each straight into its field: a prompt's write-down
+  // runs between steps, and splitting one read would copy every byte once more.
+  StatusOr<std::string> page = runner_->read_pages({u->page});
+  if (!page.ok()) return nullptr;
+  std::string snapshot;
+  if (!p.snapshot.empty()) {
+    StatusOr<std::string> bytes = runner_->read_pages(p.snapshot);
+    if (!bytes.ok()) return nullptr;
+    snapshot = std::move(*bytes);
+  }
   auto rec = std::make_shared<kv::UnitRecord>();
   rec->key = p.key;
   rec->parent = parent;
   rec->end_tokens = end_tokens;
-  const size_t page_bytes = static_cast<size_t>(kv_->spec().page_bytes);
-  rec->page = bytes->substr(0, page_bytes);
-  rec->snapshot = bytes->substr(page_bytes);
+  rec->page = std::move(*page);
+  rec->snapshot = std::move(snapshot);
   rec->expires_at_s = expires_at_s;
   rec->retention = r;
   return rec;

@@ -580,6 +580,7 @@ struct CudaModel::Impl {
   std::unique_ptr<PagedState> state;          // the page pool and the decode tables
   std::vector<SegmentState> snapshot_states;  // a chunk's snapshots' copies (chunk())
   std::vector<SegmentSnapshot> snapshot_segs;
+  PinnedBuffer<char> page_staging;  // read_pages / write_pages of host bytes
   std::vector<std::vector<int32_t>> slot_pages;  // per slot: constant pages, then token pages
   std::vector<int64_t> slot_tokens;              // per slot: positions in its state
   int64_t max_bucket = 1;                        // the largest decode batch's rows
@@ -755,10 +756,10 @@ Status CudaModel::copy_pages(const int32_t* from, const int32_t* to, int64_t n) 
   return cuda::copy_pages(impl_->pool(), from, to, n, impl_->stream);
 }
 Status CudaModel::read_pages(const int32_t* pages, int64_t n, void* dst) {
-  return cuda::read_pages(impl_->pool(), pages, n, dst);
+  return cuda::read_pages(impl_->pool(), pages, n, dst, &impl_->page_staging);
 }
 Status CudaModel::write_pages(const int32_t* pages, int64_t n, const void* src) {
-  return cuda::write_pages(impl_->pool(), pages, n, src);
+  return cuda::write_pages(impl_->pool(), pages, n, src, &impl_->page_staging);
 }
 
 Status CudaModel::copy_sequence(int from, int to) {

@@ -1,5 +1,7 @@
 #include "deepinfer/runtime/cuda/forward/page_pool.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
@@ -92,25 +94,73 @@ Status copy_pages(const PagePool& p, const int32_t* from, const int32_t* to, int
   return copy_status(e, "copying pages");
 }
 
-Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst) {
+namespace {
+
+constexpr int64_t kStagingBytes = int64_t{16} << 20;
+
+bool on_device(const void* ptr) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();  // plain host memory on older drivers: not an error to keep
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+// Pages [i0, i0 + m) of a transfer: how many one staging fill holds.
+int64_t pages_per_fill(const PagePool& p) {
+  return std::max<int64_t>(1, kStagingBytes / p.page_bytes());
+}
+
+}  // namespace
+
+Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst,
+                  PinnedBuffer<char>* staging) {
   for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(check_page(p, pages[i], "read"));
   // Every forward and decode call ends with its stream synchronized, so the state is final.
   char* out = static_cast<char*>(dst);
+  const int64_t pb = p.page_bytes();
   cudaError_t e = cudaSuccess;
+  if (n > 0 && staging != nullptr && !on_device(dst)) {
+    const int64_t per = pages_per_fill(p);
+    ASSIGN_OR_RETURN(char* buf, staging->reserve(size_t(std::min(per, n) * pb)));
+    for (int64_t i0 = 0; i0 < n && e == cudaSuccess; i0 += per) {
+      const int64_t m = std::min(per, n - i0);
+      for (int64_t i = 0; i < m && e == cudaSuccess; ++i)
+        e = cudaMemcpyAsync(buf + i * pb, p.page(pages[i0 + i]), pb, cudaMemcpyDeviceToHost, 0);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+      if (e == cudaSuccess) std::memcpy(out + i0 * pb, buf, size_t(m * pb));
+    }
+    return copy_status(e, "reading pages");
+  }
   for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    e = cudaMemcpy(out + i * p.page_bytes(), p.page(pages[i]), p.page_bytes(), cudaMemcpyDefault);
+    e = cudaMemcpy(out + i * pb, p.page(pages[i]), pb, cudaMemcpyDefault);
   // cudaMemcpy does not wait for a device-to-device copy, and the forward's stream does not
   // order after the legacy one: done before a forward may write these pages.
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
   return copy_status(e, "reading pages");
 }
 
-Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const void* src) {
+Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const void* src,
+                   PinnedBuffer<char>* staging) {
   for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(check_page(p, pages[i], "write"));
   const char* in = static_cast<const char*>(src);
+  const int64_t pb = p.page_bytes();
   cudaError_t e = cudaSuccess;
-  for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
-    e = cudaMemcpy(p.page(pages[i]), in + i * p.page_bytes(), p.page_bytes(), cudaMemcpyDefault);
+  if (n > 0 && staging != nullptr && !on_device(src)) {
+    const int64_t per = pages_per_fill(p);
+    ASSIGN_OR_RETURN(char* buf, staging->reserve(size_t(std::min(per, n) * pb)));
+    for (int64_t i0 = 0; i0 < n && e == cudaSuccess; i0 += per) {
+      const int64_t m = std::min(per, n - i0);
+      std::memcpy(buf, in + i0 * pb, size_t(m * pb));
+      for (int64_t i = 0; i < m && e == cudaSuccess; ++i)
+        e = cudaMemcpyAsync(p.page(pages[i0 + i]), buf + i * pb, pb, cudaMemcpyHostToDevice, 0);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(0);  // before the buffer is refilled
+    }
+  } else {
+    for (int64_t i = 0; i < n && e == cudaSuccess; ++i)
+      e = cudaMemcpy(p.page(pages[i]), in + i * pb, pb, cudaMemcpyDefault);
+  }
   if (e == cudaSuccess) e = cudaDeviceSynchronize();  // as read_pages: before a forward reads them
   return copy_status(e, "writing pages");
 }

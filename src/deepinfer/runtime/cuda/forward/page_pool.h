@@ -12,6 +12,7 @@
 #include "deepinfer/base/status.h"
 #include "deepinfer/model/deepseek_v4/state_layout.h"   // v4::PageGeometry
 #include "deepinfer/runtime/cuda/forward/cuda_model.h"  // PagedSequence
+#include "deepinfer/runtime/cuda/forward/pinned_buffer.h"
 
 namespace deepinfer::cuda {
 
@@ -55,10 +56,14 @@ void copy_logits_out(float* dst, const float* rows, int64_t count, int64_t skip,
                      cudaStream_t stream);
 // Page to page on the device (synchronizes `stream`), and pages to and from bytes in host or
 // device memory of this process (page_bytes() each, page after page; CUDA IPC handoffs use the
-// latter).
+// latter). Host bytes go through `staging` (page-locked, grown to at most 16 MiB): every page of
+// a fill copied asynchronously, one wait per fill, where a pageable copy waits per page (the
+// prefix cache reads a prompt's units back this way between steps).
 Status copy_pages(const PagePool& p, const int32_t* from, const int32_t* to, int64_t n,
                   cudaStream_t stream);
-Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst);
-Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const void* src);
+Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst,
+                  PinnedBuffer<char>* staging);
+Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const void* src,
+                  PinnedBuffer<char>* staging);
 
 }  // namespace deepinfer::cuda

@@ -444,6 +444,7 @@ struct CudaV41Model::Impl {
   MoeRunner moe;
   v41f::V41Scratch x;
   std::unique_ptr<v41f::V41PagedState> state;
+  PinnedBuffer<char> page_staging;  // read_pages / write_pages of host bytes
   int64_t max_rows = 1;
   int64_t most_entries = 0;  // the most compressed entries a sequence of max_tokens has
   int max_blocks = 1;
@@ -569,10 +570,10 @@ Status CudaV41Model::copy_pages(const int32_t* from, const int32_t* to, int64_t 
   return cuda::copy_pages(impl_->pool(), from, to, n, impl_->stream);
 }
 Status CudaV41Model::read_pages(const int32_t* pages, int64_t n, void* dst) {
-  return cuda::read_pages(impl_->pool(), pages, n, dst);
+  return cuda::read_pages(impl_->pool(), pages, n, dst, &impl_->page_staging);
 }
 Status CudaV41Model::write_pages(const int32_t* pages, int64_t n, const void* src) {
-  return cuda::write_pages(impl_->pool(), pages, n, src);
+  return cuda::write_pages(impl_->pool(), pages, n, src, &impl_->page_staging);
 }
 
 void CudaV41Model::set_trace(std::vector<double>* gaps) {
