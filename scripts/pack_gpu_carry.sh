@@ -18,7 +18,7 @@ mkdir -p "$tmp/bin"
 for b in deepinfer; do cp "$build/$b" "$tmp/bin/"; done
 for t in cuda_ops_test cuda_batch_invariance_test cuda_model_test cuda_runner_test \
          cuda_engine_test cuda_v41_test prefix_cache_engine_test deterministic_sampling_test \
-         speculative_decoding_test dspark_speculative_test; do
+         speculative_decoding_test dspark_speculative_test engine_test; do
   f=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
   [ -n "$f" ] || { echo "pack_gpu_carry.sh: $t not built in $build" >&2; exit 1; }
   cp "$f" "$tmp/bin/"

@@ -146,7 +146,9 @@ class EngineImpl final : public Engine {
     return c;
   }
   EngineCapacity capacity() const override {
-    return engine_capacity(kv_.capacity(), kv_.spec(), runner_->info(), max_model_len());
+    EngineCapacity c = engine_capacity(kv_.capacity(), kv_.spec(), runner_->info(), max_model_len());
+    c.max_num_batched_tokens = args_.max_num_batched_tokens;
+    return c;
   }
   int64_t kv_free_pages() const override {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -763,6 +765,15 @@ class EngineImpl final : public Engine {
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   EngineArgs args = given;
+  if (args.max_num_batched_tokens == 0) {  // the device's default (negative: validate's error)
+    runtime::Device d = runtime::Device::kCpu;
+    if (args.device) {
+      d = *args.device;
+    } else {
+      ASSIGN_OR_RETURN(d, runtime::default_device());
+    }
+    args.max_num_batched_tokens = default_batched_tokens(d);
+  }
   ASSIGN_OR_RETURN(runtime::RunnerOptions ro, runner_options(args));
   ASSIGN_OR_RETURN(const Switches switches, resolve_switches(args.switches));
   ro.batch_invariant = switches.batch_invariant;

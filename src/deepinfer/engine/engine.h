@@ -40,7 +40,9 @@ struct EngineArgs {
   double gpu_memory_utilization = 0.9;
   bool cuda_graphs = true;                // cuda: decode steps replay CUDA graphs
   int max_num_seqs = 64;                  // running sequences at once
-  int64_t max_num_batched_tokens = 2048;  // per-step token budget (chunked prefill)
+  // Per-step token budget (chunked prefill). 0: default_batched_tokens(device), 8192 on cuda
+  // and 2048 on cpu (decision 0019).
+  int64_t max_num_batched_tokens = 0;
   int64_t max_model_len = 0;              // 0: 65536
   std::string policy = "fcfs";            // "fcfs" | "priority"
   uint64_t seed = 0;                      // for requests without their own seed
@@ -196,6 +198,7 @@ struct EngineCapacity {
   std::string device_name;     // e.g. "cpu", "NVIDIA H200"
   std::string numerics;        // what the runner computes: "official" | "plain"
   int64_t weight_bytes = 0;    // weights on the device
+  int64_t max_num_batched_tokens = 0;  // the step budget in use (a 0 argument resolved)
 };
 
 class Engine {

@@ -15,6 +15,10 @@ StatusOr<runtime::Numerics> parse_numerics(const std::string& s) {
 
 }  // namespace
 
+int64_t default_batched_tokens(runtime::Device d) {
+  return d == runtime::Device::kCuda ? 8192 : 2048;
+}
+
 sched::SchedulerConfig sched_config(const EngineArgs& a) {
   sched::SchedulerConfig c;
   c.max_num_batched_tokens = a.max_num_batched_tokens;

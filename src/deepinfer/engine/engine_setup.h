@@ -19,6 +19,10 @@
 
 namespace deepinfer {
 
+// The step budget EngineArgs::max_num_batched_tokens = 0 stands for: 8192 on cuda (vLLM's server
+// default on GPUs of 70 GiB and more; a 4k prompt in one chunk), 2048 on cpu (decision 0019).
+int64_t default_batched_tokens(runtime::Device d);
+
 sched::SchedulerConfig sched_config(const EngineArgs& a);
 
 // Everything of RunnerOptions that comes from the arguments alone (not the switches or the

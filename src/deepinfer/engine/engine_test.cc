@@ -388,6 +388,28 @@ TEST(EngineTest, RejectsWhatCanNeverFitBeforeAnyWork) {
   EXPECT_EQ((*e)->stats().steps, 0);
 }
 
+// EngineArgs::max_num_batched_tokens = 0 (the default) is the device's budget (decision 0019:
+// 2048 on cpu, 8192 on cuda); a given budget is kept, a negative one refused by name.
+TEST(EngineTest, TheDefaultStepBudgetIsTheDevicesAndAGivenOneIsKept) {
+  EngineArgs a;
+  a.model = model_dir();
+  auto e = Engine::create(a);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  const EngineCapacity cap = (*e)->capacity();
+  EXPECT_EQ(cap.max_num_batched_tokens, cap.device == "cuda" ? 8192 : 2048) << cap.device;
+  e->reset();
+  a.max_num_batched_tokens = 300;
+  e = Engine::create(a);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ((*e)->capacity().max_num_batched_tokens, 300);
+  e->reset();
+  a.max_num_batched_tokens = -1;
+  e = Engine::create(a);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("max_num_batched_tokens"), std::string::npos)
+      << e.status().to_string();
+}
+
 // Issue 14: chat message text that spells control tokens must not become them (unless the
 // engine is told to allow it). Ids of the bundled V3 tokenizer (spec §8): BOS 0, EOS 1,
 // <｜User｜> 128803, <｜Assistant｜> 128804; "</think>" is plain text in that vocabulary.

@@ -546,7 +546,7 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
       "deepinfer bench %s  model=%s  device=%s (%s)  numerics=%s  requests=%d input=%d "
       "output=%d budget=%lld max_num_seqs=%d warm-up sets=%d\n",
       mode.c_str(), dir->c_str(), cap.device.c_str(), cap.device_name.c_str(), cap.numerics.c_str(),
-      n, input_len, output_len, (long long)args.max_num_batched_tokens, args.max_num_seqs,
+      n, input_len, output_len, (long long)cap.max_num_batched_tokens, args.max_num_seqs,
       f.warmup);
   std::printf("| metric | value |\n|---|---|\n");
   std::printf("| wall time | %.3f s |\n| output tokens/s | %.1f |\n", run->wall_s,
