@@ -289,12 +289,12 @@ TEST(PrefixCacheTorture, TinyPoolEvictsAndPreemptsAndMatchesCacheOff) {
 }
 
 TEST(PrefixCacheTorture, PreemptedSequencesRestartFromTheCacheAndMatch) {
-  // A cached 256-token base and 12 (sanitized: 8) tails of 115-127 tokens whose 140 decoded
-  // tokens cross two page boundaries, in a pool with room for about four: sequences are preempted
-  // and restart from the cached base. (With 16 tokens, one boundary, the sequences that hit the
-  // base since snapshots are taken inside rows fit without preemption for most seeds.) Whether one
-  // is preempted depends on the tails (finished sequences' cached pages are evicted first), so up
-  // to three workloads run until one is; every one must match.
+  // A cached 256-token base and 12 (sanitized: 8) tails of 200-254 tokens that cross a page
+  // boundary (512) while decoding, in a pool with room for about four: sequences are preempted
+  // and restart from the cached base. Whether one is preempted depends on the tails (finished
+  // sequences' cached pages are evicted first), so up to three workloads run until one is;
+  // every one must match. (Tails of 115-127, crossing 384, stopped preempting for most seeds
+  // once snapshots were taken inside rows: more of the sequences hit the base and fit.)
   std::mt19937_64 rng(torture_seed() + 2);
   const auto base = random_tokens(rng, 256);
   auto seed = base;
@@ -317,9 +317,9 @@ TEST(PrefixCacheTorture, PreemptedSequencesRestartFromTheCacheAndMatch) {
     std::vector<GenerateRequest> reqs;
     for (int i = 0; i < kPreemptRequests; ++i) {
       auto p = base;
-      const auto tail = random_tokens(rng, 115 + static_cast<int>(rng() % 13));
+      const auto tail = random_tokens(rng, 200 + static_cast<int>(rng() % 55));
       p.insert(p.end(), tail.begin(), tail.end());
-      reqs.push_back(request(p, 140, 1, 0));
+      reqs.push_back(request(p, 16, 1, 0));
     }
     const Outputs want = run_all(*ref_engine, reqs);
     const Outputs got = run_all(*e, reqs);

@@ -11,33 +11,26 @@
 namespace deepinfer::runtime {
 namespace {
 
-std::unique_ptr<ModelRunner> make_runner(const std::string& dir) {
-  RunnerOptions o;
-  o.model_dir = dir;
-  o.kv_memory_bytes = int64_t{128} << 20;
-  auto r = create_runner(o);
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? std::move(r).value() : nullptr;
-}
+using testing::small_pool_runner;
 
 TEST(CpuRowSnapshots, DeepseekV4SnapshotsEqualTheStateOfRowsEndingThere) {
   v4::TinyModelOptions o;
   o.quantized = true;
   o.seed = 33;
   testing::expect_row_snapshots_are_exact(
-      make_runner(v4::write_tiny_model_for_test("row_snapshots_v4", o)).get());
+      small_pool_runner(v4::write_tiny_model_for_test("row_snapshots_v4", o)).get());
 }
 
 TEST(CpuRowSnapshots, DeepseekV41SnapshotsEqualTheStateOfRowsEndingThere) {
   testing::expect_row_snapshots_are_exact(
-      make_runner(v41::tiny_model_dir_for_test(/*quantized=*/true)).get());
+      small_pool_runner(v41::tiny_model_dir_for_test(/*quantized=*/true)).get());
 }
 
 TEST(CpuRowSnapshots, MalformedSnapshotsAreErrorsAndNothingRuns) {
   v4::TinyModelOptions o;
   o.seed = 34;
   testing::expect_row_snapshot_errors(
-      make_runner(v4::write_tiny_model_for_test("row_snapshot_errors", o)).get());
+      small_pool_runner(v4::write_tiny_model_for_test("row_snapshot_errors", o)).get());
 }
 
 }  // namespace

@@ -17,17 +17,10 @@
 namespace deepinfer::runtime {
 namespace {
 
-std::unique_ptr<ModelRunner> make_runner(const std::string& dir) {
-  RunnerOptions o;
-  o.model_dir = dir;
-  o.kv_memory_bytes = int64_t{128} << 20;
-  auto r = create_runner(o);
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? std::move(r).value() : nullptr;
-}
+using testing::small_pool_runner;
 
 void expect_rollbacks_are_exact(const std::string& dir) {
-  testing::expect_rollbacks_are_exact(make_runner(dir).get());
+  testing::expect_rollbacks_are_exact(small_pool_runner(dir).get());
 }
 
 TEST(SpeculativeRows, DeepseekV4RollbackToAnyAcceptedLengthEqualsPlainDecoding) {
@@ -45,7 +38,7 @@ TEST(SpeculativeRows, RollbacksOutsideASpeculativeRowAreErrors) {
   v4::TinyModelOptions o;
   o.seed = 30;
   testing::expect_rollback_errors(
-      make_runner(v4::write_tiny_model_for_test("speculative_errors", o)).get());
+      small_pool_runner(v4::write_tiny_model_for_test("speculative_errors", o)).get());
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "deepinfer/kv/kv_manager.h"
@@ -19,6 +21,16 @@ inline std::vector<int32_t> random_ids(int n, uint64_t seed) {
   std::vector<int32_t> ids(n);
   for (auto& id : ids) id = static_cast<int32_t>(2 + rng() % 1000);
   return ids;
+}
+
+// The default runner (the CPU's, without a device given) on `dir`, with a 128 MiB pool.
+inline std::unique_ptr<ModelRunner> small_pool_runner(const std::string& dir) {
+  RunnerOptions o;
+  o.model_dir = dir;
+  o.kv_memory_bytes = int64_t{128} << 20;
+  auto r = create_runner(o);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(r).value() : nullptr;
 }
 
 inline std::vector<float> logits_of(const ModelRunner& r, const StepOutput& out) {
