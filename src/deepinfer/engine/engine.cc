@@ -146,7 +146,8 @@ class EngineImpl final : public Engine {
     return c;
   }
   EngineCapacity capacity() const override {
-    EngineCapacity c = engine_capacity(kv_.capacity(), kv_.spec(), runner_->info(), max_model_len());
+    EngineCapacity c =
+        engine_capacity(kv_.capacity(), kv_.spec(), runner_->info(), max_model_len());
     c.max_num_batched_tokens = args_.max_num_batched_tokens;
     return c;
   }
@@ -765,15 +766,7 @@ class EngineImpl final : public Engine {
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   EngineArgs args = given;
-  if (args.max_num_batched_tokens == 0) {  // the device's default (negative: validate's error)
-    runtime::Device d = runtime::Device::kCpu;
-    if (args.device) {
-      d = *args.device;
-    } else {
-      ASSIGN_OR_RETURN(d, runtime::default_device());
-    }
-    args.max_num_batched_tokens = default_batched_tokens(d);
-  }
+  RETURN_IF_ERROR(resolve_step_budget(&args));
   ASSIGN_OR_RETURN(runtime::RunnerOptions ro, runner_options(args));
   ASSIGN_OR_RETURN(const Switches switches, resolve_switches(args.switches));
   ro.batch_invariant = switches.batch_invariant;
@@ -784,13 +777,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineArgs& given) {
   std::vector<int32_t> scripted;
   RETURN_IF_ERROR(load_tokenizer(args, &tok, &scripted));
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRunner> runner, runtime::create_runner(ro));
-  // A runner that serves shorter sequences than the default lowered it.
-  if (args.max_model_len <= 0 && runner->info().max_model_len > 0)
-    args.max_model_len = runner->info().max_model_len;
-  // A runner whose sequences hold fixed slots caps how many run at once.
-  if (runner->info().max_sequences > 0)
-    args.max_num_seqs =
-        static_cast<int>(std::min<int64_t>(args.max_num_seqs, runner->info().max_sequences));
+  fit_to_runner(runner->info(), &args);
   ASSIGN_OR_RETURN(kv::KvManager kv, kv::KvManager::create(runner->page_spec()));
   ASSIGN_OR_RETURN(std::string fp, cache_fingerprint(args.model, runner->info(),
                                                      runner->page_spec(), args.kv_cache_salt));

@@ -19,6 +19,25 @@ int64_t default_batched_tokens(runtime::Device d) {
   return d == runtime::Device::kCuda ? 8192 : 2048;
 }
 
+StatusOr<runtime::Device> engine_device(const EngineArgs& args) {
+  if (args.device) return *args.device;
+  return runtime::default_device();
+}
+
+Status resolve_step_budget(EngineArgs* args) {
+  if (args->max_num_batched_tokens != 0) return ok_status();
+  ASSIGN_OR_RETURN(const runtime::Device d, engine_device(*args));
+  args->max_num_batched_tokens = default_batched_tokens(d);
+  return ok_status();
+}
+
+void fit_to_runner(const runtime::ModelInfo& info, EngineArgs* args) {
+  if (args->max_model_len <= 0 && info.max_model_len > 0) args->max_model_len = info.max_model_len;
+  if (info.max_sequences > 0)
+    args->max_num_seqs =
+        static_cast<int>(std::min<int64_t>(args->max_num_seqs, info.max_sequences));
+}
+
 sched::SchedulerConfig sched_config(const EngineArgs& a) {
   sched::SchedulerConfig c;
   c.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -38,11 +57,7 @@ StatusOr<runtime::RunnerOptions> runner_options(const EngineArgs& args) {
     return invalid_argument("gpu_memory_utilization must be in (0, 1], got " +
                             std::to_string(args.gpu_memory_utilization));
   RETURN_IF_ERROR(sched::Scheduler::validate(sched_config(args)));
-  if (args.device) {
-    ro.device = *args.device;
-  } else {
-    ASSIGN_OR_RETURN(ro.device, runtime::default_device());
-  }
+  ASSIGN_OR_RETURN(ro.device, engine_device(args));
   ro.model_dir = args.model;
   ro.kv_memory_bytes = args.kv_memory_bytes;
   ro.gpu_memory_utilization = args.gpu_memory_utilization;

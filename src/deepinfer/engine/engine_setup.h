@@ -22,6 +22,13 @@ namespace deepinfer {
 // The step budget EngineArgs::max_num_batched_tokens = 0 stands for: 8192 on cuda (vLLM's server
 // default on GPUs of 70 GiB and more; a 4k prompt in one chunk), 2048 on cpu (decision 0019).
 int64_t default_batched_tokens(runtime::Device d);
+// The device args names, else runtime::default_device()'s.
+StatusOr<runtime::Device> engine_device(const EngineArgs& args);
+// A budget of 0 becomes engine_device's default (a negative one stays, for validate's error).
+Status resolve_step_budget(EngineArgs* args);
+// After the runner is made: a runner that serves shorter sequences than the default lowers a
+// defaulted max_model_len, and one whose sequences hold fixed slots caps max_num_seqs.
+void fit_to_runner(const runtime::ModelInfo& info, EngineArgs* args);
 
 sched::SchedulerConfig sched_config(const EngineArgs& a);
 

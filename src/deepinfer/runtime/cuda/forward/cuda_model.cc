@@ -12,7 +12,6 @@
 #include "deepinfer/backend/cuda/mhc/mhc.h"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
 #include "deepinfer/backend/cuda/sampling/argmax.h"
-#include "deepinfer/base/check.h"
 #include "deepinfer/loader/checkpoint.h"
 #include "deepinfer/model/config_field_reader.h"
 #include "deepinfer/model/deepseek_v4/rope.h"
@@ -27,19 +26,6 @@
 #include "deepinfer/runtime/cuda/forward/pool_sizing.h"
 
 namespace deepinfer::cuda {
-namespace {
-
-// The largest compressed-entry list a decode row can attend: the indexer's top-k (CSA) or every
-// visible entry of the smallest HCA ratio.
-int decode_max_selected(const v4::Config& c, int64_t max_tokens) {
-  int64_t most = c.index_topk;
-  for (int l = 0; l < c.num_layers; ++l)
-    if (c.compress_ratio(l) > 4) most = std::max(most, max_tokens / c.compress_ratio(l));
-  return static_cast<int>(most);
-}
-
-}  // namespace
-
 struct CudaModel::Impl {
   Impl(v4::Config config, DeviceWeights weights, const CudaModelOptions& o)
       : c(std::move(config)),
@@ -280,20 +266,9 @@ struct CudaModel::Impl {
              int64_t full_from = 0) {
     int64_t* positions = grow(s.positions, n);
     fill_positions(positions, n, seq.num_tokens, 1, stream);
-    snapshot_segs.clear();
-    snapshot_states.resize(size_t(seq.num_snapshots));  // before any pointer into it is taken
-    for (int64_t k = 0; k < seq.num_snapshots; ++k) {
-      const PagedSnapshot& sn = seq.snapshots[k];
-      if (sn.end_pos <= seq.num_tokens || sn.end_pos > seq.num_tokens + n) continue;
-      // Checked by forward() (check_sequence): a failure here is a device error.
-      const int64_t pages = state->layout().constant_pages();
-      DI_CHECK(cuda::copy_pages(pool(), seq.constant_pages, sn.constant_pages, pages, stream).ok());
-      SegmentState& copy = snapshot_states[size_t(k)];
-      state->resolve_constant(sn.constant_pages, &copy);
-      snapshot_segs.push_back({sn.end_pos, &copy});
-    }
+    const std::vector<SegmentSnapshot>& snaps = state->snapshot_copies(seq, n, stream);
     const SegmentState& st = state->resolve(seq, stream);
-    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st, &snapshot_segs}}, rows,
+    run_rows(host_ids, n, positions, {RowSegment{0, n, seq.num_tokens, &st, &snaps}}, rows,
              full_from);
   }
 
@@ -577,10 +552,8 @@ struct CudaModel::Impl {
   Linear linear;  // projections in the weights' stored formats, over gemm
   MoeRunner moe;
   ForwardScratch s;
-  std::unique_ptr<PagedState> state;          // the page pool and the decode tables
-  std::vector<SegmentState> snapshot_states;  // a chunk's snapshots' copies (chunk())
-  std::vector<SegmentSnapshot> snapshot_segs;
-  PinnedBuffer<char> page_staging;  // read_pages / write_pages of host bytes
+  std::unique_ptr<PagedState> state;             // the page pool and the decode tables
+  PinnedBuffer<char> page_staging;               // read_pages / write_pages of host bytes
   std::vector<std::vector<int32_t>> slot_pages;  // per slot: constant pages, then token pages
   std::vector<int64_t> slot_tokens;              // per slot: positions in its state
   int64_t max_bucket = 1;                        // the largest decode batch's rows

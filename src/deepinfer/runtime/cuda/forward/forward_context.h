@@ -131,13 +131,6 @@ struct ForwardContext {
 
 // Consecutive rows [row0, row0 + n) of a forward call that belong to one sequence, at its
 // positions pos0..: a prefill chunk is one segment, a batched decode step one per sequence.
-// A snapshot (PagedSnapshot) ending in a segment: its copy of the constant state, which held the
-// state at the segment's start, is advanced over the segment's rows before end_pos.
-struct SegmentSnapshot {
-  int64_t end_pos = 0;
-  const SegmentState* state = nullptr;  // the copy's views
-};
-
 struct RowSegment {
   int64_t row0 = 0, n = 0, pos0 = 0;
   const SegmentState* seq = nullptr;

@@ -64,6 +64,6 @@ Status copy_pages(const PagePool& p, const int32_t* from, const int32_t* to, int
 Status read_pages(const PagePool& p, const int32_t* pages, int64_t n, void* dst,
                   PinnedBuffer<char>* staging);
 Status write_pages(const PagePool& p, const int32_t* pages, int64_t n, const void* src,
-                  PinnedBuffer<char>* staging);
+                   PinnedBuffer<char>* staging);
 
 }  // namespace deepinfer::cuda

@@ -10,6 +10,13 @@
 
 namespace deepinfer::cuda {
 
+int decode_max_selected(const v4::Config& c, int64_t max_tokens) {
+  int64_t most = c.index_topk;
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.compress_ratio(l) > 4) most = std::max(most, max_tokens / c.compress_ratio(l));
+  return static_cast<int>(most);
+}
+
 PagedState::PagedState(const v4::Config& c, int page_tokens, int64_t max_tokens, int64_t max_rows)
     : c_(c),
       layout_(c, page_tokens),
@@ -130,6 +137,24 @@ const std::vector<SegmentState>& PagedState::resolve_rows(const PagedSequence* s
   DI_CUDA_CHECK(cudaMemcpyAsync(row_tables_.get(), host_tables_.get(),
                                 count * stride * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
   return row_segments_;
+}
+
+const std::vector<SegmentSnapshot>& PagedState::snapshot_copies(const PagedSequence& seq, int64_t n,
+                                                                cudaStream_t stream) {
+  snapshots_.clear();
+  snapshot_states_.resize(size_t(seq.num_snapshots));  // before any pointer into it is taken
+  for (int64_t k = 0; k < seq.num_snapshots; ++k) {
+    const PagedSnapshot& sn = seq.snapshots[k];
+    if (sn.end_pos <= seq.num_tokens || sn.end_pos > seq.num_tokens + n) continue;
+    for (int64_t p = 0; p < layout_.constant_pages(); ++p)
+      DI_CUDA_CHECK(cudaMemcpyAsync(page(sn.constant_pages[p]), page(seq.constant_pages[p]),
+                                    page_bytes(), cudaMemcpyDeviceToDevice, stream));
+    PagedSequence copy;
+    copy.constant_pages = sn.constant_pages;
+    resolve_into(copy, nullptr, &snapshot_states_[size_t(k)]);
+    snapshots_.push_back({sn.end_pos, &snapshot_states_[size_t(k)]});
+  }
+  return snapshots_;
 }
 
 void PagedState::reset(const PagedSequence& seq, cudaStream_t stream) {

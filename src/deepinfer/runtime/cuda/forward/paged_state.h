@@ -26,6 +26,17 @@ struct SegmentState {
   std::vector<LayerView> layers;
 };
 
+// A snapshot (PagedSnapshot) ending in a segment: its copy of the constant state, which held the
+// state at the segment's start, is advanced over the segment's rows before end_pos.
+struct SegmentSnapshot {
+  int64_t end_pos = 0;
+  const SegmentState* state = nullptr;  // the copy's views
+};
+
+// The largest compressed-entry list a decode row can attend (the width of the decode tables'
+// selections): the indexer's top-k (CSA) or every visible entry of the smallest HCA ratio.
+int decode_max_selected(const v4::Config& c, int64_t max_tokens);
+
 class PagedState {
  public:
   // max_tokens bounds a block table (max_tokens / page_tokens pages, rounded up); max_rows a
@@ -54,13 +65,11 @@ class PagedState {
   const std::vector<SegmentState>& resolve_rows(const PagedSequence* seqs, int64_t count,
                                                 cudaStream_t stream);
   int64_t max_rows() const { return max_rows_; }
-  // The views of a copy of a sequence's constant state (a snapshot's pages): constant buffers
-  // only, its entries' tables unset.
-  void resolve_constant(const int32_t* constant_pages, SegmentState* out) const {
-    PagedSequence seq;
-    seq.constant_pages = constant_pages;
-    resolve_into(seq, nullptr, out);
-  }
+  // The snapshots of seq (checked: check_sequence) that end in its next chunk of n tokens: each
+  // one's pages get a copy of seq's constant pages, queued on `stream` (the state at the chunk's
+  // start), and the copies' views, constant buffers only (valid until the next call).
+  const std::vector<SegmentSnapshot>& snapshot_copies(const PagedSequence& seq, int64_t n,
+                                                      cudaStream_t stream);
   // Sets a fresh sequence's constant state (compressors: kv 0, gate -inf as on the CPU).
   void reset(const PagedSequence& seq, cudaStream_t stream);
 
@@ -103,7 +112,9 @@ class PagedState {
   DeviceBuffer<float> pool_;
   DeviceBuffer<int32_t> segment_table_;  // [max_token_pages]
   SegmentState segment_;
-  std::vector<SegmentState> row_segments_;  // resolve_rows'
+  std::vector<SegmentState> row_segments_;     // resolve_rows'
+  std::vector<SegmentState> snapshot_states_;  // snapshot_copies'
+  std::vector<SegmentSnapshot> snapshots_;
   // Decode tables: [layer][kind][max_rows] pointers and [max_rows][max_token_pages] page ids,
   // staged in page-locked memory and uploaded per step.
   DeviceBuffer<float*> row_ptrs_;
