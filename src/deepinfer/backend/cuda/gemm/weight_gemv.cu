@@ -14,28 +14,67 @@ using weight_rows::rows_per_pass;
 // (g + 1) * w.cols) of rows ldx apart; y is [n, w.rows]. One group: a plain projection. A warp
 // owns C adjacent columns (C = 2 at decode's one or two rows: twice the weight bytes in flight
 // a warp, where a short row such as K = 1024 in FP8 is only two loads a lane); a pair never
-// straddles a group.
+// straddles a group. With ks > 1 (k_splits), ks adjacent warps share the columns, each summing
+// its own ks-th of k; the first adds the others' sums to its own, in warp order.
 template <MatrixFormat F, int R, int C>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n,
+    gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n, int ks,
                 float* y) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t col = (int64_t{blockIdx.x} * kWarps + warp) * C;
-  if (col >= w.rows) return;
+  __shared__ float part[kWarps][C][R];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, share = warp % ks;
+  const int64_t col = (int64_t{blockIdx.x} * (kWarps / ks) + warp / ks) * C;
+  if (ks == 1 && col >= w.rows) return;  // no barrier below when ks == 1
+  const bool live = col < w.rows;
+  const int64_t first = min(col, w.rows - 1);
   weight_rows::Row row[C];
 #pragma unroll
-  for (int c = 0; c < C; ++c) row[c] = weight_rows::row_of(w, min(col + c, w.rows - 1));
-  const __nv_bfloat16* xg = x + (col / (w.rows / groups)) * w.cols;
+  for (int c = 0; c < C; ++c) row[c] = weight_rows::row_of(w, min(first + c, w.rows - 1));
+  const __nv_bfloat16* xg = x + (first / (w.rows / groups)) * w.cols;
+  const int64_t k_len = w.cols / ks, k_begin = share * k_len;
   for (int64_t r0 = 0; r0 < n; r0 += R) {
     const int rn = n - r0 < R ? static_cast<int>(n - r0) : R;
     float acc[C][R];
-    weight_rows::dot_rows<F, C, R>(row, xg + r0 * ldx, ldx, w.cols, rn, acc);
+    if (live)
+      weight_rows::dot_rows<F, C, R>(row, xg + r0 * ldx, ldx, k_begin + k_len, rn, acc, k_begin);
+    if (ks > 1) {
+      if (live && lane == 0)
+#pragma unroll
+        for (int c = 0; c < C; ++c)
+#pragma unroll
+          for (int r = 0; r < R; ++r) part[warp][c][r] = acc[c][r];
+      __syncthreads();
+      if (live && share == 0)
+#pragma unroll
+        for (int c = 0; c < C; ++c)
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            float v = part[warp][c][r];
+            for (int s = 1; s < ks; ++s) v += part[warp + s][c][r];
+            acc[c][r] = v;
+          }
+      __syncthreads();  // part is rewritten by the next pass
+    }
+    if (!live || share != 0) continue;
 #pragma unroll
     for (int c = 0; c < C; ++c)
 #pragma unroll
       for (int r = 0; r < R; ++r)
         if (r < rn && lane == r && col + c < w.rows) y[(r0 + r) * w.rows + col + c] = acc[c][r];
   }
+}
+
+// Warps a block gives each column pair (a power of two up to kWarps): a matrix whose plain grid
+// would be under kWantBlocks blocks splits k so that it reaches them, while each warp's share
+// stays at least one 16-byte load a lane. Decode's small projections (wq_a: 1024 rows, 64 blocks)
+// left most SMs idle with each warp waiting on its own loads. Chosen by shape alone, never by the
+// rows of x, so a row's sums are the same bits in any batch (batch invariance, decision 0014).
+int k_splits(const DeviceMatrix& w, int columns_a_warp) {
+  constexpr int64_t kWantBlocks = 256;
+  const int64_t blocks = (w.rows + kWarps * columns_a_warp - 1) / (kWarps * columns_a_warp);
+  const int64_t min_share = 32 * int64_t{DeviceMatrix::per_load(w.format)};
+  int ks = 1;
+  while (ks < kWarps && blocks * ks < kWantBlocks && w.cols % (2 * ks * min_share) == 0) ks *= 2;
+  return ks;
 }
 
 // fp32 [n, in] x [out, in]^T, a warp per output column; each lane sums its k (lane, lane + 32,
@@ -68,19 +107,21 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <int R, int C>
 void launch_format(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int groups,
                    int64_t n, float* y, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((w.rows + kWarps * C - 1) / (kWarps * C));
+  const int ks = k_splits(w, C);
+  const int64_t columns_a_block = int64_t{kWarps / ks} * C;
+  const unsigned blocks = static_cast<unsigned>((w.rows + columns_a_block - 1) / columns_a_block);
   switch (w.format) {
     case MatrixFormat::kBf16:
       gemv_kernel<MatrixFormat::kBf16, R, C>
-          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, ks, y);
       break;
     case MatrixFormat::kFp8Block:
       gemv_kernel<MatrixFormat::kFp8Block, R, C>
-          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, ks, y);
       break;
     case MatrixFormat::kMxfp4:
       gemv_kernel<MatrixFormat::kMxfp4, R, C>
-          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, y);
+          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, ks, y);
       break;
   }
 }

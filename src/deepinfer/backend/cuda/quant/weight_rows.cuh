@@ -168,17 +168,18 @@ inline int rows_per_pass(int64_t n) {
 // fetches kAhead of its words before expanding the first, so a warp keeps kAhead * 512 bytes of
 // a row in flight (one at a time left small matrices, whose few warps fill no SM, far below the
 // memory bandwidth); the sums keep the order of one word after another.
-// Needs in % per_load(F) == 0 and 16-byte aligned rows of both operands.
+// Needs in % per_load(F) == 0 and 16-byte aligned rows of both operands. k_begin (a multiple of
+// per_load(F)) starts the sums there instead: a warp's share of a row split over several warps.
 template <MatrixFormat F, int NW, int R>
 __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int64_t ldx, int64_t in,
-                                int rn, float (&acc)[NW][R]) {
+                                int rn, float (&acc)[NW][R], int64_t k_begin = 0) {
   constexpr int P = DeviceMatrix::per_load(F);
   constexpr int kAhead = 4;
 #pragma unroll
   for (int j = 0; j < NW; ++j)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[j][r] = 0.0f;
-  for (int64_t k0 = (threadIdx.x & 31) * P; k0 < in; k0 += kAhead * 32 * P) {
+  for (int64_t k0 = k_begin + (threadIdx.x & 31) * P; k0 < in; k0 += kAhead * 32 * P) {
     uint4 q[kAhead][NW];
     uint32_t sb[kAhead][NW];
 #pragma unroll
