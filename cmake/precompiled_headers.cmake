@@ -1,9 +1,9 @@
 # Precompiled headers, for build time on two cores (CI; decision 0021). The standard headers that
 # most files include are parsed once into one PCH that every C++ library and program reuses, and
 # once more with gtest for the tests. nlohmann/json, boost and the CUDA headers stay out: a
-# file that does not use them would still pay for loading them. A target whose flags differ from
-# the PCH's (per-target -O2 in the sanitizer tree, pybind11's visibility) gets no speed-up, not an
-# error: GCC then includes the headers as usual.
+# file that does not use them would still pay for loading them. A target or file with compile
+# options of its own (the sanitizer tree's -O2 pieces) keeps plain headers: GCC 12 took the -Og
+# PCH into such an -O2 compile and crashed (an ICE in IPA).
 option(DEEPINFER_PCH "Precompile the common standard and gtest headers" ON)
 
 set(DEEPINFER_PCH_STD
@@ -55,7 +55,9 @@ function(deepinfer_precompile_headers)
         set(cxx TRUE)
       endif()
     endforeach()
-    if(NOT cxx OR cuda)
+    # Options of its own: plain headers (see the top of this file).
+    get_target_property(own_options ${t} COMPILE_OPTIONS)
+    if(NOT cxx OR cuda OR own_options)
       continue()
     endif()
     get_target_property(links ${t} LINK_LIBRARIES)
