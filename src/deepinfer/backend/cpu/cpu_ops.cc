@@ -5,15 +5,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "deepinfer/base/sanitized_build.h"
 #include "deepinfer/base/thread_pool.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define DEEPINFER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DEEPINFER_ASAN 1
-#endif
-#endif
 #ifdef DEEPINFER_ASAN
 #include <sanitizer/asan_interface.h>
 #endif

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "deepinfer/base/sanitized_build.h"
+
 namespace deepinfer::cpu {
 namespace {
 
@@ -53,7 +55,7 @@ TEST(CpuOps, LinearAndGroupedLinearGiveEveryRowsSums) {
           << "t " << t << " o " << o;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef DEEPINFER_ASAN
 TEST(CpuOpsUnderAsan, AnOperandShorterThanItsShapeIsReported) {
   const int64_t out = 64, in = 128, n = 4;
   const auto w = random_floats(out * in, 5);
