@@ -90,7 +90,10 @@ int32_t BpeModel::lookup(std::string_view token) const {
   return it != sorted_vocab_.end() && it->first == token ? it->second : -1;
 }
 
-StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& model) {
+namespace {
+
+// The fields besides vocab and merges; both entry points check them first.
+Status check_model_fields(const nlohmann::json& model) {
   if (!model.is_object()) return invalid_argument("model: expected an object");
   std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") return unimplemented("model.type '" + type + "' is not supported (only BPE)");
@@ -100,28 +103,71 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mo
   }
   if (model.value("byte_fallback", false))
     return unimplemented("model.byte_fallback is not supported (byte-level BPE only)");
+  return ok_status();
+}
+
+}  // namespace
+
+bool BpeModel::split_merge(std::string_view s, std::string* left, std::string* right) {
+  const size_t sp = s.find(' ', 1);
+  if (sp == std::string_view::npos || s.find(' ', sp + 1) != std::string_view::npos) return false;
+  left->assign(s.substr(0, sp));
+  right->assign(s.substr(sp + 1));
+  return true;
+}
+
+StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& model) {
+  RETURN_IF_ERROR(check_model_fields(model));
   if (!model.contains("vocab") || !model["vocab"].is_object())
     return invalid_argument("model.vocab: expected an object of token -> id");
   if (!model.contains("merges") || !model["merges"].is_array())
     return invalid_argument("model.merges: expected an array");
-
-  auto m = std::unique_ptr<BpeModel>(new BpeModel());
-  m->uid_ = next_uid++;
-  std::unordered_map<std::string, int32_t> vocab;
+  Vocab vocab;
   vocab.reserve(model["vocab"].size());
-  int64_t max_id = -1;
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
         it.value().get<int64_t>() > (1 << 30))
       return invalid_argument("model.vocab['" + it.key() + "']: id must be a non-negative integer");
-    int32_t id = it.value().get<int32_t>();
-    vocab[it.key()] = id;
-    max_id = std::max<int64_t>(max_id, id);
+    vocab.emplace_back(it.key(), it.value().get<int32_t>());
   }
-  m->id_to_token_.assign(max_id + 1, std::string());
-  for (const auto& [tok, id] : vocab) m->id_to_token_[id] = tok;
+  const auto& entries = model["merges"];
+  Merges merges(entries.size());
+  for (size_t r = 0; r < entries.size(); ++r) {
+    const auto& e = entries[r];
+    auto& [left, right] = merges[r];
+    if (e.is_string()) {
+      const std::string& s = e.get_ref<const std::string&>();
+      if (!split_merge(s, &left, &right))
+        return invalid_argument("model.merges[" + std::to_string(r) +
+                                "]: expected \"A B\", got \"" + s + "\"");
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      left = e[0].get<std::string>();
+      right = e[1].get<std::string>();
+    } else {
+      return invalid_argument("model.merges[" + std::to_string(r) +
+                              "]: expected a string \"A B\" or a pair of strings");
+    }
+  }
+  return from_lists(model, std::move(vocab), std::move(merges));
+}
+
+StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_lists(const nlohmann::json& model,
+                                                         Vocab vocab_list, Merges merges) {
+  RETURN_IF_ERROR(check_model_fields(model));
+  auto m = std::unique_ptr<BpeModel>(new BpeModel());
+  m->uid_ = next_uid++;
+  std::unordered_map<std::string, int32_t> vocab;
+  vocab.reserve(vocab_list.size());
+  for (auto& [tok, id] : vocab_list) vocab.insert_or_assign(std::move(tok), id);
+  vocab_list = Vocab();
   m->sorted_vocab_.assign(vocab.begin(), vocab.end());
   std::sort(m->sorted_vocab_.begin(), m->sorted_vocab_.end());
+  int32_t max_id = -1;
+  for (const auto& [tok, id] : m->sorted_vocab_) max_id = std::max(max_id, id);
+  // In token order, so that of two tokens with one id the same one names it whatever order
+  // the file or the hash table gives.
+  m->id_to_token_.assign(static_cast<size_t>(max_id) + 1, std::string());
+  for (const auto& [tok, id] : m->sorted_vocab_) m->id_to_token_[id] = tok;
 
   for (int b = 0; b < 256; ++b) {
     std::string sym;
@@ -133,30 +179,15 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mo
     m->byte_id_[b] = it->second;
   }
 
-  const auto& merges = model["merges"];
   size_t cap = 1;
   while (cap < merges.size() * 2 + 16) cap <<= 1;
   m->merges_.assign(cap, MergeSlot{});
   m->mask_ = cap - 1;
+  std::string joined;
   for (size_t r = 0; r < merges.size(); ++r) {
-    std::string left, right;
-    const auto& e = merges[r];
-    if (e.is_string()) {
-      const std::string& s = e.get_ref<const std::string&>();
-      size_t sp = s.find(' ', 1);
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        return invalid_argument("model.merges[" + std::to_string(r) +
-                                "]: expected \"A B\", got \"" + s + "\"");
-      left = s.substr(0, sp);
-      right = s.substr(sp + 1);
-    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-      left = e[0].get<std::string>();
-      right = e[1].get<std::string>();
-    } else {
-      return invalid_argument("model.merges[" + std::to_string(r) +
-                              "]: expected a string \"A B\" or a pair of strings");
-    }
-    auto a = vocab.find(left), b = vocab.find(right), c = vocab.find(left + right);
+    const auto& [left, right] = merges[r];
+    joined.assign(left).append(right);
+    auto a = vocab.find(left), b = vocab.find(right), c = vocab.find(joined);
     if (a == vocab.end() || b == vocab.end() || c == vocab.end())
       return invalid_argument("model.merges[" + std::to_string(r) + "]: '" + left + "' + '" +
                               right + "' refers to a token missing from model.vocab");
@@ -165,7 +196,7 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mo
   m->ignore_merges_ = model.value("ignore_merges", false);
   if (m->ignore_merges_) {
     m->whole_words_ = std::make_unique<WordLookup>();
-    for (const auto& [tok, id] : vocab) {
+    for (const auto& [tok, id] : m->sorted_vocab_) {  // token order, as above
       std::string raw;
       if (byte_level_decode(tok, &raw)) m->whole_words_->map.emplace(raw, id);
     }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "deepinfer/base/status.h"
@@ -15,8 +16,18 @@ namespace deepinfer::tokenizer {
 
 class BpeModel {
  public:
+  using Vocab = std::vector<std::pair<std::string, int32_t>>;       // token -> id, file order
+  using Merges = std::vector<std::pair<std::string, std::string>>;  // by rank
+
   // `model` is tokenizer.json's "model" object (type BPE). Errors name the offending field.
   static StatusOr<std::unique_ptr<BpeModel>> from_json(const nlohmann::json& model);
+  // The same, from `model` less its vocab and merges, which come as lists (ids in [0, 2^30];
+  // a repeated token keeps its last id, as in the DOM).
+  static StatusOr<std::unique_ptr<BpeModel>> from_lists(const nlohmann::json& model, Vocab vocab,
+                                                        Merges merges);
+  // A merges entry written as one string "A B": false unless it holds exactly one space past
+  // its first byte.
+  static bool split_merge(std::string_view s, std::string* left, std::string* right);
   ~BpeModel();
 
   // Appends the ids of one pre-token given as raw bytes. Thread-safe: the word cache is

@@ -3,11 +3,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "deepinfer/tokenizer/bpe_model.h"
 #include "deepinfer/tokenizer/byte_level.h"
 #include "deepinfer/tokenizer/pre_tokenizer.h"
+#include "deepinfer/tokenizer/tokenizer_json_scan.h"
 #include "deepinfer/tokenizer/utf8_lossy.h"
 
 namespace deepinfer::tokenizer {
@@ -58,18 +60,27 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_file(const std::string& pat
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_json_text(std::string_view json,
                                                                const std::string& origin) {
+  // The fast reader first; anything it does not take goes through the DOM, whose errors name
+  // the problem.
+  std::optional<ScannedTokenizerJson> scanned = scan_tokenizer_json(json);
   nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(origin + ": not valid JSON: " + e.what());
+  if (scanned) {
+    j = std::move(scanned->rest);
+  } else {
+    try {
+      j = nlohmann::json::parse(json);
+    } catch (const nlohmann::json::exception& e) {
+      return invalid_argument(origin + ": not valid JSON: " + e.what());
+    }
   }
   if (!j.is_object()) return invalid_argument(origin + ": top level must be an object");
   auto t = std::unique_ptr<Tokenizer>(new Tokenizer());
   auto fail = [&](const Status& s) { return s.with_context(origin); };
   try {
     if (!j.contains("model")) return invalid_argument(origin + ": missing field 'model'");
-    auto model = BpeModel::from_json(j["model"]);
+    auto model = scanned ? BpeModel::from_lists(j["model"], std::move(scanned->vocab),
+                                                std::move(scanned->merges))
+                         : BpeModel::from_json(j["model"]);
     if (!model.ok()) return fail(model.status());
     t->model_ = std::move(model).value();
     auto norm = Normalizer::from_json(j.value("normalizer", nlohmann::json()));
