@@ -1,9 +1,12 @@
 # deepinfer_test(NAME SOURCES... LIBS ... [TIMEOUT S]): a GoogleTest binary labelled "unit" for
 # ctest -L unit. TIMEOUT: each test's limit in seconds (ctest's default otherwise), for tests
-# whose failure mode is a hang.
+# whose failure mode is a hang. With DEEPINFER_UNIT_TESTS_IN_ALL=OFF it builds only when named.
 function(deepinfer_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
+  if(NOT DEEPINFER_UNIT_TESTS_IN_ALL)
+    set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL ON)
+  endif()
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     DEEPINFER_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
