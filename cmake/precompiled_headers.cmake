@@ -1,8 +1,7 @@
 # Precompiled headers, for build time on two cores (CI; decision 0021). The standard headers that
 # most files include are parsed once into one PCH that every C++ library and program reuses, and
 # once more with gtest for the tests. nlohmann/json, boost and the CUDA headers stay out: a
-# file that does not use them would still pay for loading them (the router and the server take
-# a PCH of their own with boost; see deepinfer_precompile_boost_headers). A target or file with compile
+# file that does not use them would still pay for loading them. A target or file with compile
 # options of its own (the sanitizer tree's -O2 pieces) keeps plain headers: GCC 12 took the -Og
 # PCH into such an -O2 compile and crashed (an ICE in IPA).
 option(DEEPINFER_PCH "Precompile the common standard and gtest headers" ON)
@@ -12,16 +11,6 @@ set(DEEPINFER_PCH_STD
     <cstdlib> <cstring> <filesystem> <fstream> <functional> <map> <memory> <mutex> <numeric>
     <optional> <random> <set> <span> <sstream> <string> <string_view> <thread> <unordered_map>
     <utility> <vector>)
-
-# Boost.Asio and Beast, for the router and the server, whose files mostly include them: parsing
-# them was about a third of such a file's compile. Each of the two builds this PCH of its own
-# (the router has compile options of its own), and the pass below leaves them be.
-set(DEEPINFER_PCH_BOOST <boost/asio.hpp> <boost/beast/core.hpp> <boost/beast/http.hpp>)
-function(deepinfer_precompile_boost_headers target)
-  if(DEEPINFER_PCH)
-    target_precompile_headers(${target} PRIVATE ${DEEPINFER_PCH_STD} ${DEEPINFER_PCH_BOOST})
-  endif()
-endfunction()
 
 # Every target under `dir` (recursively) into `out`.
 function(deepinfer_targets_under dir out)
@@ -68,8 +57,7 @@ function(deepinfer_precompile_headers)
     endforeach()
     # Options of its own: plain headers (see the top of this file).
     get_target_property(own_options ${t} COMPILE_OPTIONS)
-    get_target_property(own_pch ${t} PRECOMPILE_HEADERS)
-    if(NOT cxx OR cuda OR own_options OR own_pch)
+    if(NOT cxx OR cuda OR own_options)
       continue()
     endif()
     get_target_property(links ${t} LINK_LIBRARIES)
