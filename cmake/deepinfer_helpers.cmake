@@ -11,9 +11,13 @@ function(deepinfer_test name)
   target_compile_definitions(${name} PRIVATE
     DEEPINFER_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
     DEEPINFER_SHARED_DIR="${CMAKE_SOURCE_DIR}/../shared")
+  # The tiny models that the tests write, kept for the program's later test processes
+  # (model/deepseek_v4/tiny_model_for_tests.h).
+  set(cache ENVIRONMENT "DEEPINFER_TEST_MODEL_CACHE=${CMAKE_BINARY_DIR}/test_model_cache")
   if(T_TIMEOUT)
-    gtest_discover_tests(${name} PROPERTIES LABELS unit TIMEOUT ${T_TIMEOUT} DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} PROPERTIES LABELS unit TIMEOUT ${T_TIMEOUT} ${cache}
+      DISCOVERY_TIMEOUT 60)
   else()
-    gtest_discover_tests(${name} PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} PROPERTIES LABELS unit ${cache} DISCOVERY_TIMEOUT 60)
   endif()
 endfunction()

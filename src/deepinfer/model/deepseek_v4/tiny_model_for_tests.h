@@ -1,5 +1,6 @@
-// Tests' tiny model: written once per test process (ctest runs each case as its own process, in
-// parallel) into the gtest temp dir with the bundled DeepSeek-V3 tokenizer, removed at exit.
+// Tests' tiny model: made once per test process (ctest runs each case as its own process, in
+// parallel) in the gtest temp dir with the bundled DeepSeek-V3 tokenizer, removed at exit;
+// written, or copied from the program's earlier processes (tiny_model_cache_for_tests.h).
 // Header-only and used only by tests (it needs gtest and the DEEPINFER_SOURCE_DIR definition
 // that deepinfer_test() adds).
 #pragma once
@@ -10,11 +11,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "deepinfer/model/deepseek_v4/tiny_model.h"
+#include "deepinfer/model/deepseek_v4/tiny_model_cache_for_tests.h"
 
 namespace deepinfer::v4 {
 
@@ -42,7 +46,23 @@ inline std::string write_tiny_model_for_test(const std::string& name, TinyModelO
     dirs->push_back(dir);
   }
   options.tokenizer_dir = tests_source_dir() + "/assets/tokenizers/deepseek_v3";
-  Status st = write_tiny_model(dir, options);
+  Status st;
+  if (options.progress || options.stream_progress) {
+    st = write_tiny_model(dir, options);  // the callbacks are what the test looks at
+  } else {
+    std::string config;
+    if (!options.config_path.empty()) {
+      std::ifstream f(options.config_path, std::ios::binary);
+      config.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    const std::string what =
+        "v4|" + options.preset + "|" + config + "|" + std::to_string(options.seed) + "|" +
+        std::to_string(options.quantized) + "|" + options.tokenizer_dir + "|" +
+        file_stamp_for_tests(options.tokenizer_dir + "/tokenizer.json") + "|" +
+        std::to_string(options.max_shard_bytes) + "|" + std::to_string(options.streamed);
+    st = write_through_test_model_cache(
+        dir, what, [&](const std::string& d) { return write_tiny_model(d, options); });
+  }
   EXPECT_TRUE(st.ok()) << st.to_string();
   return dir;
 }

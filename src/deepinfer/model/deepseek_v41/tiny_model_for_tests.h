@@ -1,7 +1,8 @@
-// Tests' tiny V4.1 models: the v41-default (or v41-dspark) preset written once per test process
-// (ctest runs each case as its own process) into the gtest temp dir with the bundled tokenizer,
-// removed at exit. Header-only and used only by tests (gtest, DEEPINFER_SOURCE_DIR from
-// deepinfer_test()).
+// Tests' tiny V4.1 models: the v41-default (or v41-dspark) preset made once per test process
+// (ctest runs each case as its own process) in the gtest temp dir with the bundled tokenizer,
+// removed at exit; written, or copied from the program's earlier processes
+// (deepseek_v4/tiny_model_cache_for_tests.h). Header-only and used only by tests (gtest,
+// DEEPINFER_SOURCE_DIR from deepinfer_test()).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <string>
 
+#include "deepinfer/model/deepseek_v4/tiny_model_cache_for_tests.h"
 #include "deepinfer/model/deepseek_v4/tiny_model_for_tests.h"  // tests_source_dir
 #include "deepinfer/model/deepseek_v41/tiny_model.h"
 
@@ -39,7 +41,11 @@ inline const std::string& tiny_model_dir_for_test(bool quantized = false,
   o.preset = preset;
   o.quantized = quantized;
   o.tokenizer_dir = v4::tests_source_dir() + "/assets/tokenizers/deepseek_v3";
-  Status st = v41::write_tiny_model(dir, o);
+  const std::string what = "v41|" + preset + "|" + std::to_string(quantized) + "|" +
+                           o.tokenizer_dir + "|" +
+                           v4::file_stamp_for_tests(o.tokenizer_dir + "/tokenizer.json");
+  Status st = v4::write_through_test_model_cache(
+      dir, what, [&](const std::string& d) { return v41::write_tiny_model(d, o); });
   EXPECT_TRUE(st.ok()) << st.to_string();
   return dir;
 }
