@@ -4,6 +4,7 @@
 
 #include "deepinfer/tokenizer/bpe_model.h"
 #include "deepinfer/tokenizer/byte_level.h"
+#include "deepinfer/tokenizer/utf8_lossy.h"
 
 namespace deepinfer::tokenizer {
 namespace {
@@ -161,23 +162,8 @@ class Cursor {
 
   // One multi-byte UTF-8 character, copied when well-formed.
   bool utf8_char(std::string* out) {
-    const unsigned char c = static_cast<unsigned char>(*p_);
-    int n;
-    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-    if (c >= 0xC2 && c <= 0xDF) {
-      n = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (end_ - p_ < n) return false;
+    const auto [n, lo, hi] = utf8_lead(static_cast<unsigned char>(*p_));
+    if (n == 0 || end_ - p_ < n) return false;
     for (int i = 1; i < n; ++i) {
       const unsigned char b = static_cast<unsigned char>(p_[i]);
       if (b < (i == 1 ? lo : 0x80) || b > (i == 1 ? hi : 0xBF)) return false;

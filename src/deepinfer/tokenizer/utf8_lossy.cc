@@ -17,20 +17,8 @@ size_t utf8_lossy_append(std::string_view bytes, bool final, std::string* out) {
       i = j;
       if (i == n) break;
     }
-    uint8_t c = p[i];
-    int len;
-    uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
+    const auto [len, lo, hi] = utf8_lead(p[i]);
+    if (len == 0) {
       out->append(kReplacement, 3);
       ++i;
       continue;
