@@ -250,7 +250,9 @@ TEST(Protocol, ForcedToolChoiceOnTheTinyModelGivesAValidCall) {
       const json& fn = choice0["message"]["tool_calls"][0]["function"];
       const json call_args = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
       ASSERT_TRUE(call_args.is_object()) << fn.dump();
-      if (choice != R"("required")") EXPECT_EQ(fn["name"], "set_mode");
+      if (choice != R"("required")") {
+        EXPECT_EQ(fn["name"], "set_mode");
+      }
       if (fn["name"] == "set_mode") {
         ASSERT_EQ(call_args.size(), 2u) << fn.dump();
         EXPECT_TRUE(call_args["mode"] == "fast" || call_args["mode"] == "slow") << fn.dump();
