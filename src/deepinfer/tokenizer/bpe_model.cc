@@ -148,12 +148,17 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mo
                               "]: expected a string \"A B\" or a pair of strings");
     }
   }
-  return from_lists(model, std::move(vocab), std::move(merges));
+  return build(model, std::move(vocab), std::move(merges));
 }
 
-StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_lists(const nlohmann::json& model,
-                                                         Vocab vocab_list, Merges merges) {
+StatusOr<std::unique_ptr<BpeModel>> BpeModel::from_lists(const nlohmann::json& model, Vocab vocab,
+                                                         Merges merges) {
   RETURN_IF_ERROR(check_model_fields(model));
+  return build(model, std::move(vocab), std::move(merges));
+}
+
+StatusOr<std::unique_ptr<BpeModel>> BpeModel::build(const nlohmann::json& model, Vocab vocab_list,
+                                                    Merges merges) {
   auto m = std::unique_ptr<BpeModel>(new BpeModel());
   m->uid_ = next_uid++;
   std::unordered_map<std::string, int32_t> vocab;

@@ -41,6 +41,9 @@ class BpeModel {
 
  private:
   BpeModel();
+  // from_lists after check_model_fields (which both entry points run once).
+  static StatusOr<std::unique_ptr<BpeModel>> build(const nlohmann::json& model, Vocab vocab,
+                                                   Merges merges);
   struct MergeSlot {
     uint64_t key = ~0ull;  // (left << 32) | right; ~0 marks an empty slot
     int32_t rank = 0;

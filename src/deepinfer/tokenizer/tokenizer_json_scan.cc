@@ -25,10 +25,6 @@ class Cursor {
     ++p_;
     return true;
   }
-  bool peek(char c) {
-    skip_ws();
-    return p_ != end_ && *p_ == c;
-  }
 
   // A JSON string, unescaped, with the checks nlohmann's lexer makes: no raw control
   // characters, well-formed UTF-8 (RFC 3629), \u escapes with surrogates only in pairs.
