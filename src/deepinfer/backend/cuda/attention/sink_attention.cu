@@ -8,6 +8,7 @@
 #include "deepinfer/backend/cuda/attention/sink_attention_split.h"
 #include "deepinfer/backend/cuda/attention/sink_keys.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
@@ -24,6 +25,7 @@ constexpr int kWarps = kThreads / 32;
 // Keys are read with 16-byte loads where aligned (entry slots in pages need not be).
 template <int HG>
 __global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionArgs a) {
+  pdl_grid_begin();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int cap = (a.window + a.max_selected + 1) & ~1;  // keeps what follows 16-byte aligned
   const float** keys = reinterpret_cast<const float**>(smem_raw);  // cap
@@ -158,7 +160,7 @@ void launch(const SinkAttentionArgs& a, cudaStream_t stream) {
   limit.ensure(smem);
   dim3 grid(static_cast<unsigned>(a.num_queries),
             static_cast<unsigned>((a.num_heads + HG - 1) / HG));
-  sink_attention_kernel<HG><<<grid, kThreads, smem, stream>>>(a);
+  launch_kernel(sink_attention_kernel<HG>, grid, kThreads, smem, stream, a);
   DI_CUDA_LAUNCH_CHECK();
 }
 

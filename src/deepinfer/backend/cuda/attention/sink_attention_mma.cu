@@ -17,6 +17,7 @@
 #include "deepinfer/backend/cuda/attention/sink_attention_mma.h"
 #include "deepinfer/backend/cuda/attention/sink_keys.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
@@ -46,6 +47,7 @@ __device__ inline void store4(__nv_bfloat16* s, int row, int col, float4 v) {
 }
 
 __global__ void __launch_bounds__(kThreads, 1) sink_attention_mma_kernel(SinkAttentionArgs a) {
+  pdl_grid_begin();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);          // [64 heads][512]
   __nv_bfloat16* ks = qs + kHeads * kDim;                                  // [64 keys][512]
@@ -214,7 +216,8 @@ void sink_attention_mma(const SinkAttentionArgs& a, cudaStream_t stream) {
   const size_t smem = smem_bytes(a);
   static SmemLimit limit(reinterpret_cast<const void*>(sink_attention_mma_kernel));
   limit.ensure(smem);
-  sink_attention_mma_kernel<<<static_cast<unsigned>(a.num_queries), kThreads, smem, stream>>>(a);
+  launch_kernel(sink_attention_mma_kernel, static_cast<unsigned>(a.num_queries), kThreads, smem,
+                stream, a);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -6,6 +6,7 @@
 #include "deepinfer/backend/cuda/attention/sink_attention_split.h"
 #include "deepinfer/backend/cuda/attention/sink_keys.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
@@ -31,6 +32,7 @@ int64_t partials_needed(const SinkAttentionArgs& a) {
 // order) the logits, the chunk's max m and sum l of exp(logit - m) per head, and the values
 // weighted by those numerators, into part[t][c][h].
 __global__ void __launch_bounds__(kThreads) split_partial_kernel(SinkAttentionArgs a, float* part) {
+  pdl_grid_begin();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int cap = (a.window + a.max_selected + 1) & ~1;  // keeps what follows 16-byte aligned
   const float** keys = reinterpret_cast<const float**>(smem_raw);  // cap
@@ -115,6 +117,7 @@ __global__ void __launch_bounds__(kThreads) split_partial_kernel(SinkAttentionAr
 // Block (query t, head h): the chunks' partials merged in chunk order with the sink, which joins
 // the denominator only: out = sum_c e^(m_c - m) o_c / (e^(sink - m) + sum_c e^(m_c - m) l_c).
 __global__ void split_merge_kernel(SinkAttentionArgs a, const float* part, int chunks) {
+  pdl_grid_begin();
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y, hd = a.head_dim, nh = a.num_heads;
   float* out = a.out + (t * nh + h) * hd;
@@ -162,10 +165,10 @@ void sink_attention_split(const SinkAttentionArgs& a, cudaStream_t stream) {
   limit.ensure(smem);
   const dim3 grid(static_cast<unsigned>(a.num_queries), static_cast<unsigned>(chunks),
                   static_cast<unsigned>((a.num_heads + kHG - 1) / kHG));
-  split_partial_kernel<<<grid, kThreads, smem, stream>>>(a, a.split_partials);
+  launch_kernel(split_partial_kernel, grid, kThreads, smem, stream, a, a.split_partials);
   DI_CUDA_LAUNCH_CHECK();
-  split_merge_kernel<<<dim3(static_cast<unsigned>(a.num_queries), a.num_heads), 128, 0, stream>>>(
-      a, a.split_partials, chunks);
+  launch_kernel(split_merge_kernel, dim3(static_cast<unsigned>(a.num_queries), a.num_heads), 128, 0,
+                stream, a, a.split_partials, chunks);
   DI_CUDA_LAUNCH_CHECK();
 }
 

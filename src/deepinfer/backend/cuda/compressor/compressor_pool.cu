@@ -1,11 +1,13 @@
 #include "deepinfer/backend/cuda/compressor/compressor_pool.h"
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 namespace {
 
 __global__ void pool_kernel(const float* kv, const float* gate, int64_t windows, int rows, int dim,
                             float* out) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= windows * dim) return;
   const int64_t w = i / dim;
@@ -31,8 +33,8 @@ void compressor_pool(const float* kv, const float* gate, int64_t windows, int ro
                      float* out, cudaStream_t stream) {
   const int64_t work = windows * dim;
   if (work == 0) return;
-  pool_kernel<<<static_cast<unsigned>((work + 255) / 256), 256, 0, stream>>>(kv, gate, windows,
-                                                                             rows, dim, out);
+  launch_kernel(pool_kernel, static_cast<unsigned>((work + 255) / 256), 256, 0, stream, kv, gate,
+                windows, rows, dim, out);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -2,6 +2,7 @@
 
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/engram/engram_gate.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 
 namespace deepinfer::cuda {
@@ -12,6 +13,7 @@ constexpr int kThreads = 256;
 // One block per (token, stream): three block sums, then the gated add.
 __global__ void engram_gate_kernel(const float* kv, const float* qw, const float* kw, int hc,
                                    int64_t H, float eps, float inv_sqrt_h, float* X) {
+  pdl_grid_begin();
   __shared__ float part[3][kThreads / 32];
   __shared__ float gate;
   const int64_t t = blockIdx.x / hc;
@@ -49,8 +51,8 @@ void engram_gate(const float* kv, const float* q_weight, const float* k_weight, 
                  int64_t hidden, float eps, float* X, cudaStream_t stream) {
   if (n == 0) return;
   const float inv_sqrt_h = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hidden)));
-  engram_gate_kernel<<<static_cast<unsigned>(n * hc), kThreads, 0, stream>>>(
-      kv, q_weight, k_weight, hc, hidden, eps, inv_sqrt_h, X);
+  launch_kernel(engram_gate_kernel, static_cast<unsigned>(n * hc), kThreads, 0, stream, kv,
+                q_weight, k_weight, hc, hidden, eps, inv_sqrt_h, X);
   DI_CUDA_LAUNCH_CHECK();
 }
 

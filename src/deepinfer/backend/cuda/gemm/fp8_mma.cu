@@ -16,6 +16,7 @@
 
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/gemm/fp8_mma.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
 #include "deepinfer/backend/cuda/quant/weight_rows.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
@@ -71,6 +72,7 @@ __device__ inline void expand4(uint32_t w, float s, uint32_t& lo, uint32_t& hi) 
 
 template <int MT>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
+  pdl_grid_begin();
   using L = StageLayout<MT>;
   extern __shared__ __align__(16) uint8_t fp8_sm[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -212,6 +214,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
 
 // y = the splits' partials summed in split order.
 __global__ void sum_splits_kernel(const float* partials, int splits, int64_t count, float* y) {
+  pdl_grid_begin();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
     float s = partials[i];
@@ -237,7 +240,7 @@ void launch(const Args& a, cudaStream_t stream) {
   limit.ensure(smem);
   const dim3 grid(static_cast<unsigned>((a.n + 16 * MT - 1) / (16 * MT)),
                   static_cast<unsigned>((a.N + kBN - 1) / kBN), static_cast<unsigned>(a.splits));
-  fp8_mma_kernel<MT><<<grid, kThreads, smem, stream>>>(a);
+  launch_kernel(fp8_mma_kernel<MT>, grid, kThreads, smem, stream, a);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -294,7 +297,7 @@ void run(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n, f
   if (a.splits > 1) {
     const int64_t count = n * w.rows;
     const int grid = static_cast<int>(std::min<int64_t>((count + 255) / 256, 4 * device_sms()));
-    sum_splits_kernel<<<grid, 256, 0, stream>>>(partials, a.splits, count, y);
+    launch_kernel(sum_splits_kernel, grid, 256, 0, stream, partials, a.splits, count, y);
     DI_CUDA_LAUNCH_CHECK();
   }
 }

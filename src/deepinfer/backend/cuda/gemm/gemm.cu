@@ -1,11 +1,13 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 namespace {
 
 __global__ void to_bf16_kernel(const float* x, int64_t n, __nv_bfloat16* y) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) y[i] = __float2bfloat16_rn(x[i]);
 }
@@ -99,7 +101,7 @@ void Gemm::f32(const float* w, const float* x, float* y, int64_t n, int64_t out,
 void to_bf16(const float* x, int64_t n, __nv_bfloat16* y, cudaStream_t stream) {
   if (n == 0) return;
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
-  to_bf16_kernel<<<blocks, 256, 0, stream>>>(x, n, y);
+  launch_kernel(to_bf16_kernel, blocks, 256, 0, stream, x, n, y);
   DI_CUDA_LAUNCH_CHECK();
 }
 

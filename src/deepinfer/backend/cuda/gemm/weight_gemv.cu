@@ -1,5 +1,6 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/quant/weight_rows.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 
@@ -7,6 +8,12 @@ namespace deepinfer::cuda {
 namespace {
 
 constexpr int kWarps = 8;
+// Columns a warp takes at one or two rows of x where the rows divide (else 2, else 1): the weight
+// words a lane has in flight. 2 on main; the variant build tries 4 (scripts/build_gpu_variants.sh).
+#ifndef GEMV_WIDE_COLUMNS
+#define GEMV_WIDE_COLUMNS 2
+#endif
+constexpr int kWideColumns = GEMV_WIDE_COLUMNS;
 constexpr int kRows = weight_rows::kMaxRowsPerPass;  // rows of x per pass, at most
 using weight_rows::rows_per_pass;
 
@@ -20,6 +27,7 @@ template <MatrixFormat F, int R, int C>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n, int ks,
                 float* y) {
+  pdl_grid_begin();
   __shared__ float part[kWarps][C][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, share = warp % ks;
   const int64_t col = (int64_t{blockIdx.x} * (kWarps / ks) + warp / ks) * C;
@@ -81,6 +89,7 @@ int k_splits(const DeviceMatrix& w, int columns_a_warp) {
 // ...) in order, then the warp's butterfly: the same for a row in any n.
 __global__ void __launch_bounds__(kWarps * 32)
     f32_kernel(const float* w, const float* x, int64_t n, int64_t out, int64_t in, float* y) {
+  pdl_grid_begin();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t col = int64_t{blockIdx.x} * kWarps + warp;
   if (col >= out) return;
@@ -112,16 +121,16 @@ void launch_format(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, i
   const unsigned blocks = static_cast<unsigned>((w.rows + columns_a_block - 1) / columns_a_block);
   switch (w.format) {
     case MatrixFormat::kBf16:
-      gemv_kernel<MatrixFormat::kBf16, R, C>
-          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, ks, y);
+      launch_kernel(gemv_kernel<MatrixFormat::kBf16, R, C>, blocks, kWarps * 32, 0, stream, w, x,
+                    ldx, groups, n, ks, y);
       break;
     case MatrixFormat::kFp8Block:
-      gemv_kernel<MatrixFormat::kFp8Block, R, C>
-          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, ks, y);
+      launch_kernel(gemv_kernel<MatrixFormat::kFp8Block, R, C>, blocks, kWarps * 32, 0, stream, w,
+                    x, ldx, groups, n, ks, y);
       break;
     case MatrixFormat::kMxfp4:
-      gemv_kernel<MatrixFormat::kMxfp4, R, C>
-          <<<blocks, kWarps * 32, 0, stream>>>(w, x, ldx, groups, n, ks, y);
+      launch_kernel(gemv_kernel<MatrixFormat::kMxfp4, R, C>, blocks, kWarps * 32, 0, stream, w, x,
+                    ldx, groups, n, ks, y);
       break;
   }
 }
@@ -139,14 +148,17 @@ void launch(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int grou
   }
   if (n == 0 || w.rows == 0) return;
   const bool pairs = (w.rows / groups) % 2 == 0;
+  const bool wide = kWideColumns > 2 && (w.rows / groups) % kWideColumns == 0;
   switch (rows_per_pass(n)) {
     case 1:
-      pairs ? launch_format<1, 2>(w, x, ldx, groups, n, y, stream)
-            : launch_format<1, 1>(w, x, ldx, groups, n, y, stream);
+      wide    ? launch_format<1, kWideColumns>(w, x, ldx, groups, n, y, stream)
+      : pairs ? launch_format<1, 2>(w, x, ldx, groups, n, y, stream)
+              : launch_format<1, 1>(w, x, ldx, groups, n, y, stream);
       break;
     case 2:
-      pairs ? launch_format<2, 2>(w, x, ldx, groups, n, y, stream)
-            : launch_format<2, 1>(w, x, ldx, groups, n, y, stream);
+      wide    ? launch_format<2, kWideColumns>(w, x, ldx, groups, n, y, stream)
+      : pairs ? launch_format<2, 2>(w, x, ldx, groups, n, y, stream)
+              : launch_format<2, 1>(w, x, ldx, groups, n, y, stream);
       break;
     case 4:
       launch_format<4, 1>(w, x, ldx, groups, n, y, stream);
@@ -171,7 +183,7 @@ void f32_gemv(const float* w, const float* x, int64_t n, int64_t out, int64_t in
               cudaStream_t stream) {
   if (n == 0 || out == 0) return;
   const unsigned blocks = static_cast<unsigned>((out + kWarps - 1) / kWarps);
-  f32_kernel<<<blocks, kWarps * 32, 0, stream>>>(w, x, n, out, in, y);
+  launch_kernel(f32_kernel, blocks, kWarps * 32, 0, stream, w, x, n, out, in, y);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -3,6 +3,7 @@
 
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/indexer/candidates.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 namespace {
@@ -21,6 +22,7 @@ __device__ inline bool better(float s, int i, float bs, int bi) {
 
 // One block per query; best[] in shared memory (max_blocks floats).
 __global__ void candidate_blocks_kernel(CandidateArgs a, const float* scores, uint8_t* keep) {
+  pdl_grid_begin();
   extern __shared__ float best[];
   __shared__ float red_s[kThreads / 32];
   __shared__ int red_i[kThreads / 32];
@@ -70,6 +72,7 @@ __global__ void candidate_blocks_kernel(CandidateArgs a, const float* scores, ui
 }
 
 __global__ void mask_kernel(CandidateArgs a, const uint8_t* keep, float* scores) {
+  pdl_grid_begin();
   const int64_t t = blockIdx.y;
   const int64_t visible = visible_of(a, t);
   for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < visible;
@@ -79,6 +82,7 @@ __global__ void mask_kernel(CandidateArgs a, const uint8_t* keep, float* scores)
 
 __global__ void drop_kernel(const float* scores, int64_t nq, int64_t ne, int max_selected,
                             int32_t* selected, int32_t* num_selected) {
+  pdl_grid_begin();
   const int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (t >= nq) return;
   int32_t* sel = selected + t * max_selected;
@@ -103,8 +107,8 @@ void candidate_blocks(const CandidateArgs& a, const float* scores, uint8_t* keep
     std::abort();
   }
   const size_t smem = sizeof(float) * (nb > 0 ? nb : 1);
-  candidate_blocks_kernel<<<static_cast<unsigned>(a.num_queries), kThreads, smem, stream>>>(
-      a, scores, keep);
+  launch_kernel(candidate_blocks_kernel, static_cast<unsigned>(a.num_queries), kThreads, smem,
+                stream, a, scores, keep);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -114,7 +118,7 @@ void mask_outside_candidates(const CandidateArgs& a, const uint8_t* keep, float*
   const int64_t xblocks = (a.num_entries + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(xblocks < 64 ? xblocks : 64),
                   static_cast<unsigned>(a.num_queries));
-  mask_kernel<<<grid, kThreads, 0, stream>>>(a, keep, scores);
+  launch_kernel(mask_kernel, grid, kThreads, 0, stream, a, keep, scores);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -122,8 +126,8 @@ void drop_masked_picks(const float* scores, int64_t num_queries, int64_t num_ent
                        int max_selected, int32_t* selected, int32_t* num_selected,
                        cudaStream_t stream) {
   if (num_queries == 0) return;
-  drop_kernel<<<static_cast<unsigned>((num_queries + 127) / 128), 128, 0, stream>>>(
-      scores, num_queries, num_entries, max_selected, selected, num_selected);
+  launch_kernel(drop_kernel, static_cast<unsigned>((num_queries + 127) / 128), 128, 0, stream,
+                scores, num_queries, num_entries, max_selected, selected, num_selected);
   DI_CUDA_LAUNCH_CHECK();
 }
 

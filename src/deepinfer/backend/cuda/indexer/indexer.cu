@@ -6,6 +6,7 @@
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
 #include "deepinfer/backend/cuda/indexer/scores_mma.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
@@ -18,6 +19,7 @@ constexpr int kEntriesPerBlock = 32;
 // warp per entry at a time. Lane l owns heads l, l+32, ...; q sits in shared memory with rows
 // padded by one float (no bank conflicts).
 __global__ void scores_kernel(IndexerArgs a, float* scores) {
+  pdl_grid_begin();
   extern __shared__ float smem[];
   const int hd = a.head_dim, nh = a.num_heads, qstride = hd + 1;
   float* qs = smem;                 // nh x (hd + 1)
@@ -98,6 +100,7 @@ __device__ void write_winners(unsigned long long* keys, int n, int k, int top_k,
 __global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t pos0,
                             const int64_t* positions, const int32_t* query_seq, int ratio,
                             int top_k, int32_t* selected, int32_t* num_selected) {
+  pdl_grid_begin();
   extern __shared__ unsigned long long keys[];
   const int64_t t = blockIdx.x;
   const int visible = visible_of(t, pos0, positions, query_seq, ratio);
@@ -118,6 +121,7 @@ __global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t po
 __global__ void topk_chunk_kernel(const float* scores, int64_t num_entries, int64_t pos0,
                                   const int64_t* positions, const int32_t* query_seq, int ratio,
                                   int top_k, int chunks, unsigned long long* cand) {
+  pdl_grid_begin();
   extern __shared__ unsigned long long keys[];
   const int64_t t = blockIdx.x;
   const int c = blockIdx.y;
@@ -141,6 +145,7 @@ __global__ void topk_chunk_kernel(const float* scores, int64_t num_entries, int6
 __global__ void topk_merge_kernel(const unsigned long long* cand, int chunks, int64_t pos0,
                                   const int64_t* positions, const int32_t* query_seq, int ratio,
                                   int top_k, int32_t* selected, int32_t* num_selected) {
+  pdl_grid_begin();
   extern __shared__ unsigned long long keys[];
   const int64_t t = blockIdx.x;
   const int visible = visible_of(t, pos0, positions, query_seq, ratio);
@@ -177,7 +182,7 @@ void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream) {
   limit.ensure(smem);
   dim3 grid(static_cast<unsigned>(a.num_queries),
             static_cast<unsigned>((a.num_entries + kEntriesPerBlock - 1) / kEntriesPerBlock));
-  scores_kernel<<<grid, threads, smem, stream>>>(a, scores);
+  launch_kernel(scores_kernel, grid, threads, smem, stream, a, scores);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -202,8 +207,8 @@ void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, 
     const size_t smem = sizeof(unsigned long long) * (n + m);
     static SmemLimit limit(reinterpret_cast<const void*>(topk_kernel));
     limit.ensure(smem);
-    topk_kernel<<<static_cast<unsigned>(num_queries), 512, smem, stream>>>(
-        scores, num_entries, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
+    launch_kernel(topk_kernel, static_cast<unsigned>(num_queries), 512, smem, stream, scores,
+                  num_entries, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
     DI_CUDA_LAUNCH_CHECK();
     return;
   }
@@ -218,16 +223,18 @@ void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, 
   const size_t chunk_smem = sizeof(unsigned long long) * kMaxIndexerEntries;
   static SmemLimit chunk_limit(reinterpret_cast<const void*>(topk_chunk_kernel));
   chunk_limit.ensure(chunk_smem);
-  topk_chunk_kernel<<<dim3(unsigned(num_queries), unsigned(chunks)), 512, chunk_smem, stream>>>(
-      scores, num_entries, pos0, positions, query_seq, ratio, top_k, chunks, g_candidates.get());
+  launch_kernel(topk_chunk_kernel, dim3(unsigned(num_queries), unsigned(chunks)), 512, chunk_smem,
+                stream, scores, num_entries, pos0, positions, query_seq, ratio, top_k, chunks,
+                g_candidates.get());
   DI_CUDA_LAUNCH_CHECK();
   int64_t n = 1;
   while (n < int64_t{chunks} * top_k) n <<= 1;
   const size_t merge_smem = sizeof(unsigned long long) * (n + m);
   static SmemLimit merge_limit(reinterpret_cast<const void*>(topk_merge_kernel));
   merge_limit.ensure(merge_smem);
-  topk_merge_kernel<<<static_cast<unsigned>(num_queries), 512, merge_smem, stream>>>(
-      g_candidates.get(), chunks, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
+  launch_kernel(topk_merge_kernel, static_cast<unsigned>(num_queries), 512, merge_smem, stream,
+                g_candidates.get(), chunks, pos0, positions, query_seq, ratio, top_k, selected,
+                num_selected);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -7,6 +7,7 @@
 
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/indexer/scores_mma.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
@@ -38,6 +39,7 @@ __device__ inline void zero_row(float* dst, int dim, int lane) {
 }
 
 __global__ void __launch_bounds__(kThreads) scores_mma_kernel(IndexerArgs a, float* scores) {
+  pdl_grid_begin();
   extern __shared__ __align__(16) float sm[];
   const int nh = a.num_heads, hd = a.head_dim, heads8 = round8(nh), ld = row_stride(hd);
   float* qs = sm;                      // [heads8][ld]
@@ -126,7 +128,7 @@ void indexer_scores_mma(const IndexerArgs& a, float* scores, cudaStream_t stream
   limit.ensure(smem);
   const dim3 grid(static_cast<unsigned>(a.num_queries),
                   static_cast<unsigned>((a.num_entries + kTileEntries - 1) / kTileEntries));
-  scores_mma_kernel<<<grid, kThreads, smem, stream>>>(a, scores);
+  launch_kernel(scores_mma_kernel, grid, kThreads, smem, stream, a, scores);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mhc/mhc.h"
 #include "deepinfer/backend/cuda/norm/rms_norm_row.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
@@ -28,6 +29,7 @@ __host__ __device__ inline int64_t slices(int64_t n) { return (n + kSlice - 1) /
 __global__ void __launch_bounds__(kSliceThreads)
     mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
                         float* part) {
+  pdl_grid_begin();
   __shared__ float wsum[kSliceWarps][kBlockTokens][kMaxMix + 1];
   const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kBlockTokens;
   const int tn = tokens - t0 < kBlockTokens ? static_cast<int>(tokens - t0) : kBlockTokens;
@@ -83,7 +85,8 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
   const int64_t n = a.hc * a.hidden;
   const dim3 grid(static_cast<unsigned>(slices(n)),
                   static_cast<unsigned>((a.tokens + kBlockTokens - 1) / kBlockTokens));
-  mix_partials_kernel<<<grid, kSliceThreads, 0, stream>>>(a.fn, X, n, a.tokens, rows, a.partials);
+  launch_kernel(mix_partials_kernel, grid, kSliceThreads, 0, stream, a.fn, X, n, a.tokens, rows,
+                a.partials);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -227,6 +230,7 @@ __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb
 __global__ void __launch_bounds__(kThreads, HC_PRE_MIN_BLOCKS)
     hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out, float* y,
                   float* post, float* comb) {
+  pdl_grid_begin();
   __shared__ float m[kMaxMix], collapse[kMaxHc], norm_scratch[32];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
@@ -255,11 +259,13 @@ __global__ void __launch_bounds__(kThreads, HC_PRE_MIN_BLOCKS)
 
 __global__ void hc_collapse_kernel(const float* pre, const float* Xall, int hc, int64_t H,
                                    float* y) {
+  pdl_grid_begin();
   const int64_t t = blockIdx.x;
   collapse_row(pre + t * hc, Xall + t * hc * H, hc, H, y + t * H);
 }
 
 __global__ void hc_head_kernel(HcArgs a, const float* Xall, float* y) {
+  pdl_grid_begin();
   __shared__ float m[kMaxHc];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
@@ -278,6 +284,7 @@ __global__ void hc_head_kernel(HcArgs a, const float* Xall, float* y) {
 // keeps the order j = 0..hc-1.
 __global__ void hc_post_kernel(const float* f, const float* post, const float* comb, int64_t tokens,
                                int hc, int64_t H, float* X) {
+  pdl_grid_begin();
   const int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, d0 = 4 * q;
   if (d0 >= H) return;
   const bool vec = H % 4 == 0;  // else a column at a time (rows of 16-byte alignment needed)
@@ -341,8 +348,8 @@ void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
   check_hc(a.hc);
   if (a.tokens == 0) return;
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
-  hc_pre_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, stream>>>(a, X, nullptr, nullptr, y,
-                                                                          post, comb);
+  launch_kernel(hc_pre_kernel, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, nullptr,
+                nullptr, y, post, comb);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -351,8 +358,8 @@ void hc_pre_deferred(const HcArgs& a, const float* X, const float* pre_in, float
   check_hc(a.hc);
   if (a.tokens == 0) return;
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
-  hc_pre_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, stream>>>(a, X, pre_in, pre_out, y,
-                                                                          post, comb);
+  launch_kernel(hc_pre_kernel, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, pre_in,
+                pre_out, y, post, comb);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -360,7 +367,8 @@ void hc_collapse(const float* pre, const float* X, int64_t tokens, int hc, int64
                  cudaStream_t stream) {
   check_hc(hc);
   if (tokens == 0) return;
-  hc_collapse_kernel<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(pre, X, hc, hidden, y);
+  launch_kernel(hc_collapse_kernel, static_cast<unsigned>(tokens), kThreads, 0, stream, pre, X, hc,
+                hidden, y);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -370,7 +378,7 @@ void hc_post(const float* f, const float* post, const float* comb, int64_t token
   if (tokens == 0 || hidden == 0) return;
   const dim3 grid(static_cast<unsigned>(((hidden + 3) / 4 + 255) / 256),
                   static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
-  hc_post_kernel<<<grid, 256, 0, stream>>>(f, post, comb, tokens, hc, hidden, X);
+  launch_kernel(hc_post_kernel, grid, 256, 0, stream, f, post, comb, tokens, hc, hidden, X);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -378,7 +386,7 @@ void hc_head(const HcArgs& a, const float* X, float* y, cudaStream_t stream) {
   check_hc(a.hc);
   if (a.tokens == 0) return;
   launch_partials(a, X, a.hc, stream);
-  hc_head_kernel<<<static_cast<unsigned>(a.tokens), kThreads, 0, stream>>>(a, X, y);
+  launch_kernel(hc_head_kernel, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, y);
   DI_CUDA_LAUNCH_CHECK();
 }
 

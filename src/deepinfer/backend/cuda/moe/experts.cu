@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/moe/experts.h"
 
@@ -9,12 +10,14 @@ using moe_detail::blocks_for;
 
 __global__ void gather_bf16(const float* x, const int32_t* rows, int64_t n, int64_t d,
                             __nv_bfloat16* out) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n * d) out[i] = __float2bfloat16_rn(x[int64_t{rows[i / d]} * d + i % d]);
 }
 
 __global__ void swiglu_kernel(const float* g, const float* u, const float* row_w, int64_t n,
                               int64_t inter, bool clamp, float lim, bool scale, __nv_bfloat16* h) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n * inter) return;
   h[i] = moe_detail::swiglu_bf16(g[i], u[i], clamp, lim, scale ? row_w[i / inter] : 1.0f);
@@ -22,6 +25,7 @@ __global__ void swiglu_kernel(const float* g, const float* u, const float* row_w
 
 __global__ void scatter_kernel(const float* y, const int32_t* dst_rows, const float* row_w,
                                int64_t n, int64_t d, bool scale, float* dst) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n * d) return;
   const int64_t r = i / d;
@@ -31,6 +35,7 @@ __global__ void scatter_kernel(const float* y, const int32_t* dst_rows, const fl
 // out[t] = sum_k slots[t, k] in routing order, then + shared[t] (the CPU reference's order).
 __global__ void combine_kernel(const float* slots, const float* shared, int64_t tokens, int k,
                                int64_t d, float* out) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= tokens * d) return;
   const int64_t t = i / d, c = i % d;
@@ -44,7 +49,8 @@ __global__ void combine_kernel(const float* slots, const float* shared, int64_t 
 
 void moe_detail::combine_slots(const float* slots, const float* shared, int64_t tokens, int k,
                                int64_t d, float* out, cudaStream_t stream) {
-  combine_kernel<<<blocks_for(tokens * d), 256, 0, stream>>>(slots, shared, tokens, k, d, out);
+  launch_kernel(combine_kernel, blocks_for(tokens * d), 256, 0, stream, slots, shared, tokens, k, d,
+                out);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -57,16 +63,16 @@ void MoeRunner::expert(const MoeArgs& a, const ExpertWeights& w, int64_t inter, 
   float* g = scratch(g_, rows * inter);
   float* u = scratch(u_, rows * inter);
   float* y = scratch(y_, rows * H);
-  gather_bf16<<<blocks_for(rows * H), 256, 0, stream>>>(a.x, src_rows, rows, H, xg);
+  launch_kernel(gather_bf16, blocks_for(rows * H), 256, 0, stream, a.x, src_rows, rows, H, xg);
   DI_CUDA_LAUNCH_CHECK();
   linear_.run(w.w1, xg, g, rows, stream);
   linear_.run(w.w3, xg, u, rows, stream);
-  swiglu_kernel<<<blocks_for(rows * inter), 256, 0, stream>>>(
-      g, u, row_weights, rows, inter, clamp, a.swiglu_limit, a.weight_before_w2, hb);
+  launch_kernel(swiglu_kernel, blocks_for(rows * inter), 256, 0, stream, g, u, row_weights, rows,
+                inter, clamp, a.swiglu_limit, a.weight_before_w2, hb);
   DI_CUDA_LAUNCH_CHECK();
   linear_.run(w.w2, hb, y, rows, stream);
-  scatter_kernel<<<blocks_for(rows * H), 256, 0, stream>>>(y, dst_rows, row_weights, rows, H,
-                                                           !a.weight_before_w2, dst);
+  launch_kernel(scatter_kernel, blocks_for(rows * H), 256, 0, stream, y, dst_rows, row_weights,
+                rows, H, !a.weight_before_w2, dst);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -76,8 +82,8 @@ void MoeRunner::dense_expert(const MoeArgs& a, const ExpertWeights& w, int64_t i
   const int64_t T = a.tokens;
   linear_.run(w.w1, xb, g, T, stream);
   linear_.run(w.w3, xb, u, T, stream);
-  swiglu_kernel<<<blocks_for(T * inter), 256, 0, stream>>>(g, u, nullptr, T, inter, clamp,
-                                                           a.swiglu_limit, false, hb);
+  launch_kernel(swiglu_kernel, blocks_for(T * inter), 256, 0, stream, g, u, nullptr, T, inter,
+                clamp, a.swiglu_limit, false, hb);
   DI_CUDA_LAUNCH_CHECK();
   linear_.run(w.w2, hb, dst, T, stream);
 }

@@ -8,6 +8,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/moe/experts.h"
 #include "deepinfer/backend/cuda/quant/weight_rows.cuh"
@@ -33,6 +34,7 @@ size_t group_smem(int num_experts) {
 __global__ void __launch_bounds__(kGroupThreads)
     group_kernel(const int32_t* ids, int64_t n, int num_experts, int32_t* offsets, int32_t* active,
                  int32_t* num_active, int32_t* order) {
+  pdl_grid_begin();
   extern __shared__ int32_t group_sm[];
   const int E = num_experts;
   int32_t* next = group_sm;         // [E]: the count, then the next free position
@@ -134,6 +136,7 @@ extern __shared__ uint4 gemm_sm[];  // 16-byte aligned staging rows
 // times the routing weight unless it went into h.
 template <bool kGateUp, MatrixFormat F, int R>
 __global__ void __launch_bounds__(kWarps * 32) expert_kernel(GroupedArgs a) {
+  pdl_grid_begin();
   constexpr int NW = kGateUp ? 2 : 1;
   const int e = moe_detail::grouped_expert(a);
   if (e < 0) return;
@@ -209,16 +212,16 @@ void launch_rows(int rows, dim3 grid, int64_t in, const GroupedArgs& ga, cudaStr
   const size_t smem = gemm_smem(in, rows);
   switch (rows) {
     case 1:
-      expert_kernel<kGateUp, F, 1><<<grid, kWarps * 32, smem, stream>>>(ga);
+      launch_kernel(expert_kernel<kGateUp, F, 1>, grid, kWarps * 32, smem, stream, ga);
       break;
     case 2:
-      expert_kernel<kGateUp, F, 2><<<grid, kWarps * 32, smem, stream>>>(ga);
+      launch_kernel(expert_kernel<kGateUp, F, 2>, grid, kWarps * 32, smem, stream, ga);
       break;
     case 4:
-      expert_kernel<kGateUp, F, 4><<<grid, kWarps * 32, smem, stream>>>(ga);
+      launch_kernel(expert_kernel<kGateUp, F, 4>, grid, kWarps * 32, smem, stream, ga);
       break;
     default:
-      expert_kernel<kGateUp, F, kRows><<<grid, kWarps * 32, smem, stream>>>(ga);
+      launch_kernel(expert_kernel<kGateUp, F, kRows>, grid, kWarps * 32, smem, stream, ga);
       break;
   }
 }
@@ -312,8 +315,8 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   int32_t* order = reserved(g.order, n, "order");
   __nv_bfloat16* xb = reserved(g.xb, T * H, "xb");
 
-  group_kernel<<<1, kGroupThreads, group_smem(E), stream>>>(a.expert_ids, static_cast<int64_t>(n),
-                                                            E, offsets, active, num_active, order);
+  launch_kernel(group_kernel, 1, kGroupThreads, group_smem(E), stream, a.expert_ids,
+                static_cast<int64_t>(n), E, offsets, active, num_active, order);
   DI_CUDA_LAUNCH_CHECK();
   to_bf16(a.x, T * H, xb, stream);  // the GPU rounds expert inputs to bf16 (as run() does)
 

@@ -9,6 +9,7 @@
 #include <mma.h>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/quant/weight_rows.cuh"
 
@@ -99,6 +100,7 @@ __device__ inline void stage_rows(const GroupedArgs& a, int64_t first, int64_t m
 
 template <bool kGateUp, MatrixFormat F, int MT>
 __global__ void __launch_bounds__(kThreads) mma_kernel(GroupedArgs a) {
+  pdl_grid_begin();
   constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = kM * MT;
   __shared__ Tiles<NW, MT> t;
   const int e = grouped_expert(a);
@@ -184,13 +186,13 @@ template <bool kGateUp, int MT>
 void launch(MatrixFormat f, dim3 grid, const GroupedArgs& a, cudaStream_t stream) {
   switch (f) {
     case MatrixFormat::kBf16:
-      mma_kernel<kGateUp, MatrixFormat::kBf16, MT><<<grid, kThreads, 0, stream>>>(a);
+      launch_kernel(mma_kernel<kGateUp, MatrixFormat::kBf16, MT>, grid, kThreads, 0, stream, a);
       break;
     case MatrixFormat::kFp8Block:
-      mma_kernel<kGateUp, MatrixFormat::kFp8Block, MT><<<grid, kThreads, 0, stream>>>(a);
+      launch_kernel(mma_kernel<kGateUp, MatrixFormat::kFp8Block, MT>, grid, kThreads, 0, stream, a);
       break;
     case MatrixFormat::kMxfp4:
-      mma_kernel<kGateUp, MatrixFormat::kMxfp4, MT><<<grid, kThreads, 0, stream>>>(a);
+      launch_kernel(mma_kernel<kGateUp, MatrixFormat::kMxfp4, MT>, grid, kThreads, 0, stream, a);
       break;
   }
   DI_CUDA_LAUNCH_CHECK();

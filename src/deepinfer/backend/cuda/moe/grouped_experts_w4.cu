@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/moe/w4_fragments.cuh"
@@ -79,6 +80,7 @@ __device__ inline int swizzle(int r, int c) { return c ^ ((((c >> 3) & 1) << 1) 
 
 template <bool kGateUp, int MT>
 __global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs a) {
+  pdl_grid_begin();
   constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT>(), KB = tile_k<MT>();
   using L = StageLayout<NW, MT, KB>;
   constexpr int kCpc = KB / 32;               // 16-byte weight chunks of a column per tile
@@ -300,7 +302,7 @@ template <bool kGateUp, int MT>
 void launch(dim3 grid, const GroupedArgs& a, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes < kGateUp ? 2 : 1, MT > ();
   limit_of<kGateUp, MT>().ensure(smem);
-  w4_kernel<kGateUp, MT><<<grid, kThreads, smem, stream>>>(a);
+  launch_kernel(w4_kernel<kGateUp, MT>, grid, kThreads, smem, stream, a);
   DI_CUDA_LAUNCH_CHECK();
 }
 

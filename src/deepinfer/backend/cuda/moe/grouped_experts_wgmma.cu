@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/moe/w4_fragments.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
@@ -91,6 +92,7 @@ __device__ inline void expand_step(uint32_t (&f)[4], const uint4& raw0, const ui
 
 template <bool kGateUp>
 __global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel(GroupedArgs a) {
+  pdl_grid_begin();
   constexpr int NW = kGateUp ? 2 : 1;
   using St = Stage<NW>;
   extern __shared__ uint8_t wg_sm_raw[];
@@ -249,6 +251,7 @@ __global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel
 // y = x with each row's 128-k blocks permuted into the k map's fragment order: position
 // 16 s + kappa of a block holds the block's k w4_k_of(s, kappa).
 __global__ void permute_k128_kernel(const __nv_bfloat16* x, int64_t n, __nv_bfloat16* y) {
+  pdl_grid_begin();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int l = static_cast<int>(i & 127);
@@ -271,7 +274,7 @@ void launch(const GroupedArgs& a, int64_t passes, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>(out / kBN), static_cast<unsigned>(passes));
   limit_of<kGateUp>().ensure(smem_of<kGateUp>());
-  w4_wgmma_kernel<kGateUp><<<grid, kThreads, smem_of<kGateUp>(), stream>>>(a);
+  launch_kernel(w4_wgmma_kernel<kGateUp>, grid, kThreads, smem_of<kGateUp>(), stream, a);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -286,7 +289,8 @@ void permute_k128(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_bfloa
                   cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
-  permute_k128_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, n, y);
+  launch_kernel(permute_k128_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, x, n,
+                y);
   DI_CUDA_LAUNCH_CHECK();
 }
 

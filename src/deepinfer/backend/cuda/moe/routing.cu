@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/moe/routing.h"
 
 namespace deepinfer::cuda {
@@ -15,6 +16,7 @@ __device__ inline bool better(float s, int i, float bs, int bi) {
 }
 
 __global__ void route_kernel(RoutingArgs a, int32_t* expert_ids, float* weights) {
+  pdl_grid_begin();
   extern __shared__ float smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = int64_t{blockIdx.x} * kWarps + warp;
@@ -69,7 +71,7 @@ void route(const RoutingArgs& a, int32_t* expert_ids, float* weights, cudaStream
   if (a.tokens == 0) return;
   const unsigned blocks = static_cast<unsigned>((a.tokens + kWarps - 1) / kWarps);
   const size_t smem = sizeof(float) * kWarps * 2 * a.num_experts;
-  route_kernel<<<blocks, kWarps * 32, smem, stream>>>(a, expert_ids, weights);
+  launch_kernel(route_kernel, blocks, kWarps * 32, smem, stream, a, expert_ids, weights);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/norm/rms_norm.h"
 #include "deepinfer/backend/cuda/norm/rms_norm_row.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
@@ -7,6 +8,7 @@ namespace deepinfer::cuda {
 namespace {
 
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t d, float eps, float* y) {
+  pdl_grid_begin();
   __shared__ float scratch[32];
   rms_norm_row(x + blockIdx.x * d, w, d, eps, y + blockIdx.x * d, scratch);
 }
@@ -14,6 +16,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t d, float
 constexpr int kRowsPerBlock = 8;
 
 __global__ void rms_norm_rows_kernel(const float* x, int64_t rows, int64_t d, float eps, float* y) {
+  pdl_grid_begin();
   const int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
@@ -49,15 +52,15 @@ void rms_norm_rows(const float* x, int64_t rows, int64_t d, float eps, float* y,
                    cudaStream_t stream) {
   if (rows == 0) return;
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  rms_norm_rows_kernel<<<static_cast<unsigned>(blocks), 32 * kRowsPerBlock, 0, stream>>>(x, rows, d,
-                                                                                         eps, y);
+  launch_kernel(rms_norm_rows_kernel, static_cast<unsigned>(blocks), 32 * kRowsPerBlock, 0, stream,
+                x, rows, d, eps, y);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void rms_norm(const float* x, const float* weight, int64_t rows, int64_t d, float eps, float* y,
               cudaStream_t stream) {
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, weight, d, eps, y);
+  launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, weight, d, eps, y);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/quant/dequantize.h"
 #include "deepinfer/backend/cuda/quant/weight_rows.cuh"
 #include "deepinfer/tensor/dtype.h"
@@ -32,6 +33,7 @@ void upload_tables_once() {
 __global__ void fp8_block_kernel(const uint8_t* w, const float* scale, int64_t rows, int64_t cols,
                                  int br, int bc, int64_t scale_cols, int64_t row0,
                                  __nv_bfloat16* out) {
+  pdl_grid_begin();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -43,6 +45,7 @@ __global__ void fp8_block_kernel(const uint8_t* w, const float* scale, int64_t r
 // One thread per packed byte: two output elements.
 __global__ void mxfp4_kernel(const uint8_t* w, const uint8_t* scale, int64_t rows, int64_t cols,
                              int64_t scale_cols, __nv_bfloat16* out) {
+  pdl_grid_begin();
   const int64_t half = cols / 2, n = rows * half;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -58,6 +61,7 @@ __global__ void mxfp4_kernel(const uint8_t* w, const uint8_t* scale, int64_t row
 // (weight_rows.cuh: the same fp32 products as the tables above) and stored as bf16.
 template <MatrixFormat F>
 __global__ void vector_kernel(DeviceMatrix w, __nv_bfloat16* out) {
+  pdl_grid_begin();
   constexpr int P = DeviceMatrix::per_load(F);
   const int64_t per_row = w.cols / P, n = w.rows * per_row;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -124,9 +128,10 @@ void dequantize(const DeviceMatrix& w, __nv_bfloat16* out, cudaStream_t stream) 
   if (w.format != MatrixFormat::kBf16 && vector_form(w, out)) {
     const int64_t vectors = n / DeviceMatrix::per_load(w.format);
     if (w.format == MatrixFormat::kFp8Block)
-      vector_kernel<MatrixFormat::kFp8Block><<<grid_for(vectors), 256, 0, stream>>>(w, out);
+      launch_kernel(vector_kernel<MatrixFormat::kFp8Block>, grid_for(vectors), 256, 0, stream, w,
+                    out);
     else
-      vector_kernel<MatrixFormat::kMxfp4><<<grid_for(vectors), 256, 0, stream>>>(w, out);
+      launch_kernel(vector_kernel<MatrixFormat::kMxfp4>, grid_for(vectors), 256, 0, stream, w, out);
     DI_CUDA_CHECK(cudaGetLastError());
     return;
   }
@@ -135,13 +140,13 @@ void dequantize(const DeviceMatrix& w, __nv_bfloat16* out, cudaStream_t stream) 
       DI_CUDA_CHECK(cudaMemcpyAsync(out, data, n * 2, cudaMemcpyDeviceToDevice, stream));
       return;
     case MatrixFormat::kFp8Block:
-      fp8_block_kernel<<<grid_for(n), 256, 0, stream>>>(
-          data, w.block_scale, w.rows, w.cols, w.block_rows, w.block_cols,
-          (w.cols + w.block_cols - 1) / w.block_cols, w.row0, out);
+      launch_kernel(fp8_block_kernel, grid_for(n), 256, 0, stream, data, w.block_scale, w.rows,
+                    w.cols, w.block_rows, w.block_cols, (w.cols + w.block_cols - 1) / w.block_cols,
+                    w.row0, out);
       break;
     case MatrixFormat::kMxfp4:
-      mxfp4_kernel<<<grid_for(w.rows * (w.cols / 2)), 256, 0, stream>>>(
-          data, w.mx_scale, w.rows, w.cols, (w.cols + 31) / 32, out);
+      launch_kernel(mxfp4_kernel, grid_for(w.rows * (w.cols / 2)), 256, 0, stream, data, w.mx_scale,
+                    w.rows, w.cols, (w.cols + 31) / 32, out);
       break;
   }
   DI_CUDA_CHECK(cudaGetLastError());

@@ -1,6 +1,7 @@
 #include <cuda_fp8.h>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/quant/fake_quant.h"
 
 namespace deepinfer::cuda {
@@ -46,6 +47,7 @@ __device__ float round_fp4(float v) {
 // One warp per block of `B` values (B <= 32): lane i holds value i.
 template <Kind K, int B>
 __global__ void fake_quant_kernel(float* x, int64_t blocks) {
+  pdl_grid_begin();
   const int64_t blk = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (blk >= blocks) return;
@@ -74,7 +76,8 @@ void launch(float* x, int64_t rows, int dim, cudaStream_t stream) {
   const int64_t blocks = rows * (dim / B);
   constexpr int kThreads = 256;
   const int64_t grid = (blocks * 32 + kThreads - 1) / kThreads;
-  fake_quant_kernel<K, B><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(x, blocks);
+  launch_kernel(fake_quant_kernel<K, B>, static_cast<unsigned>(grid), kThreads, 0, stream, x,
+                blocks);
   DI_CUDA_LAUNCH_CHECK();
 }
 

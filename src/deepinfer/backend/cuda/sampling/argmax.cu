@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/sampling/argmax.h"
 
 namespace deepinfer::cuda {
@@ -9,6 +10,7 @@ __device__ inline bool better(float v, int i, float bv, int bi) {
 }
 
 __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* out) {
+  pdl_grid_begin();
   __shared__ float vals[32];
   __shared__ int idxs[32];
   const float* row = logits + blockIdx.x * vocab;
@@ -68,7 +70,7 @@ __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* out) 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out,
                  cudaStream_t stream) {
   if (rows == 0) return;
-  argmax_kernel<<<static_cast<unsigned>(rows), 1024, 0, stream>>>(logits, vocab, out);
+  launch_kernel(argmax_kernel, static_cast<unsigned>(rows), 1024, 0, stream, logits, vocab, out);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,5 +1,6 @@
 #include "deepinfer/backend/cuda/attention/rope_pair.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/runtime/cuda/forward/decode_kernels.h"
 
@@ -11,6 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void ring_write_kernel(const float* kv, DecodeRows r, int dim, LayerSlots s) {
+  pdl_grid_begin();
   const int64_t b = blockIdx.x;
   const int seq = r.slot[b];
   if (seq < 0) return;
@@ -21,6 +23,7 @@ __global__ void ring_write_kernel(const float* kv, DecodeRows r, int dim, LayerS
 // Block per row. Slot k of the row's window is position e * ratio + k: the row's own token at
 // k == j, earlier ones from the unfinished window (gate there already includes ape).
 __global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
+  pdl_grid_begin();
   extern __shared__ float entry[];  // dim
   __shared__ float scratch[32];
   const int64_t b = blockIdx.x;
@@ -109,6 +112,7 @@ __global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
 
 __global__ void select_all_kernel(DecodeRows r, int ratio, int max_selected, int32_t* selected,
                                   int32_t* num_selected) {
+  pdl_grid_begin();
   const int64_t b = blockIdx.x;
   const int visible = r.slot[b] < 0 ? 0 : static_cast<int>((r.pos[b] + 1) / ratio);
   for (int j = threadIdx.x; j < max_selected; j += blockDim.x)
@@ -121,22 +125,23 @@ __global__ void select_all_kernel(DecodeRows r, int ratio, int max_selected, int
 void decode_ring_write(const float* kv, const DecodeRows& r, int dim, const LayerSlots& s,
                        cudaStream_t stream) {
   if (r.count == 0) return;
-  ring_write_kernel<<<static_cast<unsigned>(r.count), kThreads, 0, stream>>>(kv, r, dim, s);
+  launch_kernel(ring_write_kernel, static_cast<unsigned>(r.count), kThreads, 0, stream, kv, r, dim,
+                s);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void decode_compressor(const DecodeCompressorArgs& a, const DecodeRows& r, cudaStream_t stream) {
   if (r.count == 0) return;
-  compressor_kernel<<<static_cast<unsigned>(r.count), kThreads, sizeof(float) * a.dim, stream>>>(a,
-                                                                                                 r);
+  launch_kernel(compressor_kernel, static_cast<unsigned>(r.count), kThreads, sizeof(float) * a.dim,
+                stream, a, r);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void decode_select_all(const DecodeRows& r, int ratio, int max_selected, int32_t* selected,
                        int32_t* num_selected, cudaStream_t stream) {
   if (r.count == 0) return;
-  select_all_kernel<<<static_cast<unsigned>(r.count), kThreads, 0, stream>>>(
-      r, ratio, max_selected, selected, num_selected);
+  launch_kernel(select_all_kernel, static_cast<unsigned>(r.count), kThreads, 0, stream, r, ratio,
+                max_selected, selected, num_selected);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/runtime/cuda/forward/forward_kernels.h"
 
 namespace deepinfer::cuda {
@@ -12,6 +13,7 @@ unsigned blocks_for(int64_t work) { return static_cast<unsigned>((work + 255) / 
 
 // X[t, j, d] += e[t, d] for every stream j.
 __global__ void add_to_streams_kernel(float* X, const float* e, int64_t n, int hc, int64_t hidden) {
+  pdl_grid_begin();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * hc * hidden) return;
   const int64_t t = i / (hc * hidden), d = i % hidden;
@@ -20,6 +22,7 @@ __global__ void add_to_streams_kernel(float* X, const float* e, int64_t n, int h
 
 __global__ void embed_kernel(const float* embed, const int32_t* ids, int64_t n, int hc,
                              int64_t hidden, float* X) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n * hc * hidden) return;
   const int64_t t = i / (hc * hidden), d = i % hidden;
@@ -27,23 +30,27 @@ __global__ void embed_kernel(const float* embed, const int32_t* ids, int64_t n, 
 }
 
 __global__ void store_entries_kernel(const float* src, int64_t n, int64_t e0, EntryPages dst) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n * dst.dim) return;
   dst.entry(0, e0 + i / dst.dim)[i % dst.dim] = src[i];
 }
 
 __global__ void fill_kernel(float* p, int64_t n, float value) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) p[i] = value;
 }
 
 __global__ void positions_kernel(int64_t* out, int64_t n, int64_t start, int64_t step) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = start + i * step;
 }
 
 __global__ void ring_write_kernel(const float* kv, int64_t n, int64_t pos0, int dim, float* ring,
                                   int64_t ring_rows) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n * dim) return;
   const int64_t t = i / dim;
@@ -66,6 +73,7 @@ struct TokenRow {
 };
 
 __global__ void windows_kernel(CompressorChunk c, float* win_kv, float* win_gate) {
+  pdl_grid_begin();
   const int slots = c.slots();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= c.windows() * slots * c.dim) return;
@@ -96,6 +104,7 @@ __global__ void windows_kernel(CompressorChunk c, float* win_kv, float* win_gate
 }
 
 __global__ void advance_prev_kernel(CompressorChunk c) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= int64_t{c.ratio} * c.dim) return;
   const int j = static_cast<int>(i / c.dim), ch = static_cast<int>(i % c.dim);
@@ -107,6 +116,7 @@ __global__ void advance_prev_kernel(CompressorChunk c) {
 }
 
 __global__ void advance_pending_kernel(CompressorChunk c) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= int64_t{c.ratio} * c.width) return;
   const int j = static_cast<int>(i / c.width), ch = static_cast<int>(i % c.width);
@@ -123,6 +133,7 @@ __global__ void advance_pending_kernel(CompressorChunk c) {
 
 __global__ void select_all_kernel(int64_t n, int64_t pos0, int ratio, int max_selected,
                                   int32_t* selected, int32_t* num_selected) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n * max_selected) return;
   const int64_t t = i / max_selected;
@@ -139,6 +150,7 @@ __global__ void select_all_kernel(int64_t n, int64_t pos0, int ratio, int max_se
 template <bool kToGroups>
 __global__ void regroup_bf16_kernel(const float* src, int64_t n, int groups, int w4,
                                     __nv_bfloat16* dst) {
+  pdl_grid_begin();
   const int row4 = groups * w4;  // float4s of a row
   for (int64_t t = blockIdx.y; t < n; t += gridDim.y)
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < row4; j += gridDim.x * blockDim.x) {
@@ -156,6 +168,7 @@ __global__ void regroup_bf16_kernel(const float* src, int64_t n, int groups, int
 template <bool kToGroups>
 __global__ void regroup_bf16_scalar_kernel(const float* src, int64_t n, int groups, int64_t w,
                                            __nv_bfloat16* dst) {
+  pdl_grid_begin();
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n * groups * w) return;
   const int64_t t = i / (groups * w), g = i / w % groups, k = i % w;
@@ -170,11 +183,11 @@ void regroup_bf16(const float* src, int64_t n, int groups, int64_t w, __nv_bfloa
   if (w % 4 == 0) {
     const int row4 = static_cast<int>(groups * w / 4);
     const dim3 grid((row4 + 255) / 256, static_cast<unsigned>(std::min<int64_t>(n, 65535)));
-    regroup_bf16_kernel<kToGroups>
-        <<<grid, 256, 0, stream>>>(src, n, groups, static_cast<int>(w / 4), dst);
+    launch_kernel(regroup_bf16_kernel<kToGroups>, grid, 256, 0, stream, src, n, groups,
+                  static_cast<int>(w / 4), dst);
   } else {
-    regroup_bf16_scalar_kernel<kToGroups>
-        <<<blocks_for(n * groups * w), 256, 0, stream>>>(src, n, groups, w, dst);
+    launch_kernel(regroup_bf16_scalar_kernel<kToGroups>, blocks_for(n * groups * w), 256, 0, stream,
+                  src, n, groups, w, dst);
   }
   DI_CUDA_LAUNCH_CHECK();
 }
@@ -184,20 +197,22 @@ void regroup_bf16(const float* src, int64_t n, int groups, int64_t w, __nv_bfloa
 void embed_rows(const float* embed, const int32_t* ids, int64_t n, int hc, int64_t hidden, float* X,
                 cudaStream_t stream) {
   if (n == 0) return;
-  embed_kernel<<<blocks_for(n * hc * hidden), 256, 0, stream>>>(embed, ids, n, hc, hidden, X);
+  launch_kernel(embed_kernel, blocks_for(n * hc * hidden), 256, 0, stream, embed, ids, n, hc,
+                hidden, X);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void add_to_streams(float* X, const float* e, int64_t n, int hc, int64_t hidden,
                     cudaStream_t stream) {
   if (n == 0) return;
-  add_to_streams_kernel<<<blocks_for(n * hc * hidden), 256, 0, stream>>>(X, e, n, hc, hidden);
+  launch_kernel(add_to_streams_kernel, blocks_for(n * hc * hidden), 256, 0, stream, X, e, n, hc,
+                hidden);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void fill_positions(int64_t* out, int64_t n, int64_t start, int64_t step, cudaStream_t stream) {
   if (n == 0) return;
-  positions_kernel<<<blocks_for(n), 256, 0, stream>>>(out, n, start, step);
+  launch_kernel(positions_kernel, blocks_for(n), 256, 0, stream, out, n, start, step);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -206,21 +221,21 @@ void ring_write(const float* kv, int64_t n, int64_t pos0, int dim, float* ring, 
   // Only the last ring_rows positions survive; skipping the rest keeps writes to a row unique.
   const int64_t skip = n > ring_rows ? n - ring_rows : 0;
   if (n - skip <= 0) return;
-  ring_write_kernel<<<blocks_for((n - skip) * dim), 256, 0, stream>>>(
-      kv + skip * dim, n - skip, pos0 + skip, dim, ring, ring_rows);
+  launch_kernel(ring_write_kernel, blocks_for((n - skip) * dim), 256, 0, stream, kv + skip * dim,
+                n - skip, pos0 + skip, dim, ring, ring_rows);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void store_entries(const float* src, int64_t n, int64_t e0, const EntryPages& dst,
                    cudaStream_t stream) {
   if (n == 0) return;
-  store_entries_kernel<<<blocks_for(n * dst.dim), 256, 0, stream>>>(src, n, e0, dst);
+  launch_kernel(store_entries_kernel, blocks_for(n * dst.dim), 256, 0, stream, src, n, e0, dst);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void fill_floats(float* p, int64_t n, float value, cudaStream_t stream) {
   if (n == 0) return;
-  fill_kernel<<<blocks_for(n), 256, 0, stream>>>(p, n, value);
+  launch_kernel(fill_kernel, blocks_for(n), 256, 0, stream, p, n, value);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -228,7 +243,7 @@ void compressor_windows(const CompressorChunk& c, float* win_kv, float* win_gate
                         cudaStream_t stream) {
   const int64_t work = c.windows() * c.slots() * c.dim;
   if (work == 0) return;
-  windows_kernel<<<blocks_for(work), 256, 0, stream>>>(c, win_kv, win_gate);
+  launch_kernel(windows_kernel, blocks_for(work), 256, 0, stream, c, win_kv, win_gate);
   DI_CUDA_LAUNCH_CHECK();
 }
 
@@ -236,18 +251,18 @@ void compressor_advance(const CompressorChunk& c, cudaStream_t stream) {
   if (c.n == 0) return;
   // prev first: it may read unfinished-window rows that the pending update then overwrites.
   if (c.overlap() && c.windows() > 0) {
-    advance_prev_kernel<<<blocks_for(int64_t{c.ratio} * c.dim), 256, 0, stream>>>(c);
+    launch_kernel(advance_prev_kernel, blocks_for(int64_t{c.ratio} * c.dim), 256, 0, stream, c);
     DI_CUDA_LAUNCH_CHECK();
   }
-  advance_pending_kernel<<<blocks_for(int64_t{c.ratio} * c.width), 256, 0, stream>>>(c);
+  launch_kernel(advance_pending_kernel, blocks_for(int64_t{c.ratio} * c.width), 256, 0, stream, c);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void select_all_visible(int64_t n, int64_t pos0, int ratio, int max_selected, int32_t* selected,
                         int32_t* num_selected, cudaStream_t stream) {
   if (n == 0 || max_selected == 0) return;
-  select_all_kernel<<<blocks_for(n * max_selected), 256, 0, stream>>>(n, pos0, ratio, max_selected,
-                                                                      selected, num_selected);
+  launch_kernel(select_all_kernel, blocks_for(n * max_selected), 256, 0, stream, n, pos0, ratio,
+                max_selected, selected, num_selected);
   DI_CUDA_LAUNCH_CHECK();
 }
 

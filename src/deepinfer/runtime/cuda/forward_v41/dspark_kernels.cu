@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/runtime/cuda/forward_v41/dspark_kernels.h"
 
@@ -7,6 +8,7 @@ namespace {
 
 __global__ void markov_bias_kernel(const float* embed, const float* head, const int32_t* prev,
                                    float* logits, int64_t vocab, int rank) {
+  pdl_grid_begin();
   const int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (v >= vocab) return;
   const float* e = embed + int64_t{*prev} * rank;
@@ -18,6 +20,7 @@ __global__ void markov_bias_kernel(const float* embed, const float* head, const 
 
 __global__ void confidence_kernel(const float* proj, const float* x, const float* embed,
                                   const int32_t* prev, int64_t hidden, int rank, float* out) {
+  pdl_grid_begin();
   __shared__ float scratch[32];
   const float* e = embed + int64_t{*prev} * rank;
   float acc = 0.0f;
@@ -29,6 +32,7 @@ __global__ void confidence_kernel(const float* proj, const float* x, const float
 
 __global__ void hc_mean_kernel(const float* X, int64_t n, int hc, int64_t hidden, float* out,
                                int64_t stride) {
+  pdl_grid_begin();
   const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (k >= n * hidden) return;
   const int64_t t = k / hidden, i = k % hidden;
@@ -42,22 +46,23 @@ __global__ void hc_mean_kernel(const float* X, int64_t n, int hc, int64_t hidden
 void hc_mean_rows(const float* X, int64_t n, int hc, int64_t hidden, float* out, int64_t stride,
                   cudaStream_t stream) {
   if (n <= 0) return;
-  hc_mean_kernel<<<static_cast<unsigned>((n * hidden + 255) / 256), 256, 0, stream>>>(
-      X, n, hc, hidden, out, stride);
+  launch_kernel(hc_mean_kernel, static_cast<unsigned>((n * hidden + 255) / 256), 256, 0, stream, X,
+                n, hc, hidden, out, stride);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void markov_bias(const float* markov_embed, const float* markov_head, const int32_t* prev,
                  float* logits, int64_t vocab, int rank, cudaStream_t stream) {
-  markov_bias_kernel<<<static_cast<unsigned>((vocab + 255) / 256), 256, 0, stream>>>(
-      markov_embed, markov_head, prev, logits, vocab, rank);
+  launch_kernel(markov_bias_kernel, static_cast<unsigned>((vocab + 255) / 256), 256, 0, stream,
+                markov_embed, markov_head, prev, logits, vocab, rank);
   DI_CUDA_LAUNCH_CHECK();
 }
 
 void draft_confidence(const float* proj, const float* x, const float* markov_embed,
                       const int32_t* prev, int64_t hidden, int rank, float* out,
                       cudaStream_t stream) {
-  confidence_kernel<<<1, 256, 0, stream>>>(proj, x, markov_embed, prev, hidden, rank, out);
+  launch_kernel(confidence_kernel, 1, 256, 0, stream, proj, x, markov_embed, prev, hidden, rank,
+                out);
   DI_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,0 +1,52 @@
+// Kernel launches with programmatic dependent launch (PDL, SM90). A decode step is about 350
+// launches, most of a few microseconds; launched plainly, each waits for the one before it to
+// finish before its own launch starts. With PDL the next kernel's blocks are scheduled while the
+// current kernel still runs and wait in pdl_grid_begin() until it has finished and its writes
+// are visible, so the launch latency hides behind the running kernel (decision 0022).
+//
+// The rule, checked by tools/lint/check_pdl.py: every __global__ function under
+// src/deepinfer/*/cuda starts with pdl_grid_begin(), and every launch there is launch_kernel().
+// A kernel launched with the attribute that did not wait first could read its inputs before they
+// are written. Launches elsewhere (tests, cuBLAS) stay plain and fully ordered.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "deepinfer/backend/cuda/cuda_check.h"
+
+namespace deepinfer::cuda {
+
+// Whether launch_kernel sets the PDL attribute: yes unless DEEPINFER_PDL=0 (read once per process;
+// the kernels' waits are no-ops in a plain launch, so 0 gives the old ordering for comparison).
+bool pdl_enabled();
+
+// The first statement of every kernel. It waits for the previous kernel in the stream (every block
+// done, its memory visible), then lets the next kernel's blocks be scheduled. Waiting before
+// releasing keeps the chain ordered: kernel i + 2 can start only after kernel i + 1 passed its
+// wait, which is after kernel i finished, so at most one kernel waits beside the running one.
+__device__ __forceinline__ void pdl_grid_begin() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute; aborts on a launch error.
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = pdl_enabled() ? 1 : 0;
+  DI_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace deepinfer::cuda
