@@ -77,6 +77,86 @@ __global__ void __launch_bounds__(kSliceThreads)
   }
 }
 
+// mix_partials_kernel's slices with each thread on 4 adjacent values (a float4 of X and of each fn
+// row), the fn words of the next 8 mixes fetched before the current 8 are summed: the kernel
+// above walks its slice in 4 strided steps per 8 mixes, 12 dependent rounds of memory latency a
+// site at V4's 24 mixes, and decode's B=1 took 11 us a launch for 1.5 MB. Same slices, partial
+// layout and per-token order rules (a token's sums never depend on the other tokens), other
+// bits: here a thread sums its 4 values, then the warp's butterfly, then the warps in order.
+// Where n % 4 != 0 (rows not 16-byte aligned) or past n, the values load one at a time.
+#ifndef MIX_PARTIALS_QUADS
+#define MIX_PARTIALS_QUADS 1
+#endif
+__device__ inline float4 load_quad(const float* row, int64_t i, int64_t n) {
+  if (n % 4 == 0 && i + 3 < n) return *reinterpret_cast<const float4*>(row + i);
+  return make_float4(i < n ? row[i] : 0.f, i + 1 < n ? row[i + 1] : 0.f,
+                     i + 2 < n ? row[i + 2] : 0.f, i + 3 < n ? row[i + 3] : 0.f);
+}
+
+__global__ void __launch_bounds__(kSliceThreads)
+    mix_quads_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
+                     float* part) {
+  pdl_grid_begin();
+  __shared__ float wsum[kSliceWarps][kBlockTokens][kMaxMix + 1];
+  const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kBlockTokens;
+  const int tn = tokens - t0 < kBlockTokens ? static_cast<int>(tokens - t0) : kBlockTokens;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t i = s * kSlice + 4 * int64_t{threadIdx.x};
+  const bool live = i < n;
+  float4 x[kBlockTokens];
+#pragma unroll
+  for (int u = 0; u < kBlockTokens; ++u) {
+    x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (live && u < tn) x[u] = load_quad(Xall + (t0 + u) * n, i, n);
+  }
+  const auto fetch = [&](int r0, float4(&f)[kAcc]) {
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j)
+      f[j] = live && r0 + j < rows ? load_quad(fn + (r0 + j) * n, i, n)
+                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+  };
+  float4 next[kAcc];
+  fetch(0, next);
+#pragma unroll
+  for (int u = 0; u < kBlockTokens; ++u) {
+    float ss = x[u].x * x[u].x;
+    ss = fmaf(x[u].y, x[u].y, ss);
+    ss = fmaf(x[u].z, x[u].z, ss);
+    ss = fmaf(x[u].w, x[u].w, ss);
+    ss = warp_reduce(ss, SumOp{});
+    if (lane == 0 && u < tn) wsum[warp][u][rows] = ss;
+  }
+  for (int r0 = 0; r0 < rows; r0 += kAcc) {
+    float4 f[kAcc];
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j) f[j] = next[j];
+    if (r0 + kAcc < rows) fetch(r0 + kAcc, next);
+    float acc[kBlockTokens * kAcc];  // token u, mix r0 + j at u * kAcc + j
+#pragma unroll
+    for (int u = 0; u < kBlockTokens; ++u)
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j) {
+        float v = f[j].x * x[u].x;
+        v = fmaf(f[j].y, x[u].y, v);
+        v = fmaf(f[j].z, x[u].z, v);
+        acc[u * kAcc + j] = fmaf(f[j].w, x[u].w, v);
+      }
+    const float v = warp_transpose_sum(acc);
+    const int u = lane / kAcc, j = lane % kAcc;
+    if (u < tn && r0 + j < rows) wsum[warp][u][r0 + j] = v;
+  }
+  __syncthreads();
+  for (int u = 0; u < tn; ++u) {
+    float* out = part + ((t0 + u) * S + s) * (rows + 1);
+    for (int r = threadIdx.x; r <= rows; r += kSliceThreads) {
+      float v = 0;
+      for (int w = 0; w < kSliceWarps; ++w) v += wsum[w][u][r];
+      out[r] = v;
+    }
+  }
+}
+static_assert(4 * kSliceThreads == kSlice, "mix_quads_kernel: a thread per 4 values of a slice");
+
 void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t stream) {
   if (!a.partials) {
     std::fprintf(stderr, "mhc: HcArgs::partials is null\n");
@@ -85,8 +165,8 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
   const int64_t n = a.hc * a.hidden;
   const dim3 grid(static_cast<unsigned>(slices(n)),
                   static_cast<unsigned>((a.tokens + kBlockTokens - 1) / kBlockTokens));
-  launch_kernel(mix_partials_kernel, grid, kSliceThreads, 0, stream, a.fn, X, n, a.tokens, rows,
-                a.partials);
+  launch_kernel(MIX_PARTIALS_QUADS ? mix_quads_kernel : mix_partials_kernel, grid, kSliceThreads, 0,
+                stream, a.fn, X, n, a.tokens, rows, a.partials);
   DI_CUDA_LAUNCH_CHECK();
 }
 
