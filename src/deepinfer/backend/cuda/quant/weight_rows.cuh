@@ -170,11 +170,14 @@ inline int rows_per_pass(int64_t n) {
 // memory bandwidth); the sums keep the order of one word after another.
 // Needs in % per_load(F) == 0 and 16-byte aligned rows of both operands. k_begin (a multiple of
 // per_load(F)) starts the sums there instead: a warp's share of a row split over several warps.
+#ifndef GEMV_AHEAD
+#define GEMV_AHEAD 4
+#endif
 template <MatrixFormat F, int NW, int R>
 __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int64_t ldx, int64_t in,
                                 int rn, float (&acc)[NW][R], int64_t k_begin = 0) {
   constexpr int P = DeviceMatrix::per_load(F);
-  constexpr int kAhead = 4;
+  constexpr int kAhead = GEMV_AHEAD;
 #pragma unroll
   for (int j = 0; j < NW; ++j)
 #pragma unroll
