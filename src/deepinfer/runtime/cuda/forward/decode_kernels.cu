@@ -20,8 +20,16 @@ __global__ void ring_write_kernel(const float* kv, DecodeRows r, int dim, LayerS
   for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = kv[b * dim + i];
 }
 
-// Block per row. Slot k of the row's window is position e * ratio + k: the row's own token at
-// k == j, earlier ones from the unfinished window (gate there already includes ape).
+// Floats of the unfinished window one block of a row rewrites in a step that completes no window.
+// HCA's window is 128 slots of 512 channels: one block a row spent 27 us a step on an H100
+// clearing it (docs/gpu_next_b1/run6_h100), so such a step spreads it over ratio * width / this
+// blocks. Chosen by shape alone.
+constexpr int kPendingPerBlock = 4096;
+
+// Blocks (b, x): row b, slice x of its unfinished window. Slot k of the row's window is position
+// e * ratio + k: the row's own token at k == j, earlier ones from the unfinished window (gate
+// there already includes ape). A step that completes the window runs in block x == 0 alone (the
+// pooling reads the pending slots that the reset then clears).
 __global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
   pdl_grid_begin();
   extern __shared__ float entry[];  // dim
@@ -34,6 +42,7 @@ __global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
   const int j = static_cast<int>(p % R);
   const int64_t e = p / R;
   const bool overlap = W == 2 * D, completes = (p + 1) % R == 0;
+  if (completes && blockIdx.y != 0) return;
   const float* kv = a.kv + b * W;
   const float* gate = a.gate + b * W;
   float* pkv = a.state.pending_kv[seq];
@@ -98,7 +107,9 @@ __global__ void compressor_kernel(DecodeCompressorArgs a, DecodeRows r) {
     __syncthreads();  // the A-halves above read pending rows that the reset below clears
   }
   // The unfinished window: the token lands in slot j; a completed window starts over empty.
-  for (int i = threadIdx.x; i < R * W; i += blockDim.x) {
+  const int begin = completes ? 0 : static_cast<int>(blockIdx.y) * kPendingPerBlock;
+  const int end = completes ? R * W : min(R * W, begin + kPendingPerBlock);
+  for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const int k = i / W, ch = i % W;
     if (completes || k > j) {
       pkv[i] = 0.0f;
@@ -132,8 +143,9 @@ void decode_ring_write(const float* kv, const DecodeRows& r, int dim, const Laye
 
 void decode_compressor(const DecodeCompressorArgs& a, const DecodeRows& r, cudaStream_t stream) {
   if (r.count == 0) return;
-  launch_kernel(compressor_kernel, static_cast<unsigned>(r.count), kThreads, sizeof(float) * a.dim,
-                stream, a, r);
+  const int slices = (a.ratio * a.width + kPendingPerBlock - 1) / kPendingPerBlock;
+  launch_kernel(compressor_kernel, dim3(static_cast<unsigned>(r.count), slices), kThreads,
+                sizeof(float) * a.dim, stream, a, r);
   DI_CUDA_LAUNCH_CHECK();
 }
 
