@@ -183,8 +183,20 @@ __device__ void mixes(const HcArgs& a, int rows, float* m) {
   const float* part = a.partials + t * S * (rows + 1);
   const int64_t total = S * (rows + 1);
   const bool stage = total <= kMaxStaged;
-  if (stage)
-    for (int64_t i = threadIdx.x; i < total; i += blockDim.x) staged[i] = part[i];
+  if (stage) {  // 4 loads a thread in flight at once: decode's 800 values in one round
+    constexpr int kBatch = 4;
+    for (int64_t i0 = threadIdx.x; i0 < total; i0 += kBatch * blockDim.x) {
+      float v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int64_t i = i0 + u * blockDim.x;
+        v[u] = i < total ? part[i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+        if (i0 + u * blockDim.x < total) staged[i0 + u * blockDim.x] = v[u];
+    }
+  }
   __syncthreads();
   const float* src = stage ? staged : part;
   if (threadIdx.x == 0) {
@@ -219,15 +231,49 @@ __device__ inline void collapse_row(const float* c, const float* X, int hc, int6
       float s = 0;
 #pragma unroll
       for (int j = 0; j < kMaxHc; ++j)
-        if (j < hc) s += c[j] * v[j][u];
+        if (j < hc) s = __fmaf_rn(c[j], v[j][u], s);
       y[d + u * step] = s;
     }
   }
   for (; d < H; d += step) {
     float s = 0;
-    for (int j = 0; j < hc; ++j) s += c[j] * X[j * H + d];
+    for (int j = 0; j < hc; ++j) s = __fmaf_rn(c[j], X[j * H + d], s);
     y[d] = s;
   }
+}
+
+// collapse_row (+ rms_norm_row) for HC streams of at most kNormRegs * blockDim.x columns, each
+// thread's columns (threadIdx.x + u * blockDim.x, as there) kept in registers: all HC * kNormRegs
+// loads of X in flight at once, no second read of y for the norm. One round of memory latency
+// where the loops take four for the collapse and six for the norm; the same sums in the same
+// order, so the same bits. Registers: decode's kernel instance only (hc_pre_kernel<true>).
+template <int HC>
+__device__ inline void collapse_norm_regs(const float* c, const float* X, int64_t H,
+                                          const float* norm, float eps, float* y, float* scratch) {
+  const int64_t step = blockDim.x;
+  float x[HC][kNormRegs];
+#pragma unroll
+  for (int j = 0; j < HC; ++j)
+#pragma unroll
+    for (int u = 0; u < kNormRegs; ++u) {
+      const int64_t d = threadIdx.x + u * step;
+      x[j][u] = d < H ? X[j * H + d] : 0.0f;
+    }
+  float v[kNormRegs];
+#pragma unroll
+  for (int u = 0; u < kNormRegs; ++u) {
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < HC; ++j) s = __fmaf_rn(c[j], x[j][u], s);
+    v[u] = s;
+  }
+  if (norm) {
+    rms_norm_regs(v, norm, H, eps, y, scratch);
+    return;
+  }
+#pragma unroll
+  for (int u = 0; u < kNormRegs; ++u)
+    if (threadIdx.x + u * step < H) y[threadIdx.x + u * step] = v[u];
 }
 
 // Sinkhorn (spec §6.2) on warp 0: cell i = j * hc + k of comb lives on lane i % 32, slot i / 32;
@@ -307,7 +353,18 @@ __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb
 #ifndef HC_PRE_MIN_BLOCKS
 #define HC_PRE_MIN_BLOCKS 4
 #endif
-__global__ void __launch_bounds__(kThreads, HC_PRE_MIN_BLOCKS)
+// The register collapse's stream count (V4 and V4.1: hc_mult 4) and batch limit (decode up to
+// B=128). HC_PRE_REGS 0 (a variant build) keeps every batch on the loops.
+constexpr int kRegsHc = 4;
+constexpr int64_t kHcRegsMaxTokens = 128;
+#ifndef HC_PRE_REGS
+#define HC_PRE_REGS 1
+#endif
+
+// kRegs: collapse_norm_regs for a batch of at most kHcRegsMaxTokens tokens (one block each;
+// its 64 loads of X need the registers that four blocks an SM would not leave).
+template <bool kRegs>
+__global__ void __launch_bounds__(kThreads, kRegs ? 1 : HC_PRE_MIN_BLOCKS)
     hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out, float* y,
                   float* post, float* comb) {
   pdl_grid_begin();
@@ -331,10 +388,14 @@ __global__ void __launch_bounds__(kThreads, HC_PRE_MIN_BLOCKS)
       sinkhorn<2>(a, m, t, comb);
   }
   __syncthreads();
-  collapse_row(collapse, X, hc, H, y + t * H);
-  // Each thread normalizes the columns it just wrote (the same ones rms_norm's thread would
-  // take), so no barrier is needed before the norm's first read.
-  if (a.y_norm) rms_norm_row(y + t * H, a.y_norm, H, a.y_norm_eps, y + t * H, norm_scratch);
+  if constexpr (kRegs) {
+    collapse_norm_regs<kRegsHc>(collapse, X, H, a.y_norm, a.y_norm_eps, y + t * H, norm_scratch);
+  } else {
+    collapse_row(collapse, X, hc, H, y + t * H);
+    // Each thread normalizes the columns it just wrote (the same ones rms_norm's thread would
+    // take), so no barrier is needed before the norm's first read.
+    if (a.y_norm) rms_norm_row_loop(y + t * H, a.y_norm, H, a.y_norm_eps, y + t * H, norm_scratch);
+  }
 }
 
 __global__ void hc_collapse_kernel(const float* pre, const float* Xall, int hc, int64_t H,
@@ -410,6 +471,15 @@ __global__ void hc_post_kernel(const float* f, const float* post, const float* c
   }
 }
 
+using PreKernel = void (*)(HcArgs, const float*, const float*, float*, float*, float*, float*);
+
+// The register collapse where it applies (collapse_norm_regs); either gives the same bits.
+PreKernel pre_kernel(const HcArgs& a) {
+  const bool regs = HC_PRE_REGS && a.hc == kRegsHc && a.hidden <= kNormRegs * kThreads &&
+                    a.tokens <= kHcRegsMaxTokens;
+  return regs ? hc_pre_kernel<true> : hc_pre_kernel<false>;
+}
+
 void check_hc(int hc) {
   if (hc < 1 || hc > kMaxHc) {
     std::fprintf(stderr, "mhc: hc_mult %d outside 1..%d\n", hc, kMaxHc);
@@ -428,7 +498,7 @@ void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
   check_hc(a.hc);
   if (a.tokens == 0) return;
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
-  launch_kernel(hc_pre_kernel, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, nullptr,
+  launch_kernel(pre_kernel(a), static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, nullptr,
                 nullptr, y, post, comb);
   DI_CUDA_LAUNCH_CHECK();
 }
@@ -438,7 +508,7 @@ void hc_pre_deferred(const HcArgs& a, const float* X, const float* pre_in, float
   check_hc(a.hc);
   if (a.tokens == 0) return;
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
-  launch_kernel(hc_pre_kernel, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, pre_in,
+  launch_kernel(pre_kernel(a), static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, pre_in,
                 pre_out, y, post, comb);
   DI_CUDA_LAUNCH_CHECK();
 }
