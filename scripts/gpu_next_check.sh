@@ -19,9 +19,10 @@
 #     invariance, both families' goldens, then w; NCU_ALL=1 adds every prefill kernel's duration,
 #     NCU_KERNELS=REGEX ncu's full set on the first NCU_COUNT (3) launches of those kernels),
 #     w (bench forward of the carried binary and of each .carry/deepinfer_<variant>.xz), e (the
-#     W4A16 expert kernels of a prefill under ncu).
+#     W4A16 expert kernels of a prefill under ncu), a (PDL on and off in one binary, decision
+#     0022, with the touched kernels' op tests, invariance and goldens first).
 # Usage: scripts/gpu_next_check.sh PHASE (1, 2, 3: issue 16's bench beside transformers eager,
-# 4, 5, 6, 7, s, v, p, k, f, w, e, c: the correctness subset of 1 and 4, for a session with little
+# 4, 5, 6, 7, s, v, p, k, f, w, e, a, c: the correctness subset of 1 and 4, for a session with little
 # time).
 # OUT names the log folder; at most 8 files come back from the device, so tar it there.
 # Build the carry here with scripts/pack_gpu_carry.sh BUILD_DIR; variants (one kernel constant
@@ -378,6 +379,23 @@ elif [ "$phase" = d ]; then
     DEEPINFER_INVARIANCE_TRIALS=20
   left 400 && run_test cuda_runner_test 100 GTEST_FILTER='CudaSpeculativeRows.*:CudaYoco.*:CudaMtp.*'
   echo "phase d done at $((SECONDS - t0)) s"
+elif [ "$phase" = a ]; then
+  # PDL and decode's latency kernels (decision 0022), checked and timed in one call: the touched
+  # kernels' op tests, batch invariance and both families' goldens with PDL on, then bench
+  # forward of the carried binary with DEEPINFER_PDL=0 and 1, twice each in turn (same binary,
+  # same machine), then each .carry/deepinfer_<variant>.xz (phase w's bench_variants).
+  make_m8 &
+  mk=$!
+  run_test cuda_ops_test 150 GTEST_FILTER="${OPS_FILTER:-CudaMhc.*:CudaRmsNorm*:CudaDecodeCompressor*:CudaLinear.*}"
+  run_test cuda_batch_invariance_test 60
+  run_test cuda_model_test 60
+  [ -d .carry/shared/golden_v41 ] && run_test cuda_v41_test 120
+  wait $mk
+  for p in 0 1 0 1; do
+    left 420 && DEEPINFER_PDL=$p run_bench pdl${p}_$SECONDS ""
+  done
+  left 420 && bench_variants
+  echo "phase a done at $((SECONDS - t0)) s"
 elif [ "$phase" = b ]; then
   # Bisecting the v4-flash-8layer speculative parting under batch invariance (phase t): batch
   # invariance on that model at a short and the default runner length, then the oracle run at
