@@ -21,9 +21,10 @@ __global__ void ring_write_kernel(const float* kv, DecodeRows r, int dim, LayerS
 }
 
 // Floats of the unfinished window one block of a row rewrites in a step that completes no window.
-// HCA's window is 128 slots of 512 channels: one block a row spent 27 us a step on an H100
-// clearing it (docs/gpu_next_b1/run6_h100), so such a step spreads it over ratio * width / this
-// blocks. Chosen by shape alone.
+// HCA's window is 128 slots of 512 channels, 512 KB of kv and gate rewritten by one SM when a
+// block took the whole row: its launches took 25-27 us on an H100 (ncu, docs/gpu_next_b1/
+// run6_h100). Such a step now spreads the window over ratio * width / this blocks, a number
+// chosen by shape alone.
 constexpr int kPendingPerBlock = 4096;
 
 // Blocks (b, x): row b, slice x of its unfinished window. Slot k of the row's window is position
