@@ -386,7 +386,8 @@ elif [ "$phase" = a ]; then
   # same machine), then each .carry/deepinfer_<variant>.xz (phase w's bench_variants).
   make_m8 &
   mk=$!
-  run_test cuda_ops_test 150 GTEST_FILTER="${OPS_FILTER:-CudaMhc.*:CudaRmsNorm*:CudaDecodeCompressor*:CudaLinear.*}"
+  $B/pdl_chain_bench > $OUT/pdl_chain_bench.log 2>&1; cat $OUT/pdl_chain_bench.log
+  run_test cuda_ops_test 150 GTEST_FILTER="${OPS_FILTER:-CudaLaunch.*:CudaMhc.*:CudaRmsNorm*:CudaDecodeCompressor*:CudaLinear.*}"
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   [ -d .carry/shared/golden_v41 ] && run_test cuda_v41_test 120

@@ -15,7 +15,7 @@ mkdir -p .carry
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
-for b in deepinfer; do cp "$build/$b" "$tmp/bin/"; done
+for b in deepinfer bench/pdl_chain_bench; do cp "$build/$b" "$tmp/bin/"; done
 for t in cuda_ops_test cuda_batch_invariance_test cuda_model_test cuda_runner_test \
          cuda_engine_test cuda_v41_test prefix_cache_engine_test deterministic_sampling_test \
          speculative_decoding_test dspark_speculative_test engine_test; do
