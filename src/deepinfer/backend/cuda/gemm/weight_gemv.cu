@@ -23,8 +23,14 @@ using weight_rows::rows_per_pass;
 // a warp, where a short row such as K = 1024 in FP8 is only two loads a lane); a pair never
 // straddles a group. With ks > 1 (k_splits), ks adjacent warps share the columns, each summing
 // its own ks-th of k; the first adds the others' sums to its own, in warp order.
+// Blocks an SM the registers must allow at one row of x (1: ptxas's choice, 91 registers for
+// FP8 column pairs, two blocks an SM); the variant build tries 3 (80 registers, 4 bytes of
+// spill), half as many more weight bytes in flight an SM. More rows keep ptxas's choice.
+#ifndef GEMV_MIN_BLOCKS
+#define GEMV_MIN_BLOCKS 1
+#endif
 template <MatrixFormat F, int R, int C>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, R == 1 ? GEMV_MIN_BLOCKS : 1)
     gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n, int ks,
                 float* y) {
   pdl_grid_begin();
