@@ -33,6 +33,8 @@ __device__ __forceinline__ void pdl_grid_begin() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute; aborts on a launch error.
+// Launches on the legacy default stream (nullptr: the op tests' one-off calls) stay plain: that
+// stream orders itself against every other blocking stream, and the model never runs on it.
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Args&&... args) {
@@ -45,7 +47,7 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = &attr;
-  config.numAttrs = pdl_enabled() ? 1 : 0;
+  config.numAttrs = pdl_enabled() && stream != nullptr ? 1 : 0;
   DI_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
