@@ -10,15 +10,18 @@
 #include <cstdlib>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/launch.cuh"
 
 namespace {
+
+using deepinfer::cuda::pdl_grid_begin;
 
 enum Mode { kPlain, kWaitRelease, kWaitOnly };
 
 template <Mode M>
 __global__ void step_kernel(const float* in, float* out, int n, int work) {
-  if constexpr (M != kPlain) asm volatile("griddepcontrol.wait;" ::: "memory");
-  if constexpr (M == kWaitRelease) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if constexpr (M == kWaitRelease) pdl_grid_begin();  // what every kernel of the model runs
+  if constexpr (M == kWaitOnly) asm volatile("griddepcontrol.wait;" ::: "memory");
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float v = in[i];

@@ -27,6 +27,3 @@
       std::abort();                                                                           \
     }                                                                                         \
   } while (0)
-
-// After every launch: a bad configuration shows up here, not at some later sync.
-#define DI_CUDA_LAUNCH_CHECK() DI_CUDA_CHECK(cudaGetLastError())

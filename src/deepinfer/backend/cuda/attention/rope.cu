@@ -27,7 +27,6 @@ void rope(float* x, int64_t rows, int64_t row_stride, int rope_dim, int rows_per
   if (work == 0) return;
   launch_kernel(rope_kernel, static_cast<unsigned>((work + 255) / 256), 256, 0, stream, x, rows,
                 row_stride, rope_dim / 2, rows_per_pos, positions, inv_freq, inverse);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

@@ -218,7 +218,6 @@ void sink_attention_mma(const SinkAttentionArgs& a, cudaStream_t stream) {
   limit.ensure(smem);
   launch_kernel(sink_attention_mma_kernel, static_cast<unsigned>(a.num_queries), kThreads, smem,
                 stream, a);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

@@ -166,10 +166,8 @@ void sink_attention_split(const SinkAttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(a.num_queries), static_cast<unsigned>(chunks),
                   static_cast<unsigned>((a.num_heads + kHG - 1) / kHG));
   launch_kernel(split_partial_kernel, grid, kThreads, smem, stream, a, a.split_partials);
-  DI_CUDA_LAUNCH_CHECK();
   launch_kernel(split_merge_kernel, dim3(static_cast<unsigned>(a.num_queries), a.num_heads), 128, 0,
                 stream, a, a.split_partials, chunks);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 int64_t sink_split_floats(int64_t queries, int num_heads, int head_dim, int max_keys) {

@@ -35,7 +35,6 @@ void compressor_pool(const float* kv, const float* gate, int64_t windows, int ro
   if (work == 0) return;
   launch_kernel(pool_kernel, static_cast<unsigned>((work + 255) / 256), 256, 0, stream, kv, gate,
                 windows, rows, dim, out);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

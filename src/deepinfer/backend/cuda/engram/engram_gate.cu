@@ -53,7 +53,6 @@ void engram_gate(const float* kv, const float* q_weight, const float* k_weight, 
   const float inv_sqrt_h = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hidden)));
   launch_kernel(engram_gate_kernel, static_cast<unsigned>(n * hc), kThreads, 0, stream, kv,
                 q_weight, k_weight, hc, hidden, eps, inv_sqrt_h, X);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

@@ -102,7 +102,6 @@ void to_bf16(const float* x, int64_t n, __nv_bfloat16* y, cudaStream_t stream) {
   if (n == 0) return;
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
   launch_kernel(to_bf16_kernel, blocks, 256, 0, stream, x, n, y);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

@@ -173,7 +173,6 @@ void launch(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int grou
       launch_format<kRows, 1>(w, x, ldx, groups, n, y, stream);
       break;
   }
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -190,7 +189,6 @@ void f32_gemv(const float* w, const float* x, int64_t n, int64_t out, int64_t in
   if (n == 0 || out == 0) return;
   const unsigned blocks = static_cast<unsigned>((out + kWarps - 1) / kWarps);
   launch_kernel(f32_kernel, blocks, kWarps * 32, 0, stream, w, x, n, out, in, y);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void weight_gemv_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n,

@@ -109,7 +109,6 @@ void candidate_blocks(const CandidateArgs& a, const float* scores, uint8_t* keep
   const size_t smem = sizeof(float) * (nb > 0 ? nb : 1);
   launch_kernel(candidate_blocks_kernel, static_cast<unsigned>(a.num_queries), kThreads, smem,
                 stream, a, scores, keep);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void mask_outside_candidates(const CandidateArgs& a, const uint8_t* keep, float* scores,
@@ -119,7 +118,6 @@ void mask_outside_candidates(const CandidateArgs& a, const uint8_t* keep, float*
   const dim3 grid(static_cast<unsigned>(xblocks < 64 ? xblocks : 64),
                   static_cast<unsigned>(a.num_queries));
   launch_kernel(mask_kernel, grid, kThreads, 0, stream, a, keep, scores);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void drop_masked_picks(const float* scores, int64_t num_queries, int64_t num_entries,
@@ -128,7 +126,6 @@ void drop_masked_picks(const float* scores, int64_t num_queries, int64_t num_ent
   if (num_queries == 0) return;
   launch_kernel(drop_kernel, static_cast<unsigned>((num_queries + 127) / 128), 128, 0, stream,
                 scores, num_queries, num_entries, max_selected, selected, num_selected);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

@@ -183,7 +183,6 @@ void indexer_scores(const IndexerArgs& a, float* scores, cudaStream_t stream) {
   dim3 grid(static_cast<unsigned>(a.num_queries),
             static_cast<unsigned>((a.num_entries + kEntriesPerBlock - 1) / kEntriesPerBlock));
   launch_kernel(scores_kernel, grid, threads, smem, stream, a, scores);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 namespace {
@@ -209,7 +208,6 @@ void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, 
     limit.ensure(smem);
     launch_kernel(topk_kernel, static_cast<unsigned>(num_queries), 512, smem, stream, scores,
                   num_entries, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
-    DI_CUDA_LAUNCH_CHECK();
     return;
   }
   const int chunks = chunks_for(most);
@@ -226,7 +224,6 @@ void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, 
   launch_kernel(topk_chunk_kernel, dim3(unsigned(num_queries), unsigned(chunks)), 512, chunk_smem,
                 stream, scores, num_entries, pos0, positions, query_seq, ratio, top_k, chunks,
                 g_candidates.get());
-  DI_CUDA_LAUNCH_CHECK();
   int64_t n = 1;
   while (n < int64_t{chunks} * top_k) n <<= 1;
   const size_t merge_smem = sizeof(unsigned long long) * (n + m);
@@ -235,7 +232,6 @@ void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, 
   launch_kernel(topk_merge_kernel, static_cast<unsigned>(num_queries), 512, merge_smem, stream,
                 g_candidates.get(), chunks, pos0, positions, query_seq, ratio, top_k, selected,
                 num_selected);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace

@@ -129,7 +129,6 @@ void indexer_scores_mma(const IndexerArgs& a, float* scores, cudaStream_t stream
   const dim3 grid(static_cast<unsigned>(a.num_queries),
                   static_cast<unsigned>((a.num_entries + kTileEntries - 1) / kTileEntries));
   launch_kernel(scores_mma_kernel, grid, kThreads, smem, stream, a, scores);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

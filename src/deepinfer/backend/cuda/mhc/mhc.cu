@@ -167,7 +167,6 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
                   static_cast<unsigned>((a.tokens + kBlockTokens - 1) / kBlockTokens));
   launch_kernel(MIX_PARTIALS_QUADS ? mix_quads_kernel : mix_partials_kernel, grid, kSliceThreads, 0,
                 stream, a.fn, X, n, a.tokens, rows, a.partials);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 // The partial sums a token's mixes read, staged in shared memory by the whole block first: the
@@ -500,7 +499,6 @@ void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
   launch_kernel(pre_kernel(a), static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, nullptr,
                 nullptr, y, post, comb);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void hc_pre_deferred(const HcArgs& a, const float* X, const float* pre_in, float* pre_out, float* y,
@@ -510,7 +508,6 @@ void hc_pre_deferred(const HcArgs& a, const float* X, const float* pre_in, float
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
   launch_kernel(pre_kernel(a), static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, pre_in,
                 pre_out, y, post, comb);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void hc_collapse(const float* pre, const float* X, int64_t tokens, int hc, int64_t hidden, float* y,
@@ -519,7 +516,6 @@ void hc_collapse(const float* pre, const float* X, int64_t tokens, int hc, int64
   if (tokens == 0) return;
   launch_kernel(hc_collapse_kernel, static_cast<unsigned>(tokens), kThreads, 0, stream, pre, X, hc,
                 hidden, y);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void hc_post(const float* f, const float* post, const float* comb, int64_t tokens, int hc,
@@ -529,7 +525,6 @@ void hc_post(const float* f, const float* post, const float* comb, int64_t token
   const dim3 grid(static_cast<unsigned>(((hidden + 3) / 4 + 255) / 256),
                   static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
   launch_kernel(hc_post_kernel, grid, 256, 0, stream, f, post, comb, tokens, hc, hidden, X);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void hc_head(const HcArgs& a, const float* X, float* y, cudaStream_t stream) {
@@ -537,7 +532,6 @@ void hc_head(const HcArgs& a, const float* X, float* y, cudaStream_t stream) {
   if (a.tokens == 0) return;
   launch_partials(a, X, a.hc, stream);
   launch_kernel(hc_head_kernel, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, y);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

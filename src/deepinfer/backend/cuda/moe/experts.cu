@@ -51,7 +51,6 @@ void moe_detail::combine_slots(const float* slots, const float* shared, int64_t 
                                int64_t d, float* out, cudaStream_t stream) {
   launch_kernel(combine_kernel, blocks_for(tokens * d), 256, 0, stream, slots, shared, tokens, k, d,
                 out);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void MoeRunner::expert(const MoeArgs& a, const ExpertWeights& w, int64_t inter, bool clamp,
@@ -64,16 +63,13 @@ void MoeRunner::expert(const MoeArgs& a, const ExpertWeights& w, int64_t inter, 
   float* u = scratch(u_, rows * inter);
   float* y = scratch(y_, rows * H);
   launch_kernel(gather_bf16, blocks_for(rows * H), 256, 0, stream, a.x, src_rows, rows, H, xg);
-  DI_CUDA_LAUNCH_CHECK();
   linear_.run(w.w1, xg, g, rows, stream);
   linear_.run(w.w3, xg, u, rows, stream);
   launch_kernel(swiglu_kernel, blocks_for(rows * inter), 256, 0, stream, g, u, row_weights, rows,
                 inter, clamp, a.swiglu_limit, a.weight_before_w2, hb);
-  DI_CUDA_LAUNCH_CHECK();
   linear_.run(w.w2, hb, y, rows, stream);
   launch_kernel(scatter_kernel, blocks_for(rows * H), 256, 0, stream, y, dst_rows, row_weights,
                 rows, H, !a.weight_before_w2, dst);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void MoeRunner::dense_expert(const MoeArgs& a, const ExpertWeights& w, int64_t inter, bool clamp,
@@ -84,7 +80,6 @@ void MoeRunner::dense_expert(const MoeArgs& a, const ExpertWeights& w, int64_t i
   linear_.run(w.w3, xb, u, T, stream);
   launch_kernel(swiglu_kernel, blocks_for(T * inter), 256, 0, stream, g, u, nullptr, T, inter,
                 clamp, a.swiglu_limit, false, hb);
-  DI_CUDA_LAUNCH_CHECK();
   linear_.run(w.w2, hb, dst, T, stream);
 }
 

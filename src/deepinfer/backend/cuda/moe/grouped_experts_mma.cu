@@ -195,7 +195,6 @@ void launch(MatrixFormat f, dim3 grid, const GroupedArgs& a, cudaStream_t stream
       launch_kernel(mma_kernel<kGateUp, MatrixFormat::kMxfp4, MT>, grid, kThreads, 0, stream, a);
       break;
   }
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace

@@ -303,7 +303,6 @@ void launch(dim3 grid, const GroupedArgs& a, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes < kGateUp ? 2 : 1, MT > ();
   limit_of<kGateUp, MT>().ensure(smem);
   launch_kernel(w4_kernel<kGateUp, MT>, grid, kThreads, smem, stream, a);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace

@@ -275,7 +275,6 @@ void launch(const GroupedArgs& a, int64_t passes, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(out / kBN), static_cast<unsigned>(passes));
   limit_of<kGateUp>().ensure(smem_of<kGateUp>());
   launch_kernel(w4_wgmma_kernel<kGateUp>, grid, kThreads, smem_of<kGateUp>(), stream, a);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -291,7 +290,6 @@ void permute_k128(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_bfloa
   if (n == 0) return;
   launch_kernel(permute_k128_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, x, n,
                 y);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int64_t passes, cudaStream_t stream) {

@@ -72,7 +72,6 @@ void route(const RoutingArgs& a, int32_t* expert_ids, float* weights, cudaStream
   const unsigned blocks = static_cast<unsigned>((a.tokens + kWarps - 1) / kWarps);
   const size_t smem = sizeof(float) * kWarps * 2 * a.num_experts;
   launch_kernel(route_kernel, blocks, kWarps * 32, smem, stream, a, expert_ids, weights);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

@@ -54,14 +54,12 @@ void rms_norm_rows(const float* x, int64_t rows, int64_t d, float eps, float* y,
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   launch_kernel(rms_norm_rows_kernel, static_cast<unsigned>(blocks), 32 * kRowsPerBlock, 0, stream,
                 x, rows, d, eps, y);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void rms_norm(const float* x, const float* weight, int64_t rows, int64_t d, float eps, float* y,
               cudaStream_t stream) {
   if (rows == 0) return;
   launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), 256, 0, stream, x, weight, d, eps, y);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

@@ -132,7 +132,6 @@ void dequantize(const DeviceMatrix& w, __nv_bfloat16* out, cudaStream_t stream) 
                     out);
     else
       launch_kernel(vector_kernel<MatrixFormat::kMxfp4>, grid_for(vectors), 256, 0, stream, w, out);
-    DI_CUDA_CHECK(cudaGetLastError());
     return;
   }
   switch (w.format) {
@@ -149,7 +148,6 @@ void dequantize(const DeviceMatrix& w, __nv_bfloat16* out, cudaStream_t stream) 
                     w.rows, w.cols, (w.cols + 31) / 32, out);
       break;
   }
-  DI_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace deepinfer::cuda

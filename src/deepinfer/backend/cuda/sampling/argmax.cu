@@ -71,7 +71,6 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out,
                  cudaStream_t stream) {
   if (rows == 0) return;
   launch_kernel(argmax_kernel, static_cast<unsigned>(rows), 1024, 0, stream, logits, vocab, out);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

@@ -139,7 +139,6 @@ void decode_ring_write(const float* kv, const DecodeRows& r, int dim, const Laye
   if (r.count == 0) return;
   launch_kernel(ring_write_kernel, static_cast<unsigned>(r.count), kThreads, 0, stream, kv, r, dim,
                 s);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void decode_compressor(const DecodeCompressorArgs& a, const DecodeRows& r, cudaStream_t stream) {
@@ -147,7 +146,6 @@ void decode_compressor(const DecodeCompressorArgs& a, const DecodeRows& r, cudaS
   const int slices = (a.ratio * a.width + kPendingPerBlock - 1) / kPendingPerBlock;
   launch_kernel(compressor_kernel, dim3(static_cast<unsigned>(r.count), slices), kThreads,
                 sizeof(float) * a.dim, stream, a, r);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void decode_select_all(const DecodeRows& r, int ratio, int max_selected, int32_t* selected,
@@ -155,7 +153,6 @@ void decode_select_all(const DecodeRows& r, int ratio, int max_selected, int32_t
   if (r.count == 0) return;
   launch_kernel(select_all_kernel, static_cast<unsigned>(r.count), kThreads, 0, stream, r, ratio,
                 max_selected, selected, num_selected);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda

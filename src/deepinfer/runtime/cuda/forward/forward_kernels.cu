@@ -189,7 +189,6 @@ void regroup_bf16(const float* src, int64_t n, int groups, int64_t w, __nv_bfloa
     launch_kernel(regroup_bf16_scalar_kernel<kToGroups>, blocks_for(n * groups * w), 256, 0, stream,
                   src, n, groups, w, dst);
   }
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -199,7 +198,6 @@ void embed_rows(const float* embed, const int32_t* ids, int64_t n, int hc, int64
   if (n == 0) return;
   launch_kernel(embed_kernel, blocks_for(n * hc * hidden), 256, 0, stream, embed, ids, n, hc,
                 hidden, X);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void add_to_streams(float* X, const float* e, int64_t n, int hc, int64_t hidden,
@@ -207,13 +205,11 @@ void add_to_streams(float* X, const float* e, int64_t n, int hc, int64_t hidden,
   if (n == 0) return;
   launch_kernel(add_to_streams_kernel, blocks_for(n * hc * hidden), 256, 0, stream, X, e, n, hc,
                 hidden);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void fill_positions(int64_t* out, int64_t n, int64_t start, int64_t step, cudaStream_t stream) {
   if (n == 0) return;
   launch_kernel(positions_kernel, blocks_for(n), 256, 0, stream, out, n, start, step);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void ring_write(const float* kv, int64_t n, int64_t pos0, int dim, float* ring, int64_t ring_rows,
@@ -223,20 +219,17 @@ void ring_write(const float* kv, int64_t n, int64_t pos0, int dim, float* ring, 
   if (n - skip <= 0) return;
   launch_kernel(ring_write_kernel, blocks_for((n - skip) * dim), 256, 0, stream, kv + skip * dim,
                 n - skip, pos0 + skip, dim, ring, ring_rows);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void store_entries(const float* src, int64_t n, int64_t e0, const EntryPages& dst,
                    cudaStream_t stream) {
   if (n == 0) return;
   launch_kernel(store_entries_kernel, blocks_for(n * dst.dim), 256, 0, stream, src, n, e0, dst);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void fill_floats(float* p, int64_t n, float value, cudaStream_t stream) {
   if (n == 0) return;
   launch_kernel(fill_kernel, blocks_for(n), 256, 0, stream, p, n, value);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void compressor_windows(const CompressorChunk& c, float* win_kv, float* win_gate,
@@ -244,7 +237,6 @@ void compressor_windows(const CompressorChunk& c, float* win_kv, float* win_gate
   const int64_t work = c.windows() * c.slots() * c.dim;
   if (work == 0) return;
   launch_kernel(windows_kernel, blocks_for(work), 256, 0, stream, c, win_kv, win_gate);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void compressor_advance(const CompressorChunk& c, cudaStream_t stream) {
@@ -252,10 +244,8 @@ void compressor_advance(const CompressorChunk& c, cudaStream_t stream) {
   // prev first: it may read unfinished-window rows that the pending update then overwrites.
   if (c.overlap() && c.windows() > 0) {
     launch_kernel(advance_prev_kernel, blocks_for(int64_t{c.ratio} * c.dim), 256, 0, stream, c);
-    DI_CUDA_LAUNCH_CHECK();
   }
   launch_kernel(advance_pending_kernel, blocks_for(int64_t{c.ratio} * c.width), 256, 0, stream, c);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void select_all_visible(int64_t n, int64_t pos0, int ratio, int max_selected, int32_t* selected,
@@ -263,7 +253,6 @@ void select_all_visible(int64_t n, int64_t pos0, int ratio, int max_selected, in
   if (n == 0 || max_selected == 0) return;
   launch_kernel(select_all_kernel, blocks_for(n * max_selected), 256, 0, stream, n, pos0, ratio,
                 max_selected, selected, num_selected);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void split_groups_bf16(const float* o, int64_t n, int groups, int64_t gin, __nv_bfloat16* og,

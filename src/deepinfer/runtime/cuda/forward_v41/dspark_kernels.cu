@@ -48,14 +48,12 @@ void hc_mean_rows(const float* X, int64_t n, int hc, int64_t hidden, float* out,
   if (n <= 0) return;
   launch_kernel(hc_mean_kernel, static_cast<unsigned>((n * hidden + 255) / 256), 256, 0, stream, X,
                 n, hc, hidden, out, stride);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void markov_bias(const float* markov_embed, const float* markov_head, const int32_t* prev,
                  float* logits, int64_t vocab, int rank, cudaStream_t stream) {
   launch_kernel(markov_bias_kernel, static_cast<unsigned>((vocab + 255) / 256), 256, 0, stream,
                 markov_embed, markov_head, prev, logits, vocab, rank);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 void draft_confidence(const float* proj, const float* x, const float* markov_embed,
@@ -63,7 +61,6 @@ void draft_confidence(const float* proj, const float* x, const float* markov_emb
                       cudaStream_t stream) {
   launch_kernel(confidence_kernel, 1, 256, 0, stream, proj, x, markov_embed, prev, hidden, rank,
                 out);
-  DI_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace deepinfer::cuda::v41f
