@@ -30,6 +30,8 @@
 set -uo pipefail
 phase=${1:-1}
 [ -f .carry/bin.tar.xz ] && mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry
+[ -f .carry/golden_v41.tar.xz ] && mkdir -p .carry/shared &&
+  tar -xJf .carry/golden_v41.tar.xz -C .carry/shared
 if [ -f .carry/redis.tar.xz ]; then  # redis-server with its own libraries, for the cluster tier
   mkdir -p /tmp/redis && tar -xJf .carry/redis.tar.xz -C /tmp/redis && export PATH=/tmp/redis:$PATH
 fi
@@ -383,11 +385,14 @@ elif [ "$phase" = a ]; then
   # PDL and decode's latency kernels (decision 0022), checked and timed in one call: the touched
   # kernels' op tests, batch invariance and both families' goldens with PDL on, then bench
   # forward of the carried binary with DEEPINFER_PDL=0 and 1, twice each in turn (same binary,
-  # same machine), then each .carry/deepinfer_<variant>.xz (phase w's bench_variants).
+  # same machine), then each .carry/deepinfer_<variant>.xz (phase w's bench_variants); each
+  # .carry/ops_<variant>.xz runs the same op tests.
   make_m8 &
   mk=$!
   $B/pdl_chain_bench > $OUT/pdl_chain_bench.log 2>&1; cat $OUT/pdl_chain_bench.log
-  run_test cuda_ops_test 150 GTEST_FILTER="${OPS_FILTER:-CudaLaunch.*:CudaMhc.*:CudaRmsNorm*:CudaDecodeCompressor*:CudaLinear.*}"
+  filter=${OPS_FILTER:-CudaLaunch.*:CudaMhc.*:CudaRmsNorm*:CudaDecodeCompressor*:CudaLinear.*:CudaMoe.*}
+  run_test cuda_ops_test 150 GTEST_FILTER="$filter"
+  ops_variants "$filter"
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   [ -d .carry/shared/golden_v41 ] && run_test cuda_v41_test 120

@@ -6,7 +6,8 @@
 #                            numa), which scripts/gpu_libs.sh puts on LD_LIBRARY_PATH there;
 #   .carry/redis.tar.xz      redis-server behind a wrapper that gives it its own libraries only
 #                            (so the image's python keeps its own OpenSSL);
-#   .carry/shared/           ../shared's golden_v41 and conformance fixtures.
+#   .carry/shared/           ../shared's conformance fixtures;
+#   .carry/golden_v41.tar.xz ../shared/golden_v41 (unpacked into .carry/shared there).
 # Usage: scripts/pack_gpu_carry.sh BUILD_DIR
 set -euo pipefail
 build=${1:?usage: pack_gpu_carry.sh BUILD_DIR}
@@ -45,6 +46,8 @@ LD_LIBRARY_PATH="$here/lib" exec "$here/lib/redis-server" "$@"
 WRAP
 chmod +x "$tmp/redis/redis-server"
 tar -cJf .carry/redis.tar.xz -C "$tmp/redis" .
+# The goldens go as one xz tar (6 MB instead of 12), which gpu_next_check.sh unpacks there.
 rm -rf .carry/shared && mkdir -p .carry/shared
-cp -r ../shared/golden_v41 ../shared/conformance .carry/shared/
+cp -r ../shared/conformance .carry/shared/
+tar -cJf .carry/golden_v41.tar.xz -C ../shared golden_v41
 du -sh .carry/*.tar.xz .carry/shared

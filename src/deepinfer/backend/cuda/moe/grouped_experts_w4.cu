@@ -63,9 +63,13 @@ struct StageLayout {
   static constexpr int kBytes = kW + kS + kX;
 };
 
+// Stages of decode's 256-wide tiles: with 2, one tile's loads are in flight while a block waits.
+#ifndef W4_DECODE_STAGES
+#define W4_DECODE_STAGES 2
+#endif
 template <int MT>
 constexpr int stages() {
-  return MT == 1 ? (tile_k<1>() == kSub ? 4 : 2) : 3;
+  return MT == 1 ? (tile_k<1>() == kSub ? 4 : W4_DECODE_STAGES) : 3;
 }
 
 template <int NW, int MT>
