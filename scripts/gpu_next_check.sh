@@ -72,6 +72,7 @@ bench_variants() {  # bench forward of the carried binary, then of each .carry/d
   run_bench main ""
   for v in .carry/deepinfer_*.xz; do
     [ -f "$v" ] || continue
+    left ${VARIANTS_BEFORE:-100000} || break
     local name=$(basename "$v" .xz)
     unpack $name && BENCH_BIN=$B/$name run_bench ${name#deepinfer_} ""
   done
@@ -400,7 +401,7 @@ elif [ "$phase" = a ]; then
   for p in 0 1 0 1; do
     left 420 && DEEPINFER_PDL=$p run_bench pdl${p}_$SECONDS ""
   done
-  left 420 && bench_variants
+  left 420 && VARIANTS_BEFORE=490 bench_variants
   echo "phase a done at $((SECONDS - t0)) s"
 elif [ "$phase" = b ]; then
   # Bisecting the v4-flash-8layer speculative parting under batch invariance (phase t): batch
