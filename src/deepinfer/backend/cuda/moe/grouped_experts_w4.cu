@@ -32,9 +32,24 @@
 namespace deepinfer::cuda::moe_detail {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kBN = 16 * kWarps;  // columns per block, of each matrix: a warp owns 16
+// Warps per block: a warp owns 16 columns of each matrix, over the whole k, so the block's width
+// changes only which SM sums a column, never the order of its sums. Decode's blocks may be
+// narrower than prefill's, for more blocks than SMs when only a few experts are touched.
+#ifndef W4_DECODE_WARPS
+#define W4_DECODE_WARPS 8
+#endif
+template <int MT>
+constexpr int warps() {
+  return MT == 1 ? W4_DECODE_WARPS : 8;
+}
+template <int MT>
+constexpr int threads() {
+  return 32 * warps<MT>();
+}
+template <int MT>
+constexpr int block_n() {  // columns per block, of each matrix
+  return 16 * warps<MT>();
+}
 #ifndef W4_MIN_BLOCKS
 #define W4_MIN_BLOCKS 2
 #endif
@@ -54,9 +69,10 @@ constexpr int tile_k() {
 // multiples).
 template <int NW, int MT, int KB>
 struct StageLayout {
-  static constexpr int kColBytes = KB / 2;          // a column's packed bytes per tile
-  static constexpr int kColScales = KB / 32;        // and its E8M0 bytes
-  static constexpr int kChunks = KB / 8;            // 16-byte chunks of an activation row
+  static constexpr int kColBytes = KB / 2;    // a column's packed bytes per tile
+  static constexpr int kColScales = KB / 32;  // and its E8M0 bytes
+  static constexpr int kChunks = KB / 8;      // 16-byte chunks of an activation row
+  static constexpr int kBN = block_n<MT>();
   static constexpr int kW = NW * kBN * kColBytes;   // [matrix][column][KB / 2 bytes]
   static constexpr int kS = NW * kBN * kColScales;  // [matrix][column] KB / 32 E8M0 bytes
   static constexpr int kX = 16 * MT * KB * 2;       // [row][KB / 8 swizzled chunks of 8 bf16]
@@ -83,13 +99,17 @@ constexpr size_t smem_bytes() {
 __device__ inline int swizzle(int r, int c) { return c ^ ((((c >> 3) & 1) << 1) | (r & 1)); }
 
 template <bool kGateUp, int MT>
-__global__ void __launch_bounds__(kThreads, kW4MinBlocks) w4_kernel(GroupedArgs a) {
+__global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(GroupedArgs a) {
   pdl_grid_begin();
   constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT>(), KB = tile_k<MT>();
+  constexpr int kThreads = threads<MT>(), kBN = block_n<MT>();
   using L = StageLayout<NW, MT, KB>;
   constexpr int kCpc = KB / 32;               // 16-byte weight chunks of a column per tile
   constexpr int kWc = kBN * kCpc / kThreads;  // of them a thread copies, per matrix
   constexpr int kChunks = L::kChunks, kXc = 16 * MT * kChunks / kThreads;
+  static_assert(
+      kThreads % kCpc == 0 && kThreads % kChunks == 0 && kXc * kThreads == 16 * MT * kChunks,
+      "the copies must split evenly over the block's threads");
   extern __shared__ __align__(16) uint8_t w4_sm[];
   // Prefill's 64-row passes take a grid row each (pass_of_row); decode's 16-row passes stay in
   // one block per expert, whose column tile then stays in L2 for its next pass (the scan's
@@ -303,10 +323,12 @@ SmemLimit& limit_of() {
 }
 
 template <bool kGateUp, int MT>
-void launch(dim3 grid, const GroupedArgs& a, cudaStream_t stream) {
+void launch(int64_t out, int64_t passes, const GroupedArgs& a, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes < kGateUp ? 2 : 1, MT > ();
   limit_of<kGateUp, MT>().ensure(smem);
-  launch_kernel(w4_kernel<kGateUp, MT>, grid, kThreads, smem, stream, a);
+  const dim3 grid(static_cast<unsigned>((out + block_n<MT>() - 1) / block_n<MT>()),
+                  static_cast<unsigned>(passes));
+  launch_kernel(w4_kernel<kGateUp, MT>, grid, threads<MT>(), smem, stream, a);
 }
 
 }  // namespace
@@ -334,11 +356,10 @@ void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int6
   // active experts plus slots / 64. Else a grid row per expert.
   const int64_t passes = grouped_grid_rows(num_experts, slots) + (wide ? slots / 64 : 0);
   if (wide && a.xp) return launch_grouped_wgmma(gate_up, a, passes, stream);
-  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>(passes));
   if (gate_up)
-    wide ? launch<true, 4>(grid, a, stream) : launch<true, 1>(grid, a, stream);
+    wide ? launch<true, 4>(out, passes, a, stream) : launch<true, 1>(out, passes, a, stream);
   else
-    wide ? launch<false, 4>(grid, a, stream) : launch<false, 1>(grid, a, stream);
+    wide ? launch<false, 4>(out, passes, a, stream) : launch<false, 1>(out, passes, a, stream);
 }
 
 }  // namespace deepinfer::cuda::moe_detail
