@@ -391,7 +391,7 @@ elif [ "$phase" = a ]; then
   make_m8 &
   mk=$!
   $B/pdl_chain_bench > $OUT/pdl_chain_bench.log 2>&1; cat $OUT/pdl_chain_bench.log
-  filter=${OPS_FILTER:-CudaLaunch.*:CudaMhc.*:CudaRmsNorm*:CudaDecodeCompressor*:CudaLinear.*:CudaMoe.*}
+  filter=${OPS_FILTER:-CudaLaunch.*:CudaMhc.*:CudaRmsNorm*:CudaDecodeCompressor*:CudaLinear.*:CudaMoe.*:CudaIndexer.*}
   run_test cuda_ops_test 150 GTEST_FILTER="$filter"
   ops_variants "$filter"
   run_test cuda_batch_invariance_test 60

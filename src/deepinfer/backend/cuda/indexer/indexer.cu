@@ -5,6 +5,7 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
+#include "deepinfer/backend/cuda/indexer/radix_topk.cuh"
 #include "deepinfer/backend/cuda/indexer/scores_mma.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/reduce.cuh"
@@ -51,10 +52,8 @@ __global__ void scores_kernel(IndexerArgs a, float* scores) {
 }
 
 // Scores map to unsigned keys whose ascending order is descending score, then ascending index.
-__device__ inline unsigned long long sort_key(float score, int32_t idx) {
-  unsigned u = __float_as_uint(score);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending float order as unsigned
-  return (static_cast<unsigned long long>(~u) << 32) | static_cast<unsigned>(idx);
+__device__ inline unsigned long long sort_key(uint32_t rank, int32_t idx) {
+  return (static_cast<unsigned long long>(rank) << 32) | static_cast<unsigned>(idx);
 }
 
 __device__ void bitonic_sort(unsigned long long* v, int n) {
@@ -97,21 +96,26 @@ __device__ void write_winners(unsigned long long* keys, int n, int k, int top_k,
   if (threadIdx.x == 0) *num_selected = k;
 }
 
+// The top-k kernels' block size (radix_topk wants at least 256 threads).
+constexpr int kTopkThreads = 512;
+
+// One block per query: its visible scores' rank bits in shared memory, radix-selected.
 __global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t pos0,
                             const int64_t* positions, const int32_t* query_seq, int ratio,
                             int top_k, int32_t* selected, int32_t* num_selected) {
   pdl_grid_begin();
-  extern __shared__ unsigned long long keys[];
+  extern __shared__ uint32_t ranks[];
+  __shared__ RadixScratch scratch;
   const int64_t t = blockIdx.x;
   const int visible = visible_of(t, pos0, positions, query_seq, ratio);
   const int k = visible < top_k ? visible : top_k;
-  int n = 1;
-  while (n < visible) n <<= 1;
-  for (int i = threadIdx.x; i < n; i += blockDim.x)
-    keys[i] = i < visible ? sort_key(scores[t * num_entries + i], i) : ~0ull;
+  for (int i = threadIdx.x; i < visible; i += blockDim.x)
+    ranks[i] = rank_bits(scores[t * num_entries + i]);
   __syncthreads();
-  bitonic_sort(keys, n);
-  write_winners(keys, n, k, top_k, selected + t * top_k, num_selected + t);
+  int32_t* sel = selected + t * top_k;
+  if (k > 0) radix_topk(ranks, visible, k, scratch, [&](int slot, int i) { sel[slot] = i; });
+  for (int i = k + threadIdx.x; i < top_k; i += blockDim.x) sel[i] = -1;
+  if (threadIdx.x == 0) num_selected[t] = k;
 }
 
 // More visible entries than one block sorts: block (t, c) sorts chunk c (kMaxIndexerEntries
@@ -122,7 +126,8 @@ __global__ void topk_chunk_kernel(const float* scores, int64_t num_entries, int6
                                   const int64_t* positions, const int32_t* query_seq, int ratio,
                                   int top_k, int chunks, unsigned long long* cand) {
   pdl_grid_begin();
-  extern __shared__ unsigned long long keys[];
+  extern __shared__ uint32_t chunk_ranks[];
+  __shared__ RadixScratch scratch;
   const int64_t t = blockIdx.x;
   const int c = blockIdx.y;
   const int visible = visible_of(t, pos0, positions, query_seq, ratio);
@@ -133,13 +138,13 @@ __global__ void topk_chunk_kernel(const float* scores, int64_t num_entries, int6
     for (int i = threadIdx.x; i < top_k; i += blockDim.x) out[i] = ~0ull;
     return;
   }
-  int n = 1;
-  while (n < count) n <<= 1;
-  for (int i = threadIdx.x; i < n; i += blockDim.x)
-    keys[i] = i < count ? sort_key(scores[t * num_entries + lo + i], lo + i) : ~0ull;
+  for (int i = threadIdx.x; i < count; i += blockDim.x)
+    chunk_ranks[i] = rank_bits(scores[t * num_entries + lo + i]);
   __syncthreads();
-  bitonic_sort(keys, n);
-  for (int i = threadIdx.x; i < top_k; i += blockDim.x) out[i] = i < count ? keys[i] : ~0ull;
+  const int k = count < top_k ? count : top_k;
+  radix_topk(chunk_ranks, count, k, scratch,
+             [&](int slot, int i) { out[slot] = sort_key(chunk_ranks[i], lo + i); });
+  for (int i = k + threadIdx.x; i < top_k; i += blockDim.x) out[i] = ~0ull;
 }
 
 __global__ void topk_merge_kernel(const unsigned long long* cand, int chunks, int64_t pos0,
@@ -198,16 +203,13 @@ void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, 
                  (long long)most, (long long)indexer_topk_capacity(top_k), top_k);
     std::abort();
   }
-  int64_t m = 1;
-  while (m < top_k) m <<= 1;
   if (most <= kMaxIndexerEntries) {
-    int64_t n = 1;
-    while (n < most) n <<= 1;
-    const size_t smem = sizeof(unsigned long long) * (n + m);
+    const size_t smem = sizeof(uint32_t) * most;
     static SmemLimit limit(reinterpret_cast<const void*>(topk_kernel));
     limit.ensure(smem);
-    launch_kernel(topk_kernel, static_cast<unsigned>(num_queries), 512, smem, stream, scores,
-                  num_entries, pos0, positions, query_seq, ratio, top_k, selected, num_selected);
+    launch_kernel(topk_kernel, static_cast<unsigned>(num_queries), kTopkThreads, smem, stream,
+                  scores, num_entries, pos0, positions, query_seq, ratio, top_k, selected,
+                  num_selected);
     return;
   }
   const int chunks = chunks_for(most);
@@ -218,20 +220,21 @@ void launch_topk(const float* scores, int64_t num_queries, int64_t num_entries, 
                  (long long)num_queries, (long long)most);
     std::abort();
   }
-  const size_t chunk_smem = sizeof(unsigned long long) * kMaxIndexerEntries;
+  const size_t chunk_smem = sizeof(uint32_t) * kMaxIndexerEntries;
   static SmemLimit chunk_limit(reinterpret_cast<const void*>(topk_chunk_kernel));
   chunk_limit.ensure(chunk_smem);
-  launch_kernel(topk_chunk_kernel, dim3(unsigned(num_queries), unsigned(chunks)), 512, chunk_smem,
-                stream, scores, num_entries, pos0, positions, query_seq, ratio, top_k, chunks,
-                g_candidates.get());
-  int64_t n = 1;
+  launch_kernel(topk_chunk_kernel, dim3(unsigned(num_queries), unsigned(chunks)), kTopkThreads,
+                chunk_smem, stream, scores, num_entries, pos0, positions, query_seq, ratio, top_k,
+                chunks, g_candidates.get());
+  int64_t m = 1, n = 1;
+  while (m < top_k) m <<= 1;
   while (n < int64_t{chunks} * top_k) n <<= 1;
   const size_t merge_smem = sizeof(unsigned long long) * (n + m);
   static SmemLimit merge_limit(reinterpret_cast<const void*>(topk_merge_kernel));
   merge_limit.ensure(merge_smem);
-  launch_kernel(topk_merge_kernel, static_cast<unsigned>(num_queries), 512, merge_smem, stream,
-                g_candidates.get(), chunks, pos0, positions, query_seq, ratio, top_k, selected,
-                num_selected);
+  launch_kernel(topk_merge_kernel, static_cast<unsigned>(num_queries), kTopkThreads, merge_smem,
+                stream, g_candidates.get(), chunks, pos0, positions, query_seq, ratio, top_k,
+                selected, num_selected);
 }
 
 }  // namespace
