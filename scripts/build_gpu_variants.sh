@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Here, before a device call: builds deepinfer and cuda_ops_test once per variant, each with one
-# compile-time constant of the CUDA kernels changed, and packs them as .carry/deepinfer_<name>.xz
-# and .carry/ops_<name>.xz. gpu_next_check.sh's phases e, f and w bench every deepinfer_<name>
-# beside the carried binary and run every ops_<name> under OPS_FILTER, on the same machine.
+# compile-time constant of the CUDA kernels changed, and packs them as deepinfer_<name>
+# and ops_<name>, all in one .carry/variants.tar.xz (replacing the last one). gpu_next_check.sh's
+# phases a, e, f and w bench every deepinfer_<name> beside the carried binary and run every
+# ops_<name> under OPS_FILTER, on the same machine.
 # Usage: scripts/build_gpu_variants.sh BUILD_DIR NAME:MACRO=VALUE [NAME:MACRO=VALUE ...]
 #   e.g. scripts/build_gpu_variants.sh build mt3:W4_WIDE_MT=3 mb1:W4_WIDE_GATE_UP_MIN_BLOCKS=1
 # MACRO must have one `#define MACRO value` default line under src/ (the #ifndef form). The
@@ -13,6 +14,7 @@ build=${1:?usage: build_gpu_variants.sh BUILD_DIR NAME:MACRO=VALUE ...}
 shift
 cd "$(dirname "$0")/.."
 mkdir -p .carry
+stage=$(mktemp -d)
 for spec in "$@"; do
   name=${spec%%:*} def=${spec#*:}
   macro=${def%%=*} value=${def#*=}
@@ -30,9 +32,11 @@ for spec in "$@"; do
   cp /tmp/variant_backup "$files"
   trap - EXIT
   ops=$(find "$build" -name cuda_ops_test -type f -perm -u+x | head -1)
-  strip -o "/tmp/deepinfer_$name" "$build/deepinfer"
-  strip -o "/tmp/ops_$name" "$ops"
-  xz -T2 -c "/tmp/deepinfer_$name" > ".carry/deepinfer_$name.xz"
-  xz -T2 -c "/tmp/ops_$name" > ".carry/ops_$name.xz"
+  strip -o "$stage/deepinfer_$name" "$build/deepinfer"
+  strip -o "$stage/ops_$name" "$ops"
 done
-ls -la .carry/*.xz
+# One archive at xz -9 (a 64 MB window): the variants differ from each other in a few kernels, so
+# each after the first adds well under a megabyte instead of 3.6.
+tar -cf - -C "$stage" . | xz -9 -T1 > .carry/variants.tar.xz
+rm -rf "$stage"
+ls -la .carry/variants.tar.xz

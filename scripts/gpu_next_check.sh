@@ -58,22 +58,25 @@ run_bench() {  # name extra-flags (BENCH_BIN: another deepinfer binary, e.g. the
   echo "bench $1 rc $? at $((SECONDS - t0)) s"
   grep -E 'moe: experts|mhc|attention|output projection|^\| (prefill|decode)' $OUT/bench_$1.log
 }
-unpack() {  # .carry/NAME.xz -> $B/NAME, executable (variants from scripts/build_gpu_variants.sh)
-  xz -dc .carry/$1.xz > $B/$1 && chmod +x $B/$1
+# Variants (scripts/build_gpu_variants.sh) come as one xz tar whose members share most of their
+# bytes (xz's window keeps one copy), unpacked into $B here; older carries hold .carry/NAME.xz.
+[ -f .carry/variants.tar.xz ] && tar -xJf .carry/variants.tar.xz -C $B
+variants() {  # prefix (deepinfer, ops): the carried variants' binaries of that kind
+  { ls .carry/$1_*.xz 2>/dev/null | xargs -rn1 basename | sed 's/\.xz$//'
+    ls $B/$1_* 2>/dev/null | xargs -rn1 basename; } | sort -u
 }
-ops_variants() {  # filter: the op tests of each .carry/ops_<v>.xz
-  for v in .carry/ops_*.xz; do
-    [ -f "$v" ] || continue
-    local name=$(basename "$v" .xz)
+unpack() {  # NAME -> $B/NAME, executable
+  [ -x $B/$1 ] || { xz -dc .carry/$1.xz > $B/$1 && chmod +x $B/$1; }
+}
+ops_variants() {  # filter: each ops_<v> variant's op tests
+  for name in $(variants ops); do
     unpack $name && run_test $name 90 GTEST_FILTER="$1"
   done
 }
-bench_variants() {  # bench forward of the carried binary, then of each .carry/deepinfer_<v>.xz
+bench_variants() {  # bench forward of the carried binary, then of each deepinfer_<v> variant
   run_bench main ""
-  for v in .carry/deepinfer_*.xz; do
-    [ -f "$v" ] || continue
+  for name in $(variants deepinfer); do
     left ${VARIANTS_BEFORE:-100000} || break
-    local name=$(basename "$v" .xz)
     unpack $name && BENCH_BIN=$B/$name run_bench ${name#deepinfer_} ""
   done
 }
