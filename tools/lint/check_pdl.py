@@ -4,7 +4,8 @@
 launch_kernel() launches every kernel of src/deepinfer/*/cuda with the PDL attribute, so a kernel
 may be scheduled before the one ahead of it in the stream has finished. That is safe only if the
 kernel waits first. Rules, each violation reported as `file:line: <what>`:
-  (a) every __global__ function defined there starts with `pdl_grid_begin();`;
+  (a) every __global__ function defined there starts with `pdl_grid_begin();` (or its form
+      `pdl_grid_begin(weights_only);`, whose argument runs first and reads only weights);
   (b) no launch there uses the `<<<...>>>` syntax (it would bypass launch_kernel and, after a
       kernel that released its dependents early, still be ordered, but the rule keeps one way).
 Comments and string literals are ignored. Exits 1 on any violation.
@@ -22,7 +23,7 @@ import tempfile
 
 CUDA_DIRS = ("src/deepinfer/backend/cuda", "src/deepinfer/runtime/cuda")
 EXTS = (".cu", ".cuh")
-BEGIN = "pdl_grid_begin();"
+BEGIN = "pdl_grid_begin("
 
 
 def strip_comments(text):
@@ -80,7 +81,7 @@ def check_text(text):
         if not body.startswith(BEGIN):
             name = re.findall(r"(\w+)\s*\(", code[m.end():j])
             kernel = next((w for w in name if w != "__launch_bounds__"), "?")
-            found.append((line_of(m.start()), "kernel {} does not start with {} (rule a)".format(
+            found.append((line_of(m.start()), "kernel {} does not start with {}) (rule a)".format(
                 kernel, BEGIN)))
     return found
 
@@ -119,6 +120,10 @@ __global__ void __launch_bounds__(256, 2)
     good_kernel(const float* x, float* y) {
   pdl_grid_begin();
   y[threadIdx.x] = x[threadIdx.x];
+}
+__global__ void early_kernel(const float* w, float* y) {
+  pdl_grid_begin([&] { prefetch(w); });
+  y[0] = w[0];
 }
 __global__ void declared_only(float* y);
 void run(float* y, cudaStream_t s) {

@@ -5,7 +5,8 @@
 // are visible, so the launch latency hides behind the running kernel (decision 0022).
 //
 // The rule, checked by tools/lint/check_pdl.py: every __global__ function under
-// src/deepinfer/*/cuda starts with pdl_grid_begin(), and every launch there is launch_kernel().
+// src/deepinfer/*/cuda starts with pdl_grid_begin() (or its form that first reads weights), and
+// every launch there is launch_kernel().
 // A kernel launched with the attribute that did not wait first could read its inputs before they
 // are written. Launches elsewhere (tests, cuBLAS) stay plain and fully ordered.
 #pragma once
@@ -30,6 +31,15 @@ bool pdl_enabled();
 __device__ __forceinline__ void pdl_grid_begin() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// The same, after `weights_only()`, which runs before the wait, beside the kernel ahead: it may
+// read (or ask L2 for) only memory that no kernel writes while the model runs, such as weights,
+// and kernel parameters.
+template <typename WeightsOnly>
+__device__ __forceinline__ void pdl_grid_begin(WeightsOnly&& weights_only) {
+  weights_only();
+  pdl_grid_begin();
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute; aborts on a launch error.

@@ -17,6 +17,31 @@ constexpr int kWideColumns = GEMV_WIDE_COLUMNS;
 constexpr int kRows = weight_rows::kMaxRowsPerPass;  // rows of x per pass, at most
 using weight_rows::rows_per_pass;
 
+// The C columns a warp of gemv_kernel sums (col: the first; past the matrix when !live) and its
+// share of k: ks adjacent warps split a column group's k, warp % ks taking part warp % ks.
+struct WarpShare {
+  int64_t col, first, k_begin, k_len;
+  int share;
+  bool live;
+};
+template <int C>
+__device__ inline WarpShare warp_share(const DeviceMatrix& w, int ks) {
+  const int warp = threadIdx.x >> 5;
+  WarpShare s;
+  s.share = warp % ks;
+  s.col = (int64_t{blockIdx.x} * (kWarps / ks) + warp / ks) * C;
+  s.live = s.col < w.rows;
+  s.first = min(s.col, w.rows - 1);
+  s.k_len = w.cols / ks;
+  s.k_begin = s.share * s.k_len;
+  return s;
+}
+template <int C>
+__device__ inline void rows_of(const DeviceMatrix& w, int64_t first, weight_rows::Row (&row)[C]) {
+#pragma unroll
+  for (int c = 0; c < C; ++c) row[c] = weight_rows::row_of(w, min(first + c, w.rows - 1));
+}
+
 // Output column c belongs to group c / (w.rows / groups), which reads x's columns [g * w.cols,
 // (g + 1) * w.cols) of rows ldx apart; y is [n, w.rows]. One group: a plain projection. A warp
 // owns C adjacent columns (C = 2 at decode's one or two rows: twice the weight bytes in flight
@@ -29,22 +54,33 @@ using weight_rows::rows_per_pass;
 #ifndef GEMV_MIN_BLOCKS
 #define GEMV_MIN_BLOCKS 1
 #endif
+// Whether a GEMV asks L2 for its rows' first words before its PDL wait (the variant build tries
+// 0: weights fetched only after the kernel ahead finished).
+#ifndef GEMV_PREFETCH
+#define GEMV_PREFETCH 1
+#endif
 template <MatrixFormat F, int R, int C>
 __global__ void __launch_bounds__(kWarps * 32, R == 1 ? GEMV_MIN_BLOCKS : 1)
     gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n, int ks,
                 float* y) {
-  pdl_grid_begin();
+  pdl_grid_begin([&] {  // the rows' first words head for L2 while the kernel ahead finishes
+    const WarpShare ws = warp_share<C>(w, ks);
+    if (GEMV_PREFETCH && ws.live) {
+      weight_rows::Row row[C];
+      rows_of(w, ws.first, row);
+      weight_rows::prefetch_first<F>(row, ws.k_begin + ws.k_len, ws.k_begin);
+    }
+  });
   __shared__ float part[kWarps][C][R];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, share = warp % ks;
-  const int64_t col = (int64_t{blockIdx.x} * (kWarps / ks) + warp / ks) * C;
-  if (ks == 1 && col >= w.rows) return;  // no barrier below when ks == 1
-  const bool live = col < w.rows;
-  const int64_t first = min(col, w.rows - 1);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const WarpShare ws = warp_share<C>(w, ks);
+  const int share = ws.share;
+  const int64_t col = ws.col, first = ws.first, k_len = ws.k_len, k_begin = ws.k_begin;
+  const bool live = ws.live;
+  if (ks == 1 && !live) return;  // no barrier below when ks == 1
   weight_rows::Row row[C];
-#pragma unroll
-  for (int c = 0; c < C; ++c) row[c] = weight_rows::row_of(w, min(first + c, w.rows - 1));
+  rows_of(w, first, row);
   const __nv_bfloat16* xg = x + (first / (w.rows / groups)) * w.cols;
-  const int64_t k_len = w.cols / ks, k_begin = share * k_len;
   for (int64_t r0 = 0; r0 < n; r0 += R) {
     const int rn = n - r0 < R ? static_cast<int>(n - r0) : R;
     float acc[C][R];

@@ -82,19 +82,25 @@ __device__ inline uint32_t fp4x4_to_fp8x4(uint32_t v) {
   return mag | sign;
 }
 
+// Where value k of a row starts, in bytes from the row's first.
+template <MatrixFormat F>
+__device__ inline int64_t byte_of(int64_t k) {
+  return F == MatrixFormat::kBf16 ? 2 * k : F == MatrixFormat::kFp8Block ? k : k / 2;
+}
+
 // The 16-byte word holding the row's values [k, k + per_load(F)) and the raw bits of the scale
 // they share (FP8: the fp32 scale; MXFP4: the E8M0 byte; bf16: none). Nothing here waits for the
 // loads, so a caller can fetch a tile ahead of expanding it.
 template <MatrixFormat F>
 __device__ inline void fetch(const Row& r, int64_t k, uint4* q, uint32_t* sbits) {
   if constexpr (F == MatrixFormat::kBf16) {
-    *q = __ldg(reinterpret_cast<const uint4*>(r.w + k * 2));
+    *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
     *sbits = 0;
   } else if constexpr (F == MatrixFormat::kFp8Block) {
-    *q = __ldg(reinterpret_cast<const uint4*>(r.w + k));
+    *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
     *sbits = __float_as_uint(r.bscale[k / r.block_cols]);
   } else {
-    *q = __ldg(reinterpret_cast<const uint4*>(r.w + k / 2));
+    *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
     *sbits = r.mscale[k / 32];
   }
 }
@@ -163,6 +169,26 @@ inline int rows_per_pass(int64_t n) {
   return n > 4 ? kMaxRowsPerPass : n > 2 ? 4 : static_cast<int>(n);
 }
 
+// Words a lane fetches ahead in dot_rows (the variant build tries 8).
+#ifndef GEMV_AHEAD
+#define GEMV_AHEAD 4
+#endif
+
+// Asks L2 for the words dot_rows fetches first (this lane's first kAhead words of each row from
+// k_begin): issued before a kernel's PDL wait, they arrive while the kernel ahead finishes.
+template <MatrixFormat F, int NW>
+__device__ inline void prefetch_first(const Row (&w)[NW], int64_t in, int64_t k_begin = 0) {
+  constexpr int P = DeviceMatrix::per_load(F);
+#pragma unroll
+  for (int u = 0; u < GEMV_AHEAD; ++u) {
+    const int64_t k = k_begin + (threadIdx.x & 31) * P + u * 32 * P;
+    if (k >= in) break;
+#pragma unroll
+    for (int j = 0; j < NW; ++j)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(w[j].w + byte_of<F>(k)));
+  }
+}
+
 // acc[j][r] = W_j[row] . x[r, :] for r < rn (rows of x `ldx` apart, bf16), summed over the warp
 // (every lane gets it). Lanes stride over k a 16-byte load at a time; fp32 accumulation. Each lane
 // fetches kAhead of its words before expanding the first, so a warp keeps kAhead * 512 bytes of
@@ -170,9 +196,6 @@ inline int rows_per_pass(int64_t n) {
 // memory bandwidth); the sums keep the order of one word after another.
 // Needs in % per_load(F) == 0 and 16-byte aligned rows of both operands. k_begin (a multiple of
 // per_load(F)) starts the sums there instead: a warp's share of a row split over several warps.
-#ifndef GEMV_AHEAD
-#define GEMV_AHEAD 4
-#endif
 template <MatrixFormat F, int NW, int R>
 __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int64_t ldx, int64_t in,
                                 int rn, float (&acc)[NW][R], int64_t k_begin = 0) {
