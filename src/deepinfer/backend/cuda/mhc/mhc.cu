@@ -243,21 +243,25 @@ __device__ inline void collapse_row(const float* c, const float* X, int hc, int6
 
 // collapse_row (+ rms_norm_row) for HC streams of at most kNormRegs * blockDim.x columns, each
 // thread's columns (threadIdx.x + u * blockDim.x, as there) kept in registers: all HC * kNormRegs
-// loads of X in flight at once, no second read of y for the norm. One round of memory latency
-// where the loops take four for the collapse and six for the norm; the same sums in the same
-// order, so the same bits. Registers: decode's kernel instance only (hc_pre_kernel<true>).
+// loads of X in flight at once (load_streams, issued before the mixes and Sinkhorn that decide
+// the weights, so they arrive meanwhile), no second read of y for the norm. The same sums in the
+// same order as the loops, so the same bits. Registers: decode's kernel instance only
+// (hc_pre_kernel<true>).
 template <int HC>
-__device__ inline void collapse_norm_regs(const float* c, const float* X, int64_t H,
-                                          const float* norm, float eps, float* y, float* scratch) {
-  const int64_t step = blockDim.x;
-  float x[HC][kNormRegs];
+__device__ inline void load_streams(const float* X, int64_t H, float (&x)[HC][kNormRegs]) {
 #pragma unroll
   for (int j = 0; j < HC; ++j)
 #pragma unroll
     for (int u = 0; u < kNormRegs; ++u) {
-      const int64_t d = threadIdx.x + u * step;
+      const int64_t d = threadIdx.x + u * int64_t{blockDim.x};
       x[j][u] = d < H ? X[j * H + d] : 0.0f;
     }
+}
+template <int HC>
+__device__ inline void collapse_norm_regs(const float* c, const float (&x)[HC][kNormRegs],
+                                          int64_t H, const float* norm, float eps, float* y,
+                                          float* scratch) {
+  const int64_t step = blockDim.x;
   float v[kNormRegs];
 #pragma unroll
   for (int u = 0; u < kNormRegs; ++u) {
@@ -371,6 +375,8 @@ __global__ void __launch_bounds__(kThreads, kRegs ? 1 : HC_PRE_MIN_BLOCKS)
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
   const float* X = Xall + t * hc * H;
+  float x[kRegsHc][kNormRegs];
+  if constexpr (kRegs) load_streams(X, H, x);
   mixes(a, (2 + hc) * hc, m);
   if (threadIdx.x < 32) {
     const float eps = a.hc_eps;
@@ -388,7 +394,7 @@ __global__ void __launch_bounds__(kThreads, kRegs ? 1 : HC_PRE_MIN_BLOCKS)
   }
   __syncthreads();
   if constexpr (kRegs) {
-    collapse_norm_regs<kRegsHc>(collapse, X, H, a.y_norm, a.y_norm_eps, y + t * H, norm_scratch);
+    collapse_norm_regs<kRegsHc>(collapse, x, H, a.y_norm, a.y_norm_eps, y + t * H, norm_scratch);
   } else {
     collapse_row(collapse, X, hc, H, y + t * H);
     // Each thread normalizes the columns it just wrote (the same ones rms_norm's thread would
