@@ -246,7 +246,6 @@ elif [ "$phase" = f ]; then
   mk=$!
   filter=${OPS_FILTER:-CudaSinkAttention.*}
   run_test cuda_ops_test 150 GTEST_FILTER="$filter"
-  ops_variants "$filter"
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   [ -d .carry/shared/golden_v41 ] && run_test cuda_v41_test 120
@@ -389,14 +388,13 @@ elif [ "$phase" = a ]; then
   # PDL and decode's latency kernels (decision 0022), checked and timed in one call: the touched
   # kernels' op tests, batch invariance and both families' goldens with PDL on, then bench
   # forward of the carried binary with DEEPINFER_PDL=0 and 1, twice each in turn (same binary,
-  # same machine), then each .carry/deepinfer_<variant>.xz (phase w's bench_variants); each
-  # .carry/ops_<variant>.xz runs the same op tests.
+  # same machine), then each deepinfer_<variant> (phase w's bench_variants); then, time left,
+  # each ops_<variant> runs the same op tests.
   make_m8 &
   mk=$!
   $B/pdl_chain_bench > $OUT/pdl_chain_bench.log 2>&1; cat $OUT/pdl_chain_bench.log
   filter=${OPS_FILTER:-CudaLaunch.*:CudaMhc.*:CudaRmsNorm*:CudaDecodeCompressor*:CudaLinear.*:CudaMoe.*:CudaIndexer.*}
   run_test cuda_ops_test 150 GTEST_FILTER="$filter"
-  ops_variants "$filter"
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   [ -d .carry/shared/golden_v41 ] && run_test cuda_v41_test 120
@@ -404,7 +402,8 @@ elif [ "$phase" = a ]; then
   for p in 0 1 0 1; do
     left 420 && DEEPINFER_PDL=$p run_bench pdl${p}_$SECONDS ""
   done
-  left 420 && VARIANTS_BEFORE=490 bench_variants
+  left 420 && VARIANTS_BEFORE=460 bench_variants
+  left 470 && ops_variants "$filter"
   echo "phase a done at $((SECONDS - t0)) s"
 elif [ "$phase" = b ]; then
   # Bisecting the v4-flash-8layer speculative parting under batch invariance (phase t): batch
