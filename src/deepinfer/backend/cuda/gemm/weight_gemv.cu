@@ -9,11 +9,8 @@ namespace {
 
 constexpr int kWarps = 8;
 // Columns a warp takes at one or two rows of x where the rows divide (else 2, else 1): the weight
-// words a lane has in flight. 2 on main; the variant build tries 4 (scripts/build_gpu_variants.sh).
-#ifndef GEMV_WIDE_COLUMNS
-#define GEMV_WIDE_COLUMNS 2
-#endif
-constexpr int kWideColumns = GEMV_WIDE_COLUMNS;
+// words a lane has in flight. 4 made B=1 0.17 ms slower on an H100 (docs/gpu_pdl/).
+constexpr int kWideColumns = 2;
 constexpr int kRows = weight_rows::kMaxRowsPerPass;  // rows of x per pass, at most
 using weight_rows::rows_per_pass;
 
@@ -48,24 +45,17 @@ __device__ inline void rows_of(const DeviceMatrix& w, int64_t first, weight_rows
 // a warp, where a short row such as K = 1024 in FP8 is only two loads a lane); a pair never
 // straddles a group. With ks > 1 (k_splits), ks adjacent warps share the columns, each summing
 // its own ks-th of k; the first adds the others' sums to its own, in warp order.
-// Blocks an SM the registers must allow at one row of x (1: ptxas's choice, 91 registers for
-// FP8 column pairs, two blocks an SM); the variant build tries 3 (80 registers, 4 bytes of
-// spill), half as many more weight bytes in flight an SM. More rows keep ptxas's choice.
-#ifndef GEMV_MIN_BLOCKS
-#define GEMV_MIN_BLOCKS 1
-#endif
-// Whether a GEMV asks L2 for its rows' first words before its PDL wait (the variant build tries
-// 0: weights fetched only after the kernel ahead finished).
-#ifndef GEMV_PREFETCH
-#define GEMV_PREFETCH 1
-#endif
+// ptxas picks the registers (91 for FP8 column pairs at one row, two blocks an SM); asking for
+// three blocks (80 registers) changed no step time on an H100 (docs/gpu_pdl/).
 template <MatrixFormat F, int R, int C>
-__global__ void __launch_bounds__(kWarps * 32, R == 1 ? GEMV_MIN_BLOCKS : 1)
+__global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n, int ks,
                 float* y) {
-  pdl_grid_begin([&] {  // the rows' first words head for L2 while the kernel ahead finishes
+  // The rows' first words head for L2 while the kernel ahead finishes: B=1 2.80 -> 2.73 ms a
+  // step on an H100 (docs/gpu_pdl/).
+  pdl_grid_begin([&] {
     const WarpShare ws = warp_share<C>(w, ks);
-    if (GEMV_PREFETCH && ws.live) {
+    if (ws.live) {
       weight_rows::Row row[C];
       rows_of(w, ws.first, row);
       weight_rows::prefetch_first<F>(row, ws.k_begin + ws.k_len, ws.k_begin);

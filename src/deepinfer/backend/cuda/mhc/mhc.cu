@@ -39,61 +39,12 @@ __device__ inline void store_partials(const WarpSums& wsum, int tn, int rows, fl
 // Block (s, b): over values [s * kSlice, (s + 1) * kSlice) of the streams X (n values) of tokens
 // t = b * kBlockTokens + u, part[t][s][r] = fn[r] . X_t for r < rows, and part[t][s][rows] =
 // X_t . X_t. fn's slice is read once for the block's tokens (prefill re-read it per token from
-// L2, gigabytes per layer); each token's sums have the order they have alone.
-__global__ void __launch_bounds__(kSliceThreads)
-    mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
-                        float* part) {
-  pdl_grid_begin();
-  __shared__ WarpSums wsum;
-  const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kBlockTokens;
-  const int tn = tokens - t0 < kBlockTokens ? static_cast<int>(tokens - t0) : kBlockTokens;
-  const int64_t i0 = s * kSlice, i1 = min(n, i0 + kSlice);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float* X[kBlockTokens];
-#pragma unroll
-  for (int u = 0; u < kBlockTokens; ++u) X[u] = Xall + (t0 + (u < tn ? u : 0)) * n;
-#pragma unroll
-  for (int u = 0; u < kBlockTokens; ++u) {
-    if (u >= tn) break;
-    float ss = 0;
-    for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) ss += X[u][i] * X[u][i];
-    ss = warp_reduce(ss, SumOp{});
-    if (lane == 0) wsum[warp][u][rows] = ss;
-  }
-  for (int r0 = 0; r0 < rows; r0 += kAcc) {
-    float acc[kBlockTokens * kAcc];  // token u, mix r0 + j at u * kAcc + j
-#pragma unroll
-    for (int k = 0; k < kBlockTokens * kAcc; ++k) acc[k] = 0.0f;
-    for (int64_t i = i0 + threadIdx.x; i < i1; i += kSliceThreads) {
-      float f[kAcc];
-#pragma unroll
-      for (int j = 0; j < kAcc; ++j) f[j] = r0 + j < rows ? fn[(r0 + j) * n + i] : 0.0f;
-#pragma unroll
-      for (int u = 0; u < kBlockTokens; ++u) {
-        const float x = X[u][i];
-#pragma unroll
-        for (int j = 0; j < kAcc; ++j) acc[u * kAcc + j] += f[j] * x;
-      }
-    }
-    // Lane u * kAcc + j ends with the warp's sum for token u, mix r0 + j.
-    const float v = warp_transpose_sum(acc);
-    const int u = lane / kAcc, j = lane % kAcc;
-    if (u < tn && r0 + j < rows) wsum[warp][u][r0 + j] = v;
-  }
-  __syncthreads();
-  store_partials(wsum, tn, rows, part + (t0 * S + s) * (rows + 1), S * (rows + 1));
-}
-
-// mix_partials_kernel's slices with each thread on 4 adjacent values (a float4 of X and of each fn
-// row), the fn words of the next 8 mixes fetched before the current 8 are summed: the kernel
-// above walks its slice in 4 strided steps per 8 mixes, 12 dependent rounds of memory latency a
-// site at V4's 24 mixes, and decode's B=1 took 11 us a launch for 1.5 MB. Same slices, partial
-// layout and per-token order rules (a token's sums never depend on the other tokens), other
-// bits: here a thread sums its 4 values, then the warp's butterfly, then the warps in order.
-// Where n % 4 != 0 (rows not 16-byte aligned) or past n, the values load one at a time.
-#ifndef MIX_PARTIALS_QUADS
-#define MIX_PARTIALS_QUADS 1
-#endif
+// L2, gigabytes per layer); each token's sums have the order they have alone. Each thread takes
+// 4 adjacent values (a float4 of X and of each fn row) and fetches the next 8 mixes' fn words
+// before it sums the current 8: one load round per 8 mixes, where a strided walk took 12
+// dependent rounds a site (B=1 2.82 -> 2.73 ms a step on an H100, docs/gpu_pdl/). A thread sums
+// its 4 values, then the warp's butterfly, then the warps in order. Where n % 4 != 0 (rows not
+// 16-byte aligned) or past n, the values load one at a time.
 __device__ inline float4 load_quad(const float* row, int64_t i, int64_t n) {
   if (n % 4 == 0 && i + 3 < n) return *reinterpret_cast<const float4*>(row + i);
   return make_float4(i < n ? row[i] : 0.f, i + 1 < n ? row[i + 1] : 0.f,
@@ -101,8 +52,8 @@ __device__ inline float4 load_quad(const float* row, int64_t i, int64_t n) {
 }
 
 __global__ void __launch_bounds__(kSliceThreads)
-    mix_quads_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
-                     float* part) {
+    mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
+                        float* part) {
   pdl_grid_begin();
   __shared__ WarpSums wsum;
   const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kBlockTokens;
@@ -155,7 +106,7 @@ __global__ void __launch_bounds__(kSliceThreads)
   __syncthreads();
   store_partials(wsum, tn, rows, part + (t0 * S + s) * (rows + 1), S * (rows + 1));
 }
-static_assert(4 * kSliceThreads == kSlice, "mix_quads_kernel: a thread per 4 values of a slice");
+static_assert(4 * kSliceThreads == kSlice, "mix_partials_kernel: a thread per 4 values of a slice");
 
 void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t stream) {
   if (!a.partials) {
@@ -165,8 +116,8 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
   const int64_t n = a.hc * a.hidden;
   const dim3 grid(static_cast<unsigned>(slices(n)),
                   static_cast<unsigned>((a.tokens + kBlockTokens - 1) / kBlockTokens));
-  launch_kernel(MIX_PARTIALS_QUADS ? mix_quads_kernel : mix_partials_kernel, grid, kSliceThreads, 0,
-                stream, a.fn, X, n, a.tokens, rows, a.partials);
+  launch_kernel(mix_partials_kernel, grid, kSliceThreads, 0, stream, a.fn, X, n, a.tokens, rows,
+                a.partials);
 }
 
 // The partial sums a token's mixes read, staged in shared memory by the whole block first: the
@@ -357,12 +308,9 @@ __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb
 #define HC_PRE_MIN_BLOCKS 4
 #endif
 // The register collapse's stream count (V4 and V4.1: hc_mult 4) and batch limit (decode up to
-// B=128). HC_PRE_REGS 0 (a variant build) keeps every batch on the loops.
+// B=128); against the loops it took B=1 2.78 -> 2.73 ms a step on an H100 (docs/gpu_pdl/).
 constexpr int kRegsHc = 4;
 constexpr int64_t kHcRegsMaxTokens = 128;
-#ifndef HC_PRE_REGS
-#define HC_PRE_REGS 1
-#endif
 
 // kRegs: collapse_norm_regs for a batch of at most kHcRegsMaxTokens tokens (one block each;
 // its 64 loads of X need the registers that four blocks an SM would not leave).
@@ -480,8 +428,8 @@ using PreKernel = void (*)(HcArgs, const float*, const float*, float*, float*, f
 
 // The register collapse where it applies (collapse_norm_regs); either gives the same bits.
 PreKernel pre_kernel(const HcArgs& a) {
-  const bool regs = HC_PRE_REGS && a.hc == kRegsHc && a.hidden <= kNormRegs * kThreads &&
-                    a.tokens <= kHcRegsMaxTokens;
+  const bool regs =
+      a.hc == kRegsHc && a.hidden <= kNormRegs * kThreads && a.tokens <= kHcRegsMaxTokens;
   return regs ? hc_pre_kernel<true> : hc_pre_kernel<false>;
 }
 

@@ -169,10 +169,8 @@ inline int rows_per_pass(int64_t n) {
   return n > 4 ? kMaxRowsPerPass : n > 2 ? 4 : static_cast<int>(n);
 }
 
-// Words a lane fetches ahead in dot_rows (the variant build tries 8).
-#ifndef GEMV_AHEAD
-#define GEMV_AHEAD 4
-#endif
+// Words a lane fetches ahead in dot_rows (8 changed no step time on an H100, docs/gpu_pdl/).
+inline constexpr int kAhead = 4;
 
 // Asks L2 for the words dot_rows fetches first (this lane's first kAhead words of each row from
 // k_begin): issued before a kernel's PDL wait, they arrive while the kernel ahead finishes.
@@ -180,7 +178,7 @@ template <MatrixFormat F, int NW>
 __device__ inline void prefetch_first(const Row (&w)[NW], int64_t in, int64_t k_begin = 0) {
   constexpr int P = DeviceMatrix::per_load(F);
 #pragma unroll
-  for (int u = 0; u < GEMV_AHEAD; ++u) {
+  for (int u = 0; u < kAhead; ++u) {
     const int64_t k = k_begin + (threadIdx.x & 31) * P + u * 32 * P;
     if (k >= in) break;
 #pragma unroll
@@ -200,7 +198,6 @@ template <MatrixFormat F, int NW, int R>
 __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int64_t ldx, int64_t in,
                                 int rn, float (&acc)[NW][R], int64_t k_begin = 0) {
   constexpr int P = DeviceMatrix::per_load(F);
-  constexpr int kAhead = GEMV_AHEAD;
 #pragma unroll
   for (int j = 0; j < NW; ++j)
 #pragma unroll
