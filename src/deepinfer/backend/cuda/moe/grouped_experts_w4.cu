@@ -1,12 +1,12 @@
 // The grouped expert kernels for MXFP4 weights on tensor cores (W4A16), pipelined. A block owns
-// (a 128-column tile, an expert) and walks K in 128-wide sub-tiles, 256-wide tiles in decode's
-// 16-row passes (each weight row read a whole cache line a tile); prefill's 64-row passes take a
-// grid row each, so a hot expert's passes run on several SMs at once. Each tile's stored bytes
-// (64 per column and sub-tile, 4 E8M0 scales) and the expert's rows (bf16) are copied into shared
-// memory by cp.async, stages() tiles ahead, so the loads of later tiles are in flight while this
-// one multiplies. No bf16 copy of the weights is ever written: each thread reads its 16 packed
-// bytes per column and sub-tile and expands them in registers straight into mma.sync m16n8k16
-// fragments.
+// (a column tile: 64 in decode, 128 in prefill; an expert) and walks K in 128-wide sub-tiles,
+// 256-wide tiles in decode's 16-row passes (each weight row read a whole cache line a tile);
+// prefill's 64-row passes take a grid row each, so a hot expert's passes run on several SMs at
+// once. Each tile's stored bytes (64 per column and sub-tile, 4 E8M0 scales) and the expert's rows
+// (bf16) are copied into shared memory by cp.async, stages() tiles ahead, so the loads of later
+// tiles are in flight while this one multiplies. No bf16 copy of the weights is ever written: each
+// thread reads its 16 packed bytes per column and sub-tile and expands them in registers straight
+// into mma.sync m16n8k16 fragments.
 //
 // The trick that makes that possible: a dot product does not care in which order k is walked, so
 // the mma's k positions are mapped onto the tile's k so that one thread's weight values are
