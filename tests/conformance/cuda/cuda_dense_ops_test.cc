@@ -153,7 +153,7 @@ v4::Config hc_config(int64_t hidden) {
 // first tokens must have the bits they get in a launch of their own (300 and 257 tokens: many
 // blocks of 4 tokens, the last one partial).
 TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashAndAnOddWidth) {
-  for (const auto [hidden, tokens] : std::vector<std::pair<int64_t, int64_t>>{
+  for (const auto& [hidden, tokens] : std::vector<std::pair<int64_t, int64_t>>{
            {4096, 1}, {4096, 3}, {4096, 17}, {4096, 300}, {70, 1}, {70, 5}, {70, 257}}) {
     const v4::Config c = hc_config(hidden);
     const int hc = c.hc_mult, mix = c.mix_hc();
