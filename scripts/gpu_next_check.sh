@@ -18,7 +18,7 @@
 #     invariance, goldens, bench before/after), f (a kernel change: OPS_FILTER's op tests,
 #     invariance, both families' goldens, then w; NCU_ALL=1 adds every prefill kernel's duration,
 #     NCU_KERNELS=REGEX ncu's full set on the first NCU_COUNT (3) launches of those kernels),
-#     w (bench forward of the carried binary and of each .carry/deepinfer_<variant>.xz), e (the
+#     w (bench forward of the carried binary and of each deepinfer_<variant>), e (the
 #     W4A16 expert kernels of a prefill under ncu), a (PDL on and off in one binary, decision
 #     0022, with the touched kernels' op tests, invariance and goldens first).
 # Usage: scripts/gpu_next_check.sh PHASE (1, 2, 3: issue 16's bench beside transformers eager,
@@ -233,19 +233,20 @@ elif [ "$phase" = k ]; then
   echo "phase k done at $((SECONDS - t0)) s"
 elif [ "$phase" = w ]; then
   # A/B of build variants (issue 16): bench forward of the carried binary, then of every
-  # .carry/deepinfer_<variant>.xz (a deepinfer built with one constant changed), same machine.
+  # deepinfer_<variant> (a deepinfer built with one constant changed), same machine.
   make_m8
   bench_variants
   echo "phase w done at $((SECONDS - t0)) s"
 elif [ "$phase" = f ]; then
   # A kernel change checked and timed in one call: its op tests (OPS_FILTER, for the carried
-  # binary and each .carry/ops_<variant>.xz), batch invariance, the goldens (V4's, and V4.1's where
+  # binary and each ops_<variant>), batch invariance, the goldens (V4's, and V4.1's where
   # .carry/shared/golden_v41 came along), then phase w's bench of the carried binary and its
-  # variants (.carry/deepinfer_mainline.xz: main's, the baseline).
+  # variants (deepinfer_mainline: main's, the baseline).
   make_m8 &
   mk=$!
   filter=${OPS_FILTER:-CudaSinkAttention.*}
   run_test cuda_ops_test 150 GTEST_FILTER="$filter"
+  ops_variants "$filter"
   run_test cuda_batch_invariance_test 60
   run_test cuda_model_test 60
   [ -d .carry/shared/golden_v41 ] && run_test cuda_v41_test 120
@@ -285,7 +286,7 @@ elif [ "$phase" = e ]; then
   # The W4A16 expert kernels of a 4k prefill under ncu (H100 only): every launch's duration
   # (which layers are slow says whether routing skew or the kernel itself costs), then the full
   # section set (throughputs, occupancy, stall reasons) of the first gate-up and down launches.
-  # NCU_BASE: a .carry/deepinfer_<v>.xz whose launches' durations to take instead of the carried
+  # NCU_BASE: a deepinfer_<v> variant whose launches' durations to take instead of the carried
   # binary's; then op tests, invariance and goldens, and phase w's benches.
   make_m8 &
   mk=$!
