@@ -45,10 +45,11 @@ __device__ inline void rows_of(const DeviceMatrix& w, int64_t first, weight_rows
 // a warp, where a short row such as K = 1024 in FP8 is only two loads a lane); a pair never
 // straddles a group. With ks > 1 (k_splits), ks adjacent warps share the columns, each summing
 // its own ks-th of k; the first adds the others' sums to its own, in warp order.
-// ptxas picks the registers (91 for FP8 column pairs at one row, two blocks an SM); asking for
-// three blocks (80 registers) changed no step time on an H100 (docs/gpu_pdl/).
+// One block an SM asked for: ptxas then gives FP8 column pairs at one row 91 registers (two
+// blocks an SM fit); left without it, it picks 80 and spills 4 bytes. Asking for three blocks
+// (80 registers) changed no step time on an H100 (docs/gpu_pdl/).
 template <MatrixFormat F, int R, int C>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, 1)
     gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n, int ks,
                 float* y) {
   // The rows' first words head for L2 while the kernel ahead finishes: B=1 2.80 -> 2.73 ms a
