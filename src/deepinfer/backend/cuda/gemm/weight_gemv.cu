@@ -65,26 +65,24 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   __shared__ float part[kWarps][C][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const WarpShare ws = warp_share<C>(w, ks);
-  const int share = ws.share;
-  const int64_t col = ws.col, first = ws.first, k_len = ws.k_len, k_begin = ws.k_begin;
-  const bool live = ws.live;
-  if (ks == 1 && !live) return;  // no barrier below when ks == 1
+  if (ks == 1 && !ws.live) return;  // no barrier below when ks == 1
   weight_rows::Row row[C];
-  rows_of(w, first, row);
-  const __nv_bfloat16* xg = x + (first / (w.rows / groups)) * w.cols;
+  rows_of(w, ws.first, row);
+  const __nv_bfloat16* xg = x + (ws.first / (w.rows / groups)) * w.cols;
   for (int64_t r0 = 0; r0 < n; r0 += R) {
     const int rn = n - r0 < R ? static_cast<int>(n - r0) : R;
     float acc[C][R];
-    if (live)
-      weight_rows::dot_rows<F, C, R>(row, xg + r0 * ldx, ldx, k_begin + k_len, rn, acc, k_begin);
+    if (ws.live)
+      weight_rows::dot_rows<F, C, R>(row, xg + r0 * ldx, ldx, ws.k_begin + ws.k_len, rn, acc,
+                                     ws.k_begin);
     if (ks > 1) {
-      if (live && lane == 0)
+      if (ws.live && lane == 0)
 #pragma unroll
         for (int c = 0; c < C; ++c)
 #pragma unroll
           for (int r = 0; r < R; ++r) part[warp][c][r] = acc[c][r];
       __syncthreads();
-      if (live && share == 0)
+      if (ws.live && ws.share == 0)
 #pragma unroll
         for (int c = 0; c < C; ++c)
 #pragma unroll
@@ -95,12 +93,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           }
       __syncthreads();  // part is rewritten by the next pass
     }
-    if (!live || share != 0) continue;
+    if (!ws.live || ws.share != 0) continue;
 #pragma unroll
     for (int c = 0; c < C; ++c)
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        if (r < rn && lane == r && col + c < w.rows) y[(r0 + r) * w.rows + col + c] = acc[c][r];
+        if (r < rn && lane == r && ws.col + c < w.rows)
+          y[(r0 + r) * w.rows + ws.col + c] = acc[c][r];
   }
 }
 

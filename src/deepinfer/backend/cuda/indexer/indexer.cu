@@ -118,10 +118,10 @@ __global__ void topk_kernel(const float* scores, int64_t num_entries, int64_t po
   if (threadIdx.x == 0) num_selected[t] = k;
 }
 
-// More visible entries than one block sorts: block (t, c) sorts chunk c (kMaxIndexerEntries
-// entries) of query t and keeps its best top_k keys in cand[t][c] (~0 padded); the merge then
-// sorts every chunk's survivors. The keys carry the global index, so ties still go to the
-// earlier entry whatever chunk it is in.
+// More visible entries than one block holds: block (t, c) selects the best top_k of chunk c
+// (kMaxIndexerEntries entries) of query t and writes their keys to cand[t][c] (~0 padded); the
+// merge then sorts every chunk's survivors. The keys carry the global index, so ties still go to
+// the earlier entry whatever chunk it is in.
 __global__ void topk_chunk_kernel(const float* scores, int64_t num_entries, int64_t pos0,
                                   const int64_t* positions, const int32_t* query_seq, int ratio,
                                   int top_k, int chunks, unsigned long long* cand) {

@@ -22,20 +22,6 @@ static_assert(kBlockTokens * kAcc == 32, "a lane's sums are reduced 32 at a time
 
 __host__ __device__ inline int64_t slices(int64_t n) { return (n + kSlice - 1) / kSlice; }
 
-using WarpSums = float[kSliceWarps][kBlockTokens][kMaxMix + 1];
-
-// The block's partial sums of tokens u < tn (rows + 1 each: the mixes and X . X), the warps'
-// sums added in warp order; token u's go to out + u * token_stride.
-__device__ inline void store_partials(const WarpSums& wsum, int tn, int rows, float* out,
-                                      int64_t token_stride) {
-  for (int u = 0; u < tn; ++u)
-    for (int r = threadIdx.x; r <= rows; r += kSliceThreads) {
-      float v = 0;
-      for (int w = 0; w < kSliceWarps; ++w) v += wsum[w][u][r];
-      out[u * token_stride + r] = v;
-    }
-}
-
 // Block (s, b): over values [s * kSlice, (s + 1) * kSlice) of the streams X (n values) of tokens
 // t = b * kBlockTokens + u, part[t][s][r] = fn[r] . X_t for r < rows, and part[t][s][rows] =
 // X_t . X_t. fn's slice is read once for the block's tokens (prefill re-read it per token from
@@ -55,7 +41,7 @@ __global__ void __launch_bounds__(kSliceThreads)
     mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
                         float* part) {
   pdl_grid_begin();
-  __shared__ WarpSums wsum;
+  __shared__ float wsum[kSliceWarps][kBlockTokens][kMaxMix + 1];
   const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kBlockTokens;
   const int tn = tokens - t0 < kBlockTokens ? static_cast<int>(tokens - t0) : kBlockTokens;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -104,7 +90,14 @@ __global__ void __launch_bounds__(kSliceThreads)
     if (u < tn && r0 + j < rows) wsum[warp][u][r0 + j] = v;
   }
   __syncthreads();
-  store_partials(wsum, tn, rows, part + (t0 * S + s) * (rows + 1), S * (rows + 1));
+  for (int u = 0; u < tn; ++u) {  // the warps' sums added in warp order
+    float* out = part + ((t0 + u) * S + s) * (rows + 1);
+    for (int r = threadIdx.x; r <= rows; r += kSliceThreads) {
+      float v = 0;
+      for (int w = 0; w < kSliceWarps; ++w) v += wsum[w][u][r];
+      out[r] = v;
+    }
+  }
 }
 static_assert(4 * kSliceThreads == kSlice, "mix_partials_kernel: a thread per 4 values of a slice");
 

@@ -93,16 +93,13 @@ __device__ inline int64_t byte_of(int64_t k) {
 // loads, so a caller can fetch a tile ahead of expanding it.
 template <MatrixFormat F>
 __device__ inline void fetch(const Row& r, int64_t k, uint4* q, uint32_t* sbits) {
-  if constexpr (F == MatrixFormat::kBf16) {
-    *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
+  *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
+  if constexpr (F == MatrixFormat::kBf16)
     *sbits = 0;
-  } else if constexpr (F == MatrixFormat::kFp8Block) {
-    *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
+  else if constexpr (F == MatrixFormat::kFp8Block)
     *sbits = __float_as_uint(r.bscale[k / r.block_cols]);
-  } else {
-    *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
+  else
     *sbits = r.mscale[k / 32];
-  }
 }
 
 // Values [8 * part, 8 * part + 8) of fetch()'s word and scale as floats. Expanding a word a part
