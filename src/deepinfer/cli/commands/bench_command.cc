@@ -30,6 +30,7 @@
 #include "deepinfer/cli/engine_flags.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/engine/engine.h"
+#include "deepinfer/engine/engine_setup.h"
 #include "deepinfer/engine/oracle_drafter.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/weights.h"
@@ -203,6 +204,7 @@ int run_forward(const std::string& model_arg, const std::string& json_path, int6
   if (auto st = parse_batch_sizes(f.batch_sizes.empty() ? "1,8,32,128" : f.batch_sizes, &o.batches);
       !st.ok())
     return fail(st);
+  if (o.prefill_chunk == 0) o.prefill_chunk = deepinfer::default_batched_tokens(Device::kCuda);
   if (o.context < 1 || o.prefill_len < 1 || o.steps < 1 || o.long_context < 0 ||
       o.prefill_chunk < 1)
     return fail(
@@ -546,8 +548,7 @@ int run_engine_bench(const std::string& mode, const std::string& model_arg, int 
       "deepinfer bench %s  model=%s  device=%s (%s)  numerics=%s  requests=%d input=%d "
       "output=%d budget=%lld max_num_seqs=%d warm-up sets=%d\n",
       mode.c_str(), dir->c_str(), cap.device.c_str(), cap.device_name.c_str(), cap.numerics.c_str(),
-      n, input_len, output_len, (long long)cap.max_num_batched_tokens, args.max_num_seqs,
-      f.warmup);
+      n, input_len, output_len, (long long)cap.max_num_batched_tokens, args.max_num_seqs, f.warmup);
   std::printf("| metric | value |\n|---|---|\n");
   std::printf("| wall time | %.3f s |\n| output tokens/s | %.1f |\n", run->wall_s,
               out_tok / run->wall_s);
@@ -720,8 +721,8 @@ int run_bench(int argc, char** argv) {
                  "forward: also prefill this many tokens and time batch-1 decode there (0: skip)")
       ->capture_default_str();
   app.add_option("--prefill-chunk", cu.prefill_chunk,
-                 "forward: prefill chunk tokens (the CUDA runner's largest chunk is 2048)")
-      ->capture_default_str();
+                 "forward: prefill chunk tokens (default: the engine's step budget on cuda, "
+                 "8192, so a prompt is chunked as serve chunks it)");
   app.add_option("--reference", cu.reference,
                  "forward: 'transformers' also runs DeepseekV4ForCausalLM (eager) on the same GPU "
                  "and model via --reference-script, after freeing ours, and prints it alongside");

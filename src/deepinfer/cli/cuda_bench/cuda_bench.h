@@ -22,7 +22,9 @@ struct CudaBenchOptions {
   int64_t long_context = 0;
   // Prefill runs in chunks of this many tokens (the CUDA runner's largest chunk: every chunk
   // reads every touched expert's weights once, so the chunk bounds prefill's weight traffic).
-  int64_t prefill_chunk = 2048;
+  // 0: the engine's default step budget on cuda (default_batched_tokens), so the forward alone
+  // chunks a prompt as `serve` does (decision 0019).
+  int64_t prefill_chunk = 0;
   bool cuda_graphs = true;       // decode steps replayed from CUDA graphs (off: launched eagerly)
   bool batch_invariant = false;  // --batch-invariant / DEEPINFER_BATCH_INVARIANT: its kernels
   bool phase_times = false;      // per row, extra untimed runs with GPU time per forward phase
