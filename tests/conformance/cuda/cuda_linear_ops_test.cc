@@ -49,6 +49,10 @@ TEST(CudaLinear, StoredFormatsMatchTheHostDequantizedWeight) {
                        {kMx, 4096, 2048},
                        {kFp8, 8192, 1024},
                        {kBf, 300, 256},
+                       // the compressor's wkv and the indexer's weights_proj (bf16, weight_gemv
+                       // at decode)
+                       {kBf, 1024, 4096},
+                       {kBf, 64, 4096},
                        {kFp8, 300, 200},
                        // odd rows: weight_gemv's two-columns-a-warp form does not apply
                        {kFp8, 301, 256},
@@ -63,7 +67,7 @@ TEST(CudaLinear, StoredFormatsMatchTheHostDequantizedWeight) {
       DeviceBuffer<float> dy(n * k.out);
       dy.poison();
       linear.run(q.m, reinterpret_cast<const __nv_bfloat16*>(dx.get()), dy.get(), n, nullptr);
-      const bool gemv = n <= Linear::kGemvMaxRows && weight_gemv_supports(q.m) && k.format != kBf;
+      const bool gemv = linear.takes_gemv(q.m, reinterpret_cast<const __nv_bfloat16*>(dx.get()), n);
       const bool mma = !gemv && n <= Linear::kMmaMaxRows && fp8_mma_supports(q.m);
       EXPECT_TRUE(close(dy.download(), want, kF32Tol))
           << format_name(k.format) << " " << k.out << "x" << k.in << ", " << n << " rows ("

@@ -8,26 +8,37 @@
 
 namespace deepinfer::cuda {
 
+namespace {
+// Small bf16 matrices take weight_gemv at decode: one launch where cuBLASLt ran a split-K GEMM
+// and its reduction. The head (129280 x 4096) stays on cuBLASLt, which reads it at its floor.
+#ifndef LINEAR_BF16_GEMV_MAX_ELEMS
+#define LINEAR_BF16_GEMV_MAX_ELEMS (int64_t{1} << 24)
+#endif
+constexpr int64_t kBf16GemvMaxElems = LINEAR_BF16_GEMV_MAX_ELEMS;
+}  // namespace
+
 Linear::Linear(Gemm& gemm) : gemm_(gemm) { prepare_dequantize(); }
 
 void Linear::reserve(int64_t elems) {
   if (static_cast<int64_t>(scratch_.size()) < elems) scratch_ = DeviceBuffer<__nv_bfloat16>(elems);
 }
 
+bool Linear::takes_gemv(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n) const {
+  // Batch-invariant: one kernel for every n (Gemm's comment), so a row's sums never change.
+  if (gemm_.batch_invariant()) return w.format != MatrixFormat::kBf16;
+  if (w.format == MatrixFormat::kBf16 && w.rows * w.cols > kBf16GemvMaxElems) return false;
+  return n <= kGemvMaxRows && weight_gemv_supports(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
 void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_t n,
                  cudaStream_t stream) {
   if (n == 0 || w.rows == 0) return;
-  // Batch-invariant: one kernel for every n (Gemm's comment), so a row's sums never change.
-  if (gemm_.batch_invariant() && w.format != MatrixFormat::kBf16) {
+  if (takes_gemv(w, x, n)) {
     weight_gemv(w, x, n, y, stream);
     return;
   }
   if (w.format == MatrixFormat::kBf16) {
     gemm_.bf16(static_cast<const __nv_bfloat16*>(w.data), x, y, n, w.rows, w.cols, stream);
-    return;
-  }
-  if (n <= kGemvMaxRows && weight_gemv_supports(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    weight_gemv(w, x, n, y, stream);
     return;
   }
   if (n <= kMmaMaxRows && fp8_mma_supports(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {

@@ -1,6 +1,7 @@
 // Projections over weights in their stored format: y[n, w.rows] = x[n, w.cols] . W^T, bf16
 // activations, fp32 accumulation and output.
-// - bf16 weights: cuBLASLt (Gemm::bf16).
+// - bf16 weights: cuBLASLt (Gemm::bf16); small ones over n <= kGemvMaxRows rows (decode's
+//   compressor and indexer projections), weight_gemv.
 // - FP8 / MXFP4 weights, n <= kGemvMaxRows (decode): weight_gemv, which reads the stored bytes.
 // - FP8 weights, up to kMmaMaxRows rows (larger decode batches): fp8_mma, tensor cores over the
 //   stored bytes.
@@ -30,6 +31,8 @@ class Linear {
 #define FP8_MMA_MAX_ROWS 128
 #endif
   static constexpr int64_t kMmaMaxRows = FP8_MMA_MAX_ROWS;
+  // Whether run() takes weight_gemv for w over n rows of x (bf16 ones only while small: linear.cu).
+  bool takes_gemv(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n) const;
 
   explicit Linear(Gemm& gemm);
   Gemm& gemm() { return gemm_; }

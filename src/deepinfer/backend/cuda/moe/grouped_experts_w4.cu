@@ -1,12 +1,12 @@
 // The grouped expert kernels for MXFP4 weights on tensor cores (W4A16), pipelined. A block owns
-// (a column tile: 64 in decode, 128 in prefill; an expert) and walks K in 128-wide sub-tiles,
-// 256-wide tiles in decode's 16-row passes (each weight row read a whole cache line a tile);
-// prefill's 64-row passes take a grid row each, so a hot expert's passes run on several SMs at
-// once. Each tile's stored bytes (64 per column and sub-tile, 4 E8M0 scales) and the expert's rows
-// (bf16) are copied into shared memory by cp.async, stages() tiles ahead, so the loads of later
-// tiles are in flight while this one multiplies. No bf16 copy of the weights is ever written: each
-// thread reads its 16 packed bytes per column and sub-tile and expands them in registers straight
-// into mma.sync m16n8k16 fragments.
+// (a column tile: 64 in decode, 32 at its fewest tokens, 128 in prefill; an expert) and walks K in
+// 128-wide sub-tiles, 256-wide tiles in decode's 16-row passes (each weight row read a whole cache
+// line a tile); prefill's 64-row passes take a grid row each, so a hot expert's passes run on
+// several SMs at once. Each tile's stored bytes (64 per column and sub-tile, 4 E8M0 scales) and the
+// expert's rows (bf16) are copied into shared memory by cp.async, stages() tiles ahead, so the
+// loads of later tiles are in flight while this one multiplies. No bf16 copy of the weights is ever
+// written: each thread reads its 16 packed bytes per column and sub-tile and expands them in
+// registers straight into mma.sync m16n8k16 fragments.
 //
 // The trick that makes that possible: a dot product does not care in which order k is walked, so
 // the mma's k positions are mapped onto the tile's k so that one thread's weight values are
@@ -32,9 +32,9 @@
 namespace deepinfer::cuda::moe_detail {
 namespace {
 
-// Warps per block: a warp owns 16 columns of each matrix, over the whole k, so the block's width
-// changes only which SM sums a column, never the order of its sums. Decode's blocks are half as
-// wide as prefill's: twice the blocks, two to four an SM, more weight bytes in flight. On an
+// Warps per block: a warp owns 16 (or 8) columns of each matrix, over the whole k, so the block's
+// width changes only which SM sums a column, never the order of its sums. Decode's blocks are half
+// as wide as prefill's: twice the blocks, two to four an SM, more weight bytes in flight. On an
 // H100 (docs/gpu_pdl/) 4 took B=32 8.23 -> 7.96 ms and B=128 14.12 -> 13.64, B=1 the same;
 // 2 was 0.03 ms faster at B=1 and slower at B=32 and 128.
 #ifndef W4_DECODE_WARPS
@@ -48,10 +48,19 @@ template <int MT>
 constexpr int threads() {
   return 32 * warps<MT>();
 }
-template <int MT>
+// 8-column tiles a warp owns (mma n8 each): two share each activation fragment; one, for decode's
+// fewest tokens, doubles the warps over the same columns. A column's sums keep their order
+// either way (the same k steps), so the bits do not change.
+template <int MT, int NT>
 constexpr int block_n() {  // columns per block, of each matrix
-  return 16 * warps<MT>();
+  return 8 * NT * warps<MT>();
 }
+// Tokens up to which decode takes one tile a warp: a token's 6 experts give the gate-up
+// inter / 16 warps each, under two a scheduler on an H100, too few to hide the expansion's
+// dependent ALU chains and the one tile in flight.
+#ifndef W4_NARROW_MAX_TOKENS
+#define W4_NARROW_MAX_TOKENS 4
+#endif
 #ifndef W4_MIN_BLOCKS
 #define W4_MIN_BLOCKS 2
 #endif
@@ -69,12 +78,12 @@ constexpr int tile_k() {
 
 // One pipeline stage of KB-wide tiles. Plain offsets into dynamic shared memory (all 16-byte
 // multiples).
-template <int NW, int MT, int KB>
+template <int NW, int MT, int NT, int KB>
 struct StageLayout {
   static constexpr int kColBytes = KB / 2;    // a column's packed bytes per tile
   static constexpr int kColScales = KB / 32;  // and its E8M0 bytes
   static constexpr int kChunks = KB / 8;      // 16-byte chunks of an activation row
-  static constexpr int kBN = block_n<MT>();
+  static constexpr int kBN = block_n<MT, NT>();
   static constexpr int kW = NW * kBN * kColBytes;   // [matrix][column][KB / 2 bytes]
   static constexpr int kS = NW * kBN * kColScales;  // [matrix][column] KB / 32 E8M0 bytes
   static constexpr int kX = 16 * MT * KB * 2;       // [row][KB / 8 swizzled chunks of 8 bf16]
@@ -87,9 +96,9 @@ constexpr int stages() {
   return MT == 1 ? (tile_k<1>() == kSub ? 4 : 2) : 3;
 }
 
-template <int NW, int MT>
+template <int NW, int MT, int NT>
 constexpr size_t smem_bytes() {
-  return size_t{StageLayout<NW, MT, tile_k<MT>()>::kBytes} * stages<MT>();
+  return size_t{StageLayout<NW, MT, NT, tile_k<MT>()>::kBytes} * stages<MT>();
 }
 
 // Where chunk c of activation row r sits: the low two bits XORed with (c / 8, r % 2), so the
@@ -97,12 +106,12 @@ constexpr size_t smem_bytes() {
 // bank groups.
 __device__ inline int swizzle(int r, int c) { return c ^ ((((c >> 3) & 1) << 1) | (r & 1)); }
 
-template <bool kGateUp, int MT>
+template <bool kGateUp, int MT, int NT>
 __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(GroupedArgs a) {
   pdl_grid_begin();
   constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT>(), KB = tile_k<MT>();
-  constexpr int kThreads = threads<MT>(), kBN = block_n<MT>();
-  using L = StageLayout<NW, MT, KB>;
+  constexpr int kThreads = threads<MT>(), kBN = block_n<MT, NT>();
+  using L = StageLayout<NW, MT, NT, KB>;
   constexpr int kCpc = KB / 32;               // 16-byte weight chunks of a column per tile
   constexpr int kWc = kBN * kCpc / kThreads;  // of them a thread copies, per matrix
   constexpr int kChunks = L::kChunks, kXc = 16 * MT * kChunks / kThreads;
@@ -197,7 +206,7 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
       }
     };
 
-    float acc[NW][2][MT][4] = {};
+    float acc[NW][NT][MT][4] = {};
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
       if (s < tiles) load(s);
@@ -211,18 +220,18 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
       const uint8_t* st = w4_sm + (tile % S) * L::kBytes;
 #pragma unroll
       for (int sub = 0; sub < KB / kSub; ++sub) {  // 128-k sub-tiles in k order
-        uint4 raw[NW][2];
-        uint32_t first[NW][2], sbytes = 0;  // sbytes: byte 2j + nt is that column's E8M0
+        uint4 raw[NW][NT];
+        uint32_t first[NW][NT], sbytes = 0;  // sbytes: byte NT j + nt is that column's E8M0
 #pragma unroll
         for (int j = 0; j < NW; ++j)
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            const int col = j * kBN + warp * 16 + nt * 8 + g;
+          for (int nt = 0; nt < NT; ++nt) {
+            const int col = j * kBN + warp * 8 * NT + nt * 8 + g;
             raw[j][nt] =
                 *reinterpret_cast<const uint4*>(st + col * L::kColBytes + 64 * sub + 16 * t);
             const uint32_t sb = st[L::kW + col * L::kColScales + 4 * sub + t];
             first[j][nt] = first_factor(sb);
-            sbytes |= sb << (8 * (2 * j + nt));
+            sbytes |= sb << (8 * (NT * j + nt));
           }
         // Past 128 only in a synthetic checkpoint: then the warp's columns all take the second
         // multiply (a warp-uniform branch, so the common path carries no select).
@@ -233,19 +242,19 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
         const int x16 = (((t >> 1) & 1) << 1 | (g & 1)) << 4;
         const auto steps = [&](auto twice_tag) {
           constexpr bool kTwice = decltype(twice_tag)::value;
-          uint32_t second[NW][2];
+          uint32_t second[NW][NT];
 #pragma unroll
           for (int j = 0; j < NW; ++j)
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt)
-              second[j][nt] = kTwice ? second_factor((sbytes >> (8 * (2 * j + nt))) & 0xffu) : 0;
+            for (int nt = 0; nt < NT; ++nt)
+              second[j][nt] = kTwice ? second_factor((sbytes >> (8 * (NT * j + nt))) & 0xffu) : 0;
 #pragma unroll
           for (int p = 0; p < 4; ++p) {  // mma steps 2p and 2p + 1: chunk 4t + p of each row
-            uint32_t b[2][NW][2][2];
+            uint32_t b[2][NW][NT][2];
 #pragma unroll
             for (int j = 0; j < NW; ++j)
 #pragma unroll
-              for (int nt = 0; nt < 2; ++nt) {
+              for (int nt = 0; nt < NT; ++nt) {
                 const uint32_t w = reinterpret_cast<const uint32_t*>(&raw[j][nt])[p];
                 const uint32_t f = first[j][nt], sf = second[j][nt];
                 b[0][j][nt][0] = expand_pair<0, kTwice>(w, f, sf);
@@ -271,7 +280,7 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
 #pragma unroll
                 for (int j = 0; j < NW; ++j)
 #pragma unroll
-                  for (int nt = 0; nt < 2; ++nt)
+                  for (int nt = 0; nt < NT; ++nt)
                     mma_bf16_16816(acc[j][nt][mt], fa[h], b[h][j][nt][0], b[h][j][nt][1]);
             }
           }
@@ -289,11 +298,11 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
           const int r = mt * 16 + g + 8 * hr;
-          const int64_t n = n0 + warp * 16 + nt * 8 + 2 * t;
+          const int64_t n = n0 + warp * 8 * NT + nt * 8 + 2 * t;
           if (r >= rn || n >= out) continue;
           const int64_t gr = first + m0 + r;
           const int32_t s = a.order[gr];
@@ -315,19 +324,19 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
   }
 }
 
-template <bool kGateUp, int MT>
+template <bool kGateUp, int MT, int NT>
 SmemLimit& limit_of() {
-  static SmemLimit limit(reinterpret_cast<const void*>(w4_kernel<kGateUp, MT>));
+  static SmemLimit limit(reinterpret_cast<const void*>(w4_kernel<kGateUp, MT, NT>));
   return limit;
 }
 
-template <bool kGateUp, int MT>
+template <bool kGateUp, int MT, int NT>
 void launch(int64_t out, int64_t passes, const GroupedArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = smem_bytes < kGateUp ? 2 : 1, MT > ();
-  limit_of<kGateUp, MT>().ensure(smem);
-  const dim3 grid(static_cast<unsigned>((out + block_n<MT>() - 1) / block_n<MT>()),
-                  static_cast<unsigned>(passes));
-  launch_kernel(w4_kernel<kGateUp, MT>, grid, threads<MT>(), smem, stream, a);
+  constexpr size_t smem = smem_bytes < kGateUp ? 2 : 1, MT, NT > ();
+  limit_of<kGateUp, MT, NT>().ensure(smem);
+  constexpr int kBN = block_n<MT, NT>();
+  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>(passes));
+  launch_kernel(w4_kernel<kGateUp, MT, NT>, grid, threads<MT>(), smem, stream, a);
 }
 
 }  // namespace
@@ -338,10 +347,12 @@ bool grouped_w4_fits(int64_t hidden, int64_t inter) {
 }
 
 void ensure_grouped_w4_smem() {
-  limit_of<true, 1>().ensure(smem_bytes<2, 1>());
-  limit_of<true, 4>().ensure(smem_bytes<2, 4>());
-  limit_of<false, 1>().ensure(smem_bytes<1, 1>());
-  limit_of<false, 4>().ensure(smem_bytes<1, 4>());
+  limit_of<true, 1, 1>().ensure(smem_bytes<2, 1, 1>());
+  limit_of<true, 1, 2>().ensure(smem_bytes<2, 1, 2>());
+  limit_of<true, 4, 2>().ensure(smem_bytes<2, 4, 2>());
+  limit_of<false, 1, 1>().ensure(smem_bytes<1, 1, 1>());
+  limit_of<false, 1, 2>().ensure(smem_bytes<1, 1, 2>());
+  limit_of<false, 4, 2>().ensure(smem_bytes<1, 4, 2>());
   ensure_grouped_wgmma_smem();
 }
 
@@ -355,10 +366,15 @@ void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int6
   // active experts plus slots / 64. Else a grid row per expert.
   const int64_t passes = grouped_grid_rows(num_experts, slots) + (wide ? slots / 64 : 0);
   if (wide && a.xp) return launch_grouped_wgmma(gate_up, a, passes, stream);
+  const bool narrow = !wide && tokens <= W4_NARROW_MAX_TOKENS;
   if (gate_up)
-    wide ? launch<true, 4>(out, passes, a, stream) : launch<true, 1>(out, passes, a, stream);
+    wide     ? launch<true, 4, 2>(out, passes, a, stream)
+    : narrow ? launch<true, 1, 1>(out, passes, a, stream)
+             : launch<true, 1, 2>(out, passes, a, stream);
   else
-    wide ? launch<false, 4>(out, passes, a, stream) : launch<false, 1>(out, passes, a, stream);
+    wide     ? launch<false, 4, 2>(out, passes, a, stream)
+    : narrow ? launch<false, 1, 1>(out, passes, a, stream)
+             : launch<false, 1, 2>(out, passes, a, stream);
 }
 
 }  // namespace deepinfer::cuda::moe_detail
