@@ -177,6 +177,8 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     a.swiglu_limit = 10.0f;
     a.out = dout.get();
     MoeRunner runner(linear);
+    cudaStream_t stream = nullptr;
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     std::printf("  moe %lld tokens, hidden %lld, inter %lld, %d experts, top %d%s%s:\n",
                 (long long)k.tokens, (long long)k.hidden, (long long)k.inter, k.experts, k.top_k,
                 k.favoured >= 0 ? ", skewed" : "",
@@ -205,11 +207,16 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
       std::printf("   run_grouped() on %s against run():\n", form);
       EXPECT_TRUE(close(grouped, got, kBf16Tol)) << form;
       // The device grouping is a stable sort and every sum has a fixed order: bit-identical
-      // reruns.
+      // reruns. The rerun is on a stream of its own, as the model runs it: PDL launches, and from
+      // MOE_SHARED_OVERLAP_MIN_TOKENS to _MAX_TOKENS tokens (the 40 to 128-token cases) the shared
+      // expert forked onto the runner's stream and joined before the combine.
       dout.poison();
-      runner.run_grouped(a, nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      runner.run_grouped(a, stream);
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
       EXPECT_EQ(dout.download(), grouped) << "run_grouped on " << form << " is not deterministic";
     }
+    DI_CUDA_CHECK(cudaStreamDestroy(stream));
   }
 }
 

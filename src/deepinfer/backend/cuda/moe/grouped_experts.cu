@@ -293,6 +293,17 @@ void MoeRunner::reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64
   ensure_smem<false>(inter);
   moe_detail::ensure_grouped_w4_smem();
   grouped_tokens_ = std::max(grouped_tokens_, tokens);
+  if (!side_) {
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  }
+}
+
+MoeRunner::~MoeRunner() {
+  if (fork_) cudaEventDestroy(fork_);
+  if (join_) cudaEventDestroy(join_);
+  if (side_) cudaStreamDestroy(side_);
 }
 
 void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
@@ -314,9 +325,29 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   int32_t* order = reserved(g.order, n, "order");
   __nv_bfloat16* xb = reserved(g.xb, T * H, "xb");
 
+  to_bf16(a.x, T * H, xb, stream);  // the GPU rounds expert inputs to bf16 (as run() does)
+  // The shared expert reads only xb: in decode batches, whose launches are too small to fill the
+  // GPU, it runs on side_ beside the routed kernels. Its own scratch and Linear's are touched by
+  // nothing on `stream` meanwhile (the routed kernels use neither Linear nor cuBLASLt).
+  const bool overlap = a.shared && side_ && stream != nullptr &&
+                       T >= MOE_SHARED_OVERLAP_MIN_TOKENS && T <= MOE_SHARED_OVERLAP_MAX_TOKENS;
+  float* shared = nullptr;
+  const auto shared_expert = [&](cudaStream_t s) {
+    const int64_t S = a.shared_inter;
+    shared = reserved(grouped_.shared_out, T * H, "shared_out");
+    dense_expert(a, *a.shared, S, a.clamp_shared, xb,
+                 reserved(grouped_.shared_g, T * S, "shared_g"),
+                 reserved(grouped_.shared_u, T * S, "shared_u"),
+                 reserved(grouped_.shared_h, T * S, "shared_h"), shared, s);
+  };
+  if (overlap) {
+    DI_CUDA_CHECK(cudaEventRecord(fork_, stream));
+    DI_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    shared_expert(side_);
+    DI_CUDA_CHECK(cudaEventRecord(join_, side_));
+  }
   launch_kernel(group_kernel, 1, kGroupThreads, group_smem(E), stream, a.expert_ids,
                 static_cast<int64_t>(n), E, offsets, active, num_active, order);
-  to_bf16(a.x, T * H, xb, stream);  // the GPU rounds expert inputs to bf16 (as run() does)
 
   GroupedArgs ga;
   ga.experts = a.device_experts;
@@ -360,14 +391,10 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
     launch_experts<false>(a.expert_format, per_pass, dim3(tiles(H), rows), I, ga, stream);
   }
 
-  float* shared = nullptr;
-  if (a.shared) {
-    const int64_t S = a.shared_inter;
-    shared = reserved(g.shared_out, T * H, "shared_out");
-    dense_expert(a, *a.shared, S, a.clamp_shared, xb, reserved(g.shared_g, T * S, "shared_g"),
-                 reserved(g.shared_u, T * S, "shared_u"), reserved(g.shared_h, T * S, "shared_h"),
-                 shared, stream);
-  }
+  if (overlap)
+    DI_CUDA_CHECK(cudaStreamWaitEvent(stream, join_, 0));
+  else if (a.shared)
+    shared_expert(stream);
   moe_detail::combine_slots(ga.slots, shared, T, K, H, a.out, stream);
 }
 
