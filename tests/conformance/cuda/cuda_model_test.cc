@@ -136,7 +136,8 @@ class CudaModelTest : public ::testing::TestWithParam<Case> {
       ASSERT_FALSE(fixture_.ids.empty());
       dir_ = c.bf16_copy ? write_bf16_copy(c.fixture) : testing::golden_dir(c.fixture);
     }
-    v4::ModelOptions plain{v4::Numerics::kPlain, {}};
+    v4::ModelOptions plain;
+    plain.numerics = v4::Numerics::kPlain;
     auto cpu = v4::CpuModel::load(dir_, plain);
     ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
     cpu_ = std::move(*cpu);

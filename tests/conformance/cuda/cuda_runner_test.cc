@@ -83,7 +83,7 @@ class CudaRunnerTest : public ::testing::TestWithParam<std::string> {
     fixture_ = testing::load_fixture(GetParam());
     ASSERT_FALSE(fixture_.ids.empty());
     dir_ = testing::golden_dir(GetParam());
-    auto cpu = v4::CpuModel::load(dir_, v4::ModelOptions{v4::Numerics::kPlain, {}});
+    auto cpu = v4::CpuModel::load(dir_, CudaModelOptions{}.model);  // plain numerics
     ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
     const v4::Config& c = (*cpu)->config();
     vocab_ = c.vocab_size;

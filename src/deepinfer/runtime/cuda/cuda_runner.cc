@@ -697,8 +697,7 @@ StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const RunnerOptions& o
   if (o.max_num_batched_tokens < 1)
     return invalid_argument("--max-num-batched-tokens must be positive");
 
-  CudaModelOptions mo;
-  mo.model = v4::ModelOptions{v4::Numerics::kPlain, {}};
+  CudaModelOptions mo;  // plain numerics (its default)
   mo.max_tokens = o.max_model_len;
   // Decode steps every running sequence as one batch, and its buckets stop at max_chunk.
   mo.max_chunk = std::max<int64_t>(std::min(o.max_num_batched_tokens, kMaxChunk), o.max_num_seqs);

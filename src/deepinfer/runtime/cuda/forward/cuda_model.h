@@ -63,7 +63,11 @@ struct PagedSequence {
 };
 
 struct CudaModelOptions {
-  v4::ModelOptions model{v4::Numerics::kPlain, {}};
+  v4::ModelOptions model = [] {  // plain numerics, every other field its default
+    v4::ModelOptions o;
+    o.numerics = v4::Numerics::kPlain;
+    return o;
+  }();
   int64_t max_tokens = 4096;  // sequence capacity (positions) the device state is sized for
   int64_t max_chunk = 256;    // longer forward calls run in chunks of this many tokens
   // The largest decode batch (with max_chunk) and the slots wanted.
