@@ -71,17 +71,6 @@ struct MoeArgs {
   float* out = nullptr;  // [tokens, hidden]
 };
 
-// Decode batches of MIN..MAX tokens run the shared expert on a second stream beside the routed
-// experts (run_grouped); others run it after them. On an H100 (docs/gpu_pdl/run5_h100) the overlap
-// took B=32 7.93 -> 7.71-7.83 ms and B=128 13.55 -> 13.38-13.44, but B=1 2.54 -> 2.62: the fork
-// and join edges cost the graph more than the shared expert's three GEMVs (under 16 rows) gain.
-#ifndef MOE_SHARED_OVERLAP_MIN_TOKENS
-#define MOE_SHARED_OVERLAP_MIN_TOKENS 17
-#endif
-#ifndef MOE_SHARED_OVERLAP_MAX_TOKENS
-#define MOE_SHARED_OVERLAP_MAX_TOKENS 128
-#endif
-
 class MoeRunner {
  public:
   explicit MoeRunner(Linear& linear) : linear_(linear) {}
@@ -99,8 +88,8 @@ class MoeRunner {
   // run()'s result from device-side routing: only kernel launches and cuBLASLt calls (the shared
   // expert's dense GEMMs: capture-safe once their plan for `tokens` rows exists). hidden and
   // inter multiples of DeviceMatrix::per_load(expert_format). Aborts if reserve_grouped did not
-  // cover the call. From MOE_SHARED_OVERLAP_MIN_TOKENS to _MAX_TOKENS tokens (on a stream other
-  // than the legacy default one) the shared expert forks onto the runner's own stream and joins
+  // cover the call. From 17 to 128 tokens (grouped_experts.cu; on a stream other than the legacy
+  // default one) the shared expert forks onto the runner's own stream and joins
   // before the combine: a captured graph gets them as parallel branches.
   void run_grouped(const MoeArgs& a, cudaStream_t stream);
 

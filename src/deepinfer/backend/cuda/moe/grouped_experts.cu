@@ -270,6 +270,17 @@ void check_num_experts(int num_experts) {
   }
 }
 
+// Decode batches of MIN..MAX tokens run the shared expert on a second stream beside the routed
+// experts (run_grouped); others run it after them. On an H100 (docs/gpu_pdl/run5_h100) the overlap
+// took B=32 7.93 -> 7.71-7.83 ms and B=128 13.55 -> 13.38-13.44, but B=1 2.54 -> 2.62: the fork
+// and join edges cost the graph more than the shared expert's three GEMVs (under 16 rows) gain.
+#ifndef MOE_SHARED_OVERLAP_MIN_TOKENS
+#define MOE_SHARED_OVERLAP_MIN_TOKENS 17
+#endif
+#ifndef MOE_SHARED_OVERLAP_MAX_TOKENS
+#define MOE_SHARED_OVERLAP_MAX_TOKENS 128
+#endif
+
 }  // namespace
 
 void MoeRunner::reserve_grouped(int64_t tokens, int top_k, int64_t hidden, int64_t inter,
@@ -334,11 +345,10 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   float* shared = nullptr;
   const auto shared_expert = [&](cudaStream_t s) {
     const int64_t S = a.shared_inter;
-    shared = reserved(grouped_.shared_out, T * H, "shared_out");
-    dense_expert(a, *a.shared, S, a.clamp_shared, xb,
-                 reserved(grouped_.shared_g, T * S, "shared_g"),
-                 reserved(grouped_.shared_u, T * S, "shared_u"),
-                 reserved(grouped_.shared_h, T * S, "shared_h"), shared, s);
+    shared = reserved(g.shared_out, T * H, "shared_out");
+    dense_expert(a, *a.shared, S, a.clamp_shared, xb, reserved(g.shared_g, T * S, "shared_g"),
+                 reserved(g.shared_u, T * S, "shared_u"), reserved(g.shared_h, T * S, "shared_h"),
+                 shared, s);
   };
   if (overlap) {
     DI_CUDA_CHECK(cudaEventRecord(fork_, stream));
