@@ -5,6 +5,7 @@ function(deepinfer_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   set_target_properties(${name} PROPERTIES DEEPINFER_TEST_PROGRAM ON)  # no UBSan in its own files
+  set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)  # test helpers may share names
   if(NOT DEEPINFER_UNIT_TESTS_IN_ALL)
     set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL ON)
   endif()

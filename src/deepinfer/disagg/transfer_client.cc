@@ -23,11 +23,6 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 
-wire::Deadline after(double seconds) {
-  return Steady::now() +
-         std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(seconds));
-}
-
 std::string request(wire::Op op, const std::string& id, const std::vector<uint32_t>& idx = {}) {
   std::string r(wire::kMagic);
   wire::put_u32(&r, op);
@@ -43,7 +38,7 @@ Status read_chunks(Channel& ch, uint64_t n, uint64_t chunk, std::string* payload
   const uint64_t chunks = (payload->size() + chunk - 1) / chunk;
   char head[wire::kChunkHeadBytes];
   for (uint64_t k = 0; k < n; ++k) {
-    RETURN_IF_ERROR(ch.read(head, sizeof(head), after(io_timeout_s)));
+    RETURN_IF_ERROR(ch.read(head, sizeof(head), net::after(io_timeout_s)));
     const uint32_t c = wire::get_u32(head);
     const uint32_t len = wire::get_u32(head + 4);
     const uint64_t begin = static_cast<uint64_t>(c) * chunk;
@@ -51,7 +46,7 @@ Status read_chunks(Channel& ch, uint64_t n, uint64_t chunk, std::string* payload
       return data_loss(what + ": chunk " + std::to_string(c) + " of " + std::to_string(len) +
                        " bytes does not fit the announced state");
     char* dst = payload->data() + begin;
-    RETURN_IF_ERROR(ch.read(dst, len, after(io_timeout_s)));
+    RETURN_IF_ERROR(ch.read(dst, len, net::after(io_timeout_s)));
     if (wire::sha256(std::string_view(dst, len)) !=
         *reinterpret_cast<const wire::Digest*>(head + 8))
       bad->push_back(c);
@@ -71,9 +66,9 @@ StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bo
     ASSIGN_OR_RETURN(wire::Fd fd, wire::connect_tcp(at.host, at.port, o.connect_timeout_s, what));
     ch = std::make_unique<TcpChannel>(std::move(fd), what);
   }
-  RETURN_IF_ERROR(ch->write(request(wire::kFetch, at.id), after(o.io_timeout_s)));
+  RETURN_IF_ERROR(ch->write(request(wire::kFetch, at.id), net::after(o.io_timeout_s)));
   char head[wire::kHeaderBytes];
-  RETURN_IF_ERROR(ch->read(head, sizeof(head), after(o.io_timeout_s)));
+  RETURN_IF_ERROR(ch->read(head, sizeof(head), net::after(o.io_timeout_s)));
   *retry = false;
   if (std::string_view(head, 8) != wire::kMagic)
     return failed_precondition(what + ": the peer does not speak the transfer protocol");
@@ -92,7 +87,7 @@ StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bo
   *retry = true;
   Fetched f;
   f.meta.resize(meta_len);
-  RETURN_IF_ERROR(ch->read(f.meta.data(), meta_len, after(o.io_timeout_s)));
+  RETURN_IF_ERROR(ch->read(f.meta.data(), meta_len, net::after(o.io_timeout_s)));
   if (wire::sha256(f.meta) != *reinterpret_cast<const wire::Digest*>(head + 36))
     return data_loss(what + ": the state's header failed its checksum");
   f.payload.resize(payload_len);
@@ -103,7 +98,7 @@ StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bo
     if (round >= o.resend_rounds)
       return data_loss(what + ": " + std::to_string(bad.size()) + " chunks still fail their " +
                        "checksum after " + std::to_string(o.resend_rounds) + " resends");
-    RETURN_IF_ERROR(ch->write(request(wire::kResend, at.id, bad), after(o.io_timeout_s)));
+    RETURN_IF_ERROR(ch->write(request(wire::kResend, at.id, bad), net::after(o.io_timeout_s)));
     const uint64_t n = bad.size();
     bad.clear();
     RETURN_IF_ERROR(read_chunks(*ch, n, chunk, &f.payload, &bad, o.io_timeout_s, what));
@@ -112,10 +107,10 @@ StatusOr<Fetched> fetch_once(const HandoffAddress& at, const FetchOptions& o, bo
     *retry = false;
     RETURN_IF_ERROR(o.before_done(f));
   }
-  RETURN_IF_ERROR(ch->write(request(wire::kDone, at.id), after(o.io_timeout_s)));
+  RETURN_IF_ERROR(ch->write(request(wire::kDone, at.id), net::after(o.io_timeout_s)));
   char ack[4];
   // The state is whole and verified; a lost acknowledgement only leaves it parked until its TTL.
-  (void)ch->read(ack, sizeof(ack), after(o.io_timeout_s));
+  (void)ch->read(ack, sizeof(ack), net::after(o.io_timeout_s));
   return f;
 }
 

@@ -16,11 +16,6 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-wire::Deadline after(double seconds) {
-  return Steady::now() +
-         std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(seconds));
-}
-
 std::string ucs_error(ucs_status_t s) { return ucs_status_string(s); }
 
 // One UCP context for the process, made on first use. Workers are created and progressed by
@@ -129,7 +124,7 @@ class UcxChannel final : public Channel {
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t req = ucp_ep_close_nbx(ep_, &p);
     if (UCS_PTR_IS_PTR(req)) {
-      const auto deadline = after(1.0);
+      const auto deadline = net::after(1.0);
       while (ucp_request_check_status(req) == UCS_INPROGRESS && wait(*worker_, deadline)) {
       }
       ucp_request_free(req);
@@ -185,7 +180,7 @@ class UcxChannel final : public Channel {
       }
       if (!wait(*worker_, deadline)) {
         ucp_request_cancel(worker_->w, req);
-        const auto grace = after(1.0);
+        const auto grace = net::after(1.0);
         while (ucp_request_check_status(req) == UCS_INPROGRESS && wait(*worker_, grace)) {
         }
         ucp_request_free(req);
@@ -284,7 +279,7 @@ UcxListener::UcxListener(std::unique_ptr<Impl> impl, int port)
 UcxListener::~UcxListener() = default;
 
 std::vector<UcxPending> UcxListener::poll(int timeout_ms) {
-  (void)wait(*impl_->worker, after(timeout_ms / 1000.0));
+  (void)wait(*impl_->worker, net::after(timeout_ms / 1000.0));
   while (ucp_worker_progress(impl_->worker->w) != 0) {
   }
   std::vector<UcxPending> out;

@@ -19,13 +19,13 @@ StatusOr<std::unique_ptr<Collective>> join_expert_group(const ExpertGroupOptions
   if (!at.ok())
     return invalid_argument("--expert-parallel-address '" + o.address +
                             "': " + at.status().message());
-  cpu::TcpGroupOptions t;
+  deepinfer::cpu::TcpGroupOptions t;
   t.host = at->first;
   t.port = at->second;
   t.rank = o.rank;
   t.size = o.size;
   t.timeout_s = o.timeout_s;
-  return cpu::join_tcp_group(t);
+  return deepinfer::cpu::join_tcp_group(t);
 }
 
 StatusOr<int64_t> group_max(Collective& group, int64_t mine) {

@@ -61,6 +61,10 @@ struct Config {
   bool is_hash_layer(int layer) const { return layer < num_hash_layers; }
 };
 
+// A compressed layer of ratio 4 is the overlapping CSA kind (two series, with an indexer); every
+// other nonzero ratio is the non-overlapping HCA kind (spec §6.6).
+inline bool is_csa_ratio(int ratio) { return ratio == 4; }
+
 // Accepts both the Hub spelling (compress_ratios, num_hash_layers, rope_scaling) and the
 // transformers save_pretrained spelling (layer_types + compress_rates, mlp_layer_types,
 // rope_parameters). Errors name the file and the field.

@@ -5,15 +5,11 @@ namespace {
 
 constexpr int64_t kStateBytes = 4;  // FP32 compressor accumulators
 
-// The CPU reference makes a compressor overlapping (two series, with an indexer) iff ratio is 4;
-// every other ratio is the non-overlapping HCA kind (sequence_state.cc, spec §6.6).
-bool is_csa(int ratio) { return ratio == 4; }
-
 // kv and score for the windows the reference keeps: CSA 2*ratio rows of 2*dim (the window being
 // filled and the previous one's A-halves), HCA ratio rows of dim (spec §7 table).
 int64_t compressor_bytes(int ratio, int dim) {
-  const int64_t rows = is_csa(ratio) ? 2 * ratio : ratio;
-  const int64_t width = is_csa(ratio) ? 2 * dim : dim;
+  const int64_t rows = is_csa_ratio(ratio) ? 2 * ratio : ratio;
+  const int64_t width = is_csa_ratio(ratio) ? 2 * dim : dim;
   return 2 * rows * width * kStateBytes;
 }
 
@@ -37,7 +33,7 @@ StateGeometry state_geometry(const Config& c, int element_bytes, int page_tokens
     if (r <= 0) continue;
     g.compressor_state_bytes += compressor_bytes(r, c.head_dim);
     g.compressed_kv_bytes_per_token_x1000 += per_token_x1000(c.head_dim, element_bytes, r);
-    if (is_csa(r)) {
+    if (is_csa_ratio(r)) {
       g.compressor_state_bytes += compressor_bytes(r, c.index_head_dim);
       g.indexer_key_bytes_per_token_x1000 += per_token_x1000(c.index_head_dim, element_bytes, r);
     }

@@ -7,14 +7,11 @@
 namespace deepinfer::v4 {
 namespace {
 
-// Ratio 4 is the overlapping CSA kind with an indexer, every other ratio HCA (as the forward).
-bool is_csa(int ratio) { return ratio == 4; }
-
 CompressorLayout compressor(int ratio, int dim, int page_tokens) {
   CompressorLayout cl;
   cl.ratio = ratio;
   cl.dim = dim;
-  cl.width = is_csa(ratio) ? 2 * dim : dim;
+  cl.width = is_csa_ratio(ratio) ? 2 * dim : dim;
   // Entries end at tokens k*ratio - 1: a page of page_tokens tokens holds at most this many.
   cl.slots_per_page = (page_tokens + ratio - 1) / ratio;
   return cl;
@@ -32,7 +29,7 @@ StateLayout::StateLayout(const Config& c, int page_tokens) : PageGeometry(page_t
       ll.comp = compressor(r, c.head_dim, page_tokens);
       ll.comp.entry_offset = page_floats_;
       page_floats_ += int64_t{ll.comp.slots_per_page} * ll.comp.dim;
-      if (is_csa(r)) {
+      if (is_csa_ratio(r)) {
         ll.index = compressor(r, c.index_head_dim, page_tokens);
         ll.index.entry_offset = page_floats_;
         page_floats_ += int64_t{ll.index.slots_per_page} * ll.index.dim;
@@ -54,7 +51,7 @@ StateLayout::StateLayout(const Config& c, int page_tokens) : PageGeometry(page_t
     if (cl.ratio == 0) return;
     cl.pending_kv = add(cl.ratio, cl.width);
     cl.pending_gate = add(cl.ratio, cl.width);
-    if (is_csa(cl.ratio)) {
+    if (is_csa_ratio(cl.ratio)) {
       cl.prev_kv = add(cl.ratio, cl.dim);
       cl.prev_gate = add(cl.ratio, cl.dim);
     }
