@@ -23,7 +23,7 @@
 
 namespace {
 
-int fail(const deepinfer::Status& st) {
+int serve_failed(const deepinfer::Status& st) {
   std::cerr << "deepinfer serve: " << st.to_string() << "\n";
   return 1;
 }
@@ -90,23 +90,23 @@ int run_serve(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (auto st = deepinfer::cli::resolve_engine_device(&args); !st.ok()) return fail(st);
+  if (auto st = deepinfer::cli::resolve_engine_device(&args); !st.ok()) return serve_failed(st);
   if (opts.disagg_cuda_ipc && args.device != deepinfer::runtime::Device::kCuda)
-    return fail(deepinfer::invalid_argument(
+    return serve_failed(deepinfer::invalid_argument(
         "--disagg-cuda-ipc keeps states in device memory: it needs --device cuda"));
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
-  if (!dir.ok()) return fail(dir.status());
+  if (!dir.ok()) return serve_failed(dir.status());
   args.model = *dir;
   if (!scripted_file.empty()) {
     std::ifstream in(scripted_file, std::ios::binary);
     if (!in)
-      return fail(
+      return serve_failed(
           deepinfer::invalid_argument("--debug-scripted-output: cannot read " + scripted_file));
     std::stringstream ss;
     ss << in.rdbuf();
     args.debug_scripted_output = ss.str();
     if (args.debug_scripted_output.empty())
-      return fail(
+      return serve_failed(
           deepinfer::invalid_argument("--debug-scripted-output: " + scripted_file + " is empty"));
   }
   if (!served_names.empty()) {
@@ -130,15 +130,15 @@ int run_serve(int argc, char** argv) {
   // The transfer listener binds with the server; --advertise-url defaults to the bound port.
   if (auto st = deepinfer::cli::resolve_serve_disagg_flags(&opts, &registration, opts.port);
       !st.ok())
-    return fail(st);
+    return serve_failed(st);
   auto server = deepinfer::server::HttpServer::create(opts);
-  if (!server.ok()) return fail(server.status());
+  if (!server.ok()) return serve_failed(server.status());
   if (!registration.router_url.empty() && opts.port == 0) {
     registration.worker_url.clear();  // the default needs the port the kernel picked
     if (auto st =
             deepinfer::cli::resolve_serve_disagg_flags(&opts, &registration, (*server)->port());
         !st.ok())
-      return fail(st);
+      return serve_failed(st);
   }
   std::fprintf(stderr, "deepinfer serve: listening on http://%s:%u (model %s)\n", opts.host.c_str(),
                (*server)->port(), args.model.c_str());
@@ -167,7 +167,7 @@ int run_serve(int argc, char** argv) {
   std::thread loader([&] {
     auto e = deepinfer::Engine::create(args);
     if (!e.ok()) {
-      fail(e.status());
+      serve_failed(e.status());
       load_failed = true;
       (*server)->stop();
       return;
@@ -179,7 +179,7 @@ int run_serve(int argc, char** argv) {
     if (!registration.router_url.empty()) {
       auto r = deepinfer::server::WorkerRegistration::start(registration);
       if (!r.ok()) {
-        fail(r.status());
+        serve_failed(r.status());
         return;
       }
       std::lock_guard<std::mutex> lock(registration_mu);

@@ -9,7 +9,9 @@
 
 namespace {
 
-std::string error_line(const std::string& msg) { return nlohmann::json{{"error", msg}}.dump(); }
+std::string error_json_line(const std::string& msg) {
+  return nlohmann::json{{"error", msg}}.dump();
+}
 
 int run_tokenize(int argc, char** argv) {
   CLI::App app{"Encode {\"text\"} lines to {\"ids\"} lines (or decode with --decode)",
@@ -40,13 +42,13 @@ int run_tokenize(int argc, char** argv) {
     try {
       in = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      std::cout << error_line(where + "not valid JSON: " + e.what()) << "\n";
+      std::cout << error_json_line(where + "not valid JSON: " + e.what()) << "\n";
       ++failures;
       continue;
     }
     if (decode) {
       if (!in.is_object() || !in.contains("ids") || !in["ids"].is_array()) {
-        std::cout << error_line(where + "ids: expected an array of integers") << "\n";
+        std::cout << error_json_line(where + "ids: expected an array of integers") << "\n";
         ++failures;
         continue;
       }
@@ -61,26 +63,26 @@ int run_tokenize(int argc, char** argv) {
         ids.push_back(v.get<int32_t>());
       }
       if (!ok) {
-        std::cout << error_line(where + "ids: expected an array of integers") << "\n";
+        std::cout << error_json_line(where + "ids: expected an array of integers") << "\n";
         ++failures;
         continue;
       }
       auto text = (*tok)->decode(ids, skip_special);
       if (!text.ok()) {
-        std::cout << error_line(where + text.status().message()) << "\n";
+        std::cout << error_json_line(where + text.status().message()) << "\n";
         ++failures;
         continue;
       }
       std::cout << nlohmann::json{{"text", *text}}.dump() << "\n";
     } else {
       if (!in.is_object() || !in.contains("text") || !in["text"].is_string()) {
-        std::cout << error_line(where + "text: expected a string") << "\n";
+        std::cout << error_json_line(where + "text: expected a string") << "\n";
         ++failures;
         continue;
       }
       auto ids = (*tok)->encode(in["text"].get<std::string>(), !no_special);
       if (!ids.ok()) {
-        std::cout << error_line(where + ids.status().message()) << "\n";
+        std::cout << error_json_line(where + ids.status().message()) << "\n";
         ++failures;
         continue;
       }

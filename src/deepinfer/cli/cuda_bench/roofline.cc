@@ -10,8 +10,6 @@
 namespace deepinfer::cli {
 namespace {
 
-constexpr double kStateBytes = 2;  // bf16 KV, compressed entries and indexer keys
-
 bool contains(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
 
 }  // namespace

@@ -14,6 +14,9 @@
 
 namespace deepinfer::cli {
 
+// Bytes of a stored attention-state element: bf16 KV, compressed entries and indexer keys.
+inline constexpr double kStateBytes = 2;
+
 struct Hardware {
   double bytes_per_s = 4.3e12;  // H200 HBM3e
   double flops_per_s = 800e12;  // dense bf16 tensor-core rate the floor is held to

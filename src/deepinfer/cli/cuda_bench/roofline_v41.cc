@@ -7,11 +7,6 @@
 #include "deepinfer/model/deepseek_v41/weights.h"
 
 namespace deepinfer::cli {
-namespace {
-
-constexpr double kStateBytes = 2;  // bf16 KV, compressed entries and indexer keys
-
-}  // namespace
 
 StatusOr<RooflineV41> RooflineV41::open(const std::string& dir, const v41::Config& c) {
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::open(dir));
