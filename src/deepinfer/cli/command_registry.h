@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/base/status.h"
+
 namespace deepinfer::cli {
 
 struct Command {
@@ -17,6 +19,10 @@ struct Command {
 };
 
 std::map<std::string, Command>& command_registry();
+
+// Prints "deepinfer COMMAND: MESSAGE" on stderr; returns the exit code 1.
+int command_failed(const std::string& command, const std::string& message);
+int command_failed(const std::string& command, const Status& status);  // its to_string()
 
 struct CommandRegistrar {
   explicit CommandRegistrar(Command c);

@@ -208,8 +208,8 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
       EXPECT_TRUE(close(grouped, got, kBf16Tol)) << form;
       // The device grouping is a stable sort and every sum has a fixed order: bit-identical
       // reruns. The rerun is on a stream of its own, as the model runs it: PDL launches, and from
-      // 17 to 128 tokens (the 40 to 128-token cases) the shared expert forked onto the runner's
-      // stream and joined before the combine.
+      // MOE_SHARED_OVERLAP_MIN_TOKENS to _MAX_TOKENS tokens (the 40 to 128-token cases) the shared
+      // expert forked onto the runner's stream and joined before the combine.
       dout.poison();
       DI_CUDA_CHECK(cudaDeviceSynchronize());
       runner.run_grouped(a, stream);

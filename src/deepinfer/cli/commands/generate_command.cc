@@ -37,11 +37,6 @@ Status parse_ids(const std::string& s, std::vector<int32_t>* ids) {
   return deepinfer::ok_status();
 }
 
-int generate_failed(const Status& st) {
-  std::cerr << "deepinfer generate: " << st.to_string() << "\n";
-  return 1;
-}
-
 int run_generate(int argc, char** argv) {
   std::string model_arg, prompt, prompt_ids;
   deepinfer::EngineArgs args;
@@ -69,22 +64,23 @@ int run_generate(int argc, char** argv) {
     return app.exit(e);
   }
   if (Status st = deepinfer::cli::resolve_engine_device(&args); !st.ok())
-    return generate_failed(st);
+    return deepinfer::cli::command_failed("generate", st);
   if (prompt.empty() && prompt_ids.empty())
-    return generate_failed(deepinfer::invalid_argument("give --prompt TEXT or --prompt-ids 1,2,3"));
+    return deepinfer::cli::command_failed(
+        "generate", deepinfer::invalid_argument("give --prompt TEXT or --prompt-ids 1,2,3"));
   if (!prompt_ids.empty()) {
     Status st = parse_ids(prompt_ids, &req.prompt_ids);
-    if (!st.ok()) return generate_failed(st);
+    if (!st.ok()) return deepinfer::cli::command_failed("generate", st);
   } else {
     req.prompt = prompt;
   }
   req.params.stop = stop;
   if (has_seed) req.params.seed = seed;
   auto so = deepinfer::cli::structured_output_from_flags(so_flags);
-  if (!so.ok()) return generate_failed(so.status());
+  if (!so.ok()) return deepinfer::cli::command_failed("generate", so.status());
   req.params.so_args = *so;
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
-  if (!dir.ok()) return generate_failed(dir.status());
+  if (!dir.ok()) return deepinfer::cli::command_failed("generate", dir.status());
   args.model = *dir;
   int last_decile = -1;
   const bool tty = isatty(STDERR_FILENO);
@@ -98,7 +94,7 @@ int run_generate(int argc, char** argv) {
     };
   auto t0 = std::chrono::steady_clock::now();
   auto engine = deepinfer::Engine::create(args);
-  if (!engine.ok()) return generate_failed(engine.status());
+  if (!engine.ok()) return deepinfer::cli::command_failed("generate", engine.status());
   auto t1 = std::chrono::steady_clock::now();
   if (!quiet) deepinfer::cli::print_engine_capacity("generate", (*engine)->capacity());
   const bool ids_out = !req.prompt_ids.empty();
@@ -115,12 +111,12 @@ int run_generate(int argc, char** argv) {
     std::cout << std::flush;
     if (o.finished) done.set_value(o);
   });
-  if (!st.ok()) return generate_failed(st);
+  if (!st.ok()) return deepinfer::cli::command_failed("generate", st);
   deepinfer::RequestOutput out = done.get_future().get();
   std::cout << "\n";
   // A request the engine took and then ended on an error (one the pool can never hold, a
   // failed step) finishes as "abort" with its reason here.
-  if (!out.status.ok()) return generate_failed(out.status);
+  if (!out.status.ok()) return deepinfer::cli::command_failed("generate", out.status);
   auto t2 = std::chrono::steady_clock::now();
   if (!quiet) {
     using sec = std::chrono::duration<double>;

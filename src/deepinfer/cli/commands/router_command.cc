@@ -11,11 +11,6 @@
 
 namespace {
 
-int fail(const std::string& msg) {
-  std::fprintf(stderr, "deepinfer router: %s\n", msg.c_str());
-  return 1;
-}
-
 int run_router_command(int argc, char** argv) {
   using namespace deepinfer::router;
   RouterOptions o;
@@ -100,45 +95,55 @@ int run_router_command(int argc, char** argv) {
   for (auto [flag, in, out] : {std::tuple{"--worker", &workers, &o.workers},
                                {"--prefill", &prefill, &o.prefill},
                                {"--decode", &decode, &o.decode}})
-    if (auto err = urls(flag, *in, *out); !err.empty()) return fail(err);
+    if (auto err = urls(flag, *in, *out); !err.empty())
+      return deepinfer::cli::command_failed("router", err);
   o.pd = o.pd || !o.prefill.empty() || !o.decode.empty();
   if (o.pd && !o.workers.empty())
-    return fail(
+    return deepinfer::cli::command_failed(
+        "router",
         "--worker is data-parallel mode; with --prefill/--decode/--pd list workers "
         "under --prefill and --decode (a `both` worker may be under both)");
   if (!o.pd && o.workers.empty() && !o.allow_register)
-    return fail(
+    return deepinfer::cli::command_failed(
+        "router",
         "no workers: give --worker URL... (data-parallel), --prefill URL... --decode "
         "URL... (PD), or --allow-register for workers that register themselves");
   if (o.pd && !o.allow_register && (o.prefill.empty() || o.decode.empty()))
-    return fail(std::string(o.prefill.empty() ? "--prefill" : "--decode") +
-                ": PD mode needs at least one worker on each side (or --allow-register)");
+    return deepinfer::cli::command_failed(
+        "router", std::string(o.prefill.empty() ? "--prefill" : "--decode") +
+                      ": PD mode needs at least one worker on each side (or --allow-register)");
   if (o.pd && app.count("--policy"))
-    return fail(
+    return deepinfer::cli::command_failed(
+        "router",
         "--policy is data-parallel mode's; in PD mode use --prefill-policy and "
         "--decode-policy");
   if (!o.pd && (app.count("--prefill-policy") || app.count("--decode-policy")))
-    return fail(
+    return deepinfer::cli::command_failed(
+        "router",
         std::string(app.count("--prefill-policy") ? "--prefill-policy" : "--decode-policy") +
-        " applies to PD mode (--prefill/--decode or --pd)");
+            " applies to PD mode (--prefill/--decode or --pd)");
   auto kind = parse_policy(policy, "--policy");
-  if (!kind.ok()) return fail(kind.status().message());
+  if (!kind.ok()) return deepinfer::cli::command_failed("router", kind.status().message());
   o.policy = *kind;
   auto pkind = parse_policy(prefill_policy, "--prefill-policy");
-  if (!pkind.ok()) return fail(pkind.status().message());
+  if (!pkind.ok()) return deepinfer::cli::command_failed("router", pkind.status().message());
   if (*pkind == PolicyKind::kPowerOfTwo)
-    return fail(
+    return deepinfer::cli::command_failed(
+        "router",
         "--prefill-policy 'power_of_two': the prefill side is cache_aware, round_robin or "
         "random");
   o.prefill_policy = *pkind;
   auto dkind = parse_policy(decode_policy, "--decode-policy");
-  if (!dkind.ok()) return fail(dkind.status().message());
+  if (!dkind.ok()) return deepinfer::cli::command_failed("router", dkind.status().message());
   if (*dkind == PolicyKind::kCacheAware)
-    return fail(
+    return deepinfer::cli::command_failed(
+        "router",
         "--decode-policy 'cache_aware': the decode side is power_of_two, round_robin or "
         "random (prefixes matter where the prompt is computed)");
   o.decode_policy = *dkind;
-  if (o.port < 0 || o.port > 65535) return fail("--port " + std::to_string(o.port) + ": 0-65535");
+  if (o.port < 0 || o.port > 65535)
+    return deepinfer::cli::command_failed("router",
+                                          "--port " + std::to_string(o.port) + ": 0-65535");
   auto positive = [](double v) { return v > 0; };
   for (auto [flag, value] : {std::pair{"--health-interval-s", o.health_interval_s},
                              {"--health-timeout-s", o.health_timeout_s},
@@ -146,12 +151,14 @@ int run_router_command(int argc, char** argv) {
                              {"--worker-timeout-s", o.worker_timeout_s},
                              {"--read-timeout-s", o.read_timeout_s}}) {
     if (!positive(value))
-      return fail(std::string(flag) + " " + std::to_string(value) + ": must be > 0");
+      return deepinfer::cli::command_failed(
+          "router", std::string(flag) + " " + std::to_string(value) + ": must be > 0");
   }
-  if (!(o.shutdown_grace_s >= 0)) return fail("--shutdown-grace: must be >= 0");
+  if (!(o.shutdown_grace_s >= 0))
+    return deepinfer::cli::command_failed("router", "--shutdown-grace: must be >= 0");
   deepinfer::cli::raise_fd_limit();
   auto st = run_router(o);
-  if (!st.ok()) return fail(st.message());
+  if (!st.ok()) return deepinfer::cli::command_failed("router", st.message());
   return 0;
 }
 

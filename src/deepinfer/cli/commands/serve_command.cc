@@ -23,11 +23,6 @@
 
 namespace {
 
-int serve_failed(const deepinfer::Status& st) {
-  std::cerr << "deepinfer serve: " << st.to_string() << "\n";
-  return 1;
-}
-
 int run_serve(int argc, char** argv) {
   std::string model_arg, scripted_file;
   std::vector<std::string> served_names;
@@ -90,23 +85,27 @@ int run_serve(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (auto st = deepinfer::cli::resolve_engine_device(&args); !st.ok()) return serve_failed(st);
+  if (auto st = deepinfer::cli::resolve_engine_device(&args); !st.ok())
+    return deepinfer::cli::command_failed("serve", st);
   if (opts.disagg_cuda_ipc && args.device != deepinfer::runtime::Device::kCuda)
-    return serve_failed(deepinfer::invalid_argument(
-        "--disagg-cuda-ipc keeps states in device memory: it needs --device cuda"));
+    return deepinfer::cli::command_failed(
+        "serve", deepinfer::invalid_argument(
+                     "--disagg-cuda-ipc keeps states in device memory: it needs --device cuda"));
   auto dir = deepinfer::cli::resolve_model_dir(model_arg);
-  if (!dir.ok()) return serve_failed(dir.status());
+  if (!dir.ok()) return deepinfer::cli::command_failed("serve", dir.status());
   args.model = *dir;
   if (!scripted_file.empty()) {
     std::ifstream in(scripted_file, std::ios::binary);
     if (!in)
-      return serve_failed(
+      return deepinfer::cli::command_failed(
+          "serve",
           deepinfer::invalid_argument("--debug-scripted-output: cannot read " + scripted_file));
     std::stringstream ss;
     ss << in.rdbuf();
     args.debug_scripted_output = ss.str();
     if (args.debug_scripted_output.empty())
-      return serve_failed(
+      return deepinfer::cli::command_failed(
+          "serve",
           deepinfer::invalid_argument("--debug-scripted-output: " + scripted_file + " is empty"));
   }
   if (!served_names.empty()) {
@@ -130,15 +129,15 @@ int run_serve(int argc, char** argv) {
   // The transfer listener binds with the server; --advertise-url defaults to the bound port.
   if (auto st = deepinfer::cli::resolve_serve_disagg_flags(&opts, &registration, opts.port);
       !st.ok())
-    return serve_failed(st);
+    return deepinfer::cli::command_failed("serve", st);
   auto server = deepinfer::server::HttpServer::create(opts);
-  if (!server.ok()) return serve_failed(server.status());
+  if (!server.ok()) return deepinfer::cli::command_failed("serve", server.status());
   if (!registration.router_url.empty() && opts.port == 0) {
     registration.worker_url.clear();  // the default needs the port the kernel picked
     if (auto st =
             deepinfer::cli::resolve_serve_disagg_flags(&opts, &registration, (*server)->port());
         !st.ok())
-      return serve_failed(st);
+      return deepinfer::cli::command_failed("serve", st);
   }
   std::fprintf(stderr, "deepinfer serve: listening on http://%s:%u (model %s)\n", opts.host.c_str(),
                (*server)->port(), args.model.c_str());
@@ -167,7 +166,7 @@ int run_serve(int argc, char** argv) {
   std::thread loader([&] {
     auto e = deepinfer::Engine::create(args);
     if (!e.ok()) {
-      serve_failed(e.status());
+      deepinfer::cli::command_failed("serve", e.status());
       load_failed = true;
       (*server)->stop();
       return;
@@ -179,7 +178,7 @@ int run_serve(int argc, char** argv) {
     if (!registration.router_url.empty()) {
       auto r = deepinfer::server::WorkerRegistration::start(registration);
       if (!r.ok()) {
-        serve_failed(r.status());
+        deepinfer::cli::command_failed("serve", r.status());
         return;
       }
       std::lock_guard<std::mutex> lock(registration_mu);

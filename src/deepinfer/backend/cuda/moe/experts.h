@@ -88,9 +88,9 @@ class MoeRunner {
   // run()'s result from device-side routing: only kernel launches and cuBLASLt calls (the shared
   // expert's dense GEMMs: capture-safe once their plan for `tokens` rows exists). hidden and
   // inter multiples of DeviceMatrix::per_load(expert_format). Aborts if reserve_grouped did not
-  // cover the call. From 17 to 128 tokens (grouped_experts.cu; on a stream other than the legacy
-  // default one) the shared expert forks onto the runner's own stream and joins
-  // before the combine: a captured graph gets them as parallel branches.
+  // cover the call. From MOE_SHARED_OVERLAP_MIN_TOKENS to _MAX_TOKENS tokens (grouped_experts.cu;
+  // on a stream other than the legacy default one) the shared expert forks onto the runner's own
+  // stream and joins before the combine: a captured graph gets them as parallel branches.
   void run_grouped(const MoeArgs& a, cudaStream_t stream);
 
  private:
