@@ -1,7 +1,8 @@
 // Projections over weights in their stored formats (backend/cuda/gemm/linear.h) against the CPU
-// reference on the host-dequantized weight: weight_gemv for few rows (the decode path), fp8_mma
-// for FP8 up to Linear::kMmaMaxRows (one and two 64-row passes, K split over the grid for the
-// narrow ones, ragged columns) and the dequantize-then-cuBLASLt path for more (weight_gemv at 1,
+// reference on the host-dequantized weight: weight_gemv for few rows (the decode path), fp8_wgmma
+// for FP8 with 128-row blocks and fp8_mma for other FP8 up to Linear's bounds (one and two 64-row
+// passes, K split over the grid for the narrow ones, ragged columns) and the
+// dequantize-then-cuBLASLt path for more (weight_gemv at 1,
 // 2, 3 and 8+ rows: each its own rows per pass and columns per warp), for FP8 block-scaled,
 // MXFP4 and bf16 weights, at
 // V4-Flash shapes, ragged ones, and a row slice of FP8 that starts inside a scale block (wo_a's
@@ -9,10 +10,13 @@
 // activations, so only the fp32 summation order differs: the fp32 tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/gemm/fp8_mma.h"
+#include "deepinfer/backend/cuda/gemm/fp8_wgmma.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
 #include "deepinfer/backend/cuda/gemm/linear.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
@@ -67,13 +71,16 @@ TEST(CudaLinear, StoredFormatsMatchTheHostDequantizedWeight) {
       DeviceBuffer<float> dy(n * k.out);
       dy.poison();
       linear.run(q.m, reinterpret_cast<const __nv_bfloat16*>(dx.get()), dy.get(), n, nullptr);
-      const bool gemv = linear.takes_gemv(q.m, reinterpret_cast<const __nv_bfloat16*>(dx.get()), n);
-      const bool mma = !gemv && n <= Linear::kMmaMaxRows && fp8_mma_supports(q.m);
+      const auto* xb = reinterpret_cast<const __nv_bfloat16*>(dx.get());
+      const bool gemv = linear.takes_gemv(q.m, xb, n);
+      const bool wgmma = !gemv && linear.takes_wgmma(q.m, 1, xb, dy.get(), n);
+      const bool mma = !gemv && !wgmma && n <= Linear::kMmaMaxRows && fp8_mma_supports(q.m);
       EXPECT_TRUE(close(dy.download(), want, kF32Tol))
           << format_name(k.format) << " " << k.out << "x" << k.in << ", " << n << " rows ("
-          << (gemv  ? "weight_gemv"
-              : mma ? "fp8_mma"
-                    : "dequantize + cuBLASLt")
+          << (gemv    ? "weight_gemv"
+              : wgmma ? "fp8_wgmma"
+              : mma   ? "fp8_mma"
+                      : "dequantize + cuBLASLt")
           << ")";
     }
   }
@@ -113,7 +120,8 @@ TEST(CudaLinear, GroupedRowBlocksMatchTheHost) {
     QuantMatrix q = make_quant_matrix(MatrixFormat::kFp8Block, k.rows, k.in, 0.02f);
     linear.reserve(k.rows * k.in);
     const int64_t ol = k.rows / k.groups;
-    EXPECT_FALSE(linear.grouped_fits(q.m, k.groups, Linear::kMmaMaxRows + 1));
+    EXPECT_FALSE(linear.grouped_fits(q.m, k.groups,
+                                     std::max(Linear::kMmaMaxRows, Linear::kWgmmaMaxRows) + 1));
     for (int64_t n : {int64_t{3}, int64_t{17}, int64_t{64}, Linear::kMmaMaxRows}) {
       ASSERT_TRUE(linear.grouped_fits(q.m, k.groups, n)) << n << " rows";
       const auto x = round_bf16(randn(n * k.groups * k.in));
@@ -126,12 +134,71 @@ TEST(CudaLinear, GroupedRowBlocksMatchTheHost) {
           std::copy_n(yg.begin() + r * ol, ol, want.begin() + r * k.rows + g * ol);
       }
       DeviceBuffer<uint16_t> dx(bf16_bits(x));
+      const auto* xb = reinterpret_cast<const __nv_bfloat16*>(dx.get());
       DeviceBuffer<float> dy(n * k.rows);
       dy.poison();
-      linear.run_grouped(q.m, k.groups, reinterpret_cast<const __nv_bfloat16*>(dx.get()), dy.get(),
-                         n, nullptr);
+      linear.run_grouped(q.m, k.groups, xb, dy.get(), n, nullptr);
       EXPECT_TRUE(close(dy.download(), want, kF32Tol))
-          << k.groups << " groups of " << ol << "x" << k.in << ", " << n << " rows";
+          << k.groups << " groups of " << ol << "x" << k.in << ", " << n << " rows ("
+          << (linear.takes_wgmma(q.m, k.groups, xb, dy.get(), n) ? "fp8_wgmma" : "other") << ")";
+      // fp8_mma's grouped form, which Linear leaves to shapes fp8_wgmma does not take.
+      if (n > Linear::kGemvMaxRows) {
+        dy.poison();
+        fp8_mma_grouped(q.m, k.groups, xb, n, dy.get(), nullptr, 0, nullptr);
+        EXPECT_TRUE(close(dy.download(), want, kF32Tol))
+            << "fp8_mma_grouped: " << k.groups << " groups of " << ol << "x" << k.in << ", " << n
+            << " rows";
+      }
+    }
+  }
+}
+
+// fp8_wgmma called directly, whatever Linear's row bounds: V4-Flash's FP8 projections (wq_a,
+// wkv and the shared expert's w1 split K at few rows; wq_b; wo_b), V4.1's 32 x 32 scale blocks and
+// 64-wide ones, one and two 64-row passes a block and several passes (prefill's rows), with and
+// without partials for split K, grouped (wo_a) and a row slice starting inside a scale block.
+TEST(CudaLinear, Fp8WgmmaMatchesTheHost) {
+  struct WgmmaCase {
+    int64_t out, in;
+    int br, bc, groups;
+    int64_t r0, rows;  // the slice of W's rows taken (rows 0: all)
+  };
+  const std::vector<WgmmaCase> cases = {
+      {1024, 4096, 128, 128, 1, 0, 0}, {512, 4096, 128, 128, 1, 0, 0},
+      {2048, 4096, 128, 128, 1, 0, 0}, {32768, 1024, 128, 128, 1, 0, 0},
+      {4096, 8192, 128, 128, 1, 0, 0}, {1024, 4096, 32, 32, 1, 0, 0},
+      {512, 1024, 64, 64, 1, 0, 0},    {8192, 4096, 128, 128, 8, 0, 0},
+      {512, 256, 128, 128, 4, 0, 0},   {384, 512, 128, 128, 1, 64, 256}};
+  for (const WgmmaCase& k : cases) {
+    QuantMatrix q = make_quant_matrix(MatrixFormat::kFp8Block, k.out, k.in,
+                                      1.0f / std::sqrt(float(k.in)), k.br, k.bc);
+    const int64_t rows = k.rows ? k.rows : k.out;
+    const DeviceMatrix w = k.rows ? q.m.row_slice(k.r0, rows) : q.m;
+    ASSERT_TRUE(fp8_wgmma_supports(w, k.groups)) << k.out << "x" << k.in;
+    const int64_t ol = rows / k.groups;
+    for (int64_t n : {1, 17, 64, 65, 128, 200, 300}) {
+      if (k.out * k.in > (int64_t{1} << 25) && n > 128) continue;  // the host's share stays short
+      const auto x = round_bf16(randn(n * k.groups * k.in));
+      std::vector<float> want(n * rows), xg(n * k.in);
+      for (int g = 0; g < k.groups; ++g) {
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(x.begin() + (r * k.groups + g) * k.in, k.in, xg.begin() + r * k.in);
+        const std::vector<float> yg = host_linear(q.values, k.in, k.r0 + g * ol, ol, xg, n);
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(yg.begin() + r * ol, ol, want.begin() + r * rows + g * ol);
+      }
+      DeviceBuffer<uint16_t> dx(bf16_bits(x));
+      DeviceBuffer<float> partials(8 * n * rows);
+      for (bool split : {false, true}) {
+        DeviceBuffer<float> dy(n * rows);
+        dy.poison();
+        fp8_wgmma(w, k.groups, reinterpret_cast<const __nv_bfloat16*>(dx.get()), n, dy.get(),
+                  split ? partials.get() : nullptr, split ? 8 * n * rows : 0, nullptr);
+        EXPECT_TRUE(close(dy.download(), want, kF32Tol))
+            << k.out << "x" << k.in << " (blocks " << k.br << "x" << k.bc << ", " << k.groups
+            << " groups, rows " << k.r0 << ".." << k.r0 + rows << "), " << n << " rows"
+            << (split ? ", K split where the grid is short" : "");
+      }
     }
   }
 }

@@ -15,10 +15,11 @@
 #include <cstdlib>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/gemm/fp8_fragments.cuh"
 #include "deepinfer/backend/cuda/gemm/fp8_mma.h"
+#include "deepinfer/backend/cuda/gemm/split_k.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
-#include "deepinfer/backend/cuda/quant/weight_rows.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
 namespace deepinfer::cuda {
@@ -61,14 +62,6 @@ struct StageLayout {
 // expert kernel's swizzle), weights chunks 2t + i.
 __device__ inline int x_chunk(int r, int c) { return c ^ ((((c >> 3) & 1) << 1) | (r & 1)); }
 __device__ inline int w_chunk(int col, int c) { return c ^ (col & 1); }
-
-// Bytes 0, 1 and 2, 3 of four E4M3 bytes times their scale, as bf16x2 words rounded as the
-// dequantizer rounds (every E4M3 value and its fp32 product are what it forms).
-__device__ inline void expand4(uint32_t w, float s, uint32_t& lo, uint32_t& hi) {
-  const float2 a = weight_rows::fp8x2(w), b = weight_rows::fp8x2(w >> 16);
-  lo = pack_bf16x2(a.x * s, a.y * s);
-  hi = pack_bf16x2(b.x * s, b.y * s);
-}
 
 template <int MT>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
@@ -165,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
         for (int nt = 0; nt < 2; ++nt) {
           const int word = 2 * p + h;  // k 32t + 4 word .. + 4
           const uint32_t w = reinterpret_cast<const uint32_t*>(&raw[nt][word / 4])[word % 4];
-          expand4(w, sc[nt], b[h][nt][0], b[h][nt][1]);
+          expand_fp8x4(w, sc[nt], b[h][nt][0], b[h][nt][1]);
         }
       // Every row tile, padding ones too (their rows are zeros): straight-line code lets the
       // loads of later tiles run ahead of the mma of earlier ones.
@@ -210,27 +203,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fp8_mma_kernel(Args a) {
           if (col + 1 < a.N) o[1] = c[1];
         }
       }
-}
-
-// y = the splits' partials summed in split order.
-__global__ void sum_splits_kernel(const float* partials, int splits, int64_t count, float* y) {
-  pdl_grid_begin();
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    float s = partials[i];
-    for (int z = 1; z < splits; ++z) s += partials[z * count + i];
-    y[i] = s;
-  }
-}
-
-int device_sms() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    DI_CUDA_CHECK(cudaGetDevice(&dev));
-    DI_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
 }
 
 template <int MT>
@@ -283,21 +255,13 @@ void run(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n, f
   // A grid short of a block an SM splits K, at least two tiles a split, where the partials fit
   // (not two an SM, which fit: the sum of the splits costs a launch, about 4 us at B=32).
   const int64_t blocks = ((n + 16 * mt - 1) / (16 * mt)) * ((w.rows + kBN - 1) / kBN);
-  const int64_t tiles = w.cols / kKB, want = device_sms();
-  int64_t splits = blocks >= want ? 1 : std::min((want + blocks - 1) / blocks, tiles / 2);
-  if (partials == nullptr) splits = 1;
-  while (splits > 1 && splits * n * w.rows > partial_floats) --splits;
-  a.splits = static_cast<int>(std::max<int64_t>(splits, 1));
+  a.splits = k_splits(blocks, device_sms(), w.cols / kKB, n, w.rows, partials, partial_floats);
   if (a.splits > 1) a.out = partials;
   if (mt == 2)
     launch<2>(a, stream);
   else
     launch<4>(a, stream);
-  if (a.splits > 1) {
-    const int64_t count = n * w.rows;
-    const int grid = static_cast<int>(std::min<int64_t>((count + 255) / 256, 4 * device_sms()));
-    launch_kernel(sum_splits_kernel, grid, 256, 0, stream, partials, a.splits, count, y);
-  }
+  if (a.splits > 1) sum_splits(partials, a.splits, n * w.rows, y, stream);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "deepinfer/backend/cuda/gemm/fp8_mma.h"
+#include "deepinfer/backend/cuda/gemm/fp8_wgmma.h"
 #include "deepinfer/backend/cuda/gemm/linear.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
 #include "deepinfer/backend/cuda/quant/dequantize.h"
@@ -41,6 +42,11 @@ void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_
     gemm_.bf16(static_cast<const __nv_bfloat16*>(w.data), x, y, n, w.rows, w.cols, stream);
     return;
   }
+  if (takes_wgmma(w, 1, x, y, n)) {
+    fp8_wgmma(w, 1, x, n, y, reinterpret_cast<float*>(scratch_.get()),
+              static_cast<int64_t>(scratch_.size()) / 2, stream);
+    return;
+  }
   if (n <= kMmaMaxRows && fp8_mma_supports(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     // The dequantization scratch (rows * cols bf16) holds the split partials where they fit.
     fp8_mma(w, x, n, y, reinterpret_cast<float*>(scratch_.get()),
@@ -60,10 +66,19 @@ void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_
   gemm_.bf16(scratch_.get(), x, y, n, w.rows, w.cols, stream);
 }
 
+bool Linear::takes_wgmma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, const float* y,
+                         int64_t n) const {
+  return !gemm_.batch_invariant() && n >= kWgmmaMinRows && n <= kWgmmaMaxRows &&
+         fp8_wgmma_supports(w, groups) && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(y) % 16 == 0;
+}
+
 bool Linear::grouped_fits(const DeviceMatrix& w, int groups, int64_t n) const {
   if (w.format == MatrixFormat::kBf16) return false;
   if (n <= kGemvMaxRows) return weight_gemv_supports(w);
-  return !gemm_.batch_invariant() && n <= kMmaMaxRows && fp8_mma_grouped_supports(w, groups);
+  if (gemm_.batch_invariant()) return false;
+  return (n <= kMmaMaxRows && fp8_mma_grouped_supports(w, groups)) ||
+         (n >= kWgmmaMinRows && n <= kWgmmaMaxRows && fp8_wgmma_supports(w, groups));
 }
 
 void Linear::run_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, float* y,
@@ -78,6 +93,9 @@ void Linear::run_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16*
   }
   if (n <= kGemvMaxRows)
     weight_gemv_grouped(w, groups, x, n, y, stream);
+  else if (takes_wgmma(w, groups, x, y, n))
+    fp8_wgmma(w, groups, x, n, y, reinterpret_cast<float*>(scratch_.get()),
+              static_cast<int64_t>(scratch_.size()) / 2, stream);
   else
     fp8_mma_grouped(w, groups, x, n, y, reinterpret_cast<float*>(scratch_.get()),
                     static_cast<int64_t>(scratch_.size()) / 2, stream);

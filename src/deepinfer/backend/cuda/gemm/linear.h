@@ -3,8 +3,9 @@
 // - bf16 weights: cuBLASLt (Gemm::bf16); small ones over n <= kGemvMaxRows rows (decode's
 //   compressor and indexer projections), weight_gemv.
 // - FP8 / MXFP4 weights, n <= kGemvMaxRows (decode): weight_gemv, which reads the stored bytes.
-// - FP8 weights, up to kMmaMaxRows rows (larger decode batches): fp8_mma, tensor cores over the
-//   stored bytes.
+// - FP8 weights, kWgmmaMinRows..kWgmmaMaxRows rows (larger decode batches), row blocks multiples of
+//   128: fp8_wgmma, warpgroup tensor cores over the stored bytes; other FP8 ones up to
+//   kMmaMaxRows rows: fp8_mma, mma.sync over the stored bytes.
 // - FP8 / MXFP4 weights, more rows (prefill, large batches): the weight is dequantized into one
 //   bf16 scratch matrix, then cuBLASLt; the scratch is reused in stream order by every call, so
 //   the device keeps one bf16 copy of the largest matrix, not of the model.
@@ -31,8 +32,20 @@ class Linear {
 #define FP8_MMA_MAX_ROWS 128
 #endif
   static constexpr int64_t kMmaMaxRows = FP8_MMA_MAX_ROWS;
+  // FP8 matrices whose row blocks are multiples of 128 take fp8_wgmma over this many rows of x
+  // (variants A/B the bounds: scripts/build_gpu_variants.sh).
+#ifndef FP8_WGMMA_MIN_ROWS
+#define FP8_WGMMA_MIN_ROWS 17
+#endif
+#ifndef FP8_WGMMA_MAX_ROWS
+#define FP8_WGMMA_MAX_ROWS 128
+#endif
+  static constexpr int64_t kWgmmaMinRows = FP8_WGMMA_MIN_ROWS, kWgmmaMaxRows = FP8_WGMMA_MAX_ROWS;
   // Whether run() takes weight_gemv for w over n rows of x (bf16 ones only while small: linear.cu).
   bool takes_gemv(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n) const;
+  // Whether run() (groups == 1) or run_grouped() takes fp8_wgmma for w over n rows into y.
+  bool takes_wgmma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, const float* y,
+                   int64_t n) const;
 
   explicit Linear(Gemm& gemm);
   Gemm& gemm() { return gemm_; }
@@ -47,7 +60,7 @@ class Linear {
   // The grouped form (the attention's wo_a; weight_gemv_grouped's contract): W's rows in `groups`
   // equal blocks, block g over x's columns [g * w.cols, (g + 1) * w.cols), x [n, groups * w.cols]
   // (16-byte aligned) -> y [n, w.rows], one launch. grouped_fits: whether a kernel takes it
-  // (weight_gemv_grouped up to kGemvMaxRows, fp8_mma up to kMmaMaxRows); else the caller runs
+  // (weight_gemv_grouped up to kGemvMaxRows, then fp8_wgmma or fp8_mma); else the caller runs
   // each group's row block through run(). run_grouped aborts where !grouped_fits.
   bool grouped_fits(const DeviceMatrix& w, int groups, int64_t n) const;
   void run_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, float* y, int64_t n,
