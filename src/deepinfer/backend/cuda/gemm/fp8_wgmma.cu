@@ -34,6 +34,10 @@ constexpr int kKB = 128;       // k a tile
 #define FP8_WGMMA_STAGES 4
 #endif
 constexpr int kStages = FP8_WGMMA_STAGES;
+// Split K within one wave (0: at least one wave, fp8_mma's rule; a variant to time).
+#ifndef FP8_WGMMA_WITHIN_WAVE
+#define FP8_WGMMA_WITHIN_WAVE 1
+#endif
 constexpr int kAhead = kStages - 2;
 static_assert(kStages >= 4);
 
@@ -184,13 +188,23 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_wgmma_kernel(Args a) {
     cp_async_commit();
     const uint8_t* st = sm + (tile % kStages) * St::kBytes;
     const uint32_t xs = shared_addr(st);
+    // Step s's four weight words (rows lrow and lrow + 8 share their swizzle: row % 8 == g),
+    // loaded a step ahead: the wgmma fences order shared loads, so this puts them before the
+    // previous step's wgmma and its wait.
+    uint32_t raw[4];
+    const auto fetch = [&](int s) {
+      const uint8_t* p0 = st + woff + ((s ^ g) << 4);
+      raw[0] = lds32(p0);
+      raw[1] = lds32(p0 + 8);
+      raw[2] = lds32(p0 + 8 * kKB);
+      raw[3] = lds32(p0 + 8 * kKB + 8);
+    };
+    fetch(0);
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
-      // Rows lrow and lrow + 8 share their swizzle (row % 8 == g).
-      const uint8_t* p0 = st + woff + ((s ^ g) << 4);
-      const uint8_t* p1 = p0 + 8 * kKB;
-      const uint32_t w0 = __byte_perm(lds32(p0), lds32(p0 + 8), sel);
-      const uint32_t w1 = __byte_perm(lds32(p1), lds32(p1 + 8), sel);
+      const uint32_t w0 = __byte_perm(raw[0], raw[1], sel);
+      const uint32_t w1 = __byte_perm(raw[2], raw[3], sel);
+      if (s < 7) fetch(s + 1);
       uint32_t fa[4];
       expand_fp8x4(w0, sc[0][s >> 1], fa[0], fa[2]);
       expand_fp8x4(w1, sc[1][s >> 1], fa[1], fa[3]);
@@ -278,9 +292,11 @@ void fp8_wgmma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_
   a.scale_cols = (w.cols + w.block_cols - 1) / w.block_cols;
   a.block_rows = w.block_rows;
   a.block_cols = w.block_cols;
-  // One block an SM (its stages fill the shared memory): a shorter grid splits K.
+  // One block an SM (its stages fill the shared memory): a shorter grid splits K into as many
+  // parts as one wave holds (wo_b at 128 rows: 32 blocks, 4 parts, not 5 and a second wave).
   const int64_t blocks = ((n + 64 * nb - 1) / (64 * nb)) * (w.rows / kBN);
-  a.splits = k_splits(blocks, device_sms(), w.cols / kKB, n, w.rows, partials, partial_floats);
+  a.splits = k_splits(blocks, device_sms(), w.cols / kKB, n, w.rows, partials, partial_floats,
+                      /*within_wave=*/FP8_WGMMA_WITHIN_WAVE != 0);
   if (a.splits > 1) a.out = partials;
   if (nb == 1)
     launch<1>(a, stream);

@@ -30,9 +30,10 @@ int device_sms() {
 }
 
 int k_splits(int64_t blocks, int64_t want, int64_t tiles, int64_t n, int64_t cols,
-             const float* partials, int64_t partial_floats) {
+             const float* partials, int64_t partial_floats, bool within_wave) {
   if (partials == nullptr || blocks >= want) return 1;
-  int64_t splits = std::min((want + blocks - 1) / blocks, tiles / 2);
+  const int64_t fill = within_wave ? want / blocks : (want + blocks - 1) / blocks;
+  int64_t splits = std::min(fill, tiles / 2);
   while (splits > 1 && splits * n * cols > partial_floats) --splits;
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
