@@ -45,11 +45,8 @@ using Clock = std::chrono::steady_clock;
 using deepinfer::Engine;
 using deepinfer::runtime::Device;
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "deepinfer bench: %s\n", message.c_str());
-  return 1;
-}
-int fail(const deepinfer::Status& st) { return fail(st.to_string()); }
+int fail(const std::string& message) { return deepinfer::cli::command_failed("bench", message); }
+int fail(const deepinfer::Status& st) { return deepinfer::cli::command_failed("bench", st); }
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "deepinfer/cli/command_registry.h"
 #include "deepinfer/cli/model_resolver.h"
 #include "deepinfer/model/deepseek_v4/config.h"
 #include "deepinfer/model/deepseek_v4/state_geometry.h"
@@ -23,10 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-int fail(const std::string& m) {
-  std::fprintf(stderr, "deepinfer bench prefix-cache: %s\n", m.c_str());
-  return 1;
-}
+int fail(const std::string& m) { return command_failed("bench prefix-cache", m); }
 
 struct Timed {
   double ttft_s = 0;
