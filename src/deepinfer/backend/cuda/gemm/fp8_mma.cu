@@ -38,17 +38,7 @@ constexpr int kKB = 128;          // k per tile
 constexpr int kStages = FP8_MMA_STAGES;
 constexpr int kMinBlocks = kStages == 2 ? 3 : 2;
 
-struct Args {
-  const uint8_t* w;
-  const float* scale;  // the block scales (DeviceMatrix::block_scale)
-  const __nv_bfloat16* x;
-  float* out;  // y, or the partials [splits][n][N]
-  int64_t n, N, K, row0;
-  int64_t x_stride;    // between x's rows: K, or groups * K
-  int64_t group_rows;  // W's rows a group (a multiple of kBN), 0: no groups
-  int64_t scale_cols;
-  int block_rows, block_cols, splits;
-};
+using Args = Fp8GemmArgs;
 
 template <int MT>
 struct StageLayout {
@@ -238,20 +228,7 @@ void run(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n, f
     std::abort();
   }
   const int mt = n <= 32 ? 2 : 4;
-  Args a{};
-  a.w = static_cast<const uint8_t*>(w.data);
-  a.scale = w.block_scale;
-  a.x = x;
-  a.out = y;
-  a.n = n;
-  a.N = w.rows;
-  a.K = w.cols;
-  a.row0 = w.row0;
-  a.x_stride = groups * w.cols;
-  a.group_rows = groups > 1 ? w.rows / groups : 0;
-  a.scale_cols = (w.cols + w.block_cols - 1) / w.block_cols;
-  a.block_rows = w.block_rows;
-  a.block_cols = w.block_cols;
+  Fp8GemmArgs a = fp8_gemm_args(w, groups, x, n, y);
   // A grid short of a block an SM splits K, at least two tiles a split, where the partials fit
   // (not two an SM, which fit: the sum of the splits costs a launch, about 4 us at B=32).
   const int64_t blocks = ((n + 16 * mt - 1) / (16 * mt)) * ((w.rows + kBN - 1) / kBN);

@@ -41,17 +41,7 @@ constexpr int kStages = FP8_WGMMA_STAGES;
 constexpr int kAhead = kStages - 2;
 static_assert(kStages >= 4);
 
-struct Args {
-  const uint8_t* w;
-  const float* scale;  // the block scales (DeviceMatrix::block_scale)
-  const __nv_bfloat16* x;
-  float* out;  // y, or the partials [splits][n][N]
-  int64_t n, N, K, row0;
-  int64_t x_stride;    // between x's rows: K, or groups * K
-  int64_t group_rows;  // W's rows a group (a multiple of kBN), 0: no groups
-  int64_t scale_cols;
-  int block_rows, block_cols, splits;
-};
+using Args = Fp8GemmArgs;
 
 // One stage, offsets into the 1024-byte aligned dynamic shared memory: x's rows as two halves
 // (k 0..63, 64..127) of [R][128 B], then W's rows [128][128 B], 16-byte chunks swizzled by row.
@@ -271,27 +261,14 @@ void fp8_wgmma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_
       reinterpret_cast<uintptr_t>(y) % 16 != 0) {
     std::fprintf(stderr,
                  "fp8_wgmma: needs FP8 block-scaled weights with cols a multiple of %d, "
-                 "block_cols a multiple of 32, each of %d groups' rows a multiple of %d, data "
+                 "block_cols a multiple of 32, each of %d groups' rows a multiple of %d, data, "
                  "x and y 16-byte aligned (got format %d, %lld x %lld, block %d x %d)\n",
                  kKB, groups, kBN, static_cast<int>(w.format), static_cast<long long>(w.rows),
                  static_cast<long long>(w.cols), w.block_rows, w.block_cols);
     std::abort();
   }
   const int nb = n <= 64 ? 1 : 2;
-  Args a{};
-  a.w = static_cast<const uint8_t*>(w.data);
-  a.scale = w.block_scale;
-  a.x = x;
-  a.out = y;
-  a.n = n;
-  a.N = w.rows;
-  a.K = w.cols;
-  a.row0 = w.row0;
-  a.x_stride = groups * w.cols;
-  a.group_rows = groups > 1 ? w.rows / groups : 0;
-  a.scale_cols = (w.cols + w.block_cols - 1) / w.block_cols;
-  a.block_rows = w.block_rows;
-  a.block_cols = w.block_cols;
+  Fp8GemmArgs a = fp8_gemm_args(w, groups, x, n, y);
   // One block an SM (its stages fill the shared memory): a shorter grid splits K into as many
   // parts as one wave holds (wo_b at 128 rows: 32 blocks, 4 parts, not 5 and a second wave).
   const int64_t blocks = ((n + 64 * nb - 1) / (64 * nb)) * (w.rows / kBN);
