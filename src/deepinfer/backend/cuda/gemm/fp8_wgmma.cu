@@ -34,6 +34,12 @@ constexpr int kKB = 128;       // k a tile
 #define FP8_WGMMA_STAGES 4
 #endif
 constexpr int kStages = FP8_WGMMA_STAGES;
+// 1: step s + 1's fragments expand while step s's wgmma runs, before the wait for step s - 1
+// (ptxas keeps an in-flight wgmma's A registers); 0: after that wait. A variant to time.
+#ifndef FP8_WGMMA_EARLY_EXPAND
+#define FP8_WGMMA_EARLY_EXPAND 0
+#endif
+constexpr bool kEarlyExpand = FP8_WGMMA_EARLY_EXPAND != 0;
 // Split K within one wave (0: at least one wave, fp8_mma's rule; a variant to time).
 #ifndef FP8_WGMMA_WITHIN_WAVE
 #define FP8_WGMMA_WITHIN_WAVE 1
@@ -190,20 +196,25 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_wgmma_kernel(Args a) {
       raw[3] = lds32(p0 + 8 * kKB + 8);
     };
     fetch(0);
-#pragma unroll
-    for (int s = 0; s < 8; ++s) {
+    uint32_t fa[4];
+    const auto expand = [&](int s) {
       const uint32_t w0 = __byte_perm(raw[0], raw[1], sel);
       const uint32_t w1 = __byte_perm(raw[2], raw[3], sel);
       if (s < 7) fetch(s + 1);
-      uint32_t fa[4];
       expand_fp8x4(w0, sc[0][s >> 1], fa[0], fa[2]);
       expand_fp8x4(w1, sc[1][s >> 1], fa[1], fa[3]);
+    };
+    if (kEarlyExpand) expand(0);
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      if (!kEarlyExpand) expand(s);
       wgmma_fence();
 #pragma unroll
       for (int b = 0; b < NB; ++b)
         wgmma_m64n64k16_rs(
             acc[b], fa, wgmma_desc_k128(xs + (s >> 2) * St::kHalf + b * 64 * 128 + (s & 3) * 32));
       wgmma_commit();
+      if (kEarlyExpand && s < 7) expand(s + 1);
       wgmma_wait<1>();  // the step before is done: its fragments' registers are free
     }
   }
