@@ -48,6 +48,12 @@ constexpr int kK = 128;        // k a stage: one sub-tile of the k map
 #ifndef W4_WGMMA_INFLIGHT
 #define W4_WGMMA_INFLIGHT (W4_WGMMA_STAGES > 3 ? 2 : 1)
 #endif
+// 1: step s + 1's fragments expand while step s's wgmma runs, before the wait that retires the
+// older steps; 0: after it. A variant to time (gemm/fp8_wgmma.cu has the same knob).
+#ifndef W4_WGMMA_EARLY_EXPAND
+#define W4_WGMMA_EARLY_EXPAND 0
+#endif
+constexpr bool kEarlyExpand = W4_WGMMA_EARLY_EXPAND != 0;
 constexpr int kStages = W4_WGMMA_STAGES;
 constexpr int kInflight = W4_WGMMA_INFLIGHT;
 constexpr bool kDrain = kStages < 4;
@@ -199,14 +205,49 @@ __global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel
       wgmma_commit();
       wgmma_wait<kInflight>();  // older steps are done: their fragments' registers are free
     };
-    step(std::integral_constant<int, 0>{});
-    step(std::integral_constant<int, 1>{});
-    step(std::integral_constant<int, 2>{});
-    step(std::integral_constant<int, 3>{});
-    step(std::integral_constant<int, 4>{});
-    step(std::integral_constant<int, 5>{});
-    step(std::integral_constant<int, 6>{});
-    step(std::integral_constant<int, 7>{});
+    // The early form: step s + 1's fragments expand while step s's wgmma runs, before the wait.
+    uint32_t next[NW][4];
+    const auto expand = [&](auto s_tag) {
+      constexpr int S = decltype(s_tag)::value;
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        if (twice)
+          expand_step<S, true>(next[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], f2[j][0],
+                               f2[j][1]);
+        else
+          expand_step<S, false>(next[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], 0, 0);
+      }
+    };
+    const auto early_step = [&](auto s_tag) {
+      constexpr int S = decltype(s_tag)::value;
+      uint32_t fa[NW][4];
+#pragma unroll
+      for (int j = 0; j < NW; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) fa[j][i] = next[j][i];
+      const uint64_t desc = wgmma_desc_k128(xs + (S >> 2) * St::kHalf + (S & 3) * 32);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < NW; ++j) wgmma_m64n64k16_rs(acc[j], fa[j], desc);
+      wgmma_commit();
+      if constexpr (S < 7) expand(std::integral_constant<int, S + 1>{});
+      wgmma_wait<kInflight>();
+    };
+    const auto run = [&](auto s_tag) {
+      if constexpr (kEarlyExpand)
+        early_step(s_tag);
+      else
+        step(s_tag);
+    };
+    if constexpr (kEarlyExpand) expand(std::integral_constant<int, 0>{});
+    run(std::integral_constant<int, 0>{});
+    run(std::integral_constant<int, 1>{});
+    run(std::integral_constant<int, 2>{});
+    run(std::integral_constant<int, 3>{});
+    run(std::integral_constant<int, 4>{});
+    run(std::integral_constant<int, 5>{});
+    run(std::integral_constant<int, 6>{});
+    run(std::integral_constant<int, 7>{});
   }
   wgmma_wait<0>();
 #pragma unroll
