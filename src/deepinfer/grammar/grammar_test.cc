@@ -335,7 +335,9 @@ TEST(RegexMatch, NonSpaceShorthandExcludesUnicodeWhitespace) {
     EXPECT_FALSE(matches(g, std::string("a") + ws + "b")) << "whitespace byte(s) " << ws;
   auto in_class = compile_regex(R"([\Sx]+)");
   ASSERT_NE(in_class, nullptr);
-  EXPECT_FALSE(matches(in_class, "a\xC2\xA0b"));
+  EXPECT_FALSE(matches(in_class,
+                       "a\xC2\xA0"
+                       "b"));
   EXPECT_TRUE(matches(in_class, "ax"));
 }
 
@@ -411,7 +413,9 @@ TEST(RegexMatch, RandomStringsAgreeWithPcre2) {
       }
       const bool ascii = std::all_of(s.begin(), s.end(), [](char ch) { return ch >= 0; });
       const bool ours = matches(g, s);
-      if (ascii) EXPECT_EQ(ours, pcre.full_match(s)) << c.grammar << " on '" << s << "'";
+      if (ascii) {
+        EXPECT_EQ(ours, pcre.full_match(s)) << c.grammar << " on '" << s << "'";
+      }
       if (ours) {
         EXPECT_TRUE(pcre.full_match(s) && pcre_ucp.full_match(s))
             << c.grammar << " on '" << s << "': accepted, but a dialect rejects it";
