@@ -17,7 +17,7 @@ using deepinfer::testing::row_rel_err;
 constexpr double kTolerance = 1e-4;
 
 std::unique_ptr<CpuModel> load_plain(const std::string& name) {
-  auto m = CpuModel::load(golden_dir(name), {Numerics::kPlain, std::nullopt});
+  auto m = CpuModel::load(golden_dir(name), ModelOptions::with_numerics(Numerics::kPlain));
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
 }

@@ -28,7 +28,7 @@ std::unique_ptr<CpuModel> tiny_with_mtp(Numerics numerics) {
   o.quantized = true;
   o.seed = 5;
   EXPECT_TRUE(write_tiny_model(dir, o).ok());
-  auto m = CpuModel::load(dir, {numerics, std::nullopt});
+  auto m = CpuModel::load(dir, ModelOptions::with_numerics(numerics));
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
 }
@@ -67,8 +67,8 @@ TEST(ModelMtpTest, DraftIsPathIndependentAndDependsOnItsInputs) {
 }
 
 TEST(ModelMtpTest, ErrorsWithoutAnMtpLayerOrInput) {
-  auto golden =
-      CpuModel::load(testing::golden_dir("mixed_fullk"), {Numerics::kPlain, std::nullopt});
+  auto golden = CpuModel::load(testing::golden_dir("mixed_fullk"),
+                               ModelOptions::with_numerics(Numerics::kPlain));
   ASSERT_TRUE(golden.ok());
   SequenceState s = (*golden)->new_sequence();
   std::vector<float> logits;

@@ -43,7 +43,7 @@ class PoisonedPages final : public StatePages {
 class PagedState : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PagedState, PoisonedPagesOfAnySizeGiveHeapStateLogits) {
-  auto m = CpuModel::load(golden_dir(GetParam()), {Numerics::kOfficial, std::nullopt});
+  auto m = CpuModel::load(golden_dir(GetParam()), ModelOptions::with_numerics(Numerics::kOfficial));
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const CpuModel& model = **m;
   const Config& c = model.config();

@@ -31,7 +31,7 @@ const char* const kFixtures[] = {"mixed_selective", "mixed_fullk", "sliding_hash
 const char* numerics_name(Numerics n) { return n == Numerics::kPlain ? "plain" : "official"; }
 
 std::unique_ptr<CpuModel> load_model(const std::string& name, Numerics numerics) {
-  auto m = CpuModel::load(golden_dir(name), {numerics, std::nullopt});
+  auto m = CpuModel::load(golden_dir(name), ModelOptions::with_numerics(numerics));
   EXPECT_TRUE(m.ok()) << name << ": " << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
 }

@@ -86,7 +86,7 @@ TEST(YocoTruncation, DeepseekV4KeptLogitsAndLaterStepsAreBitwiseUnchanged) {
   o.seed = 23;
   const std::string dir = v4::write_tiny_model_for_test("yoco_v4", o);
   for (v4::Numerics num : {v4::Numerics::kOfficial, v4::Numerics::kPlain}) {
-    auto m = v4::CpuModel::load(dir, {num, std::nullopt});
+    auto m = v4::CpuModel::load(dir, v4::ModelOptions::with_numerics(num));
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     expect_kept_logits_unchanged(**m);
   }

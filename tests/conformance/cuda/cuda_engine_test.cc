@@ -106,7 +106,7 @@ void expect_pool_full(Engine& e) {
 }
 
 std::unique_ptr<v4::CpuModel> cpu_model(const std::string& dir) {
-  auto m = v4::CpuModel::load(dir, {v4::Numerics::kPlain, std::nullopt});
+  auto m = v4::CpuModel::load(dir, v4::ModelOptions::with_numerics(v4::Numerics::kPlain));
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(m).value() : nullptr;
 }

@@ -34,6 +34,14 @@ struct ModelOptions {
   // exchange, to measure against. The logits are the same bits either way; every rank of the
   // group must be given the same value.
   bool two_batch_overlap = true;
+
+  // The defaults with only the numerics chosen. A function keeps this an aggregate; a brace list
+  // naming only the first member draws GCC's -Wmissing-field-initializers.
+  static ModelOptions with_numerics(Numerics n) {
+    ModelOptions o;
+    o.numerics = n;
+    return o;
+  }
 };
 
 StatusOr<Numerics> parse_numerics(const std::string& s);  // "plain" | "official"

@@ -39,8 +39,8 @@ TEST(V41CpuModel, EngramModelWithoutTokenizerNamesTheFile) {
 }
 
 TEST(V41CpuModel, OfficialNumericsIsRefused) {
-  auto m =
-      CpuModel::load(testing::fixture_dir("v41_single_src_alltopk"), {v4::Numerics::kOfficial});
+  auto m = CpuModel::load(testing::fixture_dir("v41_single_src_alltopk"),
+                          ModelOptions::with_numerics(v4::Numerics::kOfficial));
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(mentions(m.status(), "plain")) << m.status().to_string();
 }

@@ -36,7 +36,8 @@ std::unique_ptr<ModelRunner> make_runner(int64_t kv_bytes = 64ll << 20) {
 
 // The reference: the model's own forward over a standalone state, last-position logits.
 std::vector<float> reference_logits(const std::vector<int32_t>& ids) {
-  auto m = v4::CpuModel::load(model_dir(), {v4::Numerics::kOfficial, std::nullopt});
+  auto m =
+      v4::CpuModel::load(model_dir(), v4::ModelOptions::with_numerics(v4::Numerics::kOfficial));
   EXPECT_TRUE(m.ok());
   v4::SequenceState st = (*m)->new_sequence();
   std::vector<float> logits;
