@@ -43,14 +43,11 @@ void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_
     return;
   }
   if (takes_wgmma(w, 1, x, y, n)) {
-    fp8_wgmma(w, 1, x, n, y, reinterpret_cast<float*>(scratch_.get()),
-              static_cast<int64_t>(scratch_.size()) / 2, stream);
+    fp8_wgmma(w, 1, x, n, y, partials(), partial_floats(), stream);
     return;
   }
   if (n <= kMmaMaxRows && fp8_mma_supports(w) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    // The dequantization scratch (rows * cols bf16) holds the split partials where they fit.
-    fp8_mma(w, x, n, y, reinterpret_cast<float*>(scratch_.get()),
-            static_cast<int64_t>(scratch_.size()) / 2, stream);
+    fp8_mma(w, x, n, y, partials(), partial_floats(), stream);
     return;
   }
   if (static_cast<int64_t>(scratch_.size()) < w.rows * w.cols) {
@@ -66,10 +63,14 @@ void Linear::run(const DeviceMatrix& w, const __nv_bfloat16* x, float* y, int64_
   gemm_.bf16(scratch_.get(), x, y, n, w.rows, w.cols, stream);
 }
 
+bool Linear::wgmma_fits(const DeviceMatrix& w, int groups, int64_t n) const {
+  return !gemm_.batch_invariant() && n >= kWgmmaMinRows && n <= kWgmmaMaxRows &&
+         fp8_wgmma_supports(w, groups);
+}
+
 bool Linear::takes_wgmma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, const float* y,
                          int64_t n) const {
-  return !gemm_.batch_invariant() && n >= kWgmmaMinRows && n <= kWgmmaMaxRows &&
-         fp8_wgmma_supports(w, groups) && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+  return wgmma_fits(w, groups, n) && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(y) % 16 == 0;
 }
 
@@ -77,8 +78,7 @@ bool Linear::grouped_fits(const DeviceMatrix& w, int groups, int64_t n) const {
   if (w.format == MatrixFormat::kBf16) return false;
   if (n <= kGemvMaxRows) return weight_gemv_supports(w);
   if (gemm_.batch_invariant()) return false;
-  return (n <= kMmaMaxRows && fp8_mma_grouped_supports(w, groups)) ||
-         (n >= kWgmmaMinRows && n <= kWgmmaMaxRows && fp8_wgmma_supports(w, groups));
+  return (n <= kMmaMaxRows && fp8_mma_grouped_supports(w, groups)) || wgmma_fits(w, groups, n);
 }
 
 void Linear::run_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, float* y,
@@ -94,11 +94,9 @@ void Linear::run_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16*
   if (n <= kGemvMaxRows)
     weight_gemv_grouped(w, groups, x, n, y, stream);
   else if (takes_wgmma(w, groups, x, y, n))
-    fp8_wgmma(w, groups, x, n, y, reinterpret_cast<float*>(scratch_.get()),
-              static_cast<int64_t>(scratch_.size()) / 2, stream);
+    fp8_wgmma(w, groups, x, n, y, partials(), partial_floats(), stream);
   else
-    fp8_mma_grouped(w, groups, x, n, y, reinterpret_cast<float*>(scratch_.get()),
-                    static_cast<int64_t>(scratch_.size()) / 2, stream);
+    fp8_mma_grouped(w, groups, x, n, y, partials(), partial_floats(), stream);
 }
 
 }  // namespace deepinfer::cuda

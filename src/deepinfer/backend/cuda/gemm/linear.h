@@ -69,6 +69,12 @@ class Linear {
                    cudaStream_t stream);
 
  private:
+  // fp8_wgmma's bounds, invariance and shapes, without the pointers' alignment.
+  bool wgmma_fits(const DeviceMatrix& w, int groups, int64_t n) const;
+  // The dequantization scratch (rows * cols bf16) holds the tensor-core kernels' split-K
+  // partials where they fit.
+  float* partials() const { return reinterpret_cast<float*>(scratch_.get()); }
+  int64_t partial_floats() const { return static_cast<int64_t>(scratch_.size()) / 2; }
   Gemm& gemm_;
   DeviceBuffer<__nv_bfloat16> scratch_;
 };
