@@ -88,10 +88,12 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
         MoeCase{128, 512, 256, 16, 6, /*favoured=*/5, /*quantized=*/true},
         // prefill at the real dims (wgmma gate-up): 36 rows an expert on average, 16 experts
         MoeCase{96, 4096, 2048, 16, 6, -1, /*quantized=*/true},
-        // over 64 rows an expert on average (two or three 64-row wgmma passes each): at the
-        // real dims, and skewed, the favoured expert's 160 rows three passes (the last partial)
+        // over 64 rows an expert on average (wgmma's 128-row passes): at the real dims, and
+        // skewed, the favoured expert's rows two passes (the last partial): 160 of them at
+        // small dims, 200 at the real ones
         MoeCase{160, 4096, 2048, 4, 2, -1, /*quantized=*/true},
         MoeCase{160, 512, 256, 8, 4, /*favoured=*/5, /*quantized=*/true},
+        MoeCase{200, 4096, 2048, 4, 2, /*favoured=*/1, /*quantized=*/true},
         // decode's few tokens: the CUDA-core kernels' rows per pass follow the
         // batch (1, 2, 4), one token at real dims in MXFP4
         MoeCase{1, 4096, 2048, 16, 6, -1, /*quantized=*/true}, MoeCase{2, 256, 128, 8, 2},

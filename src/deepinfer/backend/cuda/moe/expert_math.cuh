@@ -105,11 +105,13 @@ inline bool grouped_w4_wide(int num_experts, int64_t tokens, int top_k) {
 
 // The wgmma form of the wide passes (grouped_experts_wgmma.cu), which launch_grouped_w4 takes
 // when a.xp is set: x permuted within each 128-k block by permute_k128 (cols a multiple of 128);
-// the gate-up stores h permuted the same way, which only the wgmma down reads. `passes`: the
-// wide grid rows launch_grouped_w4 counts, one (expert, 64-row pass) each.
+// the gate-up stores h permuted the same way, which only the wgmma down reads. Its passes take
+// grouped_wgmma_rows rows (64, or 128 when experts average more than 64: long prefill chunks).
 void permute_k128(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_bfloat16* y,
                   cudaStream_t stream);
 void ensure_grouped_wgmma_smem();
-void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int64_t passes, cudaStream_t stream);
+int grouped_wgmma_rows(int num_experts, int64_t tokens, int top_k);
+void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
+                          cudaStream_t stream);
 
 }  // namespace deepinfer::cuda::moe_detail

@@ -364,8 +364,8 @@ void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int6
   const bool wide = grouped_w4_wide(num_experts, tokens, a.top_k);
   // Wide: a grid row per (expert, pass); the sum over experts of ceil(rows / 64) is at most the
   // active experts plus slots / 64. Else a grid row per expert.
+  if (wide && a.xp) return launch_grouped_wgmma(gate_up, a, num_experts, tokens, stream);
   const int64_t passes = grouped_grid_rows(num_experts, slots) + (wide ? slots / 64 : 0);
-  if (wide && a.xp) return launch_grouped_wgmma(gate_up, a, passes, stream);
   const bool narrow = !wide && tokens <= W4_NARROW_MAX_TOKENS;
   if (gate_up)
     wide     ? launch<true, 4, 2>(out, passes, a, stream)

@@ -1,5 +1,7 @@
 // Prefill's MXFP4 expert GEMMs on warpgroup tensor cores (W4A16, wgmma): gate-up (h = swiglu(w1 x,
-// w3 x)) and down (slots = w2 h) over 64-row passes, one (128-column tile, expert pass) a block.
+// w3 x)) and down (slots = w2 h) over 64- or 128-row passes, one (128-column tile, expert pass) a
+// block. 128-row passes (experts averaging over W4_WGMMA_ROWS128_MIN_AVG rows: long prefill
+// chunks) expand each weight once for twice the products and take m64n128 wgmmas.
 // The mma.sync kernel (grouped_experts_w4.cu) spends its issue slots on both the nibble expansion
 // and the MMAs; here the MMA is asynchronous, so step s + 1's weights expand while step s
 // multiplies.
@@ -30,13 +32,12 @@ namespace {
 
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kBN = 128;       // columns of each matrix a block: 64 a warpgroup, 16 a warp
-constexpr int kRows = 64;      // token rows a pass: wgmma's N
 constexpr int kK = 128;        // k a stage: one sub-tile of the k map
-// Stages of cp.async copies, and blocks an SM (__launch_bounds__: 2 caps registers at 128, and
-// shared memory then holds 3 stages a block). From 4 stages the copies run kStages - 2 tiles
-// ahead, so the stage a copy overwrites was last read by the tile before the previous one, whose
-// wgmma groups have retired (at most kInflight <= 8 run on); with 3 they run 2 ahead and each
-// tile first drains the wgmma pipeline.
+// Stages of cp.async copies, and blocks an SM, of the 64-row passes (__launch_bounds__: 2 caps
+// registers at 128, and shared memory then holds 3 stages a block). From 4 stages the copies run
+// kStages - 2 tiles ahead, so the stage a copy overwrites was last read by the tile before the
+// previous one, whose wgmma groups have retired (at most kInflight <= 8 run on); with 3 they run 2
+// ahead and each tile first drains the wgmma pipeline.
 #ifndef W4_WGMMA_STAGES
 #define W4_WGMMA_STAGES 3
 #endif
@@ -54,16 +55,32 @@ constexpr int kK = 128;        // k a stage: one sub-tile of the k map
 #define W4_WGMMA_EARLY_EXPAND 0
 #endif
 constexpr bool kEarlyExpand = W4_WGMMA_EARLY_EXPAND != 0;
-constexpr int kStages = W4_WGMMA_STAGES;
-constexpr int kInflight = W4_WGMMA_INFLIGHT;
-constexpr bool kDrain = kStages < 4;
-constexpr int kAhead = kDrain ? kStages - 1 : kStages - 2;
-static_assert(kStages >= 3);
+// Experts averaging over this many rows take 128-row passes (a variant sets it past any batch to
+// time the 64-row ones).
+#ifndef W4_WGMMA_ROWS128_MIN_AVG
+#define W4_WGMMA_ROWS128_MIN_AVG 64
+#endif
+// The 128-row passes: accumulators of 128 rows take registers for one block an SM, whose shared
+// memory then holds 4 stages (49 KB each for the gate-up).
+#ifndef W4_WGMMA128_STAGES
+#define W4_WGMMA128_STAGES 4
+#endif
 
-// One stage of NW matrices, offsets into the 1024-byte aligned dynamic shared memory.
-template <int NW>
+// Pipeline shape of R-row passes (R: wgmma's N).
+template <int R>
+struct Pipe {
+  static constexpr int kStages = R == 64 ? W4_WGMMA_STAGES : W4_WGMMA128_STAGES;
+  static constexpr int kMinBlocks = R == 64 ? W4_WGMMA_MIN_BLOCKS : 1;
+  static constexpr int kInflight = R == 64 ? W4_WGMMA_INFLIGHT : (kStages > 3 ? 2 : 1);
+  static constexpr bool kDrain = kStages < 4;
+  static constexpr int kAhead = kDrain ? kStages - 1 : kStages - 2;
+  static_assert(kStages >= 3 && (R == 64 || R == 128));
+};
+
+// One stage of NW matrices and R rows, offsets into the 1024-byte aligned dynamic shared memory.
+template <int NW, int R>
 struct Stage {
-  static constexpr int kHalf = kRows * 128;        // rows' k 0..63 or 64..127
+  static constexpr int kHalf = R * 128;            // rows' k 0..63 or 64..127
   static constexpr int kX = 2 * kHalf;             // [half][row][128 B], swizzled
   static constexpr int kW = NW * kBN * (kK / 2);   // [matrix][column][64 B]
   static constexpr int kS = NW * kBN * (kK / 32);  // [matrix][column][4 E8M0]
@@ -75,11 +92,20 @@ template <bool kGateUp>
 constexpr int out_stride() {
   return kBN * (kGateUp ? 2 : 4) + 16;
 }
-template <bool kGateUp>
+template <bool kGateUp, int R>
 constexpr size_t smem_of() {
-  constexpr int kBytes = Stage < kGateUp ? 2 : 1 > ::kBytes * kStages;
-  static_assert(kRows * out_stride<kGateUp>() <= kBytes);
+  constexpr int kBytes = Stage < kGateUp ? 2 : 1, R > ::kBytes * Pipe<R>::kStages;
+  static_assert(R * out_stride<kGateUp>() <= kBytes);
   return size_t{kBytes} + 1024;  // + the alignment slack
+}
+
+// d += A B over R rows of B: one m64nRk16.
+template <int R>
+__device__ inline void wgmma_rows(float (&d)[R / 2], const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (R == 64)
+    wgmma_m64n64k16_rs(d, a, b);
+  else
+    wgmma_m64n128k16_rs(d, a, b);
 }
 
 // Step s's A fragment of rows g (raw0) and g + 8 (raw1): fragment positions {2t, 2t + 1} from
@@ -96,37 +122,40 @@ __device__ inline void expand_step(uint32_t (&f)[4], const uint4& raw0, const ui
   f[3] = expand_pair<2 * H + 1, kTwice>(w1, f1, s1);
 }
 
-template <bool kGateUp>
-__global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel(GroupedArgs a) {
+template <bool kGateUp, int R>
+__global__ void __launch_bounds__(kThreads, Pipe<R>::kMinBlocks) w4_wgmma_kernel(GroupedArgs a) {
   pdl_grid_begin();
   constexpr int NW = kGateUp ? 2 : 1;
-  using St = Stage<NW>;
+  using St = Stage<NW, R>;
+  constexpr int kStages = Pipe<R>::kStages, kAhead = Pipe<R>::kAhead;
+  constexpr int kInflight = Pipe<R>::kInflight;
+  constexpr bool kDrain = Pipe<R>::kDrain;
   extern __shared__ uint8_t wg_sm_raw[];
   uint8_t* sm = wg_sm_raw + ((1024 - (shared_addr(wg_sm_raw) & 1023)) & 1023);
-  const int2 item = pass_of_row(a, kRows);
+  const int2 item = pass_of_row(a, R);
   const int e = item.x;
   if (e < 0) return;
   const int64_t first = a.offsets[e] + item.y;
   const int64_t left = a.offsets[e + 1] - first;
-  const int rn = left < kRows ? static_cast<int>(left) : kRows;
+  const int rn = left < R ? static_cast<int>(left) : R;
   const ExpertPass<kGateUp> pass(a, e);
   const int64_t in = pass.in;
   const int64_t n0 = int64_t{blockIdx.x} * kBN;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int tiles = static_cast<int>(in / kK);
 
-  // This thread's copies a stage (q = tid + 256 i): four 16-byte chunks of rows (row q / 16,
+  // This thread's copies a stage (q = tid + 256 i): R / 16 16-byte chunks of rows (row q / 16,
   // chunk q % 16), 2 NW of weights (matrix q / 512, column q / 4 % 128, chunk q % 4) and, for
   // tid < 128 NW, a 4-byte word of scales (matrix tid / 128, column tid % 128). The output dim
   // is a multiple of kBN, so every column exists.
-  constexpr int kWc = 2 * NW;
-  const __nv_bfloat16* xsrc[4];
-  int xdst[4];
+  constexpr int kWc = 2 * NW, kXc = R / 16;
+  const __nv_bfloat16* xsrc[kXc];
+  int xdst[kXc];
   const uint8_t* wsrc[kWc];
   int wdst[kWc];
-  bool xok[4];
+  bool xok[kXc];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kXc; ++i) {
     const int q = tid + kThreads * i, r = q >> 4, c = q & 15;
     xok[i] = r < rn;
     const int64_t row = first + (xok[i] ? r : 0);
@@ -146,17 +175,17 @@ __global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel
     uint8_t* st = sm + (tile % kStages) * St::kBytes;
     const int64_t k0 = int64_t{tile} * kK;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) cp_async16(st + xdst[i], xsrc[i] + k0, xok[i]);
+    for (int i = 0; i < kXc; ++i) cp_async16(st + xdst[i], xsrc[i] + k0, xok[i]);
 #pragma unroll
     for (int i = 0; i < kWc; ++i) cp_async16(st + wdst[i], wsrc[i] + k0 / 2);
     if (scopy) copy4(st + St::kX + St::kW + 4 * tid, ssrc + k0 / 32, true);
   };
 
-  float acc[NW][32];
+  float acc[NW][R / 2];
 #pragma unroll
   for (int j = 0; j < NW; ++j)
 #pragma unroll
-    for (int i = 0; i < 32; ++i) acc[j][i] = 0.0f;
+    for (int i = 0; i < R / 2; ++i) acc[j][i] = 0.0f;
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
     if (s < tiles) load(s);
@@ -201,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel
       const uint64_t desc = wgmma_desc_k128(xs + (S >> 2) * St::kHalf + (S & 3) * 32);
       wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < NW; ++j) wgmma_m64n64k16_rs(acc[j], fa[j], desc);
+      for (int j = 0; j < NW; ++j) wgmma_rows<R>(acc[j], fa[j], desc);
       wgmma_commit();
       wgmma_wait<kInflight>();  // older steps are done: their fragments' registers are free
     };
@@ -228,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel
       const uint64_t desc = wgmma_desc_k128(xs + (S >> 2) * St::kHalf + (S & 3) * 32);
       wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < NW; ++j) wgmma_m64n64k16_rs(acc[j], fa[j], desc);
+      for (int j = 0; j < NW; ++j) wgmma_rows<R>(acc[j], fa[j], desc);
       wgmma_commit();
       if constexpr (S < 7) expand(std::integral_constant<int, S + 1>{});
       wgmma_wait<kInflight>();
@@ -259,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel
   // their k-map positions (w4_pos_of), the down's permuted input.
   constexpr int kStride = out_stride<kGateUp>();
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < R / 8; ++i)
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const int r = 8 * i + 2 * t + c;
@@ -278,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, W4_WGMMA_MIN_BLOCKS) w4_wgmma_kernel
   __syncthreads();
   constexpr int kChunks = kBN * (kGateUp ? 2 : 4) / 16;  // 16-byte chunks of an output row
 #pragma unroll
-  for (int i = 0; i < kRows * kChunks / kThreads; ++i) {
+  for (int i = 0; i < R * kChunks / kThreads; ++i) {
     const int q = tid + kThreads * i, r = q / kChunks, ch = q % kChunks;
     if (r >= rn) continue;
     const uint4 v = *reinterpret_cast<const uint4*>(sm + r * kStride + 16 * ch);
@@ -299,13 +328,13 @@ __global__ void permute_k128_kernel(const __nv_bfloat16* x, int64_t n, __nv_bflo
   y[i] = x[(i & ~int64_t{127}) + w4_k_of(l >> 4, l & 15)];
 }
 
-template <bool kGateUp>
+template <bool kGateUp, int R>
 SmemLimit& limit_of() {
-  static SmemLimit l(reinterpret_cast<const void*>(w4_wgmma_kernel<kGateUp>));
+  static SmemLimit l(reinterpret_cast<const void*>(w4_wgmma_kernel<kGateUp, R>));
   return l;
 }
 
-template <bool kGateUp>
+template <bool kGateUp, int R>
 void launch(const GroupedArgs& a, int64_t passes, cudaStream_t stream) {
   const int64_t out = kGateUp ? a.inter : a.hidden;
   if (out % kBN != 0 || (kGateUp ? a.hidden : a.inter) % kK != 0) {
@@ -314,15 +343,21 @@ void launch(const GroupedArgs& a, int64_t passes, cudaStream_t stream) {
     std::abort();
   }
   const dim3 grid(static_cast<unsigned>(out / kBN), static_cast<unsigned>(passes));
-  limit_of<kGateUp>().ensure(smem_of<kGateUp>());
-  launch_kernel(w4_wgmma_kernel<kGateUp>, grid, kThreads, smem_of<kGateUp>(), stream, a);
+  limit_of<kGateUp, R>().ensure(smem_of<kGateUp, R>());
+  launch_kernel(w4_wgmma_kernel<kGateUp, R>, grid, kThreads, smem_of<kGateUp, R>(), stream, a);
 }
 
 }  // namespace
 
 void ensure_grouped_wgmma_smem() {
-  limit_of<true>().ensure(smem_of<true>());
-  limit_of<false>().ensure(smem_of<false>());
+  limit_of<true, 64>().ensure(smem_of<true, 64>());
+  limit_of<false, 64>().ensure(smem_of<false, 64>());
+  limit_of<true, 128>().ensure(smem_of<true, 128>());
+  limit_of<false, 128>().ensure(smem_of<false, 128>());
+}
+
+int grouped_wgmma_rows(int num_experts, int64_t tokens, int top_k) {
+  return tokens * top_k > int64_t{W4_WGMMA_ROWS128_MIN_AVG} * num_experts ? 128 : 64;
 }
 
 void permute_k128(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_bfloat16* y,
@@ -333,8 +368,17 @@ void permute_k128(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_bfloa
                 y);
 }
 
-void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int64_t passes, cudaStream_t stream) {
-  gate_up ? launch<true>(a, passes, stream) : launch<false>(a, passes, stream);
+void launch_grouped_wgmma(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
+                          cudaStream_t stream) {
+  // A grid row per (expert, pass): the sum over experts of ceil(rows / R) is at most the active
+  // experts plus slots / R.
+  const int64_t slots = tokens * a.top_k;
+  const int rows = grouped_wgmma_rows(num_experts, tokens, a.top_k);
+  const int64_t passes = grouped_grid_rows(num_experts, slots) + slots / rows;
+  if (rows == 128)
+    gate_up ? launch<true, 128>(a, passes, stream) : launch<false, 128>(a, passes, stream);
+  else
+    gate_up ? launch<true, 64>(a, passes, stream) : launch<false, 64>(a, passes, stream);
 }
 
 }  // namespace deepinfer::cuda::moe_detail
