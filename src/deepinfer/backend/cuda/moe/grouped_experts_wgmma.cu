@@ -99,11 +99,22 @@ constexpr size_t smem_of() {
   return size_t{kBytes} + 1024;  // + the alignment slack
 }
 
-// d += A B over R rows of B: one m64nRk16.
-template <int R>
-__device__ inline void wgmma_rows(float (&d)[R / 2], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (R == 64)
+// d += A B over the pass's first 32 q rows of B (q = 1 .. R / 32): an expert's last pass, short of
+// R rows, multiplies only the 32-row groups that hold its rows (the accumulators past them stay
+// untouched and unread). 0: always all R (a variant to time).
+#ifndef W4_WGMMA_NARROW_TAIL
+#define W4_WGMMA_NARROW_TAIL 1
+#endif
+// The kernel picks Q once a block (its main loop compiled for each), so no branch sits between
+// the wgmmas of a step.
+template <int Q, int M>
+__device__ inline void wgmma_rows(float (&d)[M], const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (Q == 1)
+    wgmma_m64n32k16_rs(d, a, b);
+  else if constexpr (Q == 2)
     wgmma_m64n64k16_rs(d, a, b);
+  else if constexpr (Q == 3)
+    wgmma_m64n96k16_rs(d, a, b);
   else
     wgmma_m64n128k16_rs(d, a, b);
 }
@@ -138,6 +149,7 @@ __global__ void __launch_bounds__(kThreads, Pipe<R>::kMinBlocks) w4_wgmma_kernel
   const int64_t first = a.offsets[e] + item.y;
   const int64_t left = a.offsets[e + 1] - first;
   const int rn = left < R ? static_cast<int>(left) : R;
+  const int q = W4_WGMMA_NARROW_TAIL ? (rn + 31) / 32 : R / 32;  // 32-row groups (wgmma_rows)
   const ExpertPass<kGateUp> pass(a, e);
   const int64_t in = pass.in;
   const int64_t n0 = int64_t{blockIdx.x} * kBN;
@@ -175,7 +187,8 @@ __global__ void __launch_bounds__(kThreads, Pipe<R>::kMinBlocks) w4_wgmma_kernel
     uint8_t* st = sm + (tile % kStages) * St::kBytes;
     const int64_t k0 = int64_t{tile} * kK;
 #pragma unroll
-    for (int i = 0; i < kXc; ++i) cp_async16(st + xdst[i], xsrc[i] + k0, xok[i]);
+    for (int i = 0; i < kXc; ++i)  // rows past the wgmmas' 32 q are not read
+      if ((tid + kThreads * i) >> 4 < 32 * q) cp_async16(st + xdst[i], xsrc[i] + k0, xok[i]);
 #pragma unroll
     for (int i = 0; i < kWc; ++i) cp_async16(st + wdst[i], wsrc[i] + k0 / 2);
     if (scopy) copy4(st + St::kX + St::kW + 4 * tid, ssrc + k0 / 32, true);
@@ -192,91 +205,105 @@ __global__ void __launch_bounds__(kThreads, Pipe<R>::kMinBlocks) w4_wgmma_kernel
     cp_async_commit();
   }
   const int col0 = (warp >> 2) * 64 + (warp & 3) * 16 + g;  // this thread's rows of A: +0, +8
-  for (int tile = 0; tile < tiles; ++tile) {
-    cp_async_wait<kAhead - 1>();
-    fence_async_shared();
-    if (kDrain) wgmma_wait<0>();  // the stage the next load takes is no longer read
-    __syncthreads();
-    if (tile + kAhead < tiles) load(tile + kAhead);
-    cp_async_commit();
-    const uint8_t* st = sm + (tile % kStages) * St::kBytes;
-    uint4 raw[NW][2];
-    uint32_t f1[NW][2], f2[NW][2], sbytes = 0;
-#pragma unroll
-    for (int j = 0; j < NW; ++j)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int col = j * kBN + col0 + 8 * r;
-        raw[j][r] = *reinterpret_cast<const uint4*>(st + St::kX + col * (kK / 2) + 16 * t);
-        const uint32_t sb = st[St::kX + St::kW + col * (kK / 32) + t];
-        f1[j][r] = first_factor(sb);
-        f2[j][r] = second_factor(sb);
-        sbytes |= sb << (8 * (2 * j + r));
-      }
-    // Scales past 128 only in synthetic checkpoints: a warp-uniform branch around the expansion
-    // alone (every warp of the warpgroup reaches the same wgmma).
-    const bool twice = __any_sync(0xffffffffu, __vcmpgtu4(sbytes, 0x80808080u) != 0);
-    const uint32_t xs = shared_addr(st);
-    const auto step = [&](auto s_tag) {
-      constexpr int S = decltype(s_tag)::value;
-      uint32_t fa[NW][4];
-#pragma unroll
-      for (int j = 0; j < NW; ++j) {
-        if (twice)
-          expand_step<S, true>(fa[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], f2[j][0], f2[j][1]);
-        else
-          expand_step<S, false>(fa[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], 0, 0);
-      }
-      const uint64_t desc = wgmma_desc_k128(xs + (S >> 2) * St::kHalf + (S & 3) * 32);
-      wgmma_fence();
-#pragma unroll
-      for (int j = 0; j < NW; ++j) wgmma_rows<R>(acc[j], fa[j], desc);
-      wgmma_commit();
-      wgmma_wait<kInflight>();  // older steps are done: their fragments' registers are free
-    };
-    // The early form: step s + 1's fragments expand while step s's wgmma runs, before the wait.
-    uint32_t next[NW][4];
-    const auto expand = [&](auto s_tag) {
-      constexpr int S = decltype(s_tag)::value;
-#pragma unroll
-      for (int j = 0; j < NW; ++j) {
-        if (twice)
-          expand_step<S, true>(next[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], f2[j][0],
-                               f2[j][1]);
-        else
-          expand_step<S, false>(next[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], 0, 0);
-      }
-    };
-    const auto early_step = [&](auto s_tag) {
-      constexpr int S = decltype(s_tag)::value;
-      uint32_t fa[NW][4];
+  const auto main_loop = [&](auto q_tag) {
+    constexpr int Q = decltype(q_tag)::value;
+    for (int tile = 0; tile < tiles; ++tile) {
+      cp_async_wait<kAhead - 1>();
+      fence_async_shared();
+      if (kDrain) wgmma_wait<0>();  // the stage the next load takes is no longer read
+      __syncthreads();
+      if (tile + kAhead < tiles) load(tile + kAhead);
+      cp_async_commit();
+      const uint8_t* st = sm + (tile % kStages) * St::kBytes;
+      uint4 raw[NW][2];
+      uint32_t f1[NW][2], f2[NW][2], sbytes = 0;
 #pragma unroll
       for (int j = 0; j < NW; ++j)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) fa[j][i] = next[j][i];
-      const uint64_t desc = wgmma_desc_k128(xs + (S >> 2) * St::kHalf + (S & 3) * 32);
-      wgmma_fence();
+        for (int r = 0; r < 2; ++r) {
+          const int col = j * kBN + col0 + 8 * r;
+          raw[j][r] = *reinterpret_cast<const uint4*>(st + St::kX + col * (kK / 2) + 16 * t);
+          const uint32_t sb = st[St::kX + St::kW + col * (kK / 32) + t];
+          f1[j][r] = first_factor(sb);
+          f2[j][r] = second_factor(sb);
+          sbytes |= sb << (8 * (2 * j + r));
+        }
+      // Scales past 128 only in synthetic checkpoints: a warp-uniform branch around the expansion
+      // alone (every warp of the warpgroup reaches the same wgmma).
+      const bool twice = __any_sync(0xffffffffu, __vcmpgtu4(sbytes, 0x80808080u) != 0);
+      const uint32_t xs = shared_addr(st);
+      const auto step = [&](auto s_tag) {
+        constexpr int S = decltype(s_tag)::value;
+        uint32_t fa[NW][4];
 #pragma unroll
-      for (int j = 0; j < NW; ++j) wgmma_rows<R>(acc[j], fa[j], desc);
-      wgmma_commit();
-      if constexpr (S < 7) expand(std::integral_constant<int, S + 1>{});
-      wgmma_wait<kInflight>();
-    };
-    const auto run = [&](auto s_tag) {
-      if constexpr (kEarlyExpand)
-        early_step(s_tag);
-      else
-        step(s_tag);
-    };
-    if constexpr (kEarlyExpand) expand(std::integral_constant<int, 0>{});
-    run(std::integral_constant<int, 0>{});
-    run(std::integral_constant<int, 1>{});
-    run(std::integral_constant<int, 2>{});
-    run(std::integral_constant<int, 3>{});
-    run(std::integral_constant<int, 4>{});
-    run(std::integral_constant<int, 5>{});
-    run(std::integral_constant<int, 6>{});
-    run(std::integral_constant<int, 7>{});
+        for (int j = 0; j < NW; ++j) {
+          if (twice)
+            expand_step<S, true>(fa[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], f2[j][0],
+                                 f2[j][1]);
+          else
+            expand_step<S, false>(fa[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], 0, 0);
+        }
+        const uint64_t desc = wgmma_desc_k128(xs + (S >> 2) * St::kHalf + (S & 3) * 32);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < NW; ++j) wgmma_rows<Q>(acc[j], fa[j], desc);
+        wgmma_commit();
+        wgmma_wait<kInflight>();  // older steps are done: their fragments' registers are free
+      };
+      // The early form: step s + 1's fragments expand while step s's wgmma runs, before the wait.
+      uint32_t next[NW][4];
+      const auto expand = [&](auto s_tag) {
+        constexpr int S = decltype(s_tag)::value;
+#pragma unroll
+        for (int j = 0; j < NW; ++j) {
+          if (twice)
+            expand_step<S, true>(next[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], f2[j][0],
+                                 f2[j][1]);
+          else
+            expand_step<S, false>(next[j], raw[j][0], raw[j][1], f1[j][0], f1[j][1], 0, 0);
+        }
+      };
+      const auto early_step = [&](auto s_tag) {
+        constexpr int S = decltype(s_tag)::value;
+        uint32_t fa[NW][4];
+#pragma unroll
+        for (int j = 0; j < NW; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) fa[j][i] = next[j][i];
+        const uint64_t desc = wgmma_desc_k128(xs + (S >> 2) * St::kHalf + (S & 3) * 32);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < NW; ++j) wgmma_rows<Q>(acc[j], fa[j], desc);
+        wgmma_commit();
+        if constexpr (S < 7) expand(std::integral_constant<int, S + 1>{});
+        wgmma_wait<kInflight>();
+      };
+      const auto run = [&](auto s_tag) {
+        if constexpr (kEarlyExpand)
+          early_step(s_tag);
+        else
+          step(s_tag);
+      };
+      if constexpr (kEarlyExpand) expand(std::integral_constant<int, 0>{});
+      run(std::integral_constant<int, 0>{});
+      run(std::integral_constant<int, 1>{});
+      run(std::integral_constant<int, 2>{});
+      run(std::integral_constant<int, 3>{});
+      run(std::integral_constant<int, 4>{});
+      run(std::integral_constant<int, 5>{});
+      run(std::integral_constant<int, 6>{});
+      run(std::integral_constant<int, 7>{});
+    }
+  };
+  if (q == 1)
+    main_loop(std::integral_constant<int, 1>{});
+  else if (q == 2)
+    main_loop(std::integral_constant<int, 2>{});
+  else if constexpr (R == 128) {
+    if (q == 3)
+      main_loop(std::integral_constant<int, 3>{});
+    else
+      main_loop(std::integral_constant<int, 4>{});
   }
   wgmma_wait<0>();
 #pragma unroll
