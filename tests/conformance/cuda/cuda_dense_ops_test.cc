@@ -100,14 +100,22 @@ TEST(CudaGemm, F32MatchesCpuWithoutTf32) {
   }
 }
 
+// Both forms: 8 values a thread (16-byte aligned operands; n % 8 left over, or n under 8) and
+// one a thread (an operand 4 bytes off alignment).
 TEST(CudaGemm, ToBf16RoundsLikeTheCpu) {
-  const auto x = randn(10007, 5.0f);
-  DeviceBuffer<float> dx(x);
-  DeviceBuffer<uint16_t> dy(x.size());
-  dy.poison();
-  to_bf16(dx.get(), static_cast<int64_t>(x.size()), reinterpret_cast<__nv_bfloat16*>(dy.get()),
-          nullptr);
-  EXPECT_EQ(dy.download(), bf16_bits(x));
+  for (const int64_t n : {int64_t{10007}, int64_t{4096}, int64_t{8}, int64_t{5}}) {
+    for (const int offset : {0, 1}) {
+      const auto x = randn(n + offset, 5.0f);
+      DeviceBuffer<float> dx(x);
+      DeviceBuffer<uint16_t> dy(n + offset);
+      dy.poison();
+      to_bf16(dx.get() + offset, n, reinterpret_cast<__nv_bfloat16*>(dy.get()) + offset, nullptr);
+      const std::vector<float> tail(x.begin() + offset, x.end());
+      const auto got = dy.download();
+      EXPECT_EQ(std::vector<uint16_t>(got.begin() + offset, got.end()), bf16_bits(tail))
+          << n << " values at offset " << offset;
+    }
+  }
 }
 
 TEST(CudaRope, MatchesCpuTablesForMainAndYarnCompressedPositions) {
@@ -150,11 +158,17 @@ v4::Config hc_config(int64_t hidden) {
 }
 
 // V4-Flash's width, and 70 (not a multiple of 4: hc_post's column-at-a-time path); a launch's
-// first tokens must have the bits they get in a launch of their own (300 and 257 tokens: many
-// blocks of 4 tokens, the last one partial).
+// first tokens must have the bits they get in a launch of their own, whose partial sums group 4
+// tokens a block (300 and 257 tokens: blocks of 8, the last one partial; 600: blocks of 16).
 TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashAndAnOddWidth) {
-  for (const auto& [hidden, tokens] : std::vector<std::pair<int64_t, int64_t>>{
-           {4096, 1}, {4096, 3}, {4096, 17}, {4096, 300}, {70, 1}, {70, 5}, {70, 257}}) {
+  for (const auto& [hidden, tokens] : std::vector<std::pair<int64_t, int64_t>>{{4096, 1},
+                                                                               {4096, 3},
+                                                                               {4096, 17},
+                                                                               {4096, 300},
+                                                                               {4096, 600},
+                                                                               {70, 1},
+                                                                               {70, 5},
+                                                                               {70, 257}}) {
     const v4::Config c = hc_config(hidden);
     const int hc = c.hc_mult, mix = c.mix_hc();
     const int64_t H = c.hidden_size, n = hc * H;

@@ -12,6 +12,27 @@ __global__ void to_bf16_kernel(const float* x, int64_t n, __nv_bfloat16* y) {
   if (i < n) y[i] = __float2bfloat16_rn(x[i]);
 }
 
+// The same rounding, 8 values a thread (two 16-byte loads, one 16-byte store; the last thread
+// takes the n % 8 left one at a time), for 16-byte aligned x and y. A value a thread ran at about
+// a third of the H100's bandwidth: decode B=128's attention output (16 MB in, 8 MB out) took
+// 22 us on an H100.
+#ifndef TO_BF16_X8
+#define TO_BF16_X8 1  // 0: a value a thread everywhere (a variant to time)
+#endif
+__global__ void to_bf16_x8_kernel(const float* x, int64_t n, __nv_bfloat16* y) {
+  pdl_grid_begin();
+  const int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 8;
+  if (i + 8 <= n) {
+    const float4 a = *reinterpret_cast<const float4*>(x + i);
+    const float4 b = *reinterpret_cast<const float4*>(x + i + 4);
+    const __nv_bfloat162 v[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
+                                 __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
+    *reinterpret_cast<uint4*>(y + i) = *reinterpret_cast<const uint4*>(v);
+  } else {
+    for (int64_t j = i; j < n; ++j) y[j] = __float2bfloat16_rn(x[j]);
+  }
+}
+
 }  // namespace
 
 Gemm::Gemm() {
@@ -100,6 +121,12 @@ void Gemm::f32(const float* w, const float* x, float* y, int64_t n, int64_t out,
 
 void to_bf16(const float* x, int64_t n, __nv_bfloat16* y, cudaStream_t stream) {
   if (n == 0) return;
+  if (TO_BF16_X8 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(y) % 16 == 0) {
+    const unsigned blocks = static_cast<unsigned>((n + 8 * 256 - 1) / (8 * 256));
+    launch_kernel(to_bf16_x8_kernel, blocks, 256, 0, stream, x, n, y);
+    return;
+  }
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
   launch_kernel(to_bf16_kernel, blocks, 256, 0, stream, x, n, y);
 }

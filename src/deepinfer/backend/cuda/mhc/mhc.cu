@@ -15,19 +15,28 @@ __device__ inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 constexpr int kSliceThreads = 128;
 constexpr int kSliceWarps = kSliceThreads / 32;
-constexpr int kSlice = 512;      // values of a token's streams per partial block
-constexpr int kAcc = 8;          // mixes a thread accumulates per pass
-constexpr int kBlockTokens = 4;  // tokens per block: each fn value loaded serves them all
-static_assert(kBlockTokens * kAcc == 32, "a lane's sums are reduced 32 at a time");
+constexpr int kSlice = 512;  // values of a token's streams per partial block
+// Tokens a block (each fn value loaded serves them all) and mixes a thread accumulates a pass:
+// a lane's kTokens * (32 / kTokens) sums are reduced 32 at a time. Few tokens take 4 (8 mixes a
+// pass: decode's short chain of passes); larger batches take 8 or 16, which cut fn's slices
+// reread from L2 (a 4k prefill read 48 KB of fn for every 4 tokens and slice, 1.6 GB a site).
+// The butterfly adds every sum's 32 lanes in the same tree whatever the grouping, so a token's
+// bits do not depend on it.
+#ifndef MHC_PARTIALS_8_FROM
+#define MHC_PARTIALS_8_FROM 64
+#endif
+#ifndef MHC_PARTIALS_16_FROM
+#define MHC_PARTIALS_16_FROM 512
+#endif
 
 __host__ __device__ inline int64_t slices(int64_t n) { return (n + kSlice - 1) / kSlice; }
 
 // Block (s, b): over values [s * kSlice, (s + 1) * kSlice) of the streams X (n values) of tokens
-// t = b * kBlockTokens + u, part[t][s][r] = fn[r] . X_t for r < rows, and part[t][s][rows] =
+// t = b * kTokens + u, part[t][s][r] = fn[r] . X_t for r < rows, and part[t][s][rows] =
 // X_t . X_t. fn's slice is read once for the block's tokens (prefill re-read it per token from
 // L2, gigabytes per layer); each token's sums have the order they have alone. Each thread takes
-// 4 adjacent values (a float4 of X and of each fn row) and fetches the next 8 mixes' fn words
-// before it sums the current 8: one load round per 8 mixes, where a strided walk took 12
+// 4 adjacent values (a float4 of X and of each fn row) and fetches the next pass's fn words
+// before it sums the current ones: one load round per pass, where a strided walk took 12
 // dependent rounds a site (B=1 2.82 -> 2.73 ms a step on an H100, docs/gpu_pdl/). A thread sums
 // its 4 values, then the warp's butterfly, then the warps in order. Where n % 4 != 0 (rows not
 // 16-byte aligned) or past n, the values load one at a time.
@@ -37,19 +46,21 @@ __device__ inline float4 load_quad(const float* row, int64_t i, int64_t n) {
                      i + 2 < n ? row[i + 2] : 0.f, i + 3 < n ? row[i + 3] : 0.f);
 }
 
+template <int kTokens>
 __global__ void __launch_bounds__(kSliceThreads)
     mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
                         float* part) {
   pdl_grid_begin();
-  __shared__ float wsum[kSliceWarps][kBlockTokens][kMaxMix + 1];
-  const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kBlockTokens;
-  const int tn = tokens - t0 < kBlockTokens ? static_cast<int>(tokens - t0) : kBlockTokens;
+  constexpr int kAcc = 32 / kTokens;
+  __shared__ float wsum[kSliceWarps][kTokens][kMaxMix + 1];
+  const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kTokens;
+  const int tn = tokens - t0 < kTokens ? static_cast<int>(tokens - t0) : kTokens;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t i = s * kSlice + 4 * int64_t{threadIdx.x};
   const bool live = i < n;
-  float4 x[kBlockTokens];
+  float4 x[kTokens];
 #pragma unroll
-  for (int u = 0; u < kBlockTokens; ++u) {
+  for (int u = 0; u < kTokens; ++u) {
     x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (live && u < tn) x[u] = load_quad(Xall + (t0 + u) * n, i, n);
   }
@@ -62,7 +73,7 @@ __global__ void __launch_bounds__(kSliceThreads)
   float4 next[kAcc];
   fetch(0, next);
 #pragma unroll
-  for (int u = 0; u < kBlockTokens; ++u) {
+  for (int u = 0; u < kTokens; ++u) {
     float ss = x[u].x * x[u].x;
     ss = fmaf(x[u].y, x[u].y, ss);
     ss = fmaf(x[u].z, x[u].z, ss);
@@ -75,9 +86,9 @@ __global__ void __launch_bounds__(kSliceThreads)
 #pragma unroll
     for (int j = 0; j < kAcc; ++j) f[j] = next[j];
     if (r0 + kAcc < rows) fetch(r0 + kAcc, next);
-    float acc[kBlockTokens * kAcc];  // token u, mix r0 + j at u * kAcc + j
+    float acc[kTokens * kAcc];  // token u, mix r0 + j at u * kAcc + j
 #pragma unroll
-    for (int u = 0; u < kBlockTokens; ++u)
+    for (int u = 0; u < kTokens; ++u)
 #pragma unroll
       for (int j = 0; j < kAcc; ++j) {
         float v = f[j].x * x[u].x;
@@ -107,10 +118,18 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
     std::abort();
   }
   const int64_t n = a.hc * a.hidden;
-  const dim3 grid(static_cast<unsigned>(slices(n)),
-                  static_cast<unsigned>((a.tokens + kBlockTokens - 1) / kBlockTokens));
-  launch_kernel(mix_partials_kernel, grid, kSliceThreads, 0, stream, a.fn, X, n, a.tokens, rows,
-                a.partials);
+  const auto go = [&](auto kernel, int tokens_a_block) {
+    const dim3 grid(static_cast<unsigned>(slices(n)),
+                    static_cast<unsigned>((a.tokens + tokens_a_block - 1) / tokens_a_block));
+    launch_kernel(kernel, grid, kSliceThreads, 0, stream, a.fn, X, n, a.tokens, rows, a.partials);
+  };
+  const bool eight = a.tokens >= MHC_PARTIALS_8_FROM;  // 16 only where 8 applies too
+  if (eight && a.tokens >= MHC_PARTIALS_16_FROM)
+    go(mix_partials_kernel<16>, 16);
+  else if (eight)
+    go(mix_partials_kernel<8>, 8);
+  else
+    go(mix_partials_kernel<4>, 4);
 }
 
 // The partial sums a token's mixes read, staged in shared memory by the whole block first: the
