@@ -28,6 +28,12 @@ constexpr int kHeads = 64, kDim = 512, kTile = 64;
 constexpr int kThreads = 256;
 constexpr int kDimChunks = kDim / 8;    // 16-byte chunks of a bf16 Q or K row
 constexpr int kTileChunks = kTile / 8;  // ... of a probability row
+#ifndef SINK_MMA_LOAD_BATCH
+#define SINK_MMA_LOAD_BATCH 16
+#endif
+constexpr int kBatch = SINK_MMA_LOAD_BATCH;  // float4 loads a thread has in flight
+static_assert(kTile * kDim / 4 % (kBatch * kThreads) == 0 &&
+              kHeads * kDim / 4 % (kBatch * kThreads) == 0);
 
 // Element (row, col) of a row-major bf16 array whose rows have `chunks` 16-byte chunks.
 __device__ inline int swz(int row, int col, int chunks) {
@@ -63,9 +69,21 @@ __global__ void __launch_bounds__(kThreads, 1) sink_attention_mma_kernel(SinkAtt
   }
   const int nkeys = qk.nkeys;
   const float* q = a.q + t * kHeads * kDim;
-  for (int i = threadIdx.x; i < kHeads * kDim / 4; i += kThreads) {
-    const int row = i / (kDim / 4), col = (i % (kDim / 4)) * 4;
-    store4(qs, row, col, *reinterpret_cast<const float4*>(q + row * kDim + col));
+  // Q and each key tile are 32 float4 a thread, all kBatch loads of a batch issued before any
+  // store: in a load-then-store loop the compiler keeps each load behind the last store (the key
+  // pointers sit in shared memory too), so about one load a thread was in flight.
+  for (int i0 = threadIdx.x; i0 < kHeads * kDim / 4; i0 += kBatch * kThreads) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kThreads, row = i / (kDim / 4), col = (i % (kDim / 4)) * 4;
+      v[u] = *reinterpret_cast<const float4*>(q + row * kDim + col);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kThreads;
+      store4(qs, i / (kDim / 4), (i % (kDim / 4)) * 4, v[u]);
+    }
   }
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -81,14 +99,22 @@ __global__ void __launch_bounds__(kThreads, 1) sink_attention_mma_kernel(SinkAtt
   for (int k0 = 0; k0 < nkeys; k0 += kTile) {
     __syncthreads();  // keys[] and Q written; the previous tile's K and P read
     const int nk = nkeys - k0 < kTile ? nkeys - k0 : kTile;
-    for (int i = threadIdx.x; i < kTile * kDim / 4; i += kThreads) {
-      const int row = i / (kDim / 4), col = (i % (kDim / 4)) * 4;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);  // rows past the keys: zeros, never NaN
-      if (row < nk) {
-        const float* kr = keys[k0 + row];
-        v = load4(kr + col, (reinterpret_cast<uintptr_t>(kr) & 15) == 0);
+    for (int i0 = threadIdx.x; i0 < kTile * kDim / 4; i0 += kBatch * kThreads) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kThreads, row = i / (kDim / 4), col = (i % (kDim / 4)) * 4;
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);  // rows past the keys: zeros, never NaN
+        if (row < nk) {
+          const float* kr = keys[k0 + row];
+          v[u] = load4(kr + col, (reinterpret_cast<uintptr_t>(kr) & 15) == 0);
+        }
       }
-      store4(ks, row, col, v);
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kThreads;
+        store4(ks, i / (kDim / 4), (i % (kDim / 4)) * 4, v[u]);
+      }
     }
     __syncthreads();
 
