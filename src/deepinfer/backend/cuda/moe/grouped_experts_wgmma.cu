@@ -149,7 +149,9 @@ __global__ void __launch_bounds__(kThreads, Pipe<R>::kMinBlocks) w4_wgmma_kernel
   const int64_t first = a.offsets[e] + item.y;
   const int64_t left = a.offsets[e + 1] - first;
   const int rn = left < R ? static_cast<int>(left) : R;
-  const int q = W4_WGMMA_NARROW_TAIL ? (rn + 31) / 32 : R / 32;  // 32-row groups (wgmma_rows)
+  // 32-row groups the wgmmas take (wgmma_rows). 128-row passes only: a second main loop pushed
+  // the 64-row gate-up (128 registers, two blocks an SM) from 104 to 136 bytes of spill loads.
+  const int q = W4_WGMMA_NARROW_TAIL && R == 128 ? (rn + 31) / 32 : R / 32;
   const ExpertPass<kGateUp> pass(a, e);
   const int64_t in = pass.in;
   const int64_t n0 = int64_t{blockIdx.x} * kBN;
@@ -295,12 +297,14 @@ __global__ void __launch_bounds__(kThreads, Pipe<R>::kMinBlocks) w4_wgmma_kernel
       run(std::integral_constant<int, 7>{});
     }
   };
-  if (q == 1)
-    main_loop(std::integral_constant<int, 1>{});
-  else if (q == 2)
+  if constexpr (R == 64) {
     main_loop(std::integral_constant<int, 2>{});
-  else if constexpr (R == 128) {
-    if (q == 3)
+  } else {
+    if (q == 1)
+      main_loop(std::integral_constant<int, 1>{});
+    else if (q == 2)
+      main_loop(std::integral_constant<int, 2>{});
+    else if (q == 3)
       main_loop(std::integral_constant<int, 3>{});
     else
       main_loop(std::integral_constant<int, 4>{});
