@@ -42,8 +42,11 @@ __global__ void __launch_bounds__(kThreads) sink_attention_kernel(SinkAttentionA
     return;
   }
   const int nkeys = qk.nkeys;
-  for (int i = threadIdx.x; i < HG * hd; i += blockDim.x)
-    qs[i] = h0 + i / hd < nh ? a.q[(t * nh + h0) * hd + i] : 0.0f;
+  if constexpr (SINK_Q_BATCH != 0)
+    stage_query<kThreads>(a, t, h0, HG, qs);
+  else  // stage_query's loop at blockDim.x: this kernel's machine code as it was measured
+    for (int i = threadIdx.x; i < HG * hd; i += blockDim.x)
+      qs[i] = h0 + i / hd < nh ? a.q[(t * nh + h0) * hd + i] : 0.0f;
   __syncthreads();
 
   // Logits, as probs[k][h] (scaled). A warp scores two keys at a time (k and k + kWarps), their

@@ -44,8 +44,7 @@ __global__ void __launch_bounds__(kThreads) split_partial_kernel(SinkAttentionAr
   const int k0 = c * kChunk;
   if (qk.padding || k0 >= qk.nkeys) return;  // the merge reads only the chunks that have keys
   const int n = qk.nkeys - k0 < kChunk ? qk.nkeys - k0 : kChunk;
-  for (int i = threadIdx.x; i < kHG * hd; i += kThreads)
-    qs[i] = h0 + i / hd < nh ? a.q[(t * nh + h0) * hd + i] : 0.0f;
+  stage_query<kThreads>(a, t, h0, kHG, qs);
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* const mine = part + (t * gridDim.y + c) * nh * partial_floats(hd);

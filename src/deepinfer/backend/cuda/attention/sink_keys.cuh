@@ -1,6 +1,7 @@
 // The keys query t of a sink_attention launch sees (sink_attention.h), as row pointers: its
 // window (the segment's fresh positions, earlier ones from the ring) then its selected entries.
-// Both kernels read them from here, so they visit the same keys in the same order.
+// Both kernels read them from here, so they visit the same keys in the same order. Also the
+// staging of the query's rows into shared memory (stage_query).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +66,44 @@ __device__ inline QueryKeys gather_query_keys(const SinkAttentionArgs& a, int64_
     }
   }
   return {false, nkeys};
+}
+
+// Query t's rows of heads [h0, h0 + hg) into qs [hg][head_dim], zeros for heads past num_heads,
+// by the whole block (the caller syncs before reading). With SINK_Q_BATCH where q's rows and qs
+// are 16-byte aligned: float4 loads, kBatch of a thread's issued before any store. The scalar
+// loop keeps each load behind a branch and the last shared store (the split kernel's PTX), so a
+// decode block waits on the memory 16 to 32 times before its first key. The same values either
+// way. Off by default until a GPU run has checked and timed it (a variant to build).
+#ifndef SINK_Q_BATCH
+#define SINK_Q_BATCH 0
+#endif
+template <int kThreads>  // the block's threads
+__device__ inline void stage_query(const SinkAttentionArgs& a, int64_t t, int h0, int hg,
+                                   float* qs) {
+  constexpr int kBatch = 4, threads = kThreads;
+  const int hd = a.head_dim, nh = a.num_heads;
+  const float* q = a.q + (t * nh + h0) * hd;
+  if (SINK_Q_BATCH && hd % 4 == 0 && (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
+      (reinterpret_cast<uintptr_t>(qs) & 15) == 0) {
+    const int n4 = hg * hd / 4;
+    for (int i0 = threadIdx.x; i0 < n4; i0 += kBatch * threads) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * threads;  // a float4 never straddles two heads (hd % 4 == 0)
+        v[u] = i < n4 && h0 + 4 * i / hd < nh ? reinterpret_cast<const float4*>(q)[i]
+                                              : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * threads;
+        if (i < n4) reinterpret_cast<float4*>(qs)[i] = v[u];
+      }
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < hg * hd; i += kThreads)
+    qs[i] = h0 + i / hd < nh ? a.q[(t * nh + h0) * hd + i] : 0.0f;
 }
 
 }  // namespace deepinfer::cuda
