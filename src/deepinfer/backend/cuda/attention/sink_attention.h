@@ -33,8 +33,14 @@ namespace deepinfer::cuda {
 
 enum class SinkKernel { kAuto, kFp32, kTensorCores, kSplit };
 // Below this many queries a launch has too few blocks (one per query) for the tensor-core
-// kernel; the fp32 kernel then splits the heads over blocks. A first guess, to be measured.
-inline constexpr int64_t kSinkMmaMinQueries = 64;
+// kernel; the fp32 kernel then splits the heads over blocks. A first guess, to be measured: since
+// the tensor-core kernel's loads were batched, B=128's CSA sink phase takes about 120 us a layer
+// on an H100 (one block a query, under one wave), B=32's on the fp32 kernel about 236
+// (docs/gpu_w4_rows_sink_loads/). SINK_MMA_MIN_QUERIES lets a variant time lower bounds.
+#ifndef SINK_MMA_MIN_QUERIES
+#define SINK_MMA_MIN_QUERIES 64
+#endif
+inline constexpr int64_t kSinkMmaMinQueries = SINK_MMA_MIN_QUERIES;
 // kAuto splits launches of at most this many queries, where the fp32 kernel gives a block one or
 // two heads and so rereads each key for many blocks. Measured on an H100 at 4k context: B=1's
 // step 203 us split against 350; B=32's CSA and HCA launches 1.31 ms split against 0.91.
