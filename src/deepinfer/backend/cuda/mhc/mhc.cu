@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mhc/mhc.h"
@@ -118,18 +120,20 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
     std::abort();
   }
   const int64_t n = a.hc * a.hidden;
-  const auto go = [&](auto kernel, int tokens_a_block) {
+  const auto go = [&](auto tokens_tag) {  // the grid follows the kernel's tokens a block
+    constexpr int kTokens = decltype(tokens_tag)::value;
     const dim3 grid(static_cast<unsigned>(slices(n)),
-                    static_cast<unsigned>((a.tokens + tokens_a_block - 1) / tokens_a_block));
-    launch_kernel(kernel, grid, kSliceThreads, 0, stream, a.fn, X, n, a.tokens, rows, a.partials);
+                    static_cast<unsigned>((a.tokens + kTokens - 1) / kTokens));
+    launch_kernel(mix_partials_kernel<kTokens>, grid, kSliceThreads, 0, stream, a.fn, X, n,
+                  a.tokens, rows, a.partials);
   };
   const bool eight = a.tokens >= MHC_PARTIALS_8_FROM;  // 16 only where 8 applies too
   if (eight && a.tokens >= MHC_PARTIALS_16_FROM)
-    go(mix_partials_kernel<16>, 16);
+    go(std::integral_constant<int, 16>{});
   else if (eight)
-    go(mix_partials_kernel<8>, 8);
+    go(std::integral_constant<int, 8>{});
   else
-    go(mix_partials_kernel<4>, 4);
+    go(std::integral_constant<int, 4>{});
 }
 
 // The partial sums a token's mixes read, staged in shared memory by the whole block first: the
