@@ -5,6 +5,7 @@
 # phases a, e, f and w bench every deepinfer_<name> beside the carried binary and run every
 # ops_<name> under OPS_FILTER, on the same machine.
 # Usage: scripts/build_gpu_variants.sh BUILD_DIR NAME:MACRO=VALUE [NAME:MACRO=VALUE ...]
+#   VARIANTS_OUT=PATH writes the archive there instead (e.g. while a device call carries .carry).
 #   e.g. scripts/build_gpu_variants.sh build mt3:W4_WIDE_MT=3 mb1:W4_WIDE_GATE_UP_MIN_BLOCKS=1
 # MACRO must have one `#define MACRO value` default line under src/ (the #ifndef form). The
 # source is restored after each build and once more at the end, so build BUILD_DIR's own
@@ -37,6 +38,7 @@ for spec in "$@"; do
 done
 # One archive at xz -9 (a 64 MB window): the variants differ from each other in a few kernels, so
 # each after the first adds well under a megabyte instead of 3.6.
-tar -cf - -C "$stage" . | xz -9 -T1 > .carry/variants.tar.xz
+out=${VARIANTS_OUT:-.carry/variants.tar.xz}
+tar -cf - -C "$stage" . | xz -9 -T1 > "$out"
 rm -rf "$stage"
-ls -la .carry/variants.tar.xz
+ls -la "$out"

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cpu/cpu_ops.h"
@@ -199,6 +201,67 @@ TEST(CudaLinear, Fp8WgmmaMatchesTheHost) {
             << " groups, rows " << k.r0 << ".." << k.r0 + rows << "), " << n << " rows"
             << (split ? ", K split where the grid is short" : "");
       }
+    }
+  }
+}
+
+// weight_gemv's two kernels called directly: the streaming one (gemm/gemv_stream.cu) must give
+// the warp-per-column one's bits (the same words a lane, the same order, the same k splits), on
+// V4-Flash's decode shapes (wq_a and wkv split k; wq_b; wo_b; the shared expert's w2; bf16 ones
+// split 8 ways), ragged ones, a grouped matrix (wo_a) and an FP8 slice starting inside a scale
+// block, at the rows decode has and past them (batch-invariant mode takes it at any batch); and
+// both must match the host.
+TEST(CudaLinear, GemvStreamGivesTheWarpKernelsBits) {
+  struct StreamCase {
+    MatrixFormat format;
+    int64_t out, in;
+    int groups;
+    int64_t r0, rows;  // the slice of W's rows taken (rows 0: all)
+  };
+  const MatrixFormat kFp8 = MatrixFormat::kFp8Block, kMx = MatrixFormat::kMxfp4,
+                     kBf = MatrixFormat::kBf16;
+  const std::vector<StreamCase> cases = {
+      {kFp8, 1024, 4096, 1, 0, 0}, {kFp8, 512, 4096, 1, 0, 0},  {kFp8, 32768, 1024, 1, 0, 0},
+      {kFp8, 4096, 8192, 1, 0, 0}, {kFp8, 4096, 2048, 1, 0, 0}, {kBf, 64, 4096, 1, 0, 0},
+      {kBf, 1024, 4096, 1, 0, 0},  {kMx, 2048, 4096, 1, 0, 0},  {kMx, 96, 64, 1, 0, 0},
+      {kFp8, 301, 256, 1, 0, 0},   {kFp8, 77, 48, 1, 0, 0},     {kBf, 300, 256, 1, 0, 0},
+      {kFp8, 8192, 4096, 8, 0, 0}, {kFp8, 384, 512, 1, 96, 160}};
+  for (const StreamCase& k : cases) {
+    QuantMatrix q = make_quant_matrix(k.format, k.out, k.in, 1.0f / std::sqrt(float(k.in)));
+    const int64_t rows = k.rows ? k.rows : k.out, ol = rows / k.groups;
+    const DeviceMatrix w = k.rows ? q.m.row_slice(k.r0, rows) : q.m;
+    ASSERT_TRUE(weight_gemv_supports(w)) << k.out << "x" << k.in;
+    for (int64_t n : {1, 2, 3, 5, 8, 16, 19, 40}) {
+      if (k.out * k.in >= (int64_t{1} << 24) && n > 16) continue;  // keeps the host's share short
+      const auto x = round_bf16(randn(n * k.groups * k.in));
+      std::vector<float> want(n * rows), xg(n * k.in);
+      for (int g = 0; g < k.groups; ++g) {
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(x.begin() + (r * k.groups + g) * k.in, k.in, xg.begin() + r * k.in);
+        const std::vector<float> yg = host_linear(q.values, k.in, k.r0 + g * ol, ol, xg, n);
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(yg.begin() + r * ol, ol, want.begin() + r * rows + g * ol);
+      }
+      DeviceBuffer<uint16_t> dx(bf16_bits(x));
+      const auto* xb = reinterpret_cast<const __nv_bfloat16*>(dx.get());
+      std::vector<float> got[2];
+      for (GemvKernel kernel : {GemvKernel::kWarpPerColumn, GemvKernel::kStream}) {
+        DeviceBuffer<float> dy(n * rows);
+        dy.poison();
+        if (k.groups > 1)
+          weight_gemv_grouped(w, k.groups, xb, n, dy.get(), nullptr, kernel);
+        else
+          weight_gemv(w, xb, n, dy.get(), nullptr, kernel);
+        got[kernel == GemvKernel::kStream] = dy.download();
+      }
+      const std::string what = std::string(format_name(k.format)) + " " + std::to_string(k.out) +
+                               "x" + std::to_string(k.in) + " (" + std::to_string(k.groups) +
+                               " groups, rows " + std::to_string(k.r0) + ".." +
+                               std::to_string(k.r0 + rows) + "), " + std::to_string(n) + " rows";
+      EXPECT_TRUE(close(got[0], want, kF32Tol)) << "warp per column: " << what;
+      ASSERT_EQ(got[1].size(), got[0].size());
+      EXPECT_EQ(std::memcmp(got[1].data(), got[0].data(), got[0].size() * sizeof(float)), 0)
+          << "the streaming kernel's bits differ from the warp kernel's: " << what;
     }
   }
 }

@@ -1,4 +1,5 @@
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/gemm/gemv_stream.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/quant/weight_rows.cuh"
@@ -8,6 +9,11 @@ namespace deepinfer::cuda {
 namespace {
 
 constexpr int kWarps = 8;
+// 1: GemvKernel::kAuto takes the streaming kernel (gemv_stream.cu) wherever it fits.
+#ifndef GEMV_STREAM
+#define GEMV_STREAM 0
+#endif
+constexpr bool kGemvStream = GEMV_STREAM != 0;
 // Columns a warp takes at one or two rows of x where the rows divide (else 2, else 1): the weight
 // words a lane has in flight. 4 made B=1 0.17 ms slower on an H100 (docs/gpu_pdl/).
 constexpr int kWideColumns = 2;
@@ -168,7 +174,7 @@ void launch_format(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, i
 }
 
 void launch(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n,
-            float* y, cudaStream_t stream) {
+            float* y, cudaStream_t stream, GemvKernel kernel) {
   if (!weight_gemv_supports(w) || reinterpret_cast<uintptr_t>(x) % 16 != 0 || ldx % 8 != 0 ||
       groups < 1 || w.rows % groups != 0) {
     std::fprintf(stderr,
@@ -181,6 +187,24 @@ void launch(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int grou
   if (n == 0 || w.rows == 0) return;
   const bool pairs = (w.rows / groups) % 2 == 0;
   const bool wide = kWideColumns > 2 && (w.rows / groups) % kWideColumns == 0;
+  if (kernel != GemvKernel::kWarpPerColumn) {
+    // The k splits gemv_kernel would take here, which the streaming kernel's sums follow.
+    const int r = rows_per_pass(n);
+    const int shares = k_splits(w, r > 2 ? 1 : wide ? kWideColumns : pairs ? 2 : 1);
+    const bool fits = gemv_detail::stream_fits(w, shares);
+    if (kernel == GemvKernel::kStream && !fits) {
+      std::fprintf(stderr,
+                   "weight_gemv: the streaming kernel does not take a %lld x %lld matrix "
+                   "(format %d) at %d k splits\n",
+                   static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                   static_cast<int>(w.format), shares);
+      std::abort();
+    }
+    if (fits && (kernel == GemvKernel::kStream || kGemvStream)) {
+      gemv_detail::gemv_stream(w, x, ldx, groups, n, shares, y, stream);
+      return;
+    }
+  }
   switch (rows_per_pass(n)) {
     case 1:
       wide    ? launch_format<1, kWideColumns>(w, x, ldx, groups, n, y, stream)
@@ -206,8 +230,8 @@ void launch(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int grou
 bool weight_gemv_supports(const DeviceMatrix& w) { return w.reads_in_vectors(); }
 
 void weight_gemv(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y,
-                 cudaStream_t stream) {
-  launch(w, x, w.cols, 1, n, y, stream);
+                 cudaStream_t stream, GemvKernel kernel) {
+  launch(w, x, w.cols, 1, n, y, stream, kernel);
 }
 
 void f32_gemv(const float* w, const float* x, int64_t n, int64_t out, int64_t in, float* y,
@@ -218,8 +242,8 @@ void f32_gemv(const float* w, const float* x, int64_t n, int64_t out, int64_t in
 }
 
 void weight_gemv_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n,
-                         float* y, cudaStream_t stream) {
-  launch(w, x, int64_t{groups} * w.cols, groups, n, y, stream);
+                         float* y, cudaStream_t stream, GemvKernel kernel) {
+  launch(w, x, int64_t{groups} * w.cols, groups, n, y, stream, kernel);
 }
 
 }  // namespace deepinfer::cuda

@@ -13,12 +13,18 @@
 
 namespace deepinfer::cuda {
 
+// Which kernel forms the sums (the same bits either way): kAuto picks; the others are for tests.
+//   kWarpPerColumn: a warp per one or two columns, its rows' words loaded into registers;
+//   kStream: a grid that stays, each warp streaming its columns' rows through shared memory
+//     (gemm/gemv_stream.h); aborts where it does not fit.
+enum class GemvKernel { kAuto, kWarpPerColumn, kStream };
+
 // Whether weight_gemv takes w: DeviceMatrix::reads_in_vectors().
 bool weight_gemv_supports(const DeviceMatrix& w);
 
 // x: bf16 [n, w.cols], 16-byte aligned; y: fp32 [n, w.rows]. Aborts when !weight_gemv_supports(w).
 void weight_gemv(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t n, float* y,
-                 cudaStream_t stream);
+                 cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
 
 // y[n, out] = x[n, in] . W^T with fp32 W [out, in], x and math: one warp per output column, lanes
 // over k, a fixed order of sums per row (batch-invariant mode's router, Gemm::f32).
@@ -30,6 +36,6 @@ void f32_gemv(const float* w, const float* x, int64_t n, int64_t out, int64_t in
 // [n, w.rows] (the groups' outputs side by side). Each column's sum is the one weight_gemv forms
 // over that group's slice alone.
 void weight_gemv_grouped(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t n,
-                         float* y, cudaStream_t stream);
+                         float* y, cudaStream_t stream, GemvKernel kernel = GemvKernel::kAuto);
 
 }  // namespace deepinfer::cuda

@@ -91,15 +91,21 @@ __device__ inline int64_t byte_of(int64_t k) {
 // The 16-byte word holding the row's values [k, k + per_load(F)) and the raw bits of the scale
 // they share (FP8: the fp32 scale; MXFP4: the E8M0 byte; bf16: none). Nothing here waits for the
 // loads, so a caller can fetch a tile ahead of expanding it.
+// The raw bits of the scale that value k of the row shares (fetch's sbits).
+template <MatrixFormat F>
+__device__ inline uint32_t scale_bits(const Row& r, int64_t k) {
+  if constexpr (F == MatrixFormat::kBf16)
+    return 0;
+  else if constexpr (F == MatrixFormat::kFp8Block)
+    return __float_as_uint(r.bscale[k / r.block_cols]);
+  else
+    return r.mscale[k / 32];
+}
+
 template <MatrixFormat F>
 __device__ inline void fetch(const Row& r, int64_t k, uint4* q, uint32_t* sbits) {
   *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
-  if constexpr (F == MatrixFormat::kBf16)
-    *sbits = 0;
-  else if constexpr (F == MatrixFormat::kFp8Block)
-    *sbits = __float_as_uint(r.bscale[k / r.block_cols]);
-  else
-    *sbits = r.mscale[k / 32];
+  *sbits = scale_bits<F>(r, k);
 }
 
 // Values [8 * part, 8 * part + 8) of fetch()'s word and scale as floats. Expanding a word a part
