@@ -2,11 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cpu/cpu_ops.h"
+#include "deepinfer/backend/cuda/attention/norm_rope.h"
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
@@ -57,6 +59,85 @@ TEST(CudaRmsNorm, RowsFormMatchesCpuInPlaceAndAlone) {
     EXPECT_EQ(one.download(), std::vector<float>(got.end() - d, got.end())) << "alone, " << d;
     rms_norm_rows(dx.get(), rows, d, 1e-6f, dx.get(), nullptr);
     EXPECT_EQ(dx.download(), got) << "in place " << rows << "x" << d;
+  }
+}
+
+// The bf16-output form (qr's norm, whose fp32 copy nothing reads): the bits of rms_norm then
+// to_bf16, and the CPU's norm rounded to bf16 within an ulp.
+TEST(CudaRmsNorm, Bf16OutputIsTheNormThenToBf16) {
+  for (auto [rows, d] : {std::pair<int64_t, int64_t>{1, 1024}, {7, 4096}, {3, 1000}, {2, 16384}}) {
+    const auto x = randn(rows * d, 3.0f), w = randn(d);
+    std::vector<float> want(rows * d);
+    for (int64_t r = 0; r < rows; ++r) cpu::rms_norm(&x[r * d], w.data(), d, 1e-6f, &want[r * d]);
+    DeviceBuffer<float> dx(x), dw(w), dy(rows * d);
+    DeviceBuffer<uint16_t> fused(rows * d), separate(rows * d);
+    fused.poison();
+    separate.poison();
+    rms_norm(dx.get(), dw.get(), rows, d, 1e-6f, reinterpret_cast<__nv_bfloat16*>(fused.get()),
+             nullptr);
+    rms_norm(dx.get(), dw.get(), rows, d, 1e-6f, dy.get(), nullptr);
+    to_bf16(dy.get(), rows * d, reinterpret_cast<__nv_bfloat16*>(separate.get()), nullptr);
+    const auto got = fused.download();
+    EXPECT_EQ(got, separate.download()) << rows << "x" << d;
+    std::vector<float> values(got.size());
+    std::transform(got.begin(), got.end(), values.begin(), bf16_to_float);
+    EXPECT_TRUE(close(values, want, kBf16Tol)) << rows << "x" << d;
+  }
+}
+
+// norm_rope: V4's q heads (per-warp norm) beside its kv row (weighted block norm), V4.1's q
+// (RoPE only) beside kv, one set alone, at 1, 3 and 37 tokens of 64 heads of 512 with a 64-wide
+// tail: against the CPU's norm then its RoPE table, and bit for bit the separate launches
+// (rms_norm_rows or rms_norm, then rope).
+TEST(CudaNormRope, MatchesCpuAndTheSeparateOps) {
+  const v4::RopeTable table(10000, 64, nullptr);
+  const int heads = 64, rd = 64;
+  const int64_t d = 512;
+  for (const int64_t T : {int64_t{1}, int64_t{3}, int64_t{37}}) {
+    std::vector<int64_t> pos(T);
+    std::uniform_int_distribution<int64_t> pd(0, 1 << 20);
+    for (auto& p : pos) p = pd(rng());
+    DeviceBuffer<int64_t> dp(pos);
+    DeviceBuffer<double> df(table.inv_freq());
+    const auto w = randn(d);
+    DeviceBuffer<float> dw(w);
+    for (const RowNorm qnorm : {RowNorm::kPerWarp, RowNorm::kNone}) {
+      for (const bool with_kv : {true, false}) {
+        const auto q = randn(T * heads * d, 3.0f), kv = randn(T * d, 3.0f);
+        auto want_q = q, want_kv = kv;
+        for (int64_t r = 0; r < T * heads; ++r) {
+          if (qnorm == RowNorm::kPerWarp)
+            cpu::rms_norm(&q[r * d], nullptr, d, 1e-6f, &want_q[r * d]);
+          table.rotate(&want_q[r * d + d - rd], pos[r / heads], false);
+        }
+        for (int64_t r = 0; r < T; ++r) {
+          cpu::rms_norm(&kv[r * d], w.data(), d, 1e-6f, &want_kv[r * d]);
+          table.rotate(&want_kv[r * d + d - rd], pos[r], false);
+        }
+        DeviceBuffer<float> fq(q), fkv(kv), sq(q), skv(kv);
+        norm_rope({fq.get(), T * heads, heads, qnorm, nullptr},
+                  {fkv.get(), with_kv ? T : 0, 1, RowNorm::kPerBlock, dw.get()}, d, rd, dp.get(),
+                  df.get(), 1e-6f, nullptr);
+        if (qnorm == RowNorm::kPerWarp)
+          rms_norm_rows(sq.get(), T * heads, d, 1e-6f, sq.get(), nullptr);
+        rope(sq.get() + d - rd, T * heads, d, rd, heads, dp.get(), df.get(), false, nullptr);
+        rms_norm(skv.get(), dw.get(), T, d, 1e-6f, skv.get(), nullptr);
+        rope(skv.get() + d - rd, T, d, rd, 1, dp.get(), df.get(), false, nullptr);
+        const std::string what = std::to_string(T) + " tokens, q " +
+                                 (qnorm == RowNorm::kPerWarp ? "normed" : "rotated only") +
+                                 (with_kv ? ", kv beside" : ", alone");
+        const auto got_q = fq.download();
+        EXPECT_TRUE(close(got_q, want_q, kF32Tol)) << "q: " << what;
+        EXPECT_EQ(got_q, sq.download()) << "q against the separate ops: " << what;
+        const auto got_kv = fkv.download();
+        if (with_kv) {
+          EXPECT_TRUE(close(got_kv, want_kv, kF32Tol)) << "kv: " << what;
+          EXPECT_EQ(got_kv, skv.download()) << "kv against the separate ops: " << what;
+        } else {
+          EXPECT_EQ(got_kv, kv) << "kv untouched when its set is empty: " << what;
+        }
+      }
+    }
   }
 }
 

@@ -13,9 +13,8 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t stride, int half, in
   if (i >= rows * half) return;
   const int64_t r = i / half;
   const int k = static_cast<int>(i % half);
-  const double a = static_cast<double>(positions[r / rows_per_pos]) * inv_freq[k];
-  const float c = static_cast<float>(cos(a));
-  const float s = static_cast<float>(inverse ? -sin(a) : sin(a));
+  float c, s;
+  rope_cos_sin(positions[r / rows_per_pos], inv_freq[k], inverse, &c, &s);
   rotate_pair(x + r * stride + 2 * k, c, s);
 }
 

@@ -5,7 +5,18 @@
 // CPU reference (model/deepseek_v4/rope.cc) rounds the same way.
 #pragma once
 
+#include <cstdint>
+
 namespace deepinfer::cuda {
+
+// The rotation of pair k at position pos: the angle pos * inv_freq[k] in fp64 (as the CPU
+// reference), its cosine and sine rounded to fp32; inverse: the conjugate.
+__device__ inline void rope_cos_sin(int64_t pos, double inv_freq, bool inverse, float* c,
+                                    float* s) {
+  const double a = static_cast<double>(pos) * inv_freq;
+  *c = static_cast<float>(cos(a));
+  *s = static_cast<float>(inverse ? -sin(a) : sin(a));
+}
 
 __device__ inline void rotate_pair(float* p, float c, float s) {
   const float x0 = p[0], x1 = p[1];

@@ -3,11 +3,18 @@
 // gives the same bits as the separate launch.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 #include "deepinfer/backend/cuda/reduce.cuh"
 
 namespace deepinfer::cuda {
+
+// A normalized value's store: fp32 as is, bf16 rounded to nearest even (to_bf16's rounding, so a
+// norm writing bf16 gives the bits of rms_norm then to_bf16).
+__device__ inline void put(float* y, int64_t i, float v) { y[i] = v; }
+__device__ inline void put(__nv_bfloat16* y, int64_t i, float v) { y[i] = __float2bfloat16_rn(v); }
 
 // Columns a thread keeps in registers: rows of up to kNormRegs * blockDim.x values (V4's 4096 at
 // 256 threads) are loaded whole before the sum, one round of memory latency where the loop below
@@ -17,8 +24,9 @@ inline constexpr int kNormRegs = 16;
 // rms_norm_row's second half for a row whose thread values are in registers: v[u] is column
 // threadIdx.x + u * blockDim.x (columns past d ignored). The same sums in the same order as the
 // loop in rms_norm_row, so the same bits.
+template <typename Out>
 __device__ inline void rms_norm_regs(const float (&v)[kNormRegs], const float* w, int64_t d,
-                                     float eps, float* y, float* scratch) {
+                                     float eps, Out* y, float* scratch) {
   const int64_t step = blockDim.x;
   float wv[kNormRegs];
 #pragma unroll
@@ -34,15 +42,16 @@ __device__ inline void rms_norm_regs(const float (&v)[kNormRegs], const float* w
 #pragma unroll
   for (int u = 0; u < kNormRegs; ++u) {
     const int64_t i = threadIdx.x + u * step;
-    if (i < d) y[i] = v[u] * inv * wv[u];
+    if (i < d) put(y, i, v[u] * inv * wv[u]);
   }
 }
 
 // y = x * rsqrt(mean(x^2) + eps) (* w when non-null); y may alias x. `scratch`: 32 floats of
 // shared memory (block_sum's). Every thread of the block calls it. The loop form, for kernels
 // whose register budget has no room for rms_norm_row's (hc_pre's prefill instance); same bits.
+template <typename Out>
 __device__ inline void rms_norm_row_loop(const float* x, const float* w, int64_t d, float eps,
-                                         float* y, float* scratch) {
+                                         Out* y, float* scratch) {
   float ss = 0;
   // An explicit FMA: the decode compressor normalizes its entries with the same sum.
   // Unrolled so that a thread's loads are in flight together (decode normalizes one row a
@@ -64,13 +73,14 @@ __device__ inline void rms_norm_row_loop(const float* x, const float* w, int64_t
       wv[u] = w ? w[i + u * step] : 1.0f;
     }
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) y[i + u * step] = xv[u] * inv * wv[u];
+    for (int u = 0; u < kAhead; ++u) put(y, i + u * step, xv[u] * inv * wv[u]);
   }
-  for (; i < d; i += step) y[i] = x[i] * inv * (w ? w[i] : 1.0f);
+  for (; i < d; i += step) put(y, i, x[i] * inv * (w ? w[i] : 1.0f));
 }
 
 // rms_norm_row_loop, with rows of up to kNormRegs * blockDim.x values loaded whole first.
-__device__ inline void rms_norm_row(const float* x, const float* w, int64_t d, float eps, float* y,
+template <typename Out>
+__device__ inline void rms_norm_row(const float* x, const float* w, int64_t d, float eps, Out* y,
                                     float* scratch) {
   if (d > kNormRegs * int64_t{blockDim.x}) {
     rms_norm_row_loop(x, w, d, eps, y, scratch);
@@ -83,6 +93,34 @@ __device__ inline void rms_norm_row(const float* x, const float* w, int64_t d, f
     v[u] = i < d ? x[i] : 0.0f;
   }
   rms_norm_regs(v, w, d, eps, y, scratch);
+}
+
+// Unweighted, one row by one warp (rms_norm_rows' form: V4's per-head q norm, 64 rows of 512 a
+// token); its own order of the sum, fixed. y may alias x.
+__device__ inline void rms_norm_row_warp(const float* x, int64_t d, float eps, float* y) {
+  const int lane = threadIdx.x & 31;
+  float ss = 0;
+  if (d % 4 == 0) {  // rows 16-byte aligned: a lane's 4 consecutive values a load
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+#pragma unroll 4
+    for (int64_t i = lane; i < d / 4; i += 32) {
+      const float4 v = x4[i];
+      ss = __fmaf_rn(v.x, v.x, ss);
+      ss = __fmaf_rn(v.y, v.y, ss);
+      ss = __fmaf_rn(v.z, v.z, ss);
+      ss = __fmaf_rn(v.w, v.w, ss);
+    }
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(d) + eps);
+    float4* y4 = reinterpret_cast<float4*>(y);
+    for (int64_t i = lane; i < d / 4; i += 32) {
+      const float4 v = x4[i];
+      y4[i] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+    }
+    return;
+  }
+  for (int64_t i = lane; i < d; i += 32) ss = __fmaf_rn(x[i], x[i], ss);
+  const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(d) + eps);
+  for (int64_t i = lane; i < d; i += 32) y[i] = x[i] * inv;
 }
 
 }  // namespace deepinfer::cuda

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "deepinfer/backend/cuda/attention/norm_rope.h"
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
 #include "deepinfer/backend/cuda/indexer/indexer.h"
@@ -218,18 +219,16 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
   to_bf16(h, n * H, hb, s);
   float* qr = grow(m.s.qr, n * ql);
   m.linear(w.wq_a, hb, n, ql, H, qr);
-  rms_norm(qr, w.q_norm, n, ql, m.eps(), qr, s);
   __nv_bfloat16* qrb = grow(m.s.qrb, n * ql);
-  to_bf16(qr, n * ql, qrb, s);
+  rms_norm(qr, w.q_norm, n, ql, m.eps(), qrb, s);  // only its bf16 copy is read
   float* q = grow(m.s.q, n * nh * hd);
   m.linear(w.wq_b, qrb, n, int64_t(nh) * hd, ql, q);
   float* kv = grow(m.s.kv, n * hd);
   m.linear(w.wkv, hb, n, hd, H, kv);
 
-  rms_norm_rows(q, n * nh, hd, m.eps(), q, s);  // per head, unweighted
-  rope(q + hd - rd, n * nh, hd, rd, nh, positions, inv_freq, false, s);
-  rms_norm(kv, w.kv_norm, n, hd, m.eps(), kv, s);
-  rope(kv + hd - rd, n, hd, rd, 1, positions, inv_freq, false, s);
+  // q per head (unweighted), kv by kv_norm; both rotated: one launch.
+  norm_rope({q, n * nh, nh, RowNorm::kPerWarp, nullptr}, {kv, n, 1, RowNorm::kPerBlock, w.kv_norm},
+            hd, rd, positions, inv_freq, m.eps(), s);
 
   // Position-independent projections of the compressors and the indexer, over all rows.
   const int cw = ratio == 4 ? 2 * hd : hd, iw = 2 * ihd;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "deepinfer/backend/cuda/attention/norm_rope.h"
 #include "deepinfer/backend/cuda/attention/rope.h"
 #include "deepinfer/backend/cuda/attention/sink_attention.h"
 #include "deepinfer/backend/cuda/compressor/compressor_pool.h"
@@ -223,16 +224,15 @@ QueryKv v41_query_kv(const V41Context& m, const V41Attention& w, const float* h,
   to_bf16(h, n * H, hb, s);
   float* qr = grow(sc.qr, n * ql);
   m.linear(w.wq_a, hb, n, ql, H, qr);
-  rms_norm(qr, w.q_norm, n, ql, m.eps(), qr, s);
   __nv_bfloat16* qrb = grow(sc.qrb, n * ql);
-  to_bf16(qr, n * ql, qrb, s);
+  rms_norm(qr, w.q_norm, n, ql, m.eps(), qrb, s);  // only its bf16 copy is read
   float* q = grow(sc.q, n * nh * hd);
   m.linear(w.wq_b, qrb, n, int64_t(nh) * hd, ql, q);  // no per-head norm in V4.1
   float* kv = grow(sc.kv, n * hd);
   m.linear(w.wkv, hb, n, hd, H, kv);
-  rms_norm(kv, w.kv_norm, n, hd, m.eps(), kv, s);
-  rope(q + hd - rd, n * nh, hd, rd, nh, m.positions, inv_freq, false, s);
-  rope(kv + hd - rd, n, hd, rd, 1, m.positions, inv_freq, false, s);
+  // kv by kv_norm, q not normed; both rotated: one launch.
+  norm_rope({q, n * nh, nh, RowNorm::kNone, nullptr}, {kv, n, 1, RowNorm::kPerBlock, w.kv_norm}, hd,
+            rd, m.positions, inv_freq, m.eps(), s);
   fake_quant_window_kv(kv, n, hd, s);
   return QueryKv{q, kv, hb, qrb};
 }
