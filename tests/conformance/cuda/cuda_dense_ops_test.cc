@@ -307,8 +307,24 @@ TEST(CudaMhc, PrePostAndHeadMatchCpuAtV4FlashAndAnOddWidth) {
           hc_pre(fa, dX.get(), fused.get(), dpost.get(), dcomb.get(), nullptr);
         }
         rms_norm(sep.get(), dnw.get(), tokens, H, 1e-6f, sep.get(), nullptr);
-        EXPECT_EQ(fused.download(), sep.download())
+        const auto want = sep.download();
+        EXPECT_EQ(fused.download(), want)
             << hidden << " x " << tokens << (deferred ? " deferred" : "") << ": fused norm";
+        // With y_bf16 too: y keeps those bits and its bf16 copy is to_bf16's of them.
+        DeviceBuffer<uint16_t> yb(tokens * H), yb_want(tokens * H);
+        yb.poison();
+        fused.poison();
+        fa.y_bf16 = reinterpret_cast<__nv_bfloat16*>(yb.get());
+        if (deferred)
+          hc_pre_deferred(fa, dX.get(), dpin.get(), pre.get(), fused.get(), dpost.get(),
+                          dcomb.get(), nullptr);
+        else
+          hc_pre(fa, dX.get(), fused.get(), dpost.get(), dcomb.get(), nullptr);
+        to_bf16(sep.get(), tokens * H, reinterpret_cast<__nv_bfloat16*>(yb_want.get()), nullptr);
+        EXPECT_EQ(fused.download(), want)
+            << hidden << " x " << tokens << (deferred ? " deferred" : "") << ": y beside y_bf16";
+        EXPECT_EQ(yb.download(), yb_want.download())
+            << hidden << " x " << tokens << (deferred ? " deferred" : "") << ": y_bf16";
       }
       hc_pre(a, dX.get(), dy.get(), dpost.get(), dcomb.get(), nullptr);  // restore post, comb
     }

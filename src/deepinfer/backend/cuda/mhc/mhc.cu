@@ -227,7 +227,7 @@ __device__ inline void load_streams(const float* X, int64_t H, float (&x)[HC][kN
 template <int HC>
 __device__ inline void collapse_norm_regs(const float* c, const float (&x)[HC][kNormRegs],
                                           int64_t H, const float* norm, float eps, float* y,
-                                          float* scratch) {
+                                          __nv_bfloat16* yb, float* scratch) {
   const int64_t step = blockDim.x;
   float v[kNormRegs];
 #pragma unroll
@@ -236,6 +236,10 @@ __device__ inline void collapse_norm_regs(const float* c, const float (&x)[HC][k
 #pragma unroll
     for (int j = 0; j < HC; ++j) s = __fmaf_rn(c[j], x[j][u], s);
     v[u] = s;
+  }
+  if (norm && yb) {
+    rms_norm_regs(v, norm, H, eps, F32AndBf16{y, yb}, scratch);
+    return;
   }
   if (norm) {
     rms_norm_regs(v, norm, H, eps, y, scratch);
@@ -358,12 +362,17 @@ __global__ void __launch_bounds__(kThreads, kRegs ? 1 : HC_PRE_MIN_BLOCKS)
   }
   __syncthreads();
   if constexpr (kRegs) {
-    collapse_norm_regs<kRegsHc>(collapse, x, H, a.y_norm, a.y_norm_eps, y + t * H, norm_scratch);
+    collapse_norm_regs<kRegsHc>(collapse, x, H, a.y_norm, a.y_norm_eps, y + t * H,
+                                a.y_bf16 ? a.y_bf16 + t * H : nullptr, norm_scratch);
   } else {
     collapse_row(collapse, X, hc, H, y + t * H);
     // Each thread normalizes the columns it just wrote (the same ones rms_norm's thread would
     // take), so no barrier is needed before the norm's first read.
-    if (a.y_norm) rms_norm_row_loop(y + t * H, a.y_norm, H, a.y_norm_eps, y + t * H, norm_scratch);
+    if (a.y_norm && a.y_bf16)
+      rms_norm_row_loop(y + t * H, a.y_norm, H, a.y_norm_eps,
+                        F32AndBf16{y + t * H, a.y_bf16 + t * H}, norm_scratch);
+    else if (a.y_norm)
+      rms_norm_row_loop(y + t * H, a.y_norm, H, a.y_norm_eps, y + t * H, norm_scratch);
   }
 }
 
@@ -456,6 +465,14 @@ void check_hc(int hc) {
   }
 }
 
+// y_bf16 rides on the fused norm's stores.
+void check_bf16_output(const HcArgs& a) {
+  if (a.y_bf16 && !a.y_norm) {
+    std::fprintf(stderr, "mhc: HcArgs::y_bf16 needs y_norm (the bf16 copy is the norm's)\n");
+    std::abort();
+  }
+}
+
 }  // namespace
 
 size_t hc_scratch_floats(int64_t tokens, int hc, int64_t hidden) {
@@ -465,6 +482,7 @@ size_t hc_scratch_floats(int64_t tokens, int hc, int64_t hidden) {
 void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
             cudaStream_t stream) {
   check_hc(a.hc);
+  check_bf16_output(a);
   if (a.tokens == 0) return;
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
   launch_kernel(pre_kernel(a), static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, nullptr,
@@ -474,6 +492,7 @@ void hc_pre(const HcArgs& a, const float* X, float* y, float* post, float* comb,
 void hc_pre_deferred(const HcArgs& a, const float* X, const float* pre_in, float* pre_out, float* y,
                      float* post, float* comb, cudaStream_t stream) {
   check_hc(a.hc);
+  check_bf16_output(a);
   if (a.tokens == 0) return;
   launch_partials(a, X, (2 + a.hc) * a.hc, stream);
   launch_kernel(pre_kernel(a), static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, X, pre_in,

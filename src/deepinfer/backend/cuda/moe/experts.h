@@ -42,6 +42,8 @@ struct ExpertWeights {
 
 struct MoeArgs {
   const float* x = nullptr;  // [tokens, hidden]
+  // x rounded to bf16 already ([tokens, hidden]), or null: run_grouped rounds x itself.
+  const __nv_bfloat16* xb = nullptr;
   int64_t tokens = 0, hidden = 0, inter = 0;
   int top_k = 0;
   const int32_t* expert_ids = nullptr;  // device [tokens, top_k]

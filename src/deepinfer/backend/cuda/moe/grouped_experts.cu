@@ -334,9 +334,13 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
   int32_t* active = offsets + E + 1;
   int32_t* num_active = active + E;
   int32_t* order = reserved(g.order, n, "order");
-  __nv_bfloat16* xb = reserved(g.xb, T * H, "xb");
-
-  to_bf16(a.x, T * H, xb, stream);  // the GPU rounds expert inputs to bf16 (as run() does)
+  // The GPU rounds expert inputs to bf16 (as run() does), here unless the caller did.
+  const __nv_bfloat16* xb = a.xb;
+  if (!xb) {
+    __nv_bfloat16* b = reserved(g.xb, T * H, "xb");
+    to_bf16(a.x, T * H, b, stream);
+    xb = b;
+  }
   // The shared expert reads only xb: in decode batches, whose launches are too small to fill the
   // GPU, it runs on side_ beside the routed kernels. Its own scratch and Linear's are touched by
   // nothing on `stream` meanwhile (the routed kernels use neither Linear nor cuBLASLt).

@@ -11,10 +11,18 @@
 
 namespace deepinfer::cuda {
 
-// A normalized value's store: fp32 as is, bf16 rounded to nearest even (to_bf16's rounding, so a
-// norm writing bf16 gives the bits of rms_norm then to_bf16).
+// Where a normalized value goes (the norms' Out): fp32 as is, bf16 rounded to nearest even
+// (to_bf16's rounding, so a norm writing bf16 gives the bits of rms_norm then to_bf16), or both.
+struct F32AndBf16 {
+  float* f;
+  __nv_bfloat16* b;
+};
 __device__ inline void put(float* y, int64_t i, float v) { y[i] = v; }
 __device__ inline void put(__nv_bfloat16* y, int64_t i, float v) { y[i] = __float2bfloat16_rn(v); }
+__device__ inline void put(const F32AndBf16& y, int64_t i, float v) {
+  y.f[i] = v;
+  y.b[i] = __float2bfloat16_rn(v);
+}
 
 // Columns a thread keeps in registers: rows of up to kNormRegs * blockDim.x values (V4's 4096 at
 // 256 threads) are loaded whole before the sum, one round of memory latency where the loop below
@@ -26,7 +34,7 @@ inline constexpr int kNormRegs = 16;
 // loop in rms_norm_row, so the same bits.
 template <typename Out>
 __device__ inline void rms_norm_regs(const float (&v)[kNormRegs], const float* w, int64_t d,
-                                     float eps, Out* y, float* scratch) {
+                                     float eps, Out y, float* scratch) {
   const int64_t step = blockDim.x;
   float wv[kNormRegs];
 #pragma unroll
@@ -51,7 +59,7 @@ __device__ inline void rms_norm_regs(const float (&v)[kNormRegs], const float* w
 // whose register budget has no room for rms_norm_row's (hc_pre's prefill instance); same bits.
 template <typename Out>
 __device__ inline void rms_norm_row_loop(const float* x, const float* w, int64_t d, float eps,
-                                         Out* y, float* scratch) {
+                                         Out y, float* scratch) {
   float ss = 0;
   // An explicit FMA: the decode compressor normalizes its entries with the same sum.
   // Unrolled so that a thread's loads are in flight together (decode normalizes one row a
@@ -80,7 +88,7 @@ __device__ inline void rms_norm_row_loop(const float* x, const float* w, int64_t
 
 // rms_norm_row_loop, with rows of up to kNormRegs * blockDim.x values loaded whole first.
 template <typename Out>
-__device__ inline void rms_norm_row(const float* x, const float* w, int64_t d, float eps, Out* y,
+__device__ inline void rms_norm_row(const float* x, const float* w, int64_t d, float eps, Out y,
                                     float* scratch) {
   if (d > kNormRegs * int64_t{blockDim.x}) {
     rms_norm_row_loop(x, w, d, eps, y, scratch);

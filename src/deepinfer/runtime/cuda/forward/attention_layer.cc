@@ -206,8 +206,8 @@ void batched_state(const ForwardContext& m, const AttentionWeights& w, int ratio
 }  // namespace
 
 void attention_layer(const ForwardContext& m, const AttentionWeights& w, int ratio, const float* h,
-                     int64_t rows, const int64_t* positions, const std::vector<RowSegment>& segs,
-                     float* out) {
+                     const __nv_bfloat16* hb_in, int64_t rows, const int64_t* positions,
+                     const std::vector<RowSegment>& segs, float* out) {
   const v4::Config& c = m.c;
   const int nh = c.num_heads, hd = c.head_dim, rd = c.rope_dim;
   const int ih = c.index_n_heads, ihd = c.index_head_dim;
@@ -215,8 +215,12 @@ void attention_layer(const ForwardContext& m, const AttentionWeights& w, int rat
   const double* inv_freq = ratio > 0 ? m.compress_inv_freq : m.main_inv_freq;
   cudaStream_t s = m.stream;
 
-  __nv_bfloat16* hb = grow(m.s.hb, n * H);
-  to_bf16(h, n * H, hb, s);
+  const __nv_bfloat16* hb = hb_in;
+  if (!hb) {
+    __nv_bfloat16* b = grow(m.s.hb, n * H);
+    to_bf16(h, n * H, b, s);
+    hb = b;
+  }
   float* qr = grow(m.s.qr, n * ql);
   m.linear(w.wq_a, hb, n, ql, H, qr);
   __nv_bfloat16* qrb = grow(m.s.qrb, n * ql);

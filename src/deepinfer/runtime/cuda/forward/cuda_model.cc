@@ -200,13 +200,15 @@ struct CudaModel::Impl {
       const float* norm = attn ? L.attn_norm : L.ffn_norm;  // the sub-layer's input norm
       ha.y_norm = k <= kHcFusedNormMaxRows ? norm : nullptr;
       ha.y_norm_eps = m.eps();
+      // The fused norm also writes y's bf16 copy, which the sub-layer's projections read.
+      ha.y_bf16 = ha.y_norm ? grow(s.hb, k * H) : nullptr;
       hc_pre(ha, Xt, y, post, comb, stream);
       if (!ha.y_norm) rms_norm(y, norm, k, H, m.eps(), y, stream);
       m.mark("mhc + norms");
       if (attn)
-        attention_layer(m, L.attn, ratio, y, n, positions, segs, f);
+        attention_layer(m, L.attn, ratio, y, ha.y_bf16, n, positions, segs, f);
       else
-        moe_layer(m, L.ffn, hash, y, ids + t0, k, f);
+        moe_layer(m, L.ffn, hash, y, ha.y_bf16, ids + t0, k, f);
       hc_post(f, post, comb, k, hc, H, Xt, stream);
       m.mark("mhc + norms");
     }

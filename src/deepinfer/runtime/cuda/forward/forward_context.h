@@ -138,12 +138,13 @@ struct RowSegment {
 };
 
 // Attention sub-layer (spec §6.5-6.7) over `rows` rows: h [rows, hidden] -> out [rows, hidden];
-// positions (device, rows) are each row's position. Projections, norms and RoPE run over all
+// hb: h rounded to bf16 already (hc_pre's copy), or null to round it here; positions (device,
+// rows) are each row's position. Projections, norms and RoPE run over all
 // rows; compressors, indexer, ring and sink attention per segment, updating that sequence's
 // state for layer m.layer.
 void attention_layer(const ForwardContext& m, const AttentionWeights& w, int ratio, const float* h,
-                     int64_t rows, const int64_t* positions, const std::vector<RowSegment>& segs,
-                     float* out);
+                     const __nv_bfloat16* hb, int64_t rows, const int64_t* positions,
+                     const std::vector<RowSegment>& segs, float* out);
 
 // The grouped output projection (spec §6.7): o [n, groups, gin] -> z = per-group wo_a
 // ([groups * ol, gin] row blocks) -> out [n, hidden] = wo_b z. Both families.
@@ -179,13 +180,15 @@ struct MoeCall {
   cudaStream_t stream;
   bool graph_safe = false;
   std::function<void(const int32_t*)> routed;
+  const __nv_bfloat16* hb = nullptr;  // h rounded to bf16 already (hc_pre's copy), or null
 };
 // Router, routing and experts over h [n, hidden] into out; token ids on the device (hash layers).
 void run_moe(const MoeSpec& spec, const MoeCall& call, const MoeWeights& w, bool hash,
              const float* h, const int32_t* token_ids, int64_t n, float* out);
 
-// MoE sub-layer (spec §6.8): h [n, hidden], token ids on the device (hash layers).
+// MoE sub-layer (spec §6.8): h [n, hidden] (hb: its bf16 copy, or null), token ids on the
+// device (hash layers).
 void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const float* h,
-               const int32_t* token_ids, int64_t n, float* out);
+               const __nv_bfloat16* hb, const int32_t* token_ids, int64_t n, float* out);
 
 }  // namespace deepinfer::cuda

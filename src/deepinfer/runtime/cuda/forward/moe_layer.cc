@@ -30,6 +30,7 @@ void run_moe(const MoeSpec& spec, const MoeCall& call, const MoeWeights& w, bool
 
   MoeArgs& a = s.moe;
   a.x = h;
+  a.xb = call.hb;
   a.tokens = n;
   a.hidden = spec.hidden;
   a.inter = spec.inter;
@@ -57,7 +58,7 @@ void run_moe(const MoeSpec& spec, const MoeCall& call, const MoeWeights& w, bool
 }
 
 void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const float* h,
-               const int32_t* token_ids, int64_t n, float* out) {
+               const __nv_bfloat16* hb, const int32_t* token_ids, int64_t n, float* out) {
   const v4::Config& c = m.c;
   MoeSpec spec;
   spec.hidden = c.hidden_size;
@@ -69,12 +70,18 @@ void moe_layer(const ForwardContext& m, const MoeWeights& w, bool hash, const fl
   spec.swiglu_limit = static_cast<float>(c.swiglu_limit);
   spec.clamp_shared = m.clamp_shared_expert;
   spec.weight_before_w2 = false;  // plain numerics: the routing weight scales w2's output
-  const MoeCall call{m.gemm, m.moe, m.s, m.stream, m.batch != nullptr, [&](const int32_t* ids) {
+  const MoeCall call{m.gemm,
+                     m.moe,
+                     m.s,
+                     m.stream,
+                     m.batch != nullptr,
+                     [&](const int32_t* ids) {
                        if (m.trace && !hash)
                          m.record(m.trace->experts[m.layer], ids,
                                   (m.batch ? m.batch->real_rows : n) * c.experts_per_token);
                        m.mark("moe: router");
-                     }};
+                     },
+                     hb};
   run_moe(spec, call, w, hash, h, token_ids, n, out);
   m.mark("moe: experts");
 }
