@@ -1,7 +1,7 @@
 // The streaming GEMV. gemv_kernel gives each warp two columns and ends: a warp has four 16-byte
 // words a lane in flight, then waits, reduces and exits, and wq_b (32768 x 1024 FP8, 32 MB) takes
 // eight such waves, about half the HBM rate (docs/gpu_rmsnorm_gemv/). Here a grid of a few blocks
-// an SM stays: each warp walks its columns (gw, gw + warps, ...) as a stream of 1 KB chunks of
+// an SM stays: each warp walks its columns (gw, gw + warps, ...) as a stream of 512-byte chunks of
 // their rows, `kStages` chunks in flight in its own ring of shared memory, each brought by one
 // bulk copy (no registers held while it flies) and signalled by an mbarrier. The first chunks
 // are asked for before the PDL wait: weights only, so they arrive while the kernel ahead ends.
@@ -10,6 +10,12 @@
 // + 512 j bytes) in the same order with the same expansion (weight_rows::expand8), the warp
 // reduces each share by warp_reduce, and the shares add in order. So the bits match it for any
 // grid, and a row's sums stay the same in any batch (decision 0014).
+//
+// Measured (docs/gpu_b1_step/run5_h100, H100): twice as slow as gemv_kernel at B=1, the step
+// 3.54 ms against 2.55 (projections 0.909 against 0.460 ms), so it is off (GEMV_STREAM 0). A
+// warp handles one chunk at a time, and each chunk's scale and x loads go out only when the
+// chunk's turn comes, so their latency is paid chunk after chunk; the next try should bring the
+// scales through the ring as well and multiply several chunks a wait.
 #include "deepinfer/backend/cuda/bulk_copy.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/gemm/gemv_stream.h"
@@ -26,7 +32,7 @@ constexpr int kWarps = 8;
 // Chunks in flight a warp: 6 KB a warp, 96 KB an SM at two blocks (an H100 needs about 40 KB an
 // SM in flight to read at its rate).
 #ifndef GEMV_STREAM_STAGES
-#define GEMV_STREAM_STAGES 6
+#define GEMV_STREAM_STAGES 12
 #endif
 constexpr int kStages = GEMV_STREAM_STAGES;
 #ifndef GEMV_STREAM_BLOCKS_PER_SM

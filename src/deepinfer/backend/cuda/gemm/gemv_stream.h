@@ -12,8 +12,8 @@
 
 namespace deepinfer::cuda::gemv_detail {
 
-// Bytes of a weight row a copy brings: two 16-byte words a lane.
-inline constexpr int64_t kChunkBytes = 1024;
+// Bytes of a weight row a copy brings: a 16-byte word a lane (k splits make shares of 512).
+inline constexpr int64_t kChunkBytes = 512;
 
 // Whether the streaming kernel takes w with k split into `shares` (each share's bytes whole
 // chunks, rows 16-byte multiples).

@@ -9,7 +9,8 @@ namespace deepinfer::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-// 1: GemvKernel::kAuto takes the streaming kernel (gemv_stream.cu) wherever it fits.
+// 1: GemvKernel::kAuto takes the streaming kernel (gemv_stream.cu) wherever it fits. Off: it
+// made B=1 3.54 ms a step against 2.55 on an H100 (docs/gpu_b1_step/).
 #ifndef GEMV_STREAM
 #define GEMV_STREAM 0
 #endif
