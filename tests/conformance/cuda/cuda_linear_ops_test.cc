@@ -37,6 +37,22 @@ std::vector<float> host_linear(const std::vector<float>& w, int64_t cols, int64_
   return y;
 }
 
+// The grouped form's reference: row block g of W's rows [r0, r0 + rows) (groups blocks of
+// rows / groups) over x's columns [g * in, (g + 1) * in); x is [n, groups * in].
+std::vector<float> host_grouped(const std::vector<float>& w, int64_t in, int64_t r0, int64_t rows,
+                                int groups, const std::vector<float>& x, int64_t n) {
+  const int64_t ol = rows / groups;
+  std::vector<float> want(n * rows), xg(n * in);
+  for (int g = 0; g < groups; ++g) {
+    for (int64_t r = 0; r < n; ++r)
+      std::copy_n(x.begin() + (r * groups + g) * in, in, xg.begin() + r * in);
+    const std::vector<float> yg = host_linear(w, in, r0 + g * ol, ol, xg, n);
+    for (int64_t r = 0; r < n; ++r)
+      std::copy_n(yg.begin() + r * ol, ol, want.begin() + r * rows + g * ol);
+  }
+  return want;
+}
+
 struct LinearCase {
   MatrixFormat format;
   int64_t out, in;
@@ -127,14 +143,7 @@ TEST(CudaLinear, GroupedRowBlocksMatchTheHost) {
     for (int64_t n : {int64_t{3}, int64_t{17}, int64_t{64}, Linear::kMmaMaxRows}) {
       ASSERT_TRUE(linear.grouped_fits(q.m, k.groups, n)) << n << " rows";
       const auto x = round_bf16(randn(n * k.groups * k.in));
-      std::vector<float> want(n * k.rows), xg(n * k.in);
-      for (int g = 0; g < k.groups; ++g) {
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(x.begin() + (r * k.groups + g) * k.in, k.in, xg.begin() + r * k.in);
-        const std::vector<float> yg = host_linear(q.values, k.in, g * ol, ol, xg, n);
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(yg.begin() + r * ol, ol, want.begin() + r * k.rows + g * ol);
-      }
+      const std::vector<float> want = host_grouped(q.values, k.in, 0, k.rows, k.groups, x, n);
       DeviceBuffer<uint16_t> dx(bf16_bits(x));
       const auto* xb = reinterpret_cast<const __nv_bfloat16*>(dx.get());
       DeviceBuffer<float> dy(n * k.rows);
@@ -177,18 +186,10 @@ TEST(CudaLinear, Fp8WgmmaMatchesTheHost) {
     const int64_t rows = k.rows ? k.rows : k.out;
     const DeviceMatrix w = k.rows ? q.m.row_slice(k.r0, rows) : q.m;
     ASSERT_TRUE(fp8_wgmma_supports(w, k.groups)) << k.out << "x" << k.in;
-    const int64_t ol = rows / k.groups;
     for (int64_t n : {1, 17, 64, 65, 128, 200, 300}) {
       if (k.out * k.in >= (int64_t{1} << 25) && n > 128) continue;  // keeps the host's share short
       const auto x = round_bf16(randn(n * k.groups * k.in));
-      std::vector<float> want(n * rows), xg(n * k.in);
-      for (int g = 0; g < k.groups; ++g) {
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(x.begin() + (r * k.groups + g) * k.in, k.in, xg.begin() + r * k.in);
-        const std::vector<float> yg = host_linear(q.values, k.in, k.r0 + g * ol, ol, xg, n);
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(yg.begin() + r * ol, ol, want.begin() + r * rows + g * ol);
-      }
+      const std::vector<float> want = host_grouped(q.values, k.in, k.r0, rows, k.groups, x, n);
       DeviceBuffer<uint16_t> dx(bf16_bits(x));
       DeviceBuffer<float> partials(8 * n * rows);
       for (bool split : {false, true}) {
@@ -228,20 +229,13 @@ TEST(CudaLinear, GemvStreamGivesTheWarpKernelsBits) {
       {kFp8, 8192, 4096, 8, 0, 0}, {kFp8, 384, 512, 1, 96, 160}};
   for (const StreamCase& k : cases) {
     QuantMatrix q = make_quant_matrix(k.format, k.out, k.in, 1.0f / std::sqrt(float(k.in)));
-    const int64_t rows = k.rows ? k.rows : k.out, ol = rows / k.groups;
+    const int64_t rows = k.rows ? k.rows : k.out;
     const DeviceMatrix w = k.rows ? q.m.row_slice(k.r0, rows) : q.m;
     ASSERT_TRUE(weight_gemv_supports(w)) << k.out << "x" << k.in;
     for (int64_t n : {1, 2, 3, 5, 8, 16, 19, 40}) {
       if (k.out * k.in >= (int64_t{1} << 24) && n > 16) continue;  // keeps the host's share short
       const auto x = round_bf16(randn(n * k.groups * k.in));
-      std::vector<float> want(n * rows), xg(n * k.in);
-      for (int g = 0; g < k.groups; ++g) {
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(x.begin() + (r * k.groups + g) * k.in, k.in, xg.begin() + r * k.in);
-        const std::vector<float> yg = host_linear(q.values, k.in, k.r0 + g * ol, ol, xg, n);
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(yg.begin() + r * ol, ol, want.begin() + r * rows + g * ol);
-      }
+      const std::vector<float> want = host_grouped(q.values, k.in, k.r0, rows, k.groups, x, n);
       DeviceBuffer<uint16_t> dx(bf16_bits(x));
       const auto* xb = reinterpret_cast<const __nv_bfloat16*>(dx.get());
       std::vector<float> got[2];
