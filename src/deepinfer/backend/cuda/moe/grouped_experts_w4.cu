@@ -91,14 +91,21 @@ struct StageLayout {
 };
 
 // Stages of decode's 256-wide tiles: 4 (one block an SM) made B=32 and 128 9% slower than 2.
-template <int MT>
+// W4_NARROW_STAGES: the same for the one-tile-a-warp instance only (up to W4_NARROW_MAX_TOKENS
+// tokens; B=1 reads its 6 experts at about 38% of the H100's rate with one tile in flight a
+// block): a knob to time, 2 as the others.
+#ifndef W4_NARROW_STAGES
+#define W4_NARROW_STAGES 2
+#endif
+template <int MT, int NT>
 constexpr int stages() {
+  if (MT == 1 && NT == 1 && tile_k<1>() != kSub) return W4_NARROW_STAGES;
   return MT == 1 ? (tile_k<1>() == kSub ? 4 : 2) : 3;
 }
 
 template <int NW, int MT, int NT>
 constexpr size_t smem_bytes() {
-  return size_t{StageLayout<NW, MT, NT, tile_k<MT>()>::kBytes} * stages<MT>();
+  return size_t{StageLayout<NW, MT, NT, tile_k<MT>()>::kBytes} * stages<MT, NT>();
 }
 
 // Where chunk c of activation row r sits: the low two bits XORed with (c / 8, r % 2), so the
@@ -109,7 +116,8 @@ __device__ inline int swizzle(int r, int c) { return c ^ ((((c >> 3) & 1) << 1) 
 template <bool kGateUp, int MT, int NT>
 __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(GroupedArgs a) {
   pdl_grid_begin();
-  constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT>(), KB = tile_k<MT>();
+  constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT, NT>(),
+                KB = tile_k<MT>();
   constexpr int kThreads = threads<MT>(), kBN = block_n<MT, NT>();
   using L = StageLayout<NW, MT, NT, KB>;
   constexpr int kCpc = KB / 32;               // 16-byte weight chunks of a column per tile
