@@ -235,10 +235,9 @@ void launch_format(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, i
 }  // namespace
 
 bool stream_fits(const DeviceMatrix& w, int shares) {
-  const int64_t rb = w.format == MatrixFormat::kBf16       ? 2 * w.cols
-                     : w.format == MatrixFormat::kFp8Block ? w.cols
-                                                           : w.cols / 2;
-  return w.reads_in_vectors() && shares >= 1 && rb % 16 == 0 && rb < (int64_t{1} << 30) &&
+  if (!w.reads_in_vectors() || shares < 1) return false;
+  const int64_t rb = w.cols / DeviceMatrix::per_load(w.format) * 16;  // whole 16-byte words
+  return rb < (int64_t{1} << 30) &&
          (shares == 1 || (rb % shares == 0 && (rb / shares) % kChunkBytes == 0));
 }
 

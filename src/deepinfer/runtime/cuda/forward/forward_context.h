@@ -139,9 +139,9 @@ struct RowSegment {
 
 // Attention sub-layer (spec §6.5-6.7) over `rows` rows: h [rows, hidden] -> out [rows, hidden];
 // hb: h rounded to bf16 already (hc_pre's copy), or null to round it here; positions (device,
-// rows) are each row's position. Projections, norms and RoPE run over all
-// rows; compressors, indexer, ring and sink attention per segment, updating that sequence's
-// state for layer m.layer.
+// rows) are each row's position. Projections, norms and RoPE run over all rows; compressors,
+// indexer, ring and sink attention per segment, updating that sequence's state for layer
+// m.layer.
 void attention_layer(const ForwardContext& m, const AttentionWeights& w, int ratio, const float* h,
                      const __nv_bfloat16* hb, int64_t rows, const int64_t* positions,
                      const std::vector<RowSegment>& segs, float* out);
