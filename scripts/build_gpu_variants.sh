@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Here, before a device call: builds deepinfer and cuda_ops_test once per variant, each with one
-# compile-time constant of the CUDA kernels changed, and packs them as deepinfer_<name>
+# or more compile-time constants of the CUDA kernels changed, and packs them as deepinfer_<name>
 # and ops_<name>, all in one .carry/variants.tar.xz (replacing the last one). gpu_next_check.sh's
 # phases a, e, f and w bench every deepinfer_<name> beside the carried binary and run every
 # ops_<name> under OPS_FILTER, on the same machine.
-# Usage: scripts/build_gpu_variants.sh BUILD_DIR NAME:MACRO=VALUE [NAME:MACRO=VALUE ...]
+# Usage: scripts/build_gpu_variants.sh BUILD_DIR NAME:MACRO=VALUE[,MACRO=VALUE...] [...]
 #   VARIANTS_OUT=PATH writes the archive there instead (e.g. while a device call carries .carry).
 #   e.g. scripts/build_gpu_variants.sh build mt3:W4_WIDE_MT=3 mb1:W4_WIDE_GATE_UP_MIN_BLOCKS=1
 # MACRO must have one `#define MACRO value` default line under src/ (the #ifndef form). The
@@ -16,21 +16,33 @@ shift
 cd "$(dirname "$0")/.."
 mkdir -p .carry
 stage=$(mktemp -d)
+# Puts back the sources a variant changed, newest first, so a file changed twice ends as it began.
+restore() {
+  for ((i = ${#changed[@]} - 1; i >= 0; i--)); do cp "/tmp/variant_backup_$i" "${changed[$i]}"; done
+}
 for spec in "$@"; do
-  name=${spec%%:*} def=${spec#*:}
-  macro=${def%%=*} value=${def#*=}
-  [ -n "$name" ] && [ -n "$macro" ] && [ "$def" != "$macro" ] ||
-    { echo "build_gpu_variants.sh: '$spec' is not NAME:MACRO=VALUE" >&2; exit 1; }
-  files=$(grep -rlE "^#define $macro( |$)" src || true)
-  [ "$(echo "$files" | grep -c .)" = 1 ] ||
-    { echo "build_gpu_variants.sh: no single '#define $macro' under src/ ($files)" >&2; exit 1; }
-  cp "$files" "/tmp/variant_backup"
-  trap 'cp /tmp/variant_backup "'"$files"'"' EXIT
-  sed -i -E "s|^#define $macro( .*)?\$|#define $macro $value|" "$files"
-  echo "== $name: $(grep -E "^#define $macro " "$files") in $files"
+  name=${spec%%:*} defs=${spec#*:}
+  [ -n "$name" ] && [ "$defs" != "$spec" ] ||
+    { echo "build_gpu_variants.sh: '$spec' is not NAME:MACRO=VALUE[,MACRO=VALUE...]" >&2; exit 1; }
+  changed=()
+  IFS=, read -ra pairs <<< "$defs"
+  for def in "${pairs[@]}"; do
+    macro=${def%%=*} value=${def#*=}
+    [ -n "$macro" ] && [ "$def" != "$macro" ] ||
+      { echo "build_gpu_variants.sh: '$def' in '$spec' is not MACRO=VALUE" >&2; exit 1; }
+    files=$(grep -rlE "^#define $macro( |$)" src || true)
+    [ "$(echo "$files" | grep -c .)" = 1 ] ||
+      { echo "build_gpu_variants.sh: no single '#define $macro' under src/ ($files)" >&2; exit 1; }
+    n=${#changed[@]}
+    cp "$files" "/tmp/variant_backup_$n"
+    changed+=("$files")
+    trap restore EXIT
+    sed -i -E "s|^#define $macro( .*)?\$|#define $macro $value|" "$files"
+    echo "== $name: $(grep -E "^#define $macro " "$files") in $files"
+  done
   flock /tmp/build.lock ninja -C "$build" deepinfer cuda_ops_test > "/tmp/variant_$name.log" 2>&1 ||
     { tail -20 "/tmp/variant_$name.log" >&2; exit 1; }
-  cp /tmp/variant_backup "$files"
+  restore
   trap - EXIT
   ops=$(find "$build" -name cuda_ops_test -type f -perm -u+x | head -1)
   strip -o "$stage/deepinfer_$name" "$build/deepinfer"

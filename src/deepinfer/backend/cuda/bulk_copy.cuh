@@ -53,4 +53,10 @@ __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
+// Asks L2 for `bytes` (a multiple of 16) of global memory from `src` (16-byte aligned): one
+// instruction for a whole run, no registers or shared memory held while the bytes come.
+__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+
 }  // namespace deepinfer::cuda::bulk

@@ -49,24 +49,60 @@ __global__ void __launch_bounds__(kThreads) split_partial_kernel(SinkAttentionAr
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* const mine = part + (t * gridDim.y + c) * nh * partial_floats(hd);
 
-  // Logits: a warp a key, lanes over the dims, one reduce-scatter over the group's heads.
-  for (int k = warp; k < n; k += kWarps) {
+  // Logits: a warp a key, lanes over the dims, one reduce-scatter over the group's heads. A lane
+  // takes a key's dims lane * 4 + 128 i, kLoads float4s a round; up to head_dim 512 that is the
+  // whole key, and a warp loads all its keys (kKeysAWarp) before summing any: one round trip
+  // where a key at a time took four (decode's CSA layers, 160 blocks of one wave).
+  constexpr int kKeysAWarp = kChunk / kWarps, kLoads = 4;
+  const auto load = [&](int k, int i0, float4(&kv)[kLoads]) {
     const float* kr = keys[k0 + k];
-    const bool vec = (reinterpret_cast<uintptr_t>(kr) & 15) == 0;
-    float acc[kHG];
 #pragma unroll
-    for (int h = 0; h < kHG; ++h) acc[h] = 0.0f;
-    for (int d = lane * 4; d < hd; d += 128) {
-      const float4 kv = vec ? *reinterpret_cast<const float4*>(kr + d)
-                            : make_float4(kr[d], kr[d + 1], kr[d + 2], kr[d + 3]);
+    for (int i = 0; i < kLoads; ++i) {
+      const int d = lane * 4 + 128 * (i0 + i);
+      kv[i] = d >= hd ? make_float4(0.f, 0.f, 0.f, 0.f)
+              : (reinterpret_cast<uintptr_t>(kr) & 15) == 0
+                  ? *reinterpret_cast<const float4*>(kr + d)
+                  : make_float4(kr[d], kr[d + 1], kr[d + 2], kr[d + 3]);
+    }
+  };
+  const auto add = [&](const float4(&kv)[kLoads], int i0, float(&acc)[kHG]) {  // d in order
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int d = lane * 4 + 128 * (i0 + i);
+      if (d >= hd) break;
 #pragma unroll
       for (int h = 0; h < kHG; ++h) {
         const float4 qv = *reinterpret_cast<const float4*>(qs + h * hd + d);
-        acc[h] += qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
+        acc[h] += qv.x * kv[i].x + qv.y * kv[i].y + qv.z * kv[i].z + qv.w * kv[i].w;
       }
     }
+  };
+  const auto finish = [&](int k, float(&acc)[kHG]) {
     const float dot = reduce_scatter<kHG>(acc, lane);
     if ((lane & (32 / kHG - 1)) == 0) probs[k * kHG + lane / (32 / kHG)] = dot * a.scale;
+  };
+  if (hd <= 128 * kLoads) {
+    float4 kv[kKeysAWarp][kLoads];
+#pragma unroll
+    for (int j = 0; j < kKeysAWarp; ++j)
+      if (warp + j * kWarps < n) load(warp + j * kWarps, 0, kv[j]);
+#pragma unroll
+    for (int j = 0; j < kKeysAWarp; ++j) {
+      if (warp + j * kWarps >= n) break;
+      float acc[kHG] = {};
+      add(kv[j], 0, acc);
+      finish(warp + j * kWarps, acc);
+    }
+  } else {
+    for (int k = warp; k < n; k += kWarps) {
+      float acc[kHG] = {};
+      for (int i0 = 0; 128 * i0 < hd; i0 += kLoads) {
+        float4 kv[kLoads];
+        load(k, i0, kv);
+        add(kv, i0, acc);
+      }
+      finish(k, acc);
+    }
   }
   __syncthreads();
 

@@ -1,5 +1,9 @@
+#include <algorithm>
+
+#include "deepinfer/backend/cuda/bulk_copy.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/gemm/gemv_stream.h"
+#include "deepinfer/backend/cuda/gemm/split_k.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/quant/weight_rows.cuh"
@@ -15,6 +19,23 @@ constexpr int kWarps = 8;
 #define GEMV_STREAM 0
 #endif
 constexpr bool kGemvStream = GEMV_STREAM != 0;
+// Column blocks (a block's kWarps / ks * C adjacent rows: one run of memory) that a block keeps
+// asked of L2 by bulk prefetch, its current one included: the first before the PDL wait, beside
+// the kernel ahead, then each next one as the block starts a column block. 0: none (only
+// prefetch_first's words). The register loads then mostly hit L2 instead of each warp waiting
+// on HBM with 4 words a lane in flight.
+#ifndef GEMV_L2_BLOCKS
+#define GEMV_L2_BLOCKS 0
+#endif
+// Blocks an SM of a grid that stays and walks the column blocks (b, b + grid, ...); 0: a block
+// per column block, as many waves as that makes.
+#ifndef GEMV_BLOCKS_PER_SM
+#define GEMV_BLOCKS_PER_SM 0
+#endif
+constexpr int kL2Blocks = GEMV_L2_BLOCKS;
+constexpr int kBlocksPerSm = GEMV_BLOCKS_PER_SM;
+// Bytes of a column block one thread's bulk prefetch asks for.
+constexpr int64_t kPrefetchChunk = 4096;
 // Columns a warp takes at one or two rows of x where the rows divide (else 2, else 1): the weight
 // words a lane has in flight. 4 made B=1 0.17 ms slower on an H100 (docs/gpu_pdl/).
 constexpr int kWideColumns = 2;
@@ -29,11 +50,11 @@ struct WarpShare {
   bool live;
 };
 template <int C>
-__device__ inline WarpShare warp_share(const DeviceMatrix& w, int ks) {
+__device__ inline WarpShare warp_share(const DeviceMatrix& w, int ks, int64_t block) {
   const int warp = threadIdx.x >> 5;
   WarpShare s;
   s.share = warp % ks;
-  s.col = (int64_t{blockIdx.x} * (kWarps / ks) + warp / ks) * C;
+  s.col = (block * (kWarps / ks) + warp / ks) * C;
   s.live = s.col < w.rows;
   s.first = min(s.col, w.rows - 1);
   s.k_len = w.cols / ks;
@@ -55,58 +76,92 @@ __device__ inline void rows_of(const DeviceMatrix& w, int64_t first, weight_rows
 // One block an SM asked for: ptxas then gives FP8 column pairs at one row 91 registers (two
 // blocks an SM fit); left without it, it picks 80 and spills 4 bytes. Asking for three blocks
 // (80 registers) changed no step time on an H100 (docs/gpu_pdl/).
+// Asks L2 for column block `block`'s weight rows (kWarps / ks * C adjacent rows, one run of
+// memory; its scales are small and not asked for), a kPrefetchChunk a thread.
+template <MatrixFormat F, int C>
+__device__ inline void prefetch_block(const DeviceMatrix& w, int ks, int64_t block) {
+  const int64_t rows_a_block = int64_t{kWarps / ks} * C, r0 = block * rows_a_block;
+  if (r0 >= w.rows) return;
+  const int64_t row_bytes = weight_rows::byte_of<F>(w.cols);
+  const int64_t bytes = min(rows_a_block, w.rows - r0) * row_bytes;
+  const uint8_t* first = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
+  for (int64_t off = threadIdx.x * kPrefetchChunk; off < bytes;
+       off += int64_t{blockDim.x} * kPrefetchChunk)
+    bulk::prefetch_l2(first + off, static_cast<uint32_t>(min(kPrefetchChunk, bytes - off)));
+}
+
+// Output column c belongs to group c / (w.rows / groups), which reads x's columns [g * w.cols,
+// (g + 1) * w.cols) of rows ldx apart; y is [n, w.rows]. One group: a plain projection. A warp
+// owns C adjacent columns (C = 2 at decode's one or two rows: twice the weight bytes in flight
+// a warp, where a short row such as K = 1024 in FP8 is only two loads a lane); a pair never
+// straddles a group. With ks > 1 (k_splits), ks adjacent warps share the columns, each summing
+// its own ks-th of k; the first adds the others' sums to its own, in warp order. Block b takes
+// column blocks b, b + gridDim.x, ... (of `blocks`): one each unless the grid stays
+// (kBlocksPerSm). A column's sums do not depend on the grid, so neither do its bits.
+// One block an SM asked for: ptxas then gives FP8 column pairs at one row 91 registers (two
+// blocks an SM fit); left without it, it picks 80 and spills 4 bytes. Asking for three blocks
+// (80 registers) changed no step time on an H100 (docs/gpu_pdl/).
 template <MatrixFormat F, int R, int C>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     gemv_kernel(DeviceMatrix w, const __nv_bfloat16* x, int64_t ldx, int groups, int64_t n, int ks,
-                float* y) {
+                int64_t blocks, float* y) {
   // The rows' first words head for L2 while the kernel ahead finishes: B=1 2.80 -> 2.73 ms a
   // step on an H100 (docs/gpu_pdl/).
   pdl_grid_begin([&] {
-    const WarpShare ws = warp_share<C>(w, ks);
-    if (ws.live) {
-      weight_rows::Row row[C];
-      rows_of(w, ws.first, row);
-      weight_rows::prefetch_first<F>(row, ws.k_begin + ws.k_len, ws.k_begin);
+    if constexpr (kL2Blocks > 0) {
+      for (int i = 0; i < kL2Blocks; ++i)
+        prefetch_block<F, C>(w, ks, blockIdx.x + int64_t{i} * gridDim.x);
+    } else {
+      const WarpShare ws = warp_share<C>(w, ks, blockIdx.x);
+      if (ws.live) {
+        weight_rows::Row row[C];
+        rows_of(w, ws.first, row);
+        weight_rows::prefetch_first<F>(row, ws.k_begin + ws.k_len, ws.k_begin);
+      }
     }
   });
   __shared__ float part[kWarps][C][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const WarpShare ws = warp_share<C>(w, ks);
-  if (ks == 1 && !ws.live) return;  // no barrier below when ks == 1
-  weight_rows::Row row[C];
-  rows_of(w, ws.first, row);
-  const __nv_bfloat16* xg = x + (ws.first / (w.rows / groups)) * w.cols;
-  for (int64_t r0 = 0; r0 < n; r0 += R) {
-    const int rn = n - r0 < R ? static_cast<int>(n - r0) : R;
-    float acc[C][R];
-    if (ws.live)
-      weight_rows::dot_rows<F, C, R>(row, xg + r0 * ldx, ldx, ws.k_begin + ws.k_len, rn, acc,
-                                     ws.k_begin);
-    if (ks > 1) {
-      if (ws.live && lane == 0)
+  for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
+    if constexpr (kL2Blocks > 0)
+      prefetch_block<F, C>(w, ks, block + int64_t{kL2Blocks} * gridDim.x);
+    const WarpShare ws = warp_share<C>(w, ks, block);
+    if (ks == 1 && !ws.live) return;  // no barrier below when ks == 1; later blocks are past too
+    weight_rows::Row row[C];
+    rows_of(w, ws.first, row);
+    const __nv_bfloat16* xg = x + (ws.first / (w.rows / groups)) * w.cols;
+    for (int64_t r0 = 0; r0 < n; r0 += R) {
+      const int rn = n - r0 < R ? static_cast<int>(n - r0) : R;
+      float acc[C][R];
+      if (ws.live)
+        weight_rows::dot_rows<F, C, R>(row, xg + r0 * ldx, ldx, ws.k_begin + ws.k_len, rn, acc,
+                                       ws.k_begin);
+      if (ks > 1) {
+        if (ws.live && lane == 0)
 #pragma unroll
-        for (int c = 0; c < C; ++c)
+          for (int c = 0; c < C; ++c)
 #pragma unroll
-          for (int r = 0; r < R; ++r) part[warp][c][r] = acc[c][r];
-      __syncthreads();
-      if (ws.live && ws.share == 0)
+            for (int r = 0; r < R; ++r) part[warp][c][r] = acc[c][r];
+        __syncthreads();
+        if (ws.live && ws.share == 0)
 #pragma unroll
-        for (int c = 0; c < C; ++c)
+          for (int c = 0; c < C; ++c)
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
-            float v = part[warp][c][r];
-            for (int s = 1; s < ks; ++s) v += part[warp + s][c][r];
-            acc[c][r] = v;
-          }
-      __syncthreads();  // part is rewritten by the next pass
+            for (int r = 0; r < R; ++r) {
+              float v = part[warp][c][r];
+              for (int s = 1; s < ks; ++s) v += part[warp + s][c][r];
+              acc[c][r] = v;
+            }
+        __syncthreads();  // part is rewritten by the next pass
+      }
+      if (!ws.live || ws.share != 0) continue;
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (r < rn && lane == r && ws.col + c < w.rows)
+            y[(r0 + r) * w.rows + ws.col + c] = acc[c][r];
     }
-    if (!ws.live || ws.share != 0) continue;
-#pragma unroll
-    for (int c = 0; c < C; ++c)
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (r < rn && lane == r && ws.col + c < w.rows)
-          y[(r0 + r) * w.rows + ws.col + c] = acc[c][r];
   }
 }
 
@@ -157,19 +212,22 @@ void launch_format(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, i
                    int64_t n, float* y, cudaStream_t stream) {
   const int ks = k_splits(w, C);
   const int64_t columns_a_block = int64_t{kWarps / ks} * C;
-  const unsigned blocks = static_cast<unsigned>((w.rows + columns_a_block - 1) / columns_a_block);
+  const int64_t column_blocks = (w.rows + columns_a_block - 1) / columns_a_block;
+  const unsigned blocks = static_cast<unsigned>(
+      kBlocksPerSm > 0 ? std::min<int64_t>(column_blocks, int64_t{device_sms()} * kBlocksPerSm)
+                       : column_blocks);
   switch (w.format) {
     case MatrixFormat::kBf16:
       launch_kernel(gemv_kernel<MatrixFormat::kBf16, R, C>, blocks, kWarps * 32, 0, stream, w, x,
-                    ldx, groups, n, ks, y);
+                    ldx, groups, n, ks, column_blocks, y);
       break;
     case MatrixFormat::kFp8Block:
       launch_kernel(gemv_kernel<MatrixFormat::kFp8Block, R, C>, blocks, kWarps * 32, 0, stream, w,
-                    x, ldx, groups, n, ks, y);
+                    x, ldx, groups, n, ks, column_blocks, y);
       break;
     case MatrixFormat::kMxfp4:
       launch_kernel(gemv_kernel<MatrixFormat::kMxfp4, R, C>, blocks, kWarps * 32, 0, stream, w, x,
-                    ldx, groups, n, ks, y);
+                    ldx, groups, n, ks, column_blocks, y);
       break;
   }
 }

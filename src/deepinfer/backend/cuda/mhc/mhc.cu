@@ -1,5 +1,6 @@
 #include <type_traits>
 
+#include "deepinfer/backend/cuda/bulk_copy.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mhc/mhc.h"
@@ -52,7 +53,15 @@ template <int kTokens>
 __global__ void __launch_bounds__(kSliceThreads)
     mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
                         float* part) {
-  pdl_grid_begin();
+  // fn is a weight: its slice heads for L2 while the kernel ahead (which writes X) finishes, so
+  // the passes below wait on L2 instead of HBM (decode's 32 blocks are bound by that latency).
+  pdl_grid_begin([&] {
+    const int64_t i0 = int64_t{blockIdx.x} * kSlice;
+    if (n % 4 != 0 || reinterpret_cast<uintptr_t>(fn) % 16 != 0 || blockIdx.y != 0) return;
+    const uint32_t bytes = static_cast<uint32_t>(4 * (n - i0 < kSlice ? n - i0 : kSlice));
+    for (int r = threadIdx.x; r < rows; r += kSliceThreads)
+      bulk::prefetch_l2(fn + r * n + i0, bytes);
+  });
   constexpr int kAcc = 32 / kTokens;
   __shared__ float wsum[kSliceWarps][kTokens][kMaxMix + 1];
   const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kTokens;
@@ -254,10 +263,12 @@ __device__ inline void collapse_norm_regs(const float* c, const float (&x)[HC][k
 // kSlots = 1 while hc * hc <= 32 (hc 4), 2 up to hc 8. The slots are template-sized so a lane's
 // cells stay in registers (indexed at run time they went to local memory, on the serial chain
 // of 41 normalizations). Every sum walks its cells in the serial order, so the bits are the
-// ones a single thread would get.
-template <int kSlots>
+// ones a single thread would get. kHc > 0: hc is that constant (a.hc must equal it), so each
+// sum's shuffles go out together; with hc known only at run time, each shuffle and its add sit
+// behind their own `i < hc` branch, one after another on the chain.
+template <int kSlots, int kHc = 0>
 __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb) {
-  const int hc = a.hc, lane = threadIdx.x, cells = hc * hc;
+  const int hc = kHc > 0 ? kHc : a.hc, lane = threadIdx.x, cells = hc * hc;
   const float eps = a.hc_eps;
   float c[kSlots];
   int jj[kSlots], kk[kSlots];
@@ -305,9 +316,10 @@ __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb
     float d[kSlots];
 #pragma unroll
     for (int h = 0; h < kSlots; ++h) d[h] = sum(col, h);
+      // Unguarded: a dead slot holds 0 and its sum walks live cells (positive), so it stays 0, and
+      // the division needs no branch around it.
 #pragma unroll
-    for (int h = 0; h < kSlots; ++h)
-      if (live[h]) c[h] /= (d[h] + eps);
+    for (int h = 0; h < kSlots; ++h) c[h] /= (d[h] + eps);
   };
   norm(true);
   for (int it = 1; it < a.sinkhorn_iters; ++it) {
@@ -355,7 +367,9 @@ __global__ void __launch_bounds__(kThreads, kRegs ? 1 : HC_PRE_MIN_BLOCKS)
       collapse[lane] = pre_in ? pre_in[t * hc + lane] : pre;
       if (pre_out) pre_out[t * hc + lane] = pre;
     }
-    if (hc * hc <= 32)
+    if constexpr (kRegs)
+      sinkhorn<1, kRegsHc>(a, m, t, comb);  // pre_kernel takes kRegs only at hc == kRegsHc
+    else if (hc * hc <= 32)
       sinkhorn<1>(a, m, t, comb);
     else
       sinkhorn<2>(a, m, t, comb);
@@ -383,19 +397,19 @@ __global__ void hc_collapse_kernel(const float* pre, const float* Xall, int hc, 
   collapse_row(pre + t * hc, Xall + t * hc * H, hc, H, y + t * H);
 }
 
+// The head's collapse: y = sum_j (sigmoid(m_j * scale + base_j) + eps) X_j. The weights are
+// formed once a block, then collapse_row's loads run ahead (forming them per column put four
+// sigmoids and a load round trip on every column's chain: 20 us at B=1 on an H100).
 __global__ void hc_head_kernel(HcArgs a, const float* Xall, float* y) {
   pdl_grid_begin();
-  __shared__ float m[kMaxHc];
+  __shared__ float m[kMaxHc], c[kMaxHc];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
-  const float* X = Xall + t * hc * H;
   mixes(a, hc, m);
-  for (int64_t d = threadIdx.x; d < H; d += blockDim.x) {
-    float s = 0;
-    for (int j = 0; j < hc; ++j)
-      s += (sigmoidf(m[j] * a.scale[0] + a.base[j]) + a.hc_eps) * X[j * H + d];
-    y[t * H + d] = s;
-  }
+  if (threadIdx.x < hc)
+    c[threadIdx.x] = sigmoidf(m[threadIdx.x] * a.scale[0] + a.base[threadIdx.x]) + a.hc_eps;
+  __syncthreads();
+  collapse_row(c, Xall + t * hc * H, hc, H, y + t * H);
 }
 
 // A thread per (token, 4 columns d): reads the hc inputs of its columns before writing any output.

@@ -22,6 +22,7 @@
 
 #include <type_traits>
 
+#include "deepinfer/backend/cuda/bulk_copy.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
@@ -66,6 +67,23 @@ constexpr int block_n() {  // columns per block, of each matrix
 #endif
 constexpr int kW4MinBlocks = W4_MIN_BLOCKS;
 constexpr int kSub = 128;  // k per sub-tile: the unit of the k map below
+// 1: a decode block (one pass an expert) asks L2 for all its weight rows and scales by bulk
+// prefetch as soon as it knows its expert, so the cp.async tiles mostly hit L2 instead of one
+// tile a block in flight from HBM. 0: tile by tile only.
+#ifndef W4_L2_PREFETCH
+#define W4_L2_PREFETCH 0
+#endif
+// Bytes a thread's bulk prefetch asks for.
+constexpr int64_t kPrefetchChunk = 4096;
+
+// Asks L2 for `bytes` of global memory from `first` (16-byte aligned runs only; a run that is
+// not is left to the tiles), kPrefetchChunk a thread.
+__device__ inline void prefetch_run(const uint8_t* first, int64_t bytes, int threads) {
+  if (reinterpret_cast<uintptr_t>(first) % 16 != 0) return;
+  bytes &= ~int64_t{15};
+  for (int64_t off = threadIdx.x * kPrefetchChunk; off < bytes; off += threads * kPrefetchChunk)
+    bulk::prefetch_l2(first + off, static_cast<uint32_t>(min(kPrefetchChunk, bytes - off)));
+}
 // k per tile of decode's 16-row passes: 256 reads each weight row 128 contiguous bytes a tile (a
 // whole cache line) instead of 64.
 #ifndef W4_DECODE_K
@@ -141,6 +159,16 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
   const int64_t n0 = int64_t{blockIdx.x} * kBN;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int tiles = static_cast<int>(in / KB);
+  if constexpr (W4_L2_PREFETCH != 0 && !kSplit)
+#pragma unroll
+    for (int j = 0; j < NW; ++j) {  // the block's columns: one run of rows, one of scales
+      const DeviceMatrix& m = *pass.mats[j];
+      const int64_t cols = n0 + kBN < m.rows ? kBN : m.rows - n0;
+      if (cols <= 0) continue;
+      prefetch_run(static_cast<const uint8_t*>(m.data) + n0 * (m.cols / 2), cols * (m.cols / 2),
+                   kThreads);
+      prefetch_run(m.mx_scale + n0 * (m.cols / 32), cols * (m.cols / 32), kThreads);
+    }
   if (tid == 0)
     for (int j = 0; j < NW; ++j) {
       const DeviceMatrix& m = *pass.mats[j];
