@@ -8,7 +8,8 @@
 #   ninja -C build <pack_gpu_carry.sh's targets>; scripts/pack_gpu_carry.sh build
 #   rm .carry/redis.tar.xz; .carry/base.tar.xz = ff84e26's stripped deepinfer as deepinfer_base
 #   cp docs/gpu_b1_step/run7_any.sh .carry/run7.sh
-# Logs go into one tar under $OUT, key lines to stdout.
+# Logs go into one tar under $OUT, key lines to stdout. Trimmed to about 200 s (the session's
+# device time ran short after refused starts): no ncu, no invariance test.
 set -u
 t0=$SECONDS
 L=/tmp/g7; mkdir -p $L
@@ -27,8 +28,8 @@ ops() {  # name binary filter timeout
   GTEST_FILTER="$3" timeout ${4:-150} $2 --gtest_color=no > $L/ops_$1.log 2>&1
   echo "ops $1 rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|FAILED  \]' $L/ops_$1.log | head -8
 }
-ops main $B/cuda_ops_test 'CudaMhc.*:CudaDecode*:CudaLinear.*:CudaRmsNorm.*:CudaSinkAttention.*' 100
-ops gw $B/ops_gw 'CudaLinear.*:CudaMoe.*' 150
+ops main $B/cuda_ops_test 'CudaMhc.*:CudaDecode*:CudaLinear.*:CudaSinkAttention.*' 60
+ops gw $B/ops_gw 'CudaLinear.*' 40
 wait $mk; echo "make rc $? at $((SECONDS - t0))"
 bench() {  # name binary
   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 90 $2 bench forward --device cuda \
@@ -38,20 +39,17 @@ bench() {  # name binary
 }
 bench base $B/deepinfer_base
 bench main $B/deepinfer
-for v in g1 g2 w4p gw; do bench $v $B/deepinfer_$v; done
-bench main2 $B/deepinfer
+for v in gw g2 w4p; do bench $v $B/deepinfer_$v; done
 ncu_b1() {  # name binary
-  [ $((SECONDS - t0)) -lt 430 ] || return
+  [ $((SECONDS - t0)) -lt 150 ] || return
   timeout 100 ncu --clock-control none --cache-control none \
     --metrics gpu__time_duration.sum,launch__grid_size --csv --page raw \
     $2 bench forward --device cuda --model /tmp/m8 --batch-sizes 1 --context 4096 \
     --steps 2 > $L/ncu_$1.csv 2> $L/ncu_$1.err
   echo "ncu $1 rc $? at $((SECONDS - t0))"
 }
-ncu_b1 gw $B/deepinfer_gw
-for tb in cuda_model_test cuda_batch_invariance_test; do
-  [ $((SECONDS - t0)) -lt 500 ] || break
-  timeout 80 $B/$tb --gtest_color=no > $L/$tb.log 2>&1
+for tb in cuda_model_test; do
+  [ $((SECONDS - t0)) -lt 190 ] || break
+  timeout 45 $B/$tb --gtest_color=no > $L/$tb.log 2>&1
   echo "$tb rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|trials' $L/$tb.log | head -4
 done
-ncu_b1 main $B/deepinfer

@@ -148,6 +148,7 @@ void launch_partials(const HcArgs& a, const float* X, int rows, cudaStream_t str
 // The partial sums a token's mixes read, staged in shared memory by the whole block first: the
 // sums below then walk shared memory instead of S dependent global loads each (decode's latency).
 constexpr int kMaxStaged = 64 * (kMaxMix + 1);
+static_assert(kThreads > kMaxMix, "mixes: a thread per mix and one for the sum of squares");
 
 // m[r] = fn[r] . (X * rsqrt(mean(X^2) + eps)) for token blockIdx.x from its partial sums (the
 // norm factor is a scalar, so it multiplies the raw dot products), summed in slice order.
@@ -174,17 +175,15 @@ __device__ void mixes(const HcArgs& a, int rows, float* m) {
   }
   __syncthreads();
   const float* src = stage ? staged : part;
-  if (threadIdx.x == 0) {
-    float ss = 0;
-    for (int64_t s = 0; s < S; ++s) ss += src[s * (rows + 1) + rows];
-    inv = rsqrtf(ss / static_cast<float>(n) + a.norm_eps);
-  }
-  __syncthreads();
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    float acc = 0;
+  // Column r < rows is mix r's dot product, column rows the sum of squares: each summed over the
+  // slices in order by its own thread, side by side (the squares first took a pass of their own).
+  const int r = threadIdx.x;
+  float acc = 0;
+  if (r <= rows)
     for (int64_t s = 0; s < S; ++s) acc += src[s * (rows + 1) + r];
-    m[r] = acc * inv;
-  }
+  if (r == rows) inv = rsqrtf(acc / static_cast<float>(n) + a.norm_eps);
+  __syncthreads();
+  if (r < rows) m[r] = acc * inv;
   __syncthreads();
 }
 
