@@ -5,7 +5,8 @@ launch_kernel() launches every kernel of src/deepinfer/*/cuda with the PDL attri
 may be scheduled before the one ahead of it in the stream has finished. That is safe only if the
 kernel waits first. Rules, each violation reported as `file:line: <what>`:
   (a) every __global__ function defined there starts with `pdl_grid_begin();` (or its form
-      `pdl_grid_begin(weights_only);`, whose argument runs first and reads only weights);
+      `pdl_grid_begin(weights_only);`, whose argument runs first and reads only weights, also as
+      `const auto name = pdl_grid_begin(weights_only);`, keeping what it returns);
   (b) no launch there uses the `<<<...>>>` syntax (it would bypass launch_kernel and, after a
       kernel that released its dependents early, still be ordered, but the rule keeps one way).
 Comments and string literals are ignored. Exits 1 on any violation.
@@ -24,6 +25,8 @@ import tempfile
 CUDA_DIRS = ("src/deepinfer/backend/cuda", "src/deepinfer/runtime/cuda")
 EXTS = (".cu", ".cuh")
 BEGIN = "pdl_grid_begin("
+# The weights form whose result the kernel keeps: `const auto name = pdl_grid_begin(`.
+KEPT = re.compile(r"const\s+auto\s+\w+\s*=\s*pdl_grid_begin\(")
 
 
 def strip_comments(text):
@@ -78,7 +81,7 @@ def check_text(text):
         if j < 0 or j >= len(code):
             continue
         body = code[j + 1:].lstrip()
-        if not body.startswith(BEGIN):
+        if not body.startswith(BEGIN) and not KEPT.match(body):
             name = re.findall(r"(\w+)\s*\(", code[m.end():j])
             kernel = next((w for w in name if w != "__launch_bounds__"), "?")
             found.append((line_of(m.start()), "kernel {} does not start with {}) (rule a)".format(
@@ -125,6 +128,10 @@ __global__ void early_kernel(const float* w, float* y) {
   pdl_grid_begin([&] { prefetch(w); });
   y[0] = w[0];
 }
+__global__ void kept_kernel(const float* w, float* y) {
+  const auto wv = pdl_grid_begin([&] { return w[0]; });
+  y[0] = wv;
+}
 __global__ void declared_only(float* y);
 void run(float* y, cudaStream_t s) {
   const char* msg = "<<<not a launch>>>";
@@ -138,6 +145,12 @@ BAD = {  # file -> (text, [(line, needle)])
         "  y[0] = 1;\n"
         "  pdl_grid_begin();\n"
         "}\n", [(1, "late_kernel")]),
+    "src/deepinfer/backend/cuda/bad_kept.cu": (
+        "__global__ void read_first(const float* x, float* y) {\n"
+        "  const auto v = x[0];\n"
+        "  const auto w = pdl_grid_begin([&] { return 1.0f; });\n"
+        "  y[0] = v * w;\n"
+        "}\n", [(1, "read_first")]),
     "src/deepinfer/runtime/cuda/bad_launch.cu": (
         "void run(float* y, cudaStream_t s) {\n"
         "  // launch_kernel(k, 1, 1, 0, s, y);\n"

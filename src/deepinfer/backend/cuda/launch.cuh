@@ -5,8 +5,8 @@
 // are visible, so the launch latency hides behind the running kernel (decision 0022).
 //
 // The rule, checked by tools/lint/check_pdl.py: every __global__ function under
-// src/deepinfer/*/cuda starts with pdl_grid_begin() (or its form that first reads weights), and
-// every launch there is launch_kernel().
+// src/deepinfer/*/cuda starts with pdl_grid_begin() (or its form that first reads weights, alone
+// or as `const auto name = pdl_grid_begin(...)`), and every launch there is launch_kernel().
 // A kernel launched with the attribute that did not wait first could read its inputs before they
 // are written. Launches elsewhere (tests, cuBLAS) stay plain and fully ordered.
 #pragma once
@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
@@ -35,11 +36,19 @@ __device__ __forceinline__ void pdl_grid_begin() {
 
 // The same, after `weights_only()`, which runs before the wait, beside the kernel ahead: it may
 // read (or ask L2 for) only memory that no kernel writes while the model runs, such as weights,
-// and kernel parameters.
+// and kernel parameters. Returns what weights_only returns, so a kernel may begin with
+// `const auto w = pdl_grid_begin([&] { ...; return loaded; });` and keep weights it loaded in
+// registers.
 template <typename WeightsOnly>
-__device__ __forceinline__ void pdl_grid_begin(WeightsOnly&& weights_only) {
-  weights_only();
-  pdl_grid_begin();
+__device__ __forceinline__ auto pdl_grid_begin(WeightsOnly&& weights_only) {
+  if constexpr (std::is_void_v<decltype(weights_only())>) {
+    weights_only();
+    pdl_grid_begin();
+  } else {
+    auto loaded = weights_only();
+    pdl_grid_begin();
+    return loaded;
+  }
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute; aborts on a launch error.

@@ -33,12 +33,12 @@ namespace deepinfer::cuda {
 
 enum class SinkKernel { kAuto, kFp32, kTensorCores, kSplit };
 // Below this many queries a launch has too few blocks (one per query) for the tensor-core
-// kernel; the fp32 kernel then splits the heads over blocks. A first guess, to be measured: since
-// the tensor-core kernel's loads were batched, B=128's CSA sink phase takes about 120 us a layer
-// on an H100 (one block a query, under one wave), B=32's on the fp32 kernel about 236
-// (docs/gpu_w4_rows_sink_loads/). SINK_MMA_MIN_QUERIES lets a variant time lower bounds.
+// kernel; the fp32 kernel then splits the heads over blocks. 16 against 64 took B=32's step
+// 7.87 -> 7.32 ms on an H100, B=1 and 128 unchanged (docs/gpu_b1_step/run6_h100); B=32's CSA
+// sink phase had taken about 236 us a layer on the fp32 kernel (docs/gpu_w4_rows_sink_loads/).
+// SINK_MMA_MIN_QUERIES lets a variant time other bounds.
 #ifndef SINK_MMA_MIN_QUERIES
-#define SINK_MMA_MIN_QUERIES 64
+#define SINK_MMA_MIN_QUERIES 16
 #endif
 inline constexpr int64_t kSinkMmaMinQueries = SINK_MMA_MIN_QUERIES;
 // kAuto splits launches of at most this many queries, where the fp32 kernel gives a block one or

@@ -22,8 +22,9 @@ constexpr bool kGemvStream = GEMV_STREAM != 0;
 // Column blocks (a block's kWarps / ks * C adjacent rows: one run of memory) that a block keeps
 // asked of L2 by bulk prefetch, its current one included: the first before the PDL wait, beside
 // the kernel ahead, then each next one as the block starts a column block. 0: none (only
-// prefetch_first's words). The register loads then mostly hit L2 instead of each warp waiting
-// on HBM with 4 words a lane in flight.
+// prefetch_first's words). Measured on an H100 (docs/gpu_b1_step/run7_h100): 2 ahead in a grid
+// of 2 blocks an SM made B=1 2.43 -> 2.47 ms a step (projections 0.467 -> 0.481 ms, output
+// projection 0.362 -> 0.378), so it is off; other distances are untried.
 #ifndef GEMV_L2_BLOCKS
 #define GEMV_L2_BLOCKS 0
 #endif
@@ -34,8 +35,6 @@ constexpr bool kGemvStream = GEMV_STREAM != 0;
 #endif
 constexpr int kL2Blocks = GEMV_L2_BLOCKS;
 constexpr int kBlocksPerSm = GEMV_BLOCKS_PER_SM;
-// Bytes of a column block one thread's bulk prefetch asks for.
-constexpr int64_t kPrefetchChunk = 4096;
 // Columns a warp takes at one or two rows of x where the rows divide (else 2, else 1): the weight
 // words a lane has in flight. 4 made B=1 0.17 ms slower on an H100 (docs/gpu_pdl/).
 constexpr int kWideColumns = 2;
@@ -80,6 +79,7 @@ __device__ inline void rows_of(const DeviceMatrix& w, int64_t first, weight_rows
 // memory; its scales are small and not asked for), a kPrefetchChunk a thread.
 template <MatrixFormat F, int C>
 __device__ inline void prefetch_block(const DeviceMatrix& w, int ks, int64_t block) {
+  constexpr int64_t kPrefetchChunk = 4096;  // bytes a thread's bulk prefetch asks for
   const int64_t rows_a_block = int64_t{kWarps / ks} * C, r0 = block * rows_a_block;
   if (r0 >= w.rows) return;
   const int64_t row_bytes = weight_rows::byte_of<F>(w.cols);

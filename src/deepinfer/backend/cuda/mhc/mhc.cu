@@ -1,6 +1,5 @@
 #include <type_traits>
 
-#include "deepinfer/backend/cuda/bulk_copy.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mhc/mhc.h"
@@ -53,15 +52,7 @@ template <int kTokens>
 __global__ void __launch_bounds__(kSliceThreads)
     mix_partials_kernel(const float* fn, const float* Xall, int64_t n, int64_t tokens, int rows,
                         float* part) {
-  // fn is a weight: its slice heads for L2 while the kernel ahead (which writes X) finishes, so
-  // the passes below wait on L2 instead of HBM (decode's 32 blocks are bound by that latency).
-  pdl_grid_begin([&] {
-    const int64_t i0 = int64_t{blockIdx.x} * kSlice;
-    if (n % 4 != 0 || reinterpret_cast<uintptr_t>(fn) % 16 != 0 || blockIdx.y != 0) return;
-    const uint32_t bytes = static_cast<uint32_t>(4 * (n - i0 < kSlice ? n - i0 : kSlice));
-    for (int r = threadIdx.x; r < rows; r += kSliceThreads)
-      bulk::prefetch_l2(fn + r * n + i0, bytes);
-  });
+  pdl_grid_begin();
   constexpr int kAcc = 32 / kTokens;
   __shared__ float wsum[kSliceWarps][kTokens][kMaxMix + 1];
   const int64_t s = blockIdx.x, S = gridDim.x, t0 = int64_t{blockIdx.y} * kTokens;
@@ -232,10 +223,11 @@ __device__ inline void load_streams(const float* X, int64_t H, float (&x)[HC][kN
       x[j][u] = d < H ? X[j * H + d] : 0.0f;
     }
 }
+// norm: whether y is normalized, by weights wv (load_norm_weights).
 template <int HC>
 __device__ inline void collapse_norm_regs(const float* c, const float (&x)[HC][kNormRegs],
-                                          int64_t H, const float* norm, float eps, float* y,
-                                          __nv_bfloat16* yb, float* scratch) {
+                                          int64_t H, bool norm, const float (&wv)[kNormRegs],
+                                          float eps, float* y, __nv_bfloat16* yb, float* scratch) {
   const int64_t step = blockDim.x;
   float v[kNormRegs];
 #pragma unroll
@@ -246,16 +238,34 @@ __device__ inline void collapse_norm_regs(const float* c, const float (&x)[HC][k
     v[u] = s;
   }
   if (norm && yb) {
-    rms_norm_regs(v, norm, H, eps, F32AndBf16{y, yb}, scratch);
+    rms_norm_regs(v, wv, H, eps, F32AndBf16{y, yb}, scratch);
     return;
   }
   if (norm) {
-    rms_norm_regs(v, norm, H, eps, y, scratch);
+    rms_norm_regs(v, wv, H, eps, y, scratch);
     return;
   }
 #pragma unroll
   for (int u = 0; u < kNormRegs; ++u)
     if (threadIdx.x + u * step < H) y[threadIdx.x + u * step] = v[u];
+}
+
+// What lane `lane` of warp 0 reads of the site's scale and base: its pre and post mix (lane <
+// hc) and its Sinkhorn cells (lane + 32 h). Weights, so hc_pre loads them before its PDL wait,
+// beside the kernel ahead, instead of a round trip to memory on the chain after the mixes.
+struct MixWeights {
+  float scale[3] = {0, 0, 0}, pre = 0, post = 0, cell[2] = {0, 0};
+};
+__device__ inline MixWeights load_mix_weights(const HcArgs& a, int lane) {
+  MixWeights w;
+  const int hc = a.hc;
+#pragma unroll
+  for (int i = 0; i < 3; ++i) w.scale[i] = a.scale[i];
+  if (lane < hc) w.pre = a.base[lane], w.post = a.base[hc + lane];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    if (lane + 32 * h < hc * hc) w.cell[h] = a.base[2 * hc + lane + 32 * h];
+  return w;
 }
 
 // Sinkhorn (spec §6.2) on warp 0: cell i = j * hc + k of comb lives on lane i % 32, slot i / 32;
@@ -266,7 +276,8 @@ __device__ inline void collapse_norm_regs(const float* c, const float (&x)[HC][k
 // sum's shuffles go out together; with hc known only at run time, each shuffle and its add sit
 // behind their own `i < hc` branch, one after another on the chain.
 template <int kSlots, int kHc = 0>
-__device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb) {
+__device__ void sinkhorn(const HcArgs& a, const MixWeights& w, const float* m, int64_t t,
+                         float* comb) {
   const int hc = kHc > 0 ? kHc : a.hc, lane = threadIdx.x, cells = hc * hc;
   const float eps = a.hc_eps;
   float c[kSlots];
@@ -278,7 +289,7 @@ __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb
     live[h] = i < cells;
     jj[h] = live[h] ? i / hc : 0;
     kk[h] = live[h] ? i % hc : 0;
-    c[h] = live[h] ? m[2 * hc + i] * a.scale[2] + a.base[2 * hc + i] : 0.0f;
+    c[h] = live[h] ? m[2 * hc + i] * w.scale[2] + w.cell[h] : 0.0f;
   }
   const auto cell_value = [&](int cell) {
     const float x0 = __shfl_sync(0xffffffffu, c[0], cell & 31);
@@ -330,6 +341,13 @@ __device__ void sinkhorn(const HcArgs& a, const float* m, int64_t t, float* comb
     if (live[h]) comb[t * cells + lane + 32 * h] = c[h];
 }
 
+// What hc_pre_kernel's register instance loads before its PDL wait: warp 0's mix weights and
+// the norm's.
+struct PreWeights {
+  MixWeights mix;
+  NormWeights norm;
+};
+
 // pre_in null: the collapse uses the site's own pre (V4). Otherwise (V4.1's deferred mHC) it uses
 // pre_in (the previous site's), and the site's own pre goes to pre_out (which may alias pre_in).
 // Four blocks an SM: the collapse reads hc rows of fp32 a token and needs the warps. Left to
@@ -349,7 +367,14 @@ template <bool kRegs>
 __global__ void __launch_bounds__(kThreads, kRegs ? 1 : HC_PRE_MIN_BLOCKS)
     hc_pre_kernel(HcArgs a, const float* Xall, const float* pre_in, float* pre_out, float* y,
                   float* post, float* comb) {
-  pdl_grid_begin();
+  const auto w = pdl_grid_begin([&] {
+    PreWeights l;
+    if constexpr (kRegs) {  // the prefill instance has no registers to keep them in
+      if (threadIdx.x < 32) l.mix = load_mix_weights(a, threadIdx.x);
+      l.norm = load_norm_weights(a.y_norm, a.hidden);
+    }
+    return l;
+  });
   __shared__ float m[kMaxMix], collapse[kMaxHc], norm_scratch[32];
   const int hc = a.hc;
   const int64_t t = blockIdx.x, H = a.hidden;
@@ -360,23 +385,24 @@ __global__ void __launch_bounds__(kThreads, kRegs ? 1 : HC_PRE_MIN_BLOCKS)
   if (threadIdx.x < 32) {
     const float eps = a.hc_eps;
     const int lane = threadIdx.x;
+    const MixWeights mw = kRegs ? w.mix : load_mix_weights(a, lane);
     if (lane < hc) {
-      const float pre = sigmoidf(m[lane] * a.scale[0] + a.base[lane]) + eps;
-      post[t * hc + lane] = 2.0f * sigmoidf(m[hc + lane] * a.scale[1] + a.base[hc + lane]);
+      const float pre = sigmoidf(m[lane] * mw.scale[0] + mw.pre) + eps;
+      post[t * hc + lane] = 2.0f * sigmoidf(m[hc + lane] * mw.scale[1] + mw.post);
       collapse[lane] = pre_in ? pre_in[t * hc + lane] : pre;
       if (pre_out) pre_out[t * hc + lane] = pre;
     }
     if constexpr (kRegs)
-      sinkhorn<1, kRegsHc>(a, m, t, comb);  // pre_kernel takes kRegs only at hc == kRegsHc
+      sinkhorn<1, kRegsHc>(a, mw, m, t, comb);  // pre_kernel takes kRegs only at hc == kRegsHc
     else if (hc * hc <= 32)
-      sinkhorn<1>(a, m, t, comb);
+      sinkhorn<1>(a, mw, m, t, comb);
     else
-      sinkhorn<2>(a, m, t, comb);
+      sinkhorn<2>(a, mw, m, t, comb);
   }
   __syncthreads();
   if constexpr (kRegs) {
-    collapse_norm_regs<kRegsHc>(collapse, x, H, a.y_norm, a.y_norm_eps, y + t * H,
-                                a.y_bf16 ? a.y_bf16 + t * H : nullptr, norm_scratch);
+    collapse_norm_regs<kRegsHc>(collapse, x, H, a.y_norm != nullptr, w.norm.v, a.y_norm_eps,
+                                y + t * H, a.y_bf16 ? a.y_bf16 + t * H : nullptr, norm_scratch);
   } else {
     collapse_row(collapse, X, hc, H, y + t * H);
     // Each thread normalizes the columns it just wrote (the same ones rms_norm's thread would

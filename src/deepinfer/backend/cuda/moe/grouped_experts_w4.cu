@@ -68,8 +68,10 @@ constexpr int block_n() {  // columns per block, of each matrix
 constexpr int kW4MinBlocks = W4_MIN_BLOCKS;
 constexpr int kSub = 128;  // k per sub-tile: the unit of the k map below
 // 1: a decode block (one pass an expert) asks L2 for all its weight rows and scales by bulk
-// prefetch as soon as it knows its expert, so the cp.async tiles mostly hit L2 instead of one
-// tile a block in flight from HBM. 0: tile by tile only.
+// prefetch as soon as it knows its expert, so that its cp.async tiles would hit L2. 0: tile by
+// tile only. Off: on an H100 (docs/gpu_b1_step/run7_h100) it made B=1's experts 0.671 -> 0.744
+// ms and B=32's step 7.71 -> 8.74 (every block asks for its whole share at once: more than L2
+// holds, so the lines are evicted before their tiles come).
 #ifndef W4_L2_PREFETCH
 #define W4_L2_PREFETCH 0
 #endif
@@ -111,7 +113,7 @@ struct StageLayout {
 // Stages of decode's 256-wide tiles: 4 (one block an SM) made B=32 and 128 9% slower than 2.
 // W4_NARROW_STAGES: the same for the one-tile-a-warp instance only (up to W4_NARROW_MAX_TOKENS
 // tokens; B=1 reads its 6 experts at about 38% of the H100's rate with one tile in flight a
-// block): a knob to time, 2 as the others.
+// block). 3 and 4 made B=1 2.56 -> 2.59 and 2.63 ms on an H100 (docs/gpu_b1_step/run6_h100).
 #ifndef W4_NARROW_STAGES
 #define W4_NARROW_STAGES 2
 #endif

@@ -15,18 +15,46 @@ __device__ inline bool better(float s, int i, float bs, int bi) {
   return s > bs || (s == bs && i < bi);
 }
 
+// Experts a lane's bias values cover from registers (E up to 32 times this: V4's 256).
+constexpr int kBiasRegs = 8;
+struct BiasRegs {
+  float v[kBiasRegs];
+};
+__device__ inline bool bias_in_regs(const RoutingArgs& a) {
+  return a.bias && !a.tid2eid && a.num_experts <= 32 * kBiasRegs;
+}
+
 __global__ void route_kernel(RoutingArgs a, int32_t* expert_ids, float* weights) {
-  pdl_grid_begin();
-  extern __shared__ float smem[];
+  // The bias is a weight: loaded before the PDL wait, beside the kernel ahead, where E allows.
+  const auto bias = pdl_grid_begin([&] {
+    BiasRegs b;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < kBiasRegs; ++u)
+      b.v[u] = bias_in_regs(a) && lane + 32 * u < a.num_experts ? a.bias[lane + 32 * u] : 0.0f;
+    return b;
+  });
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int E = a.num_experts, K = a.top_k;
+  const bool bias_regs = bias_in_regs(a);
+  extern __shared__ float smem[];
   const int64_t t = int64_t{blockIdx.x} * kWarps + warp;
   if (t >= a.tokens) return;
-  const int E = a.num_experts, K = a.top_k;
   float* aff = smem + warp * 2 * E;
   float* sel = aff + E;
-  for (int e = lane; e < E; e += 32) {
-    aff[e] = sqrtf(softplusf(a.logits[t * E + e] / a.temperature));
-    if (!a.tid2eid) sel[e] = aff[e] + a.bias[e];
+  if (bias_regs) {
+#pragma unroll
+    for (int u = 0; u < kBiasRegs; ++u) {
+      const int e = lane + 32 * u;
+      if (e >= E) break;
+      aff[e] = sqrtf(softplusf(a.logits[t * E + e] / a.temperature));
+      sel[e] = aff[e] + bias.v[u];
+    }
+  } else {
+    for (int e = lane; e < E; e += 32) {
+      aff[e] = sqrtf(softplusf(a.logits[t * E + e] / a.temperature));
+      if (!a.tid2eid) sel[e] = aff[e] + a.bias[e];
+    }
   }
   __syncwarp();
   int picked[kMaxTopK];

@@ -9,9 +9,15 @@ namespace {
 
 template <typename Out>
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t d, float eps, Out* y) {
-  pdl_grid_begin();
+  const auto wv = pdl_grid_begin([&] {  // weights, beside the kernel ahead (decode: one row)
+    return norm_row_fits_regs(d) ? load_norm_weights(w, d) : NormWeights{};
+  });
+  const bool regs = norm_row_fits_regs(d);
   __shared__ float scratch[32];
-  rms_norm_row(x + blockIdx.x * d, w, d, eps, y + blockIdx.x * d, scratch);
+  if (regs)
+    rms_norm_row_regs(x + blockIdx.x * d, wv.v, d, eps, y + blockIdx.x * d, scratch);
+  else
+    rms_norm_row_loop(x + blockIdx.x * d, w, d, eps, y + blockIdx.x * d, scratch);
 }
 
 constexpr int kRowsPerBlock = 8;

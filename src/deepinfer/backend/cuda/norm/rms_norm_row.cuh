@@ -29,19 +29,28 @@ __device__ inline void put(const F32AndBf16& y, int64_t i, float v) {
 // takes one per 4 columns of the sum and per 8 of the scaling (decode normalizes one row a block).
 inline constexpr int kNormRegs = 16;
 
-// rms_norm_row's second half for a row whose thread values are in registers: v[u] is column
-// threadIdx.x + u * blockDim.x (columns past d ignored). The same sums in the same order as the
-// loop in rms_norm_row, so the same bits.
-template <typename Out>
-__device__ inline void rms_norm_regs(const float (&v)[kNormRegs], const float* w, int64_t d,
-                                     float eps, Out y, float* scratch) {
-  const int64_t step = blockDim.x;
-  float wv[kNormRegs];
+// The weights rms_norm_regs multiplies column threadIdx.x + u * blockDim.x by (1 where w is null
+// or past d). A kernel may load them before its PDL wait: they are weights.
+struct NormWeights {
+  float v[kNormRegs];
+};
+__device__ inline NormWeights load_norm_weights(const float* w, int64_t d) {
+  NormWeights n;
 #pragma unroll
   for (int u = 0; u < kNormRegs; ++u) {
-    const int64_t i = threadIdx.x + u * step;
-    wv[u] = w && i < d ? w[i] : 1.0f;  // in flight during the reduction
+    const int64_t i = threadIdx.x + u * int64_t{blockDim.x};
+    n.v[u] = w && i < d ? w[i] : 1.0f;
   }
+  return n;
+}
+
+// rms_norm_row's second half for a row whose thread values are in registers: v[u] is column
+// threadIdx.x + u * blockDim.x (columns past d ignored), wv from load_norm_weights. The same sums
+// in the same order as the loop in rms_norm_row, so the same bits.
+template <typename Out>
+__device__ inline void rms_norm_regs(const float (&v)[kNormRegs], const float (&wv)[kNormRegs],
+                                     int64_t d, float eps, Out y, float* scratch) {
+  const int64_t step = blockDim.x;
   float ss = 0;
 #pragma unroll
   for (int u = 0; u < kNormRegs; ++u)
@@ -86,21 +95,34 @@ __device__ inline void rms_norm_row_loop(const float* x, const float* w, int64_t
   for (; i < d; i += step) put(y, i, x[i] * inv * (w ? w[i] : 1.0f));
 }
 
-// rms_norm_row_loop, with rows of up to kNormRegs * blockDim.x values loaded whole first.
+// Whether rms_norm_row takes a row of d values in registers (rms_norm_row_regs).
+__device__ inline bool norm_row_fits_regs(int64_t d) {
+  return d <= kNormRegs * int64_t{blockDim.x};
+}
+
+// rms_norm_row for norm_row_fits_regs(d), the weights already loaded (load_norm_weights): the
+// row's values are loaded whole first.
 template <typename Out>
-__device__ inline void rms_norm_row(const float* x, const float* w, int64_t d, float eps, Out y,
-                                    float* scratch) {
-  if (d > kNormRegs * int64_t{blockDim.x}) {
-    rms_norm_row_loop(x, w, d, eps, y, scratch);
-    return;
-  }
+__device__ inline void rms_norm_row_regs(const float* x, const float (&wv)[kNormRegs], int64_t d,
+                                         float eps, Out y, float* scratch) {
   float v[kNormRegs];
 #pragma unroll
   for (int u = 0; u < kNormRegs; ++u) {
     const int64_t i = threadIdx.x + u * int64_t{blockDim.x};
     v[u] = i < d ? x[i] : 0.0f;
   }
-  rms_norm_regs(v, w, d, eps, y, scratch);
+  rms_norm_regs(v, wv, d, eps, y, scratch);
+}
+
+// rms_norm_row_loop, with rows of up to kNormRegs * blockDim.x values loaded whole first.
+template <typename Out>
+__device__ inline void rms_norm_row(const float* x, const float* w, int64_t d, float eps, Out y,
+                                    float* scratch) {
+  if (!norm_row_fits_regs(d)) {
+    rms_norm_row_loop(x, w, d, eps, y, scratch);
+    return;
+  }
+  rms_norm_row_regs(x, load_norm_weights(w, d).v, d, eps, y, scratch);
 }
 
 // Unweighted, one row by one warp (rms_norm_rows' form: V4's per-head q norm, 64 rows of 512 a

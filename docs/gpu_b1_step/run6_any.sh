@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Not yet run: the next session's call (either card). Before it, here:
+# Run 6 (either card; it got an H100). Before it, here:
 #   scripts/build_gpu_variants.sh build ns3:W4_NARROW_STAGES=3 ns4:W4_NARROW_STAGES=4 \
 #     sq1:SINK_Q_BATCH=1 mq16:SINK_MMA_MIN_QUERIES=16
 #   ninja -C build <the targets pack_gpu_carry.sh lists>; scripts/pack_gpu_carry.sh build

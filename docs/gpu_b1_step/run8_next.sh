@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Not yet run: the next call (either card). Before it, here:
+#   .carry/base.tar.xz: run 7's main (dac3c55) stripped deepinfer as deepinfer_base (made from
+#   .carry/bin.tar.xz before the repack below; the session that wrote this left it there)
+#   ninja -C build <pack_gpu_carry.sh's targets>; scripts/pack_gpu_carry.sh build
+#   rm .carry/redis.tar.xz; cp docs/gpu_b1_step/run8_next.sh .carry/run8.sh
+# 1. The checks run 7 had no time for, on the current defaults (SINK_MMA_MIN_QUERIES 16 since
+#    run 6): V4 goldens, V4.1, batch invariance, the attention and mHC op tests.
+# 2. The bench, base (dac3c55) then main: main adds the weights loaded before the PDL wait (hc_pre,
+#    rms_norm, route) and the FP8 scale index by shift (weight_rows), all the same bits by
+#    construction. H200: main with transformers eager beside (issue 16's table).
+# 3. ncu source-level profiles of the B=1 kernels still far from their floors: hc_pre_kernel<1>
+#    (14 us a site, the Sinkhorn about 2.5 of it), gemv_kernel<1,1,2> (wq_b: 1.3 TB/s) and
+#    w4_kernel<1,1,1> (gate-up), each one launch of the decode step, --set full, then the SASS
+#    with its stall samples (--page source) and the details page.
+# Logs go into one tar under $OUT, key lines to stdout.
+set -u
+t0=$SECONDS
+L=/tmp/g8; mkdir -p $L
+trap 'tar -cJf $OUT/g8.tar.xz -C /tmp g8' EXIT
+mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry && tar -xJf .carry/base.tar.xz -C .carry/bin
+mkdir -p .carry/shared && tar -xJf .carry/golden_v41.tar.xz -C .carry/shared
+source scripts/gpu_libs.sh .carry/bin/deepinfer .carry/bin/cuda_ops_test
+export DEEPINFER_SOURCE_DIR=$PWD DEEPINFER_SHARED_DIR=$PWD/.carry/shared
+B=.carry/bin
+nvidia-smi > $L/gpu.txt 2>&1
+h200=0; grep -q H200 $L/gpu.txt && h200=1; echo "h200=$h200"; ncu --version | tail -1
+(time $B/deepinfer make-tiny-model /tmp/m8 --preset v4-flash-8layer) > $L/make_m8.log 2>&1 &
+mk=$!
+for tb in cuda_model_test cuda_v41_test cuda_batch_invariance_test; do
+  timeout 90 $B/$tb --gtest_color=no > $L/$tb.log 2>&1
+  echo "$tb rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|trials|FAILED  \]' $L/$tb.log | head -6
+done
+GTEST_FILTER='CudaSinkAttention.*:CudaMhc.*:CudaDecode*:CudaLinear.*:CudaRouting.*:CudaRmsNorm.*:CudaNormRope.*' timeout 90 $B/cuda_ops_test --gtest_color=no \
+  > $L/ops.log 2>&1
+echo "ops rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|FAILED  \]' $L/ops.log | head -6
+wait $mk; echo "make rc $? at $((SECONDS - t0))"
+bench() {  # name binary timeout extra
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout ${3:-90} $2 bench forward \
+    --device cuda --model /tmp/m8 --batch-sizes 1,32,128 --context 4096 --steps 8 --phase-times \
+    ${4:-} --output-json $L/bench_$1.json > $L/bench_$1.log 2>&1
+  echo "bench $1 rc $? at $((SECONDS - t0))"; grep -E '^\| (prefill|decode)' $L/bench_$1.log
+}
+bench base $B/deepinfer_base
+bench main $B/deepinfer
+[ $h200 = 1 ] && bench reference $B/deepinfer 200 "--reference transformers --reference-args=--load=dequant"
+prof() {  # name kernel-regex launch-skip launch-count
+  [ $((SECONDS - t0)) -lt 480 ] || return
+  timeout 120 ncu --set full --import-source no --kernel-name-base demangled -k "regex:$2" \
+    --launch-skip $3 --launch-count $4 -o $L/$1 -f \
+    $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes 1 --context 4096 \
+    --steps 2 > $L/$1.out 2>&1
+  echo "ncu $1 rc $? at $((SECONDS - t0))"
+  ncu -i $L/$1.ncu-rep --page details > $L/$1_details.txt 2>&1
+  ncu -i $L/$1.ncu-rep --page source --csv --print-source sass > $L/$1_sass.csv 2>&1
+  rm -f $L/$1.ncu-rep
+}
+# hc_pre<1> and the GEMV run only in decode (prefill takes hc_pre<0> and the GEMMs): skip 40 of
+# hc_pre's 16 a step; the GEMV's 67 a step (one step's first 9 hold layer 0's wq_a, wq_b, wkv, ...).
+prof hcpre 'hc_pre_kernel<(1|true)>' 40 1
+prof gemv 'gemv_kernel<.*1, 2>' 67 9
+prof w4 'w4_kernel<(1|true), 1, 1>' 8 1
