@@ -7,12 +7,13 @@
 # 1. The checks run 7 had no time for, on the current defaults (SINK_MMA_MIN_QUERIES 16 since
 #    run 6): V4 goldens, V4.1, batch invariance, the attention and mHC op tests.
 # 2. The bench, base (dac3c55) then main: main adds the weights loaded before the PDL wait (hc_pre,
-#    rms_norm, route) and the FP8 scale index by shift (weight_rows), all the same bits by
-#    construction. H200: main with transformers eager beside (issue 16's table).
+#    rms_norm, route), the FP8 scale index by shift (weight_rows) and split_merge's staged chunk
+#    factors, all the same bits by construction. H200: main with transformers eager beside (issue 16's table).
 # 3. ncu source-level profiles of the B=1 kernels still far from their floors: hc_pre_kernel<1>
 #    (14 us a site, the Sinkhorn about 2.5 of it), gemv_kernel<1,1,2> (wq_b: 1.3 TB/s) and
-#    w4_kernel<1,1,1> (gate-up), each one launch of the decode step, --set full, then the SASS
-#    with its stall samples (--page source) and the details page.
+#    w4_kernel<1,1,1> (gate-up), then scores_mma, split_merge and route, each one launch of the
+#    decode step, --set full, then the SASS with its stall samples (--page source) and the
+#    details page.
 # Logs go into one tar under $OUT, key lines to stdout.
 set -u
 t0=$SECONDS
@@ -60,3 +61,7 @@ prof() {  # name kernel-regex launch-skip launch-count
 prof hcpre 'hc_pre_kernel<(1|true)>' 40 1
 prof gemv 'gemv_kernel<.*1, 2>' 67 9
 prof w4 'w4_kernel<(1|true), 1, 1>' 8 1
+# Single-block or few-block decode kernels ncu put at 8-24 us each (run 7's capture).
+prof scores 'scores_mma_kernel' 3 1
+prof merge 'split_merge_kernel' 8 1
+prof route 'route_kernel' 8 1
