@@ -22,8 +22,8 @@ struct HcArgs {
   // epsilon y_norm_eps), the same bits as rms_norm on it afterwards, one launch fewer.
   const float* y_norm = nullptr;
   float y_norm_eps = 1e-6f;
-  // hc_pre only, with y_norm: y's values also go here rounded to bf16 ([tokens, hidden]; the
-  // bits of to_bf16 on y), for the sub-layer's projections: one launch fewer.
+  // hc_pre and hc_pre_deferred, with y_norm: y's values also go here rounded to bf16 ([tokens,
+  // hidden]; the bits of to_bf16 on y), for the sub-layer's projections: one launch fewer.
   __nv_bfloat16* y_bf16 = nullptr;
 };
 

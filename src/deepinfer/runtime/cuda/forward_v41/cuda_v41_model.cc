@@ -270,6 +270,9 @@ struct CudaV41Model::Impl {
         const float* norm = attn ? L.attn_norm : L.ffn_norm;  // the sub-layer's input norm
         ha.y_norm = k <= kHcFusedNormMaxRows ? norm : nullptr;
         ha.y_norm_eps = m.eps();
+        // The FFN's experts read hc_pre's bf16 copy of y (to_bf16's bits) instead of rounding y
+        // in a launch of their own.
+        ha.y_bf16 = !attn && ha.y_norm ? grow(x.s.hb, k * H) : nullptr;
         hc_pre_deferred(ha, Xt, pt, pt, y, post, comb, stream);
         if (!ha.y_norm) rms_norm(y, norm, k, H, m.eps(), y, stream);
         if (attn && t0 == 0) {
@@ -280,6 +283,7 @@ struct CudaV41Model::Impl {
           mt.pick_row0 = t0;
           v41f::v41_attention(mt, l, L.attn, y, f);
         } else {
+          call.hb = ha.y_bf16;
           run_moe(spec, call, L.ffn, false, y, ids + t0, k, f);
         }
         hc_post(f, post, comb, k, hc, H, Xt, stream);
