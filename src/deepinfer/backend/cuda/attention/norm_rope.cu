@@ -16,30 +16,49 @@ int64_t blocks_of(const NormRopeRows& r) {
   return r.norm == RowNorm::kPerBlock ? r.rows : (r.rows + kWarpRows - 1) / kWarpRows;
 }
 
-// Rotates pairs first, first + step, ... of the row's last rope_dim values.
+// Rotates pairs first, first + step, ... of the row's last rope_dim values. inv_first:
+// inv_freq[first], loaded already.
 __device__ inline void rotate_tail(float* row, int64_t d, int rope_dim, int64_t pos,
-                                   const double* inv_freq, int first, int step) {
+                                   const double* inv_freq, double inv_first, int first, int step) {
   for (int k = first; k < rope_dim / 2; k += step) {
     float c, s;
-    rope_cos_sin(pos, inv_freq[k], false, &c, &s);
+    rope_cos_sin(pos, k == first ? inv_first : inv_freq[k], false, &c, &s);
     rotate_pair(row + d - rope_dim + 2 * k, c, s);
   }
 }
 
+// The weights a thread reads, loaded before the PDL wait (beside the kernel ahead): its first
+// inv_freq and, for a block-normalized row that fits in registers, the norm's weights.
+struct NormRopeWeights {
+  NormWeights norm;
+  double inv_first = 0;
+};
+
 __global__ void __launch_bounds__(kThreads)
     norm_rope_kernel(NormRopeRows a, NormRopeRows b, int64_t a_blocks, int64_t d, int rope_dim,
                      const int64_t* positions, const double* inv_freq, float eps) {
-  pdl_grid_begin();
+  const auto w = pdl_grid_begin([&] {
+    NormRopeWeights l;
+    const NormRopeRows& r = blockIdx.x < a_blocks ? a : b;
+    const bool per_block = r.norm == RowNorm::kPerBlock;
+    if (per_block && norm_row_fits_regs(d)) l.norm = load_norm_weights(r.weight, d);
+    const int first = per_block ? threadIdx.x : threadIdx.x & 31;
+    if (first < rope_dim / 2) l.inv_first = inv_freq[first];
+    return l;
+  });
   __shared__ float scratch[32];
   const bool first = blockIdx.x < a_blocks;
   const NormRopeRows& r = first ? a : b;
   const int64_t block = first ? blockIdx.x : blockIdx.x - a_blocks;
   if (r.norm == RowNorm::kPerBlock) {  // block-uniform
     float* row = r.x + block * d;
-    rms_norm_row(row, r.weight, d, eps, row, scratch);
+    if (norm_row_fits_regs(d))
+      rms_norm_row_regs(row, w.norm.v, d, eps, row, scratch);
+    else
+      rms_norm_row_loop(row, r.weight, d, eps, row, scratch);
     __syncthreads();  // the row's values are written by every thread
-    rotate_tail(row, d, rope_dim, positions[block / r.rows_per_pos], inv_freq, threadIdx.x,
-                kThreads);
+    rotate_tail(row, d, rope_dim, positions[block / r.rows_per_pos], inv_freq, w.inv_first,
+                threadIdx.x, kThreads);
     return;
   }
   const int64_t i = block * kWarpRows + (threadIdx.x >> 5);
@@ -49,7 +68,8 @@ __global__ void __launch_bounds__(kThreads)
     rms_norm_row_warp(row, d, eps, row);
     __syncwarp();  // the tail's values are written by other lanes
   }
-  rotate_tail(row, d, rope_dim, positions[i / r.rows_per_pos], inv_freq, threadIdx.x & 31, 32);
+  rotate_tail(row, d, rope_dim, positions[i / r.rows_per_pos], inv_freq, w.inv_first,
+              threadIdx.x & 31, 32);
 }
 
 }  // namespace
