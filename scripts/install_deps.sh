@@ -20,3 +20,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+# --sass-tools (optional, for kernel work only): CUDA 11.8's ptxas and nvdisasm from Debian's
+# non-free nvidia-cuda-toolkit, unpacked under /opt/cuda-11.8-tools (nothing else installed, the
+# apt source removed again). scripts/sass_of.sh uses them: CUDA 13's cubins are not readable by
+# 11.8's nvdisasm, and 13.0 on this machine ships neither cuobjdump nor nvdisasm.
+if [ "${1:-}" = --sass-tools ] && [ ! -x /opt/cuda-11.8-tools/usr/bin/nvdisasm ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  src=/etc/apt/sources.list.d/deepinfer-nonfree-tmp.sources
+  printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' |
+    $SUDO tee "$src" >/dev/null
+  $SUDO apt-get update -qq
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq nvidia-cuda-toolkit)
+  $SUDO rm -f "$src"
+  $SUDO apt-get update -qq
+  $SUDO mkdir -p /opt/cuda-11.8-tools
+  $SUDO dpkg -x "$tmp"/nvidia-cuda-toolkit_*.deb /opt/cuda-11.8-tools
+  rm -rf "$tmp"
+fi
