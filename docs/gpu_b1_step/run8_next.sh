@@ -2,6 +2,7 @@
 # Not yet run: the next call (either card). Before it, here:
 #   .carry/base.tar.xz: run 7's main (dac3c55) stripped deepinfer as deepinfer_base (made from
 #   .carry/bin.tar.xz before the repack below; the session that wrote this left it there)
+#   scripts/build_gpu_variants.sh build fws:FP8_WORD_SCALE=1
 #   ninja -C build <pack_gpu_carry.sh's targets>; scripts/pack_gpu_carry.sh build
 #   rm .carry/redis.tar.xz; cp docs/gpu_b1_step/run8_next.sh .carry/run8.sh
 # 1. The checks run 7 had no time for, on the current defaults (SINK_MMA_MIN_QUERIES 16 since
@@ -20,6 +21,7 @@ t0=$SECONDS
 L=/tmp/g8; mkdir -p $L
 trap 'tar -cJf $OUT/g8.tar.xz -C /tmp g8' EXIT
 mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry && tar -xJf .carry/base.tar.xz -C .carry/bin
+tar -xJf .carry/variants.tar.xz -C .carry/bin
 mkdir -p .carry/shared && tar -xJf .carry/golden_v41.tar.xz -C .carry/shared
 source scripts/gpu_libs.sh .carry/bin/deepinfer .carry/bin/cuda_ops_test
 export DEEPINFER_SOURCE_DIR=$PWD DEEPINFER_SHARED_DIR=$PWD/.carry/shared
@@ -44,6 +46,13 @@ bench() {  # name binary timeout extra
 }
 bench base $B/deepinfer_base
 bench main $B/deepinfer
+# FP8_WORD_SCALE=1: one scale multiply a 16-byte FP8 word in the GEMV (other bits: the goldens
+# would have to pass with it before it could be the default). Its GEMV op tests, less the
+# streaming kernel's bit test (which keeps per-value scaling).
+bench fws $B/deepinfer_fws
+GTEST_FILTER='CudaLinear.*-CudaLinear.GemvStream*' timeout 60 $B/ops_fws --gtest_color=no \
+  > $L/ops_fws.log 2>&1
+echo "ops fws rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|FAILED  \]' $L/ops_fws.log | head -6
 [ $h200 = 1 ] && bench reference $B/deepinfer 200 "--reference transformers --reference-args=--load=dequant"
 prof() {  # name kernel-regex launch-skip launch-count
   [ $((SECONDS - t0)) -lt 480 ] || return

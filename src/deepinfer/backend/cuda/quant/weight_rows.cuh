@@ -203,10 +203,18 @@ __device__ inline void prefetch_first(const Row (&w)[NW], int64_t in, int64_t k_
 // memory bandwidth); the sums keep the order of one word after another.
 // Needs in % per_load(F) == 0 and 16-byte aligned rows of both operands. k_begin (a multiple of
 // per_load(F)) starts the sums there instead: a warp's share of a row split over several warps.
+// FP8_WORD_SCALE 1 (a knob to time, off): an FP8 word's 16 products are summed unscaled, then
+// the word's scale multiplies the sum once (one multiply a word instead of 16). Not the host
+// dequantizer's per-value products, so other bits; deterministic and batch-invariant all the
+// same. The streaming GEMV keeps per-value scaling, so its bit test holds only with this off.
+#ifndef FP8_WORD_SCALE
+#define FP8_WORD_SCALE 0
+#endif
 template <MatrixFormat F, int NW, int R>
 __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int64_t ldx, int64_t in,
                                 int rn, float (&acc)[NW][R], int64_t k_begin = 0) {
   constexpr int P = DeviceMatrix::per_load(F);
+  constexpr bool kWordScale = F == MatrixFormat::kFp8Block && FP8_WORD_SCALE != 0;
 #pragma unroll
   for (int j = 0; j < NW; ++j)
 #pragma unroll
@@ -223,11 +231,17 @@ __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int6
     for (int u = 0; u < kAhead; ++u) {
       const int64_t k = k0 + u * 32 * P;
       if (k >= in) break;
+      float word[NW][R];  // kWordScale: the word's unscaled sums
+#pragma unroll
+      for (int j = 0; j < NW; ++j)
+#pragma unroll
+        for (int r = 0; r < R; ++r) word[j][r] = 0.0f;
 #pragma unroll
       for (int part = 0; part < P / 8; ++part) {
         float wf[NW][8];
 #pragma unroll
-        for (int j = 0; j < NW; ++j) expand8<F>(q[u][j], sb[u][j], part, wf[j]);
+        for (int j = 0; j < NW; ++j)
+          expand8<F>(q[u][j], kWordScale ? __float_as_uint(1.0f) : sb[u][j], part, wf[j]);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if (r >= rn) break;
@@ -236,9 +250,18 @@ __device__ inline void dot_rows(const Row (&w)[NW], const __nv_bfloat16* x, int6
 #pragma unroll
           for (int j = 0; j < NW; ++j)
 #pragma unroll
-            for (int i = 0; i < 8; ++i) acc[j][r] = fmaf(wf[j][i], xf[i], acc[j][r]);
+            for (int i = 0; i < 8; ++i) {
+              float& sum = kWordScale ? word[j][r] : acc[j][r];
+              sum = fmaf(wf[j][i], xf[i], sum);
+            }
         }
       }
+      if constexpr (kWordScale)
+#pragma unroll
+        for (int j = 0; j < NW; ++j)
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            acc[j][r] = fmaf(__uint_as_float(sb[u][j]), word[j][r], acc[j][r]);
     }
   }
 #pragma unroll
