@@ -1,6 +1,7 @@
 // SM90 bulk copies (cp.async.bulk: the TMA unit copying a contiguous run of global memory into
 // shared memory) and the mbarriers that say when one has landed. A copy holds no registers while
 // in flight, so a warp can keep many kilobytes of weights coming while it multiplies others.
+// Also bulk prefetches into L2 (cp.async.bulk.prefetch.L2), whole runs at an instruction.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,17 @@ __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
 // instruction for a whole run, no registers or shared memory held while the bytes come.
 __device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+
+// prefetch_l2 over a run of `bytes` from `first`, split over the block's threads a 4 KB chunk
+// each. A run that is not 16-byte aligned is not asked for, nor a tail past a multiple of 16.
+__device__ __forceinline__ void prefetch_l2_run(const void* first, int64_t bytes) {
+  constexpr int64_t kChunk = 4096;
+  if (reinterpret_cast<uintptr_t>(first) % 16 != 0) return;
+  bytes &= ~int64_t{15};
+  const auto* p = static_cast<const uint8_t*>(first);
+  for (int64_t off = threadIdx.x * kChunk; off < bytes; off += int64_t{blockDim.x} * kChunk)
+    prefetch_l2(p + off, static_cast<uint32_t>(bytes - off < kChunk ? bytes - off : kChunk));
 }
 
 }  // namespace deepinfer::cuda::bulk

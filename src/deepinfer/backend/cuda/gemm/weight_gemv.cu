@@ -72,22 +72,15 @@ __device__ inline void rows_of(const DeviceMatrix& w, int64_t first, weight_rows
 // a warp, where a short row such as K = 1024 in FP8 is only two loads a lane); a pair never
 // straddles a group. With ks > 1 (k_splits), ks adjacent warps share the columns, each summing
 // its own ks-th of k; the first adds the others' sums to its own, in warp order.
-// One block an SM asked for: ptxas then gives FP8 column pairs at one row 91 registers (two
-// blocks an SM fit); left without it, it picks 80 and spills 4 bytes. Asking for three blocks
-// (80 registers) changed no step time on an H100 (docs/gpu_pdl/).
 // Asks L2 for column block `block`'s weight rows (kWarps / ks * C adjacent rows, one run of
-// memory; its scales are small and not asked for), a kPrefetchChunk a thread.
+// memory; its scales are small and not asked for).
 template <MatrixFormat F, int C>
 __device__ inline void prefetch_block(const DeviceMatrix& w, int ks, int64_t block) {
-  constexpr int64_t kPrefetchChunk = 4096;  // bytes a thread's bulk prefetch asks for
   const int64_t rows_a_block = int64_t{kWarps / ks} * C, r0 = block * rows_a_block;
   if (r0 >= w.rows) return;
   const int64_t row_bytes = weight_rows::byte_of<F>(w.cols);
-  const int64_t bytes = min(rows_a_block, w.rows - r0) * row_bytes;
-  const uint8_t* first = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
-  for (int64_t off = threadIdx.x * kPrefetchChunk; off < bytes;
-       off += int64_t{blockDim.x} * kPrefetchChunk)
-    bulk::prefetch_l2(first + off, static_cast<uint32_t>(min(kPrefetchChunk, bytes - off)));
+  bulk::prefetch_l2_run(static_cast<const uint8_t*>(w.data) + r0 * row_bytes,
+                        min(rows_a_block, w.rows - r0) * row_bytes);
 }
 
 // Output column c belongs to group c / (w.rows / groups), which reads x's columns [g * w.cols,

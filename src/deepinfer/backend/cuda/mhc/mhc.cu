@@ -322,12 +322,12 @@ __device__ void sinkhorn(const HcArgs& a, const MixWeights& w, const float* m, i
   for (int h = 0; h < kSlots; ++h) rs[h] = sum(false, h);
 #pragma unroll
   for (int h = 0; h < kSlots; ++h) c[h] = live[h] ? c[h] / rs[h] + eps : 0.0f;
+  // The division is unguarded: a dead slot holds 0 and its sum walks live cells (positive), so it
+  // stays 0, and the division needs no branch around it.
   const auto norm = [&](bool col) {
     float d[kSlots];
 #pragma unroll
     for (int h = 0; h < kSlots; ++h) d[h] = sum(col, h);
-      // Unguarded: a dead slot holds 0 and its sum walks live cells (positive), so it stays 0, and
-      // the division needs no branch around it.
 #pragma unroll
     for (int h = 0; h < kSlots; ++h) c[h] /= (d[h] + eps);
   };

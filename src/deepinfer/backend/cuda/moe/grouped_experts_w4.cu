@@ -75,17 +75,6 @@ constexpr int kSub = 128;  // k per sub-tile: the unit of the k map below
 #ifndef W4_L2_PREFETCH
 #define W4_L2_PREFETCH 0
 #endif
-// Bytes a thread's bulk prefetch asks for.
-constexpr int64_t kPrefetchChunk = 4096;
-
-// Asks L2 for `bytes` of global memory from `first` (16-byte aligned runs only; a run that is
-// not is left to the tiles), kPrefetchChunk a thread.
-__device__ inline void prefetch_run(const uint8_t* first, int64_t bytes, int threads) {
-  if (reinterpret_cast<uintptr_t>(first) % 16 != 0) return;
-  bytes &= ~int64_t{15};
-  for (int64_t off = threadIdx.x * kPrefetchChunk; off < bytes; off += threads * kPrefetchChunk)
-    bulk::prefetch_l2(first + off, static_cast<uint32_t>(min(kPrefetchChunk, bytes - off)));
-}
 // k per tile of decode's 16-row passes: 256 reads each weight row 128 contiguous bytes a tile (a
 // whole cache line) instead of 64.
 #ifndef W4_DECODE_K
@@ -167,9 +156,9 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
       const DeviceMatrix& m = *pass.mats[j];
       const int64_t cols = n0 + kBN < m.rows ? kBN : m.rows - n0;
       if (cols <= 0) continue;
-      prefetch_run(static_cast<const uint8_t*>(m.data) + n0 * (m.cols / 2), cols * (m.cols / 2),
-                   kThreads);
-      prefetch_run(m.mx_scale + n0 * (m.cols / 32), cols * (m.cols / 32), kThreads);
+      bulk::prefetch_l2_run(static_cast<const uint8_t*>(m.data) + n0 * (m.cols / 2),
+                            cols * (m.cols / 2));
+      bulk::prefetch_l2_run(m.mx_scale + n0 * (m.cols / 32), cols * (m.cols / 32));
     }
   if (tid == 0)
     for (int j = 0; j < NW; ++j) {

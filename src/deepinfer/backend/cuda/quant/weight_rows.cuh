@@ -94,9 +94,6 @@ __device__ inline int64_t byte_of(int64_t k) {
   return F == MatrixFormat::kBf16 ? 2 * k : F == MatrixFormat::kFp8Block ? k : k / 2;
 }
 
-// The 16-byte word holding the row's values [k, k + per_load(F)) and the raw bits of the scale
-// they share (FP8: the fp32 scale; MXFP4: the E8M0 byte; bf16: none). Nothing here waits for the
-// loads, so a caller can fetch a tile ahead of expanding it.
 // The raw bits of the scale that value k of the row shares (fetch's sbits).
 template <MatrixFormat F>
 __device__ inline uint32_t scale_bits(const Row& r, int64_t k) {
@@ -108,6 +105,9 @@ __device__ inline uint32_t scale_bits(const Row& r, int64_t k) {
     return r.mscale[k / 32];
 }
 
+// The 16-byte word holding the row's values [k, k + per_load(F)) and the raw bits of the scale
+// they share (FP8: the fp32 scale; MXFP4: the E8M0 byte; bf16: none). Nothing here waits for the
+// loads, so a caller can fetch a tile ahead of expanding it.
 template <MatrixFormat F>
 __device__ inline void fetch(const Row& r, int64_t k, uint4* q, uint32_t* sbits) {
   *q = __ldg(reinterpret_cast<const uint4*>(r.w + byte_of<F>(k)));
