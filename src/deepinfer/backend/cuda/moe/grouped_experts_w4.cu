@@ -56,12 +56,21 @@ template <int MT, int NT>
 constexpr int block_n() {  // columns per block, of each matrix
   return 8 * NT * warps<MT>();
 }
+// Rows of a pass (staged activation rows): the narrow instance (<1, 1>, at most
+// W4_NARROW_MAX_TOKENS rows an expert) takes 8, the mma's rows 0..7; its fragment halves for rows
+// 8..15 are zero registers instead of shared-memory loads and byte permutes. A row of the mma's
+// product reads only its own row of A, so rows 0..7 keep their bits.
+template <int MT, int NT>
+constexpr int x_rows() {
+  return MT == 1 && NT == 1 ? 8 : 16 * MT;
+}
 // Tokens up to which decode takes one tile a warp: a token's 6 experts give the gate-up
 // inter / 16 warps each, under two a scheduler on an H100, too few to hide the expansion's
 // dependent ALU chains and the one tile in flight.
 #ifndef W4_NARROW_MAX_TOKENS
 #define W4_NARROW_MAX_TOKENS 4
 #endif
+static_assert(W4_NARROW_MAX_TOKENS <= 8, "x_rows: the narrow instance's one pass holds 8 rows");
 #ifndef W4_MIN_BLOCKS
 #define W4_MIN_BLOCKS 2
 #endif
@@ -93,9 +102,9 @@ struct StageLayout {
   static constexpr int kColScales = KB / 32;  // and its E8M0 bytes
   static constexpr int kChunks = KB / 8;      // 16-byte chunks of an activation row
   static constexpr int kBN = block_n<MT, NT>();
-  static constexpr int kW = NW * kBN * kColBytes;   // [matrix][column][KB / 2 bytes]
-  static constexpr int kS = NW * kBN * kColScales;  // [matrix][column] KB / 32 E8M0 bytes
-  static constexpr int kX = 16 * MT * KB * 2;       // [row][KB / 8 swizzled chunks of 8 bf16]
+  static constexpr int kW = NW * kBN * kColBytes;       // [matrix][column][KB / 2 bytes]
+  static constexpr int kS = NW * kBN * kColScales;      // [matrix][column] KB / 32 E8M0 bytes
+  static constexpr int kX = x_rows<MT, NT>() * KB * 2;  // [row][KB / 8 swizzled chunks of 8 bf16]
   static constexpr int kBytes = kW + kS + kX;
 };
 
@@ -125,15 +134,16 @@ __device__ inline int swizzle(int r, int c) { return c ^ ((((c >> 3) & 1) << 1) 
 template <bool kGateUp, int MT, int NT>
 __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(GroupedArgs a) {
   pdl_grid_begin();
-  constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = 16 * MT, S = stages<MT, NT>(),
+  constexpr int NW = kGateUp ? 2 : 1, kRowsPerPass = x_rows<MT, NT>(), S = stages<MT, NT>(),
                 KB = tile_k<MT>();
   constexpr int kThreads = threads<MT>(), kBN = block_n<MT, NT>();
   using L = StageLayout<NW, MT, NT, KB>;
   constexpr int kCpc = KB / 32;               // 16-byte weight chunks of a column per tile
   constexpr int kWc = kBN * kCpc / kThreads;  // of them a thread copies, per matrix
-  constexpr int kChunks = L::kChunks, kXc = 16 * MT * kChunks / kThreads;
+  constexpr int kXRows = kRowsPerPass;
+  constexpr int kChunks = L::kChunks, kXc = kXRows * kChunks / kThreads;
   static_assert(
-      kThreads % kCpc == 0 && kThreads % kChunks == 0 && kXc * kThreads == 16 * MT * kChunks,
+      kThreads % kCpc == 0 && kThreads % kChunks == 0 && kXc * kThreads == kXRows * kChunks,
       "the copies must split evenly over the block's threads");
   extern __shared__ __align__(16) uint8_t w4_sm[];
   // Prefill's 64-row passes take a grid row each (pass_of_row); decode's 16-row passes stay in
@@ -294,7 +304,9 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
             for (int mt = 0; mt < MT; ++mt) {
               if (mt * 16 >= rn) break;
               const uint4 x0 = *reinterpret_cast<const uint4*>(xp + mt * 16 * kChunks * 16);
-              const uint4 x1 = *reinterpret_cast<const uint4*>(xp + (mt * 16 + 8) * kChunks * 16);
+              const uint4 x1 =
+                  kXRows > 8 ? *reinterpret_cast<const uint4*>(xp + (mt * 16 + 8) * kChunks * 16)
+                             : make_uint4(0, 0, 0, 0);
               // Values k 0..7 of the chunk are x.x = (0, 1), .y = (2, 3), .z = (4, 5), .w = (6, 7):
               // step h pairs (2h, 2h + 4) and (2h + 1, 2h + 5).
               const uint32_t fa[2][4] = {
