@@ -2,7 +2,7 @@
 # Not yet run: the next call (either card). Before it, here:
 #   .carry/base.tar.xz: run 7's main (dac3c55) stripped deepinfer as deepinfer_base (made from
 #   .carry/bin.tar.xz before the repack below; the session that wrote this left it there)
-#   scripts/build_gpu_variants.sh build fws:FP8_WORD_SCALE=1
+#   scripts/build_gpu_variants.sh build nogm:GEMV_MMA=0 fws:GEMV_MMA=0,FP8_WORD_SCALE=1
 #   ninja -C build <pack_gpu_carry.sh's targets>; scripts/pack_gpu_carry.sh build
 #   rm .carry/redis.tar.xz; cp docs/gpu_b1_step/run8_next.sh .carry/run8.sh
 # 1. The checks run 7 had no time for, on the current defaults (SINK_MMA_MIN_QUERIES 16 since
@@ -10,9 +10,13 @@
 # 2. The bench, base (dac3c55) then main: main adds the weights loaded before the PDL wait (hc_pre,
 #    rms_norm, route), the FP8 scale index by shift (weight_rows) and split_merge's staged chunk
 #    factors, all the same bits by construction; and the narrow W4 decode kernel's 8-row passes
-#    (x_rows: no loads or permutes for the mma's zero rows 8..15; CudaMoe above checks it). H200: main with transformers eager beside (issue 16's table).
+#    (x_rows: no loads or permutes for the mma's zero rows 8..15; CudaMoe above checks it); and
+#    GEMV_MMA=1: decode's FP8 projections on tensor cores (fp8_gemv_mma, about half the
+#    instructions a weight byte of the CUDA-core GEMV by the SASS; other bits, so the goldens and
+#    the invariance test in 1 run with it). nogm: the same with GEMV_MMA=0. H200: main with
+#    transformers eager beside (issue 16's table).
 # 3. ncu source-level profiles of the B=1 kernels still far from their floors: hc_pre_kernel<1>
-#    (14 us a site, the Sinkhorn about 2.5 of it), gemv_kernel<1,1,2> (wq_b: 1.3 TB/s) and
+#    (14 us a site, the Sinkhorn about 2.5 of it), fp8_gemv_mma_kernel (layer 0's 9) and
 #    w4_kernel<1,1,1> (gate-up), then scores_mma, split_merge and route, each one launch of the
 #    decode step, --set full, then the SASS with its stall samples (--page source) and the
 #    details page.
@@ -47,11 +51,14 @@ bench() {  # name binary timeout extra
 }
 bench base $B/deepinfer_base
 bench main $B/deepinfer
-# FP8_WORD_SCALE=1: one scale multiply a 16-byte FP8 word in the GEMV (other bits: the goldens
+# GEMV_MMA=0: main with decode's FP8 projections back on the CUDA-core weight_gemv.
+bench nogm $B/deepinfer_nogm
+# FP8_WORD_SCALE=1 (with GEMV_MMA=0): one scale multiply a 16-byte FP8 word in the CUDA-core
+# GEMV (other bits: the goldens
 # would have to pass with it before it could be the default). Its GEMV op tests, less the
 # streaming kernel's bit test (which keeps per-value scaling).
 bench fws $B/deepinfer_fws
-GTEST_FILTER='CudaLinear.*-CudaLinear.GemvStream*' timeout 60 $B/ops_fws --gtest_color=no \
+GTEST_FILTER='CudaLinear.*-CudaLinear.GemvStream*:CudaLinear.Fp8GemvMma*' timeout 60 $B/ops_fws --gtest_color=no \
   > $L/ops_fws.log 2>&1
 echo "ops fws rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|FAILED  \]' $L/ops_fws.log | head -6
 [ $h200 = 1 ] && bench reference $B/deepinfer 200 "--reference transformers --reference-args=--load=dequant"
@@ -69,7 +76,7 @@ prof() {  # name kernel-regex launch-skip launch-count
 # hc_pre<1> and the GEMV run only in decode (prefill takes hc_pre<0> and the GEMMs): skip 40 of
 # hc_pre's 16 a step; the GEMV's 67 a step (one step's first 9 hold layer 0's wq_a, wq_b, wkv, ...).
 prof hcpre 'hc_pre_kernel<(1|true)>' 40 1
-prof gemv 'gemv_kernel<.*1, 2>' 67 9
+prof gemv 'fp8_gemv_mma_kernel' 67 9
 prof w4 'w4_kernel<(1|true), 1, 1>' 8 1
 # Single-block or few-block decode kernels ncu put at 8-24 us each (run 7's capture).
 prof scores 'scores_mma_kernel' 3 1

@@ -17,6 +17,7 @@
 #include "cuda_test_util.h"
 #include "deepinfer/backend/cpu/cpu_ops.h"
 #include "deepinfer/backend/cuda/device_buffer.h"
+#include "deepinfer/backend/cuda/gemm/fp8_gemv_mma.h"
 #include "deepinfer/backend/cuda/gemm/fp8_mma.h"
 #include "deepinfer/backend/cuda/gemm/fp8_wgmma.h"
 #include "deepinfer/backend/cuda/gemm/gemm.h"
@@ -258,6 +259,64 @@ TEST(CudaLinear, GemvStreamGivesTheWarpKernelsBits) {
           << "the streaming kernel's bits differ from the warp kernel's: " << what;
     }
   }
+}
+
+// weight_gemv's tensor-core kernel for FP8 (GemvKernel::kMma, gemm/fp8_gemv_mma.cu) against the
+// host, on V4-Flash's decode shapes (wq_a and wkv split k 8 ways, wq_b, wo_b, the shared expert's
+// w2, the grouped wo_a), ragged rows, a small grouped matrix and a slice starting inside a scale
+// block; and a row's bits in a batch equal its bits alone (its first and last rows, the last in
+// a pass of fewer than 8). Shapes it does not take (block_cols other than 128, k not a multiple of
+// 128) are refused by fp8_gemv_mma_supports.
+TEST(CudaLinear, Fp8GemvMmaMatchesTheHostAndKeepsARowsBits) {
+  struct MmaCase {
+    int64_t out, in;
+    int groups;
+    int64_t r0, rows;  // the slice of W's rows taken (rows 0: all)
+  };
+  const std::vector<MmaCase> cases = {
+      {1024, 4096, 1, 0, 0}, {512, 4096, 1, 0, 0},  {32768, 1024, 1, 0, 0},
+      {4096, 8192, 1, 0, 0}, {4096, 2048, 1, 0, 0}, {8192, 4096, 8, 0, 0},
+      {301, 256, 1, 0, 0},   {512, 256, 4, 0, 0},   {384, 512, 1, 96, 160}};
+  for (const MmaCase& k : cases) {
+    QuantMatrix q =
+        make_quant_matrix(MatrixFormat::kFp8Block, k.out, k.in, 1.0f / std::sqrt(float(k.in)));
+    const int64_t rows = k.rows ? k.rows : k.out;
+    const DeviceMatrix w = k.rows ? q.m.row_slice(k.r0, rows) : q.m;
+    ASSERT_TRUE(fp8_gemv_mma_supports(w, k.groups)) << k.out << "x" << k.in;
+    const auto run = [&](const std::vector<float>& x, int64_t n) {
+      DeviceBuffer<uint16_t> dx(bf16_bits(x));
+      const auto* xb = reinterpret_cast<const __nv_bfloat16*>(dx.get());
+      DeviceBuffer<float> dy(n * rows);
+      dy.poison();
+      if (k.groups > 1)
+        weight_gemv_grouped(w, k.groups, xb, n, dy.get(), nullptr, GemvKernel::kMma);
+      else
+        weight_gemv(w, xb, n, dy.get(), nullptr, GemvKernel::kMma);
+      return dy.download();
+    };
+    for (int64_t n : {1, 2, 3, 5, 8, 9, 16, 19, 40}) {
+      if (k.out * k.in >= (int64_t{1} << 24) && n > 16) continue;  // keeps the host's share short
+      const int64_t in = k.groups * k.in;
+      const auto x = round_bf16(randn(n * in));
+      const std::vector<float> want = host_grouped(q.values, k.in, k.r0, rows, k.groups, x, n);
+      const std::vector<float> got = run(x, n);
+      const std::string what = std::to_string(k.out) + "x" + std::to_string(k.in) + " (" +
+                               std::to_string(k.groups) + " groups, rows " + std::to_string(k.r0) +
+                               ".." + std::to_string(k.r0 + rows) + "), " + std::to_string(n) +
+                               " rows";
+      EXPECT_TRUE(close(got, want, kF32Tol)) << what;
+      for (int64_t r : {int64_t{0}, n - 1}) {
+        const std::vector<float> xr(x.begin() + r * in, x.begin() + (r + 1) * in);
+        const std::vector<float> alone = run(xr, 1);
+        EXPECT_EQ(std::memcmp(alone.data(), got.data() + r * rows, rows * sizeof(float)), 0)
+            << "row " << r << " alone differs from its bits in the batch: " << what;
+      }
+    }
+  }
+  const QuantMatrix v41 = make_quant_matrix(MatrixFormat::kFp8Block, 512, 1024, 0.03f, 64, 64);
+  EXPECT_FALSE(fp8_gemv_mma_supports(v41.m, 1)) << "64-wide scale blocks";
+  const QuantMatrix short_k = make_quant_matrix(MatrixFormat::kFp8Block, 64, 192, 0.05f);
+  EXPECT_FALSE(fp8_gemv_mma_supports(short_k.m, 1)) << "k not a multiple of 128";
 }
 
 }  // namespace

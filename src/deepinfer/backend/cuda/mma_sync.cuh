@@ -90,4 +90,12 @@ __device__ inline uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// Two bf16x2 words' elementwise product (bf16 subnormal inputs kept: the expansions of E2M1 and
+// E4M3 bits that read as value times a power of two rely on it).
+__device__ inline uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                   *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
 }  // namespace deepinfer::cuda

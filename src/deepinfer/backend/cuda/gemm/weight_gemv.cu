@@ -2,6 +2,7 @@
 
 #include "deepinfer/backend/cuda/bulk_copy.cuh"
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/gemm/fp8_gemv_mma.h"
 #include "deepinfer/backend/cuda/gemm/gemv_stream.h"
 #include "deepinfer/backend/cuda/gemm/split_k.h"
 #include "deepinfer/backend/cuda/gemm/weight_gemv.h"
@@ -19,6 +20,12 @@ constexpr int kWarps = 8;
 #define GEMV_STREAM 0
 #endif
 constexpr bool kGemvStream = GEMV_STREAM != 0;
+// 1: GemvKernel::kAuto takes fp8_gemv_mma (tensor cores) for the FP8 matrices it fits. A variant
+// to time (scripts/build_gpu_variants.sh) until measured.
+#ifndef GEMV_MMA
+#define GEMV_MMA 1
+#endif
+constexpr bool kGemvMma = GEMV_MMA != 0;
 // Column blocks (a block's kWarps / ks * C adjacent rows: one run of memory) that a block keeps
 // asked of L2 by bulk prefetch, its current one included: the first before the PDL wait, beside
 // the kernel ahead, then each next one as the block starts a column block. 0: none (only
@@ -237,6 +244,11 @@ void launch(const DeviceMatrix& w, const __nv_bfloat16* x, int64_t ldx, int grou
     std::abort();
   }
   if (n == 0 || w.rows == 0) return;
+  if (kernel == GemvKernel::kMma ||
+      (kernel == GemvKernel::kAuto && kGemvMma && fp8_gemv_mma_supports(w, groups))) {
+    fp8_gemv_mma(w, groups, x, ldx, n, y, stream);  // aborts, naming w, where it does not fit
+    return;
+  }
   const bool pairs = (w.rows / groups) % 2 == 0;
   const bool wide = kWideColumns > 2 && (w.rows / groups) % kWideColumns == 0;
   if (kernel != GemvKernel::kWarpPerColumn) {

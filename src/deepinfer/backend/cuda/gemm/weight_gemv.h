@@ -13,11 +13,14 @@
 
 namespace deepinfer::cuda {
 
-// Which kernel forms the sums (the same bits either way): kAuto picks; the others are for tests.
+// Which kernel forms the sums: kAuto picks; the others are for tests. kWarpPerColumn and kStream
+// give the same bits.
 //   kWarpPerColumn: a warp per one or two columns, its rows' words loaded into registers;
 //   kStream: a grid that stays, each warp streaming its columns' rows through shared memory
 //     (gemm/gemv_stream.h); aborts where it does not fit.
-enum class GemvKernel { kAuto, kWarpPerColumn, kStream };
+//   kMma: FP8 on tensor cores (gemm/fp8_gemv_mma.h): other bits (the block scale multiplies each
+//     128-k chunk's sum), the same for a row in any n; aborts where it does not fit.
+enum class GemvKernel { kAuto, kWarpPerColumn, kStream, kMma };
 
 // Whether weight_gemv takes w: DeviceMatrix::reads_in_vectors().
 bool weight_gemv_supports(const DeviceMatrix& w);

@@ -29,11 +29,6 @@ __device__ inline uint32_t first_factor(uint32_t b) {
 __device__ inline uint32_t second_factor(uint32_t b) {
   return bf16x2_bits(b <= 128 ? 0x3f80u : b == 255 ? 0x7fc0u : b << 7);
 }
-__device__ inline uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
-                                   *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
 
 // Nibbles I and I + 4 of w (E2M1) -> a bf16x2 of their raw bits: sign to bit 15 (31), exponent
 // and mantissa to bits 6..8 (22..24), so the bits read as value * 2^-126 (0.5 is the subnormal

@@ -1,0 +1,265 @@
+// fp8_gemv_mma.h's kernel. A block is 8 warps over 8 / ks groups of 16 of W's rows, ks warps a
+// group, each summing its ks-th of k (whole 128-k chunks); the first adds the others' sums in
+// warp order. grid.y: passes of 8 rows of x. No shared-memory copy of the weights: each lane
+// loads its 16-byte words straight into registers, kAhead chunks ahead of the one it multiplies,
+// the first ones before the PDL wait (weights only), beside the kernel ahead.
+//
+// The k map: thread t (= lane % 4) takes bytes [32t, 32t + 32) of each chunk of its rows g and
+// g + 8, eight 32-bit words; mma step s gives its k positions {2t, 2t + 1} the actual k
+// 32t + 4s + {0, 2} and {2t + 8, 2t + 9} 32t + 4s + {1, 3}: word s's even and odd bytes, which
+// e4m3_pairs turns into bf16x2 with masks and shifts. x follows the map: staged in shared memory
+// in fragment order, so a thread's 8 steps of a chunk are 64 contiguous bytes.
+//
+// E4M3 byte -> bf16: its sign to bit 15 and its other 7 bits to bits 4..10 read as the value
+// times 2^-120 (E4M3's subnormals land on bf16's, which have the same shape); one multiply by
+// 2^120 makes the exact value. Each product with x is then exact in fp32, as in weight_gemv; the
+// chunk's block scale multiplies the chunk's sum once instead of each weight (a power of two in
+// the checkpoints, so that too is exact unless it underflows).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/gemm/fp8_gemv_mma.h"
+#include "deepinfer/backend/cuda/launch.cuh"
+#include "deepinfer/backend/cuda/mma_sync.cuh"
+#include "deepinfer/backend/cuda/smem_limit.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kChunk = 128;  // k per chunk: one block scale's (block_cols == 128)
+constexpr int kTokens = 8;   // rows of x a pass: the mma's n
+// Chunks a lane holds, 64 bytes each: it multiplies one while the others are in flight, then asks
+// for the next into the registers it freed. 3: 4 KB a warp asked for while it multiplies, at
+// under 128 registers (two blocks an SM); 5 took 128 with 500 bytes of spills.
+#ifndef GEMV_MMA_AHEAD
+#define GEMV_MMA_AHEAD 3
+#endif
+constexpr int kAhead = GEMV_MMA_AHEAD;
+// Warps a launch wants before k is split: about 16 an SM of an H100 or H200.
+constexpr int64_t kWantWarps = 2048;
+constexpr uint32_t kTwo120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
+
+struct Args {
+  const uint8_t* w;
+  const float* scale;
+  const __nv_bfloat16* x;
+  float* y;
+  int64_t rows, cols, ldx, n, row0, group_rows, scale_cols;
+  int block_rows, ks;
+};
+
+// Shared-memory bytes of one staged row of x: 256 a chunk (4 threads x 8 steps x 8 bytes), and
+// 64 more so that rows g and g + 1 of a 16-byte load phase fall on different banks.
+__host__ __device__ inline int64_t staged_row_bytes(int64_t cols) {
+  return cols / kChunk * 256 + 64;
+}
+
+// Word s of a chunk's 32 bytes -> A fragments: its bytes 0 and 2 (`even`, k 2t and 2t + 1 of
+// step s) and 1 and 3 (`odd`, k 2t + 8 and 2t + 9), each pair the lower byte in the lower half.
+__device__ inline uint32_t raw_pair(uint32_t v) {  // bytes 1 and 3 -> bf16x2 times 2^-120
+  return (v & 0x80008000u) | ((v >> 4) & 0x07F007F0u);
+}
+__device__ inline void e4m3_pairs(uint32_t v, uint32_t& even, uint32_t& odd) {
+  even = mul_bf16x2(raw_pair(v << 8), kTwo120);
+  odd = mul_bf16x2(raw_pair(v), kTwo120);
+}
+
+__device__ inline uint32_t word_of(const uint4& q, int i) {
+  return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
+}
+
+// One chunk of this lane's two rows: 32 bytes each, and the rows' block scales.
+struct Chunk {
+  uint4 w[2][2];
+  float s[2];
+};
+struct Ring {
+  Chunk c[kAhead];
+};
+
+// The lane's view of its rows from its share's first chunk: the lane's first byte of each row
+// and each row's first scale (a chunk's scale is the next one: block_cols == 128).
+struct Lane {
+  const uint8_t* w[2];
+  const float* s[2];
+};
+
+__device__ inline Chunk load_chunk(const Lane& l, int c) {
+  Chunk k;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint4* p = reinterpret_cast<const uint4*>(l.w[h] + c * kChunk);
+    k.w[h][0] = __ldg(p);
+    k.w[h][1] = __ldg(p + 1);
+    k.s[h] = __ldg(l.s[h] + c);
+  }
+  return k;
+}
+
+// x rows [p0, p0 + rn) (from column x0 of each) into shared memory in fragment order: chunk c,
+// thread t, step s's (b0, b1) at c * 256 + (s / 2) * 64 + t * 16 + (s % 2) * 8 of the row.
+__device__ inline void stage_x(const Args& a, const __nv_bfloat16* x, int rn, uint8_t* xs) {
+  const int quads = static_cast<int>(a.cols / 4);
+  const int64_t row_bytes = staged_row_bytes(a.cols);
+#pragma unroll 4
+  for (int i = threadIdx.x; i < rn * quads; i += kThreads) {
+    const int j = i / quads, k = 4 * (i - j * quads);
+    const uint2 v = *reinterpret_cast<const uint2*>(x + j * a.ldx + k);
+    const int c = k / kChunk, t = (k % kChunk) / 32, s = (k % 32) / 4;
+    // b0 = (k, k + 2), b1 = (k + 1, k + 3): the even and odd bytes' activations.
+    const uint2 o = make_uint2(__byte_perm(v.x, v.y, 0x5410), __byte_perm(v.x, v.y, 0x7632));
+    *reinterpret_cast<uint2*>(xs + j * row_bytes + c * 256 + (s >> 1) * 64 + t * 16 + (s & 1) * 8) =
+        o;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
+  extern __shared__ __align__(16) uint8_t xs[];
+  __shared__ float red[kWarps][4][32];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int groups_a_block = kWarps / a.ks, share = warp % a.ks;
+  const int64_t r16 = int64_t{blockIdx.x} * groups_a_block + warp / a.ks;
+  const int64_t row[2] = {r16 * 16 + g, r16 * 16 + g + 8};
+  const int chunks = static_cast<int>(a.cols / kChunk), mine = chunks / a.ks;
+  const int c_first = share * mine;
+  Lane l;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // rows past the matrix read its last row and store nothing
+    const int64_t r = row[h] < a.rows ? row[h] : a.rows - 1;
+    l.w[h] = a.w + r * a.cols + int64_t{c_first} * kChunk + 32 * t;
+    l.s[h] = a.scale + ((a.row0 + r) / a.block_rows) * a.scale_cols + c_first;
+  }
+  const auto first = pdl_grid_begin([&] {
+    Ring r{};
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+      if (u < mine) r.c[u] = load_chunk(l, u);
+    return r;
+  });
+  const int64_t p0 = int64_t{blockIdx.y} * kTokens;
+  const int rn = static_cast<int>(std::min<int64_t>(kTokens, a.n - p0));
+  const int64_t block_row = int64_t{blockIdx.x} * groups_a_block * 16;
+  const int64_t x0 = a.group_rows ? block_row / a.group_rows * a.cols : 0;
+  stage_x(a, a.x + p0 * a.ldx + x0, rn, xs);
+  __syncthreads();
+
+  Ring ring = first;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const bool xlive = g < rn;  // columns g >= rn of the mma's B are zeros, not loads
+  const int xrow = static_cast<int>(g * staged_row_bytes(a.cols)) + 16 * t + c_first * 256;
+  for (int c0 = 0; c0 < mine; c0 += kAhead) {
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int c = c0 + u;
+      if (c >= mine) break;
+      const Chunk& cur = ring.c[u];
+      const int xc = xrow + c * 256;
+      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // steps 2q, 2q + 1
+        const uint4 xq =
+            xlive ? *reinterpret_cast<const uint4*>(&xs[xc + 64 * q]) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int s = 2 * q + e;
+          uint32_t af[4];  // a0: row g, k 2t..; a1: row g + 8; a2, a3: the same at k 2t + 8..
+          e4m3_pairs(word_of(cur.w[0][s >> 2], s & 3), af[0], af[2]);
+          e4m3_pairs(word_of(cur.w[1][s >> 2], s & 3), af[1], af[3]);
+          mma_bf16_16816(part, af, e ? xq.z : xq.x, e ? xq.w : xq.y);
+        }
+      }
+      // c0, c1: row g, x rows 2t, 2t + 1; c2, c3: row g + 8.
+      acc[0] = fmaf(cur.s[0], part[0], acc[0]);
+      acc[1] = fmaf(cur.s[0], part[1], acc[1]);
+      acc[2] = fmaf(cur.s[1], part[2], acc[2]);
+      acc[3] = fmaf(cur.s[1], part[3], acc[3]);
+      if (c + kAhead < mine) ring.c[u] = load_chunk(l, c + kAhead);  // into the freed registers
+    }
+  }
+  if (a.ks > 1) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[warp][i][lane] = acc[i];
+    __syncthreads();
+    if (share == 0)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v = acc[i];
+        for (int s = 1; s < a.ks; ++s) v += red[warp + s][i][lane];
+        acc[i] = v;
+      }
+  }
+  if (share != 0) return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      if (row[h] < a.rows && 2 * t + e < rn)
+        a.y[(p0 + 2 * t + e) * a.rows + row[h]] = acc[2 * h + e];
+}
+
+// Warps a group of 16 rows (a power of two up to kWarps, each a whole number of chunks): enough
+// warps for the GPU, and (groups > 1) a block's rows inside one group. 0: no such split. By
+// shape alone, so a row's sums do not depend on n.
+int k_splits(const DeviceMatrix& w, int groups) {
+  const int64_t chunks = w.cols / kChunk, row16 = (w.rows + 15) / 16;
+  const auto fits_groups = [&](int ks) {
+    return groups == 1 || (w.rows / groups) % (16 * (kWarps / ks)) == 0;
+  };
+  int ks = 1;
+  while (ks < kWarps && chunks % (2 * ks) == 0 && (row16 * ks < kWantWarps || !fits_groups(ks)))
+    ks *= 2;
+  return fits_groups(ks) && chunks % ks == 0 ? ks : 0;
+}
+
+}  // namespace
+
+bool fp8_gemv_mma_supports(const DeviceMatrix& w, int groups) {
+  return w.format == MatrixFormat::kFp8Block && w.data && w.block_scale && w.rows > 0 &&
+         w.cols > 0 && w.cols % kChunk == 0 && w.block_cols == kChunk && w.block_rows > 0 &&
+         reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && groups >= 1 && w.rows % groups == 0 &&
+         k_splits(w, groups) > 0;
+}
+
+void fp8_gemv_mma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int64_t ldx, int64_t n,
+                  float* y, cudaStream_t stream) {
+  if (!fp8_gemv_mma_supports(w, groups) || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
+      ldx % 8 != 0 || ldx < groups * w.cols) {
+    std::fprintf(stderr,
+                 "fp8_gemv_mma: unsupported operands (rows %lld, cols %lld, format %d, block "
+                 "%dx%d, %d groups, ldx %lld)\n",
+                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 static_cast<int>(w.format), w.block_rows, w.block_cols, groups,
+                 static_cast<long long>(ldx));
+    std::abort();
+  }
+  if (n == 0) return;
+  Args a{};
+  a.w = static_cast<const uint8_t*>(w.data);
+  a.scale = w.block_scale;
+  a.x = x;
+  a.y = y;
+  a.rows = w.rows;
+  a.cols = w.cols;
+  a.ldx = ldx;
+  a.n = n;
+  a.row0 = w.row0;
+  a.group_rows = groups > 1 ? w.rows / groups : 0;
+  a.scale_cols = (w.cols + w.block_cols - 1) / w.block_cols;
+  a.block_rows = w.block_rows;
+  a.ks = k_splits(w, groups);
+  const int64_t row16 = (w.rows + 15) / 16, groups_a_block = kWarps / a.ks;
+  const dim3 grid(static_cast<unsigned>((row16 + groups_a_block - 1) / groups_a_block),
+                  static_cast<unsigned>((n + kTokens - 1) / kTokens));
+  const size_t smem = static_cast<size_t>(std::min<int64_t>(n, kTokens) * staged_row_bytes(w.cols));
+  static SmemLimit limit(reinterpret_cast<const void*>(fp8_gemv_mma_kernel));
+  limit.ensure(smem);
+  launch_kernel(fp8_gemv_mma_kernel, grid, kThreads, smem, stream, a);
+}
+
+}  // namespace deepinfer::cuda
