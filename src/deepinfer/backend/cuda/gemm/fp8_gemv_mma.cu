@@ -119,40 +119,52 @@ __device__ inline void stage_x(const Args& a, const __nv_bfloat16* x, int rn, ui
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
-  extern __shared__ __align__(16) uint8_t xs[];
-  __shared__ float red[kWarps][4][32];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int groups_a_block = kWarps / a.ks, share = warp % a.ks;
-  const int64_t r16 = int64_t{blockIdx.x} * groups_a_block + warp / a.ks;
-  const int64_t row[2] = {r16 * 16 + g, r16 * 16 + g + 8};
-  const int chunks = static_cast<int>(a.cols / kChunk), mine = chunks / a.ks;
-  const int c_first = share * mine;
+// Where a warp's lane starts: its share of k, its two rows, and its first kAhead chunks asked
+// for (weights only: before the PDL wait).
+struct Start {
   Lane l;
+  Ring ring;
+  int64_t row[2];
+  int share, mine, c_first;
+};
+__device__ inline Start start(const Args& a) {
+  Start st;
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  st.share = warp % a.ks;
+  const int64_t r16 = int64_t{blockIdx.x} * (kWarps / a.ks) + warp / a.ks;
+  st.row[0] = r16 * 16 + g;
+  st.row[1] = r16 * 16 + g + 8;
+  st.mine = static_cast<int>(a.cols / kChunk) / a.ks;
+  st.c_first = st.share * st.mine;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // rows past the matrix read its last row and store nothing
-    const int64_t r = row[h] < a.rows ? row[h] : a.rows - 1;
-    l.w[h] = a.w + r * a.cols + int64_t{c_first} * kChunk + 32 * t;
-    l.s[h] = a.scale + ((a.row0 + r) / a.block_rows) * a.scale_cols + c_first;
+    const int64_t r = st.row[h] < a.rows ? st.row[h] : a.rows - 1;
+    st.l.w[h] = a.w + r * a.cols + int64_t{st.c_first} * kChunk + 32 * t;
+    st.l.s[h] = a.scale + ((a.row0 + r) / a.block_rows) * a.scale_cols + st.c_first;
   }
-  const auto first = pdl_grid_begin([&] {
-    Ring r{};
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u)
-      if (u < mine) r.c[u] = load_chunk(l, u);
-    return r;
-  });
+  for (int u = 0; u < kAhead; ++u) st.ring.c[u] = u < st.mine ? load_chunk(st.l, u) : Chunk{};
+  return st;
+}
+
+__global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
+  const auto st = pdl_grid_begin([&] { return start(a); });
+  extern __shared__ __align__(16) uint8_t xs[];
+  __shared__ float red[kWarps][4][32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int share = st.share, mine = st.mine;
+  const Lane& l = st.l;
   const int64_t p0 = int64_t{blockIdx.y} * kTokens;
   const int rn = static_cast<int>(std::min<int64_t>(kTokens, a.n - p0));
-  const int64_t block_row = int64_t{blockIdx.x} * groups_a_block * 16;
+  const int64_t block_row = int64_t{blockIdx.x} * (kWarps / a.ks) * 16;
   const int64_t x0 = a.group_rows ? block_row / a.group_rows * a.cols : 0;
   stage_x(a, a.x + p0 * a.ldx + x0, rn, xs);
   __syncthreads();
 
-  Ring ring = first;
+  Ring ring = st.ring;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   const bool xlive = g < rn;  // columns g >= rn of the mma's B are zeros, not loads
-  const int xrow = static_cast<int>(g * staged_row_bytes(a.cols)) + 16 * t + c_first * 256;
+  const int xrow = static_cast<int>(g * staged_row_bytes(a.cols)) + 16 * t + st.c_first * 256;
   for (int c0 = 0; c0 < mine; c0 += kAhead) {
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
@@ -199,8 +211,8 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int e = 0; e < 2; ++e)
-      if (row[h] < a.rows && 2 * t + e < rn)
-        a.y[(p0 + 2 * t + e) * a.rows + row[h]] = acc[2 * h + e];
+      if (st.row[h] < a.rows && 2 * t + e < rn)
+        a.y[(p0 + 2 * t + e) * a.rows + st.row[h]] = acc[2 * h + e];
 }
 
 // Warps a group of 16 rows (a power of two up to kWarps, each a whole number of chunks): enough
