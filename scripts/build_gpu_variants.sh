@@ -6,6 +6,8 @@
 # ops_<name> under OPS_FILTER, on the same machine.
 # Usage: scripts/build_gpu_variants.sh BUILD_DIR NAME:MACRO=VALUE[,MACRO=VALUE...] [...]
 #   VARIANTS_OUT=PATH writes the archive there instead (e.g. while a device call carries .carry).
+#   VARIANT_TESTS="cuda_model_test ..." also builds and packs those test binaries, as
+#   <test>_<name> (the goldens of a variant that changes bits).
 #   e.g. scripts/build_gpu_variants.sh build mt3:W4_WIDE_MT=3 mb1:W4_WIDE_GATE_UP_MIN_BLOCKS=1
 # MACRO must have one `#define MACRO value` default line under src/ (the #ifndef form). The
 # source is restored after each build and once more at the end, so build BUILD_DIR's own
@@ -40,13 +42,19 @@ for spec in "$@"; do
     sed -i -E "s|^#define $macro( .*)?\$|#define $macro $value|" "$files"
     echo "== $name: $(grep -E "^#define $macro " "$files") in $files"
   done
-  flock /tmp/build.lock ninja -C "$build" deepinfer cuda_ops_test > "/tmp/variant_$name.log" 2>&1 ||
+  # shellcheck disable=SC2086  # a list of targets
+  flock /tmp/build.lock ninja -C "$build" deepinfer cuda_ops_test ${VARIANT_TESTS:-} \
+    > "/tmp/variant_$name.log" 2>&1 ||
     { tail -20 "/tmp/variant_$name.log" >&2; exit 1; }
   restore
   trap - EXIT
   ops=$(find "$build" -name cuda_ops_test -type f -perm -u+x | head -1)
   strip -o "$stage/deepinfer_$name" "$build/deepinfer"
   strip -o "$stage/ops_$name" "$ops"
+  for t in ${VARIANT_TESTS:-}; do
+    f=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
+    strip -o "$stage/${t}_$name" "$f"
+  done
 done
 # One archive at xz -9 (a 64 MB window): the variants differ from each other in a few kernels, so
 # each after the first adds well under a megabyte instead of 3.6.

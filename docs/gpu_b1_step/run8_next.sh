@@ -2,7 +2,8 @@
 # Not yet run: the next call (either card). Before it, here:
 #   .carry/base.tar.xz: run 7's main (dac3c55) stripped deepinfer as deepinfer_base (made from
 #   .carry/bin.tar.xz before the repack below; the session that wrote this left it there)
-#   scripts/build_gpu_variants.sh build nogm:GEMV_MMA=0 fws:GEMV_MMA=0,FP8_WORD_SCALE=1
+#   VARIANT_TESTS="cuda_model_test cuda_batch_invariance_test cuda_v41_test" \
+#     scripts/build_gpu_variants.sh build gm:GEMV_MMA=1 fws:FP8_WORD_SCALE=1
 #   ninja -C build <pack_gpu_carry.sh's targets>; scripts/pack_gpu_carry.sh build
 #   rm .carry/redis.tar.xz; cp docs/gpu_b1_step/run8_next.sh .carry/run8.sh
 # 1. The checks run 7 had no time for, on the current defaults (SINK_MMA_MIN_QUERIES 16 since
@@ -10,11 +11,11 @@
 # 2. The bench, base (dac3c55) then main: main adds the weights loaded before the PDL wait (hc_pre,
 #    rms_norm, route), the FP8 scale index by shift (weight_rows) and split_merge's staged chunk
 #    factors, all the same bits by construction; and the narrow W4 decode kernel's 8-row passes
-#    (x_rows: no loads or permutes for the mma's zero rows 8..15; CudaMoe above checks it); and
-#    GEMV_MMA=1: decode's FP8 projections on tensor cores (fp8_gemv_mma, about half the
-#    instructions a weight byte of the CUDA-core GEMV by the SASS; other bits, so the goldens and
-#    the invariance test in 1 run with it). nogm: the same with GEMV_MMA=0. H200: main with
-#    transformers eager beside (issue 16's table).
+#    (x_rows: no loads or permutes for the mma's zero rows 8..15; CudaMoe above checks it).
+#    gm (GEMV_MMA=1): decode's FP8 projections on tensor cores (fp8_gemv_mma, about half the
+#    instructions a weight byte of the CUDA-core GEMV by the SASS; other bits, so its goldens,
+#    V4.1 and invariance tests run too, and CudaLinear.Fp8GemvMma* in main's ops forces it).
+#    fws: FP8_WORD_SCALE=1. H200: main with transformers eager beside (issue 16's table).
 # 3. ncu source-level profiles of the B=1 kernels still far from their floors: hc_pre_kernel<1>
 #    (14 us a site, the Sinkhorn about 2.5 of it), fp8_gemv_mma_kernel (layer 0's 9) and
 #    w4_kernel<1,1,1> (gate-up), then scores_mma, split_merge and route, each one launch of the
@@ -35,7 +36,8 @@ nvidia-smi > $L/gpu.txt 2>&1
 h200=0; grep -q H200 $L/gpu.txt && h200=1; echo "h200=$h200"; ncu --version | tail -1
 (time $B/deepinfer make-tiny-model /tmp/m8 --preset v4-flash-8layer) > $L/make_m8.log 2>&1 &
 mk=$!
-for tb in cuda_model_test cuda_v41_test cuda_batch_invariance_test; do
+for tb in cuda_model_test cuda_v41_test cuda_batch_invariance_test cuda_model_test_gm \
+          cuda_v41_test_gm cuda_batch_invariance_test_gm; do
   timeout 90 $B/$tb --gtest_color=no > $L/$tb.log 2>&1
   echo "$tb rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|trials|FAILED  \]' $L/$tb.log | head -6
 done
@@ -51,10 +53,11 @@ bench() {  # name binary timeout extra
 }
 bench base $B/deepinfer_base
 bench main $B/deepinfer
-# GEMV_MMA=0: main with decode's FP8 projections back on the CUDA-core weight_gemv.
-bench nogm $B/deepinfer_nogm
-# FP8_WORD_SCALE=1 (with GEMV_MMA=0): one scale multiply a 16-byte FP8 word in the CUDA-core
-# GEMV (other bits: the goldens
+bench gm $B/deepinfer_gm
+GTEST_FILTER='CudaLinear.*' timeout 60 $B/ops_gm --gtest_color=no > $L/ops_gm.log 2>&1
+echo "ops gm rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|FAILED  \]' $L/ops_gm.log | head -6
+# FP8_WORD_SCALE=1: one scale multiply a 16-byte FP8 word in the CUDA-core GEMV (other bits: the
+# goldens
 # would have to pass with it before it could be the default). Its GEMV op tests, less the
 # streaming kernel's bit test (which keeps per-value scaling).
 bench fws $B/deepinfer_fws
@@ -62,11 +65,11 @@ GTEST_FILTER='CudaLinear.*-CudaLinear.GemvStream*:CudaLinear.Fp8GemvMma*' timeou
   > $L/ops_fws.log 2>&1
 echo "ops fws rc $? at $((SECONDS - t0))"; grep -E '^\[  (PASSED|FAILED)|FAILED  \]' $L/ops_fws.log | head -6
 [ $h200 = 1 ] && bench reference $B/deepinfer 200 "--reference transformers --reference-args=--load=dequant"
-prof() {  # name kernel-regex launch-skip launch-count
+prof() {  # name kernel-regex launch-skip launch-count [binary]
   [ $((SECONDS - t0)) -lt 480 ] || return
   timeout 120 ncu --set full --import-source no --kernel-name-base demangled -k "regex:$2" \
     --launch-skip $3 --launch-count $4 -o $L/$1 -f \
-    $B/deepinfer bench forward --device cuda --model /tmp/m8 --batch-sizes 1 --context 4096 \
+    ${5:-$B/deepinfer} bench forward --device cuda --model /tmp/m8 --batch-sizes 1 --context 4096 \
     --steps 2 > $L/$1.out 2>&1
   echo "ncu $1 rc $? at $((SECONDS - t0))"
   ncu -i $L/$1.ncu-rep --page details > $L/$1_details.txt 2>&1
@@ -74,9 +77,10 @@ prof() {  # name kernel-regex launch-skip launch-count
   rm -f $L/$1.ncu-rep
 }
 # hc_pre<1> and the GEMV run only in decode (prefill takes hc_pre<0> and the GEMMs): skip 40 of
-# hc_pre's 16 a step; the GEMV's 67 a step (one step's first 9 hold layer 0's wq_a, wq_b, wkv, ...).
+# hc_pre's 16 a step; the FP8 GEMV's 67 a step (one step's first 9 hold layer 0's wq_a, wq_b,
+# wkv, ...), here gm's tensor-core one.
 prof hcpre 'hc_pre_kernel<(1|true)>' 40 1
-prof gemv 'fp8_gemv_mma_kernel' 67 9
+prof gemv 'fp8_gemv_mma_kernel' 67 9 $B/deepinfer_gm
 prof w4 'w4_kernel<(1|true), 1, 1>' 8 1
 # Single-block or few-block decode kernels ncu put at 8-24 us each (run 7's capture).
 prof scores 'scores_mma_kernel' 3 1

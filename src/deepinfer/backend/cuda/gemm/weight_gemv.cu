@@ -23,7 +23,7 @@ constexpr bool kGemvStream = GEMV_STREAM != 0;
 // 1: GemvKernel::kAuto takes fp8_gemv_mma (tensor cores) for the FP8 matrices it fits. A variant
 // to time (scripts/build_gpu_variants.sh) until measured.
 #ifndef GEMV_MMA
-#define GEMV_MMA 1
+#define GEMV_MMA 0
 #endif
 constexpr bool kGemvMma = GEMV_MMA != 0;
 // Column blocks (a block's kWarps / ks * C adjacent rows: one run of memory) that a block keeps
