@@ -97,7 +97,11 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
         // decode's few tokens: the CUDA-core kernels' rows per pass follow the
         // batch (1, 2, 4), one token at real dims in MXFP4
         MoeCase{1, 4096, 2048, 16, 6, -1, /*quantized=*/true}, MoeCase{2, 256, 128, 8, 2},
-        MoeCase{3, 256, 128, 8, 2, -1, /*quantized=*/true}}) {
+        MoeCase{3, 256, 128, 8, 2, -1, /*quantized=*/true},
+        // the W4 kernels' narrow case (up to 4 tokens) at small dims, and skewed: the favoured
+        // expert holds every token's row
+        MoeCase{4, 512, 256, 8, 2, -1, /*quantized=*/true},
+        MoeCase{4, 512, 256, 8, 2, /*favoured=*/5, /*quantized=*/true}}) {
     v4::Config c;
     c.hidden_size = k.hidden;
     c.n_routed_experts = k.experts;

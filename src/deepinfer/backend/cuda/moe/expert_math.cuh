@@ -94,10 +94,17 @@ void launch_grouped_mma(bool gate_up, MatrixFormat format, const GroupedArgs& a,
 // The pipelined W4A16 form for MXFP4 experts (grouped_experts_w4.cu): hidden and inter multiples
 // of 256 (decode's 256-wide tiles). Same contract as launch_grouped_mma; ensure_grouped_w4_smem
 // raises its kernels' shared memory limits (call it outside any capture).
+// `invariant` (batch-invariant mode) keeps every batch on the mma.sync kernels' one chain of sums.
 bool grouped_w4_fits(int64_t hidden, int64_t inter);
 void ensure_grouped_w4_smem();
 void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
-                       cudaStream_t stream);
+                       bool invariant, cudaStream_t stream);
+// Its form for decode's few tokens outside batch invariance (grouped_experts_w4_gemv.cu): the
+// weights as the mma's A operand, an expert's rows (8 a pass) as its B; hidden and inter
+// multiples of 128. Other sums than launch_grouped_w4's kernels (the mma's k order differs).
+void ensure_grouped_w4_gemv_smem();
+void launch_grouped_w4_gemv(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
+                            cudaStream_t stream);
 // Whether launch_grouped_w4 takes its 64-row prefill passes: experts average over 16 rows.
 inline bool grouped_w4_wide(int num_experts, int64_t tokens, int top_k) {
   return tokens * top_k > int64_t{16} * num_experts;
