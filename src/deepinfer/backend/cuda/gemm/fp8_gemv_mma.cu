@@ -1,6 +1,6 @@
 // fp8_gemv_mma.h's kernel. A block is 8 warps over 8 / ks groups of 16 of W's rows, ks warps a
 // group, each summing its ks-th of k (whole 128-k chunks); the first adds the others' sums in
-// warp order. grid.y: passes of 8 rows of x. No shared-memory copy of the weights: each lane
+// warp order. grid.y: passes of 8 rows of x (16 in two tiles where K <= 4096). No shared-memory copy of the weights: each lane
 // loads its 16-byte words straight into registers, kAhead chunks ahead of the one it multiplies,
 // the first ones before the PDL wait (weights only), beside the kernel ahead.
 //
@@ -44,6 +44,9 @@ constexpr int kAhead = GEMV_MMA_AHEAD;
 // Warps a launch wants before k is split: about 16 an SM of an H100 or H200.
 constexpr int64_t kWantWarps = 2048;
 constexpr uint32_t kTwo120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
+// Shared memory up to which a pass takes 16 rows of x: K <= 4096 (132 KB there, one block an
+// SM; K <= 2048 keeps two).
+constexpr int64_t kTwoTileSmem = 140 * 1024;
 
 struct Args {
   const uint8_t* w;
@@ -147,24 +150,28 @@ __device__ inline Start start(const Args& a) {
   return st;
 }
 
+// kTiles n8 tiles of x rows a pass (1 or 2): both multiply each expanded A fragment, so a pass
+// of 16 rows reads and expands the weights once (a column of an mma's product depends only on
+// its own column of B, so a row's bits do not depend on the tile or position it takes).
+template <int kTiles>
 __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
   const auto st = pdl_grid_begin([&] { return start(a); });
   extern __shared__ __align__(16) uint8_t xs[];
-  __shared__ float red[kWarps][4][32];
+  __shared__ float red[kWarps][4 * kTiles][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int share = st.share, mine = st.mine;
   const Lane& l = st.l;
-  const int64_t p0 = int64_t{blockIdx.y} * kTokens;
-  const int rn = static_cast<int>(std::min<int64_t>(kTokens, a.n - p0));
+  const int64_t p0 = int64_t{blockIdx.y} * kTokens * kTiles;
+  const int rn = static_cast<int>(std::min<int64_t>(kTokens * kTiles, a.n - p0));
   const int64_t block_row = int64_t{blockIdx.x} * (kWarps / a.ks) * 16;
   const int64_t x0 = a.group_rows ? block_row / a.group_rows * a.cols : 0;
   stage_x(a, a.x + p0 * a.ldx + x0, rn, xs);
   __syncthreads();
 
   Ring ring = st.ring;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const bool xlive = g < rn;  // columns g >= rn of the mma's B are zeros, not loads
-  const int xrow = static_cast<int>(g * staged_row_bytes(a.cols)) + 16 * t + st.c_first * 256;
+  float acc[kTiles][4] = {};
+  const int row_bytes = static_cast<int>(staged_row_bytes(a.cols));
+  const int xrow = g * row_bytes + 16 * t + st.c_first * 256;
   for (int c0 = 0; c0 < mine; c0 += kAhead) {
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
@@ -172,47 +179,69 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
       if (c >= mine) break;
       const Chunk& cur = ring.c[u];
       const int xc = xrow + c * 256;
-      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float part[kTiles][4] = {};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // steps 2q, 2q + 1
-        const uint4 xq =
-            xlive ? *reinterpret_cast<const uint4*>(&xs[xc + 64 * q]) : make_uint4(0, 0, 0, 0);
+        uint4 xq[kTiles];            // x rows g (+ 8) of the pass; rows past rn are zeros
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j)
+          xq[j] = 8 * j + g < rn
+                      ? *reinterpret_cast<const uint4*>(&xs[xc + 8 * j * row_bytes + 64 * q])
+                      : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int s = 2 * q + e;
           uint32_t af[4];  // a0: row g, k 2t..; a1: row g + 8; a2, a3: the same at k 2t + 8..
           e4m3_pairs(word_of(cur.w[0][s >> 2], s & 3), af[0], af[2]);
           e4m3_pairs(word_of(cur.w[1][s >> 2], s & 3), af[1], af[3]);
-          mma_bf16_16816(part, af, e ? xq.z : xq.x, e ? xq.w : xq.y);
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j)
+            mma_bf16_16816(part[j], af, e ? xq[j].z : xq[j].x, e ? xq[j].w : xq[j].y);
         }
       }
-      // c0, c1: row g, x rows 2t, 2t + 1; c2, c3: row g + 8.
-      acc[0] = fmaf(cur.s[0], part[0], acc[0]);
-      acc[1] = fmaf(cur.s[0], part[1], acc[1]);
-      acc[2] = fmaf(cur.s[1], part[2], acc[2]);
-      acc[3] = fmaf(cur.s[1], part[3], acc[3]);
+      // c0, c1: row g, x rows 2t, 2t + 1 of the tile; c2, c3: row g + 8.
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
+        acc[j][0] = fmaf(cur.s[0], part[j][0], acc[j][0]);
+        acc[j][1] = fmaf(cur.s[0], part[j][1], acc[j][1]);
+        acc[j][2] = fmaf(cur.s[1], part[j][2], acc[j][2]);
+        acc[j][3] = fmaf(cur.s[1], part[j][3], acc[j][3]);
+      }
       if (c + kAhead < mine) ring.c[u] = load_chunk(l, c + kAhead);  // into the freed registers
     }
   }
   if (a.ks > 1) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[warp][i][lane] = acc[i];
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][4 * j + i][lane] = acc[j][i];
     __syncthreads();
     if (share == 0)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float v = acc[i];
-        for (int s = 1; s < a.ks; ++s) v += red[warp + s][i][lane];
-        acc[i] = v;
-      }
+      for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float v = acc[j][i];
+          for (int s = 1; s < a.ks; ++s) v += red[warp + s][4 * j + i][lane];
+          acc[j][i] = v;
+        }
   }
   if (share != 0) return;
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int j = 0; j < kTiles; ++j)
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
-      if (st.row[h] < a.rows && 2 * t + e < rn)
-        a.y[(p0 + 2 * t + e) * a.rows + st.row[h]] = acc[2 * h + e];
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 8 * j + 2 * t + e;
+        if (st.row[h] < a.rows && r < rn) a.y[(p0 + r) * a.rows + st.row[h]] = acc[j][2 * h + e];
+      }
+}
+
+template <int kTiles>
+SmemLimit& limit_of() {
+  static SmemLimit limit(reinterpret_cast<const void*>(fp8_gemv_mma_kernel<kTiles>));
+  return limit;
 }
 
 // Warps a group of 16 rows (a power of two up to kWarps, each a whole number of chunks): enough
@@ -266,12 +295,19 @@ void fp8_gemv_mma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int
   a.block_rows = w.block_rows;
   a.ks = k_splits(w, groups);
   const int64_t row16 = (w.rows + 15) / 16, groups_a_block = kWarps / a.ks;
+  // Two tiles (16 rows a pass) past 8 rows where their staged rows fit.
+  const bool two = n > kTokens && 2 * kTokens * staged_row_bytes(w.cols) <= kTwoTileSmem;
+  const int64_t per_pass = two ? 2 * kTokens : kTokens;
   const dim3 grid(static_cast<unsigned>((row16 + groups_a_block - 1) / groups_a_block),
-                  static_cast<unsigned>((n + kTokens - 1) / kTokens));
-  const size_t smem = static_cast<size_t>(std::min<int64_t>(n, kTokens) * staged_row_bytes(w.cols));
-  static SmemLimit limit(reinterpret_cast<const void*>(fp8_gemv_mma_kernel));
-  limit.ensure(smem);
-  launch_kernel(fp8_gemv_mma_kernel, grid, kThreads, smem, stream, a);
+                  static_cast<unsigned>((n + per_pass - 1) / per_pass));
+  const size_t smem = static_cast<size_t>(std::min(n, per_pass) * staged_row_bytes(w.cols));
+  if (two) {
+    limit_of<2>().ensure(smem);
+    launch_kernel(fp8_gemv_mma_kernel<2>, grid, kThreads, smem, stream, a);
+  } else {
+    limit_of<1>().ensure(smem);
+    launch_kernel(fp8_gemv_mma_kernel<1>, grid, kThreads, smem, stream, a);
+  }
 }
 
 }  // namespace deepinfer::cuda

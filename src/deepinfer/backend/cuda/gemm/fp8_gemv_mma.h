@@ -1,6 +1,7 @@
 // Private to gemm/ (and its op tests): decode's FP8 projection on tensor cores, for weight_gemv.
 // y[n, w.rows] = x . W^T over FP8 block-scaled weights, the weights the mma's A operand (16 of
-// W's rows a warp) and up to 8 rows of x its B (n8), so one token costs what eight do. A chunk
+// W's rows a warp) and 8 rows of x its B (n8), or 16 as two tiles where K <= 4096, so one
+// token costs what eight do and a pass's expansion serves 16. A chunk
 // of 128 k at a time: its mma chain from zero, then times the chunk's block scale, added to the
 // row's sum in k order; a row's sum is the same bits for any n and any rows beside it.
 #pragma once
