@@ -80,6 +80,25 @@ __device__ inline float warp_transpose_sum(float (&v)[32]) {
   return v[0];
 }
 
+// Warps that split a sum's k into ks shares, adjacent with share = warp % ks: the share-0 warp's
+// lanes get their N values plus the other shares' (lane for lane), added in warp order.
+// red: [warps of the block][N][32] floats of shared memory. It holds a barrier, so every thread
+// of the block calls it; red is free again only after another barrier.
+template <int N>
+__device__ inline void add_k_shares(float (&v)[N], float (*red)[N][32], int share, int ks) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < N; ++i) red[warp][i][lane] = v[i];
+  __syncthreads();
+  if (share != 0) return;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float s = v[i];
+    for (int k = 1; k < ks; ++k) s += red[warp + k][i][lane];
+    v[i] = s;
+  }
+}
+
 __device__ inline float warp_sum(float v) { return warp_reduce(v, SumOp{}); }
 __device__ inline float warp_max(float v) { return warp_reduce(v, MaxOp{}); }
 __device__ inline float block_sum(float v, float* scratch) {

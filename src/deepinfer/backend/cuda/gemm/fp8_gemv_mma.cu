@@ -1,8 +1,9 @@
 // fp8_gemv_mma.h's kernel. A block is 8 warps over 8 / ks groups of 16 of W's rows, ks warps a
 // group, each summing its ks-th of k (whole 128-k chunks); the first adds the others' sums in
-// warp order. grid.y: passes of 8 rows of x (16 in two tiles where K <= 4096). No shared-memory copy of the weights: each lane
-// loads its 16-byte words straight into registers, kAhead chunks ahead of the one it multiplies,
-// the first ones before the PDL wait (weights only), beside the kernel ahead.
+// warp order. grid.y: passes of 8 rows of x (16 in two tiles where K <= 4096). No shared-memory
+// copy of the weights: each lane loads its 16-byte words straight into registers, kAhead chunks
+// ahead of the one it multiplies, the first ones before the PDL wait (weights only), beside the
+// kernel ahead.
 //
 // The k map: thread t (= lane % 4) takes bytes [32t, 32t + 32) of each chunk of its rows g and
 // g + 8, eight 32-bit words; mma step s gives its k positions {2t, 2t + 1} the actual k
@@ -25,6 +26,7 @@
 #include "deepinfer/backend/cuda/gemm/fp8_gemv_mma.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
+#include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
 namespace deepinfer::cuda {
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
   const auto st = pdl_grid_begin([&] { return start(a); });
   extern __shared__ __align__(16) uint8_t xs[];
   __shared__ float red[kWarps][4 * kTiles][32];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int share = st.share, mine = st.mine;
   const Lane& l = st.l;
   const int64_t p0 = int64_t{blockIdx.y} * kTokens * kTiles;
@@ -210,22 +212,7 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
       if (c + kAhead < mine) ring.c[u] = load_chunk(l, c + kAhead);  // into the freed registers
     }
   }
-  if (a.ks > 1) {
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp][4 * j + i][lane] = acc[j][i];
-    __syncthreads();
-    if (share == 0)
-#pragma unroll
-      for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          float v = acc[j][i];
-          for (int s = 1; s < a.ks; ++s) v += red[warp + s][4 * j + i][lane];
-          acc[j][i] = v;
-        }
-  }
+  if (a.ks > 1) add_k_shares(reinterpret_cast<float(&)[4 * kTiles]>(acc), red, share, a.ks);
   if (share != 0) return;
 #pragma unroll
   for (int j = 0; j < kTiles; ++j)

@@ -23,6 +23,7 @@
 #include "deepinfer/backend/cuda/mma_sync.cuh"
 #include "deepinfer/backend/cuda/moe/expert_math.cuh"
 #include "deepinfer/backend/cuda/moe/w4_fragments.cuh"
+#include "deepinfer/backend/cuda/reduce.cuh"
 #include "deepinfer/backend/cuda/smem_limit.h"
 
 namespace deepinfer::cuda::moe_detail {
@@ -149,7 +150,7 @@ __global__ void __launch_bounds__(kThreads) w4_gemv_kernel(GroupedArgs a, int ca
   pdl_grid_begin();  // the expert (hence its weights) comes from the grouping kernel ahead
   constexpr int NW = kGateUp ? 2 : 1;
   extern __shared__ __align__(16) uint8_t xs[];
-  __shared__ float red[kWarps][NW][4][32];
+  __shared__ float red[kWarps][4 * NW][32];
   const int e = grouped_expert(a);
   if (e < 0) return;
   const ExpertPass<kGateUp> pass(a, e);
@@ -204,20 +205,7 @@ __global__ void __launch_bounds__(kThreads) w4_gemv_kernel(GroupedArgs a, int ca
       }
     }
     if (ks > 1) {
-#pragma unroll
-      for (int j = 0; j < NW; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[warp][j][i][lane] = acc[j][i];
-      __syncthreads();
-      if (share == 0)
-#pragma unroll
-        for (int j = 0; j < NW; ++j)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float v = acc[j][i];
-            for (int s = 1; s < ks; ++s) v += red[warp + s][j][i][lane];
-            acc[j][i] = v;
-          }
+      add_k_shares(reinterpret_cast<float(&)[4 * NW]>(acc), red, share, ks);
       __syncthreads();  // red is rewritten by the next pass
     }
     if (share != 0) continue;
