@@ -263,23 +263,28 @@ TEST(CudaLinear, GemvStreamGivesTheWarpKernelsBits) {
 
 // weight_gemv's tensor-core kernel for FP8 (GemvKernel::kMma, gemm/fp8_gemv_mma.cu) against the
 // host, on V4-Flash's decode shapes (wq_a and wkv split k 8 ways, wq_b, wo_b, the shared expert's
-// w2, the grouped wo_a), ragged rows, a small grouped matrix and a slice starting inside a scale
-// block; and a row's bits in a batch equal its bits alone (its first and last rows, the last in
-// a pass of fewer than 8). Shapes it does not take (block_cols other than 128, k not a multiple of
-// 128) are refused by fp8_gemv_mma_supports.
+// w2, the grouped wo_a), ragged rows, a small grouped matrix, a slice starting inside a scale
+// block, and V4.1's 32 x 32 and 64 x 64 scale blocks (each lane's own scale); and a row's bits in
+// a batch equal its bits alone (its first and last rows: the last in a pass of fewer than 8, or
+// in the second tile of a 16-row pass). Matrices it does not take (32-wide blocks whose scales
+// are not all powers of two, k not a multiple of 128) are refused by fp8_gemv_mma_supports.
 TEST(CudaLinear, Fp8GemvMmaMatchesTheHostAndKeepsARowsBits) {
   struct MmaCase {
     int64_t out, in;
     int groups;
     int64_t r0, rows;  // the slice of W's rows taken (rows 0: all)
+    int block = 128;   // scale blocks of block x block
   };
   const std::vector<MmaCase> cases = {
-      {1024, 4096, 1, 0, 0}, {512, 4096, 1, 0, 0},  {32768, 1024, 1, 0, 0},
-      {4096, 8192, 1, 0, 0}, {4096, 2048, 1, 0, 0}, {8192, 4096, 8, 0, 0},
-      {301, 256, 1, 0, 0},   {512, 256, 4, 0, 0},   {384, 512, 1, 96, 160}};
+      {1024, 4096, 1, 0, 0},     {512, 4096, 1, 0, 0},     {32768, 1024, 1, 0, 0},
+      {4096, 8192, 1, 0, 0},     {4096, 2048, 1, 0, 0},    {8192, 4096, 8, 0, 0},
+      {301, 256, 1, 0, 0},       {512, 256, 4, 0, 0},      {384, 512, 1, 96, 160},
+      {1024, 4096, 1, 0, 0, 32}, {512, 1024, 1, 0, 0, 64}, {256, 512, 4, 0, 0, 32},
+      {384, 512, 1, 40, 200, 32}};
   for (const MmaCase& k : cases) {
-    QuantMatrix q =
-        make_quant_matrix(MatrixFormat::kFp8Block, k.out, k.in, 1.0f / std::sqrt(float(k.in)));
+    QuantMatrix q = make_quant_matrix(MatrixFormat::kFp8Block, k.out, k.in,
+                                      1.0f / std::sqrt(float(k.in)), k.block, k.block);
+    ASSERT_TRUE(q.m.pow2_scales) << "the fixture's scales are E8M0";
     const int64_t rows = k.rows ? k.rows : k.out;
     const DeviceMatrix w = k.rows ? q.m.row_slice(k.r0, rows) : q.m;
     ASSERT_TRUE(fp8_gemv_mma_supports(w, k.groups)) << k.out << "x" << k.in;
@@ -300,10 +305,10 @@ TEST(CudaLinear, Fp8GemvMmaMatchesTheHostAndKeepsARowsBits) {
       const auto x = round_bf16(randn(n * in));
       const std::vector<float> want = host_grouped(q.values, k.in, k.r0, rows, k.groups, x, n);
       const std::vector<float> got = run(x, n);
-      const std::string what = std::to_string(k.out) + "x" + std::to_string(k.in) + " (" +
-                               std::to_string(k.groups) + " groups, rows " + std::to_string(k.r0) +
-                               ".." + std::to_string(k.r0 + rows) + "), " + std::to_string(n) +
-                               " rows";
+      const std::string what = std::to_string(k.out) + "x" + std::to_string(k.in) + " (blocks " +
+                               std::to_string(k.block) + ", " + std::to_string(k.groups) +
+                               " groups, rows " + std::to_string(k.r0) + ".." +
+                               std::to_string(k.r0 + rows) + "), " + std::to_string(n) + " rows";
       EXPECT_TRUE(close(got, want, kF32Tol)) << what;
       for (int64_t r : {int64_t{0}, n - 1}) {
         const std::vector<float> xr(x.begin() + r * in, x.begin() + (r + 1) * in);
@@ -313,8 +318,11 @@ TEST(CudaLinear, Fp8GemvMmaMatchesTheHostAndKeepsARowsBits) {
       }
     }
   }
-  const QuantMatrix v41 = make_quant_matrix(MatrixFormat::kFp8Block, 512, 1024, 0.03f, 64, 64);
-  EXPECT_FALSE(fp8_gemv_mma_supports(v41.m, 1)) << "64-wide scale blocks";
+  QuantMatrix not_pow2 = make_quant_matrix(MatrixFormat::kFp8Block, 512, 1024, 0.03f, 32, 32);
+  not_pow2.m.pow2_scales = false;
+  EXPECT_FALSE(fp8_gemv_mma_supports(not_pow2.m, 1)) << "32-wide blocks, scales not all 2^k";
+  not_pow2.m.block_cols = not_pow2.m.block_rows = 128;  // 128-wide blocks take any fp32 scale
+  EXPECT_TRUE(fp8_gemv_mma_supports(not_pow2.m, 1));
   const QuantMatrix short_k = make_quant_matrix(MatrixFormat::kFp8Block, 64, 192, 0.05f);
   EXPECT_FALSE(fp8_gemv_mma_supports(short_k.m, 1)) << "k not a multiple of 128";
 }

@@ -62,6 +62,7 @@ inline QuantMatrix make_quant_matrix(MatrixFormat f, int64_t rows, int64_t cols,
       q.m.block_scale = q.block_scale.get();
       q.m.block_rows = br;
       q.m.block_cols = bc;
+      q.m.pow2_scales = powers_of_two(s.data(), s.size());
     } else {
       EXPECT_TRUE(dequantize_mxfp4(tw, ts, q.values.data()).ok());
       q.mx_scale = DeviceBuffer<uint8_t>(recs[1].bytes);

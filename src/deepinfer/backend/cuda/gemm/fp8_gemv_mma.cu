@@ -13,9 +13,11 @@
 //
 // E4M3 byte -> bf16: its sign to bit 15 and its other 7 bits to bits 4..10 read as the value
 // times 2^-120 (E4M3's subnormals land on bf16's, which have the same shape); one multiply by
-// 2^120 makes the exact value. Each product with x is then exact in fp32, as in weight_gemv; the
-// chunk's block scale multiplies the chunk's sum once instead of each weight (a power of two in
-// the checkpoints, so that too is exact unless it underflows).
+// 2^120 makes the exact value. Each product with x is then exact in fp32, as in weight_gemv.
+// 128-wide blocks: the chunk's block scale multiplies the chunk's sum once instead of each weight
+// (a power of two in the checkpoints, so that too is exact unless it underflows). 32- and
+// 64-wide blocks (V4.1): a lane's 32 k lie in one block, so its power-of-two scale joins the
+// multiply (2^120 * s, or 2^120 then s where that would overflow bf16).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -34,7 +36,7 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kChunk = 128;  // k per chunk: one block scale's (block_cols == 128)
+constexpr int kChunk = 128;  // k per chunk: one block scale's, or (32, 64) a lane's one
 constexpr int kTokens = 8;   // rows of x a pass: the mma's n
 // Chunks a lane holds, 64 bytes each: it multiplies one while the others are in flight, then asks
 // for the next into the registers it freed. 3: 4 KB a warp asked for while it multiplies, at
@@ -57,6 +59,7 @@ struct Args {
   float* y;
   int64_t rows, cols, ldx, n, row0, group_rows, scale_cols;
   int block_rows, ks;
+  int scale_shift;  // log2(block_cols): 7, or 5 and 6 (each lane's 32 k in one block)
 };
 
 // Shared-memory bytes of one staged row of x: 256 a chunk (4 threads x 8 steps x 8 bytes), and
@@ -70,10 +73,27 @@ __host__ __device__ inline int64_t staged_row_bytes(int64_t cols) {
 __device__ inline uint32_t raw_pair(uint32_t v) {  // bytes 1 and 3 -> bf16x2 times 2^-120
   return (v & 0x80008000u) | ((v >> 4) & 0x07F007F0u);
 }
-__device__ inline void e4m3_pairs(uint32_t v, uint32_t& even, uint32_t& odd) {
-  even = mul_bf16x2(raw_pair(v << 8), kTwo120);
-  odd = mul_bf16x2(raw_pair(v), kTwo120);
+// f: the factor that makes a raw pair the weights (2^120, or 2^120 times a lane's power-of-two
+// block scale); kTwice: then times f2 too (a scale that 2^120 times it would overflow).
+template <bool kTwice = false>
+__device__ inline void e4m3_pairs(uint32_t v, uint32_t f, uint32_t f2, uint32_t& even,
+                                  uint32_t& odd) {
+  even = mul_bf16x2(raw_pair(v << 8), f);
+  odd = mul_bf16x2(raw_pair(v), f);
+  if (kTwice) {
+    even = mul_bf16x2(even, f2);
+    odd = mul_bf16x2(odd, f2);
+  }
 }
+
+// A power-of-two fp32 scale's exponent field, and the bf16x2 factors the lane-scale path takes:
+// 2^120 * s in one where that is a normal bf16 (s up to 2^7, not subnormal), else 2^120 then s.
+__device__ inline uint32_t exponent_of(float s) { return (__float_as_uint(s) >> 23) & 0xffu; }
+__device__ inline bool one_factor(float s) {
+  const uint32_t e = exponent_of(s);
+  return e >= 1 && e + 120 <= 254;
+}
+__device__ inline uint32_t bf16x2_of(uint32_t half) { return half | (half << 16); }
 
 __device__ inline uint32_t word_of(const uint4& q, int i) {
   return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
@@ -89,10 +109,11 @@ struct Ring {
 };
 
 // The lane's view of its rows from its share's first chunk: the lane's first byte of each row
-// and each row's first scale (a chunk's scale is the next one: block_cols == 128).
+// and each row's first scale for the lane's k; a chunk's is scale_step further (128 / block_cols).
 struct Lane {
   const uint8_t* w[2];
   const float* s[2];
+  int scale_step;
 };
 
 __device__ inline Chunk load_chunk(const Lane& l, int c) {
@@ -102,7 +123,7 @@ __device__ inline Chunk load_chunk(const Lane& l, int c) {
     const uint4* p = reinterpret_cast<const uint4*>(l.w[h] + c * kChunk);
     k.w[h][0] = __ldg(p);
     k.w[h][1] = __ldg(p + 1);
-    k.s[h] = __ldg(l.s[h] + c);
+    k.s[h] = __ldg(l.s[h] + c * l.scale_step);
   }
   return k;
 }
@@ -141,21 +162,51 @@ __device__ inline Start start(const Args& a) {
   st.row[1] = r16 * 16 + g + 8;
   st.mine = static_cast<int>(a.cols / kChunk) / a.ks;
   st.c_first = st.share * st.mine;
+  st.l.scale_step = kChunk >> a.scale_shift;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // rows past the matrix read its last row and store nothing
     const int64_t r = st.row[h] < a.rows ? st.row[h] : a.rows - 1;
     st.l.w[h] = a.w + r * a.cols + int64_t{st.c_first} * kChunk + 32 * t;
-    st.l.s[h] = a.scale + ((a.row0 + r) / a.block_rows) * a.scale_cols + st.c_first;
+    st.l.s[h] = a.scale + ((a.row0 + r) / a.block_rows) * a.scale_cols +
+                ((st.c_first * kChunk + 32 * t) >> a.scale_shift);
   }
 #pragma unroll
   for (int u = 0; u < kAhead; ++u) st.ring.c[u] = u < st.mine ? load_chunk(st.l, u) : Chunk{};
   return st;
 }
 
+// A chunk's mma steps into sums (f[h], f2[h]: row h's factors, e4m3_pairs').
+template <int kTiles, bool kTwice>
+__device__ inline void chunk_sums(const Chunk& cur, const uint8_t* xs, int xc, int row_bytes,
+                                  int rn, const uint32_t (&f)[2], const uint32_t (&f2)[2],
+                                  float (&sums)[kTiles][4]) {
+  const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {  // steps 2q, 2q + 1
+    uint4 xq[kTiles];            // x rows g (+ 8) of the pass; rows past rn are zeros
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+      xq[j] = 8 * j + g < rn ? *reinterpret_cast<const uint4*>(&xs[xc + 8 * j * row_bytes + 64 * q])
+                             : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int s = 2 * q + e;
+      uint32_t af[4];  // a0: row g, k 2t..; a1: row g + 8; a2, a3: the same at k 2t + 8..
+      e4m3_pairs<kTwice>(word_of(cur.w[0][s >> 2], s & 3), f[0], f2[0], af[0], af[2]);
+      e4m3_pairs<kTwice>(word_of(cur.w[1][s >> 2], s & 3), f[1], f2[1], af[1], af[3]);
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j)
+        mma_bf16_16816(sums[j], af, e ? xq[j].z : xq[j].x, e ? xq[j].w : xq[j].y);
+    }
+  }
+}
+
 // kTiles n8 tiles of x rows a pass (1 or 2): both multiply each expanded A fragment, so a pass
 // of 16 rows reads and expands the weights once (a column of an mma's product depends only on
 // its own column of B, so a row's bits do not depend on the tile or position it takes).
-template <int kTiles>
+// kLaneScale: block_cols 32 or 64 with power-of-two scales, each lane's pairs taking its own
+// scale in their multiply (a chunk's mma steps then chain straight into the row's sums).
+template <int kTiles, bool kLaneScale>
 __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
   const auto st = pdl_grid_begin([&] { return start(a); });
   extern __shared__ __align__(16) uint8_t xs[];
@@ -181,33 +232,30 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
       if (c >= mine) break;
       const Chunk& cur = ring.c[u];
       const int xc = xrow + c * 256;
-      float part[kTiles][4] = {};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // steps 2q, 2q + 1
-        uint4 xq[kTiles];            // x rows g (+ 8) of the pass; rows past rn are zeros
-#pragma unroll
-        for (int j = 0; j < kTiles; ++j)
-          xq[j] = 8 * j + g < rn
-                      ? *reinterpret_cast<const uint4*>(&xs[xc + 8 * j * row_bytes + 64 * q])
-                      : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int s = 2 * q + e;
-          uint32_t af[4];  // a0: row g, k 2t..; a1: row g + 8; a2, a3: the same at k 2t + 8..
-          e4m3_pairs(word_of(cur.w[0][s >> 2], s & 3), af[0], af[2]);
-          e4m3_pairs(word_of(cur.w[1][s >> 2], s & 3), af[1], af[3]);
-#pragma unroll
-          for (int j = 0; j < kTiles; ++j)
-            mma_bf16_16816(part[j], af, e ? xq[j].z : xq[j].x, e ? xq[j].w : xq[j].y);
+      if constexpr (kLaneScale) {
+        // A warp-uniform branch: 2^120 * s in one factor for the checkpoints' scales.
+        if (__all_sync(0xffffffffu, one_factor(cur.s[0]) && one_factor(cur.s[1]))) {
+          const uint32_t f[2] = {bf16x2_of((exponent_of(cur.s[0]) + 120) << 7),
+                                 bf16x2_of((exponent_of(cur.s[1]) + 120) << 7)};
+          chunk_sums<kTiles, false>(cur, xs, xc, row_bytes, rn, f, f, acc);
+        } else {
+          const uint32_t f[2] = {kTwo120, kTwo120};
+          const uint32_t f2[2] = {bf16x2_of(__float_as_uint(cur.s[0]) >> 16),
+                                  bf16x2_of(__float_as_uint(cur.s[1]) >> 16)};
+          chunk_sums<kTiles, true>(cur, xs, xc, row_bytes, rn, f, f2, acc);
         }
-      }
-      // c0, c1: row g, x rows 2t, 2t + 1 of the tile; c2, c3: row g + 8.
+      } else {
+        const uint32_t f[2] = {kTwo120, kTwo120};
+        float part[kTiles][4] = {};
+        chunk_sums<kTiles, false>(cur, xs, xc, row_bytes, rn, f, f, part);
+        // c0, c1: row g, x rows 2t, 2t + 1 of the tile; c2, c3: row g + 8.
 #pragma unroll
-      for (int j = 0; j < kTiles; ++j) {
-        acc[j][0] = fmaf(cur.s[0], part[j][0], acc[j][0]);
-        acc[j][1] = fmaf(cur.s[0], part[j][1], acc[j][1]);
-        acc[j][2] = fmaf(cur.s[1], part[j][2], acc[j][2]);
-        acc[j][3] = fmaf(cur.s[1], part[j][3], acc[j][3]);
+        for (int j = 0; j < kTiles; ++j) {
+          acc[j][0] = fmaf(cur.s[0], part[j][0], acc[j][0]);
+          acc[j][1] = fmaf(cur.s[0], part[j][1], acc[j][1]);
+          acc[j][2] = fmaf(cur.s[1], part[j][2], acc[j][2]);
+          acc[j][3] = fmaf(cur.s[1], part[j][3], acc[j][3]);
+        }
       }
       if (c + kAhead < mine) ring.c[u] = load_chunk(l, c + kAhead);  // into the freed registers
     }
@@ -225,10 +273,16 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
       }
 }
 
-template <int kTiles>
+template <int kTiles, bool kLaneScale>
 SmemLimit& limit_of() {
-  static SmemLimit limit(reinterpret_cast<const void*>(fp8_gemv_mma_kernel<kTiles>));
+  static SmemLimit limit(reinterpret_cast<const void*>(fp8_gemv_mma_kernel<kTiles, kLaneScale>));
   return limit;
+}
+
+template <int kTiles, bool kLaneScale>
+void launch(const Args& a, dim3 grid, size_t smem, cudaStream_t stream) {
+  limit_of<kTiles, kLaneScale>().ensure(smem);
+  launch_kernel(fp8_gemv_mma_kernel<kTiles, kLaneScale>, grid, kThreads, smem, stream, a);
 }
 
 // Warps a group of 16 rows (a power of two up to kWarps, each a whole number of chunks): enough
@@ -249,7 +303,9 @@ int k_splits(const DeviceMatrix& w, int groups) {
 
 bool fp8_gemv_mma_supports(const DeviceMatrix& w, int groups) {
   return w.format == MatrixFormat::kFp8Block && w.data && w.block_scale && w.rows > 0 &&
-         w.cols > 0 && w.cols % kChunk == 0 && w.block_cols == kChunk && w.block_rows > 0 &&
+         w.cols > 0 && w.cols % kChunk == 0 && w.block_rows > 0 &&
+         (w.block_cols == kChunk ||
+          ((w.block_cols == 32 || w.block_cols == 64) && w.pow2_scales)) &&
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && groups >= 1 && w.rows % groups == 0 &&
          k_splits(w, groups) > 0;
 }
@@ -281,6 +337,7 @@ void fp8_gemv_mma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int
   a.scale_cols = (w.cols + w.block_cols - 1) / w.block_cols;
   a.block_rows = w.block_rows;
   a.ks = k_splits(w, groups);
+  a.scale_shift = w.block_cols == 32 ? 5 : w.block_cols == 64 ? 6 : 7;
   const int64_t row16 = (w.rows + 15) / 16, groups_a_block = kWarps / a.ks;
   // Two tiles (16 rows a pass) past 8 rows where their staged rows fit.
   const bool two = n > kTokens && 2 * kTokens * staged_row_bytes(w.cols) <= kTwoTileSmem;
@@ -288,13 +345,11 @@ void fp8_gemv_mma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int
   const dim3 grid(static_cast<unsigned>((row16 + groups_a_block - 1) / groups_a_block),
                   static_cast<unsigned>((n + per_pass - 1) / per_pass));
   const size_t smem = static_cast<size_t>(std::min(n, per_pass) * staged_row_bytes(w.cols));
-  if (two) {
-    limit_of<2>().ensure(smem);
-    launch_kernel(fp8_gemv_mma_kernel<2>, grid, kThreads, smem, stream, a);
-  } else {
-    limit_of<1>().ensure(smem);
-    launch_kernel(fp8_gemv_mma_kernel<1>, grid, kThreads, smem, stream, a);
-  }
+  const bool lane_scale = w.block_cols != kChunk;
+  if (two)
+    lane_scale ? launch<2, true>(a, grid, smem, stream) : launch<2, false>(a, grid, smem, stream);
+  else
+    lane_scale ? launch<1, true>(a, grid, smem, stream) : launch<1, false>(a, grid, smem, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -16,7 +16,8 @@
 namespace deepinfer::cuda {
 
 // Whether fp8_gemv_mma takes w in `groups` row blocks: FP8 block-scaled, cols a multiple of 128,
-// block_cols 128 (the checkpoints' blocks), rows % groups == 0 and (groups > 1) each group's rows a
+// block_cols 128 (V4's blocks), or 32 or 64 (V4.1's) where w.pow2_scales (each lane's scale then
+// goes into its exact bf16 multiply), rows % groups == 0 and (groups > 1) each group's rows a
 // multiple of the rows a block takes.
 bool fp8_gemv_mma_supports(const DeviceMatrix& w, int groups);
 

@@ -4,13 +4,27 @@
 // Logical shape [rows, cols] = [out, in], row-major. A plain view: it owns nothing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace deepinfer::cuda {
 
 enum class MatrixFormat : uint8_t { kBf16, kFp8Block, kMxfp4 };
+
+// Whether every value of s[0 .. n) is a positive power of two, normal or subnormal (what
+// DeviceMatrix::pow2_scales promises; E8M0 scales are, but 255's NaN).
+inline bool powers_of_two(const float* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &s[i], sizeof bits);
+    const uint32_t e = bits >> 23, m = bits & 0x7fffffu;  // e includes the sign bit
+    if (e == 0 ? (m == 0 || (m & (m - 1)) != 0) : (e >= 255 || m != 0)) return false;
+  }
+  return true;
+}
 
 struct DeviceMatrix {
   MatrixFormat format = MatrixFormat::kBf16;
@@ -24,6 +38,9 @@ struct DeviceMatrix {
   int64_t rows = 0, cols = 0;
   int64_t row0 = 0;  // kFp8Block: this view's first row within the scale grid
   int block_rows = 0, block_cols = 0;
+  // kFp8Block: every block scale is a normal or subnormal power of two (the checkpoints' E8M0),
+  // so a kernel may fold a scale into an exact bf16 multiply (gemm/fp8_gemv_mma.h).
+  bool pow2_scales = false;
 
   explicit operator bool() const { return data != nullptr; }
 

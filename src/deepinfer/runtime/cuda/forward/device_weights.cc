@@ -126,6 +126,7 @@ Status DeviceWeights::add(const SourceView& s, const std::function<Status(float*
     v.block_scale = m.block_scale.get();
     v.block_rows = s.block_rows;
     v.block_cols = s.block_cols;
+    v.pow2_scales = powers_of_two(sc.data(), sc.size());
   } else if (s.mxfp4) {
     RETURN_IF_ERROR(check_mxfp4(t, *s.scale));
     m.data = upload(t);
