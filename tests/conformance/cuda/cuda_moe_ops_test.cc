@@ -198,13 +198,14 @@ TEST(CudaMoe, RoutedAndSharedExpertsMatchCpuMoeForward) {
     // Reserved for more tokens than used: a caller reserves its largest batch once.
     runner.reserve_grouped(k.tokens + 3, k.top_k, k.hidden, k.inter, k.inter, k.experts);
     // Every kernel form: CUDA cores (never the tensor-core form), tensor cores (always; MXFP4
-    // prefill's gate-up on wgmma) and tensor cores with mma.sync alone.
+    // prefill's gate-up on wgmma, decode's narrow case in the W4 GEMV form) and tensor cores
+    // with the pipelined mma.sync kernels alone.
     for (int form_id = 0; form_id < 3; ++form_id) {
       const char* form = form_id == 0   ? "CUDA cores"
                          : form_id == 1 ? "tensor cores"
                                         : "tensor cores, mma.sync only";
       a.grouped_mma_min_tokens = a.grouped_w4_min_tokens = form_id == 0 ? int64_t{1} << 40 : 1;
-      a.grouped_w4_wgmma = form_id != 2;
+      a.grouped_w4_wgmma = a.grouped_w4_gemv = form_id != 2;
       dout.poison();
       runner.run_grouped(a, nullptr);
       const auto grouped = dout.download();

@@ -94,11 +94,12 @@ void launch_grouped_mma(bool gate_up, MatrixFormat format, const GroupedArgs& a,
 // The pipelined W4A16 form for MXFP4 experts (grouped_experts_w4.cu): hidden and inter multiples
 // of 256 (decode's 256-wide tiles). Same contract as launch_grouped_mma; ensure_grouped_w4_smem
 // raises its kernels' shared memory limits (call it outside any capture).
-// `invariant` (batch-invariant mode) keeps every batch on the mma.sync kernels' one chain of sums.
+// narrow_gemv: its narrow case (up to W4_NARROW_MAX_TOKENS) takes launch_grouped_w4_gemv below
+// (never in batch-invariant mode, whose batches all keep the mma.sync kernels' chain of sums).
 bool grouped_w4_fits(int64_t hidden, int64_t inter);
 void ensure_grouped_w4_smem();
 void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
-                       bool invariant, cudaStream_t stream);
+                       bool narrow_gemv, cudaStream_t stream);
 // Its form for decode's few tokens outside batch invariance (grouped_experts_w4_gemv.cu): the
 // weights as the mma's A operand, an expert's rows (8 a pass) as its B; hidden and inter
 // multiples of 128. Other sums than launch_grouped_w4's kernels (the mma's k order differs).

@@ -39,6 +39,10 @@ struct ExpertWeights {
 #ifndef MOE_GROUPED_W4_MIN_TOKENS
 #define MOE_GROUPED_W4_MIN_TOKENS 1
 #endif
+// The default of MoeArgs::grouped_w4_gemv: off until a GPU run times it (docs/gpu_b1_step/).
+#ifndef W4_NARROW_GEMV
+#define W4_NARROW_GEMV 0
+#endif
 
 struct MoeArgs {
   const float* x = nullptr;  // [tokens, hidden]
@@ -70,6 +74,10 @@ struct MoeArgs {
   // mma.sync, outside batch invariance (the two sum in different orders); tests clear it to
   // reach the mma.sync form.
   bool grouped_w4_wgmma = true;
+  // Decode's narrow case (up to 4 tokens) in the GEMV form (grouped_experts_w4_gemv.cu: the
+  // weights as the mma's A operand) rather than the pipelined kernel's, outside batch invariance
+  // (the two sum in different orders); tests set it both ways.
+  bool grouped_w4_gemv = W4_NARROW_GEMV != 0;
   float* out = nullptr;  // [tokens, hidden]
 };
 

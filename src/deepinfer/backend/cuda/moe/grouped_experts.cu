@@ -390,8 +390,9 @@ void MoeRunner::run_grouped(const MoeArgs& a, cudaStream_t stream) {
       moe_detail::permute_k128(xb, T, H, xp, stream);
       ga.xp = xp;
     }
-    moe_detail::launch_grouped_w4(true, ga, E, T, invariant, stream);
-    moe_detail::launch_grouped_w4(false, ga, E, T, invariant, stream);
+    const bool narrow_gemv = !invariant && a.grouped_w4_gemv;
+    moe_detail::launch_grouped_w4(true, ga, E, T, narrow_gemv, stream);
+    moe_detail::launch_grouped_w4(false, ga, E, T, narrow_gemv, stream);
   } else if (T >= mma_from && H % moe_detail::kMmaK == 0 && I % moe_detail::kMmaK == 0) {
     moe_detail::launch_grouped_mma(true, a.expert_format, ga, E, T, stream);
     moe_detail::launch_grouped_mma(false, a.expert_format, ga, E, T, stream);

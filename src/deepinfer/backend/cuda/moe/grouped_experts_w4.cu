@@ -71,13 +71,7 @@ constexpr int x_rows() {
 #define W4_NARROW_MAX_TOKENS 4
 #endif
 static_assert(W4_NARROW_MAX_TOKENS <= 8, "x_rows: the narrow instance's one pass holds 8 rows");
-// 1: the narrow case (outside batch invariance) takes grouped_experts_w4_gemv.cu's kernels, the
-// weights as the mma's A operand (about half the instructions a weight byte by the SASS). A
-// variant to time (scripts/build_gpu_variants.sh) until measured.
-#ifndef W4_NARROW_GEMV
-#define W4_NARROW_GEMV 0
-#endif
-constexpr bool kNarrowGemv = W4_NARROW_GEMV != 0;
+
 #ifndef W4_MIN_BLOCKS
 #define W4_MIN_BLOCKS 2
 #endif
@@ -404,7 +398,7 @@ void ensure_grouped_w4_smem() {
 }
 
 void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int64_t tokens,
-                       bool invariant, cudaStream_t stream) {
+                       bool narrow_gemv, cudaStream_t stream) {
   const int64_t out = gate_up ? a.inter : a.hidden;
   // 64-row passes once an expert averages more than 16 rows (prefill chunks).
   const int64_t slots = tokens * a.top_k;
@@ -414,8 +408,7 @@ void launch_grouped_w4(bool gate_up, const GroupedArgs& a, int num_experts, int6
   if (wide && a.xp) return launch_grouped_wgmma(gate_up, a, num_experts, tokens, stream);
   const int64_t passes = grouped_grid_rows(num_experts, slots) + (wide ? slots / 64 : 0);
   const bool narrow = !wide && tokens <= W4_NARROW_MAX_TOKENS;
-  if (narrow && kNarrowGemv && !invariant)
-    return launch_grouped_w4_gemv(gate_up, a, num_experts, tokens, stream);
+  if (narrow && narrow_gemv) return launch_grouped_w4_gemv(gate_up, a, num_experts, tokens, stream);
   if (gate_up)
     wide     ? launch<true, 4, 2>(out, passes, a, stream)
     : narrow ? launch<true, 1, 1>(out, passes, a, stream)
