@@ -52,10 +52,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t block = first ? blockIdx.x : blockIdx.x - a_blocks;
   if (r.norm == RowNorm::kPerBlock) {  // block-uniform
     float* row = r.x + block * d;
-    if (norm_row_fits_regs(d))
-      rms_norm_row_regs(row, w.norm.v, d, eps, row, scratch);
-    else
-      rms_norm_row_loop(row, r.weight, d, eps, row, scratch);
+    rms_norm_row(row, w.norm.v, r.weight, d, eps, row, scratch);
     __syncthreads();  // the row's values are written by every thread
     rotate_tail(row, d, rope_dim, positions[block / r.rows_per_pos], inv_freq, w.inv_first,
                 threadIdx.x, kThreads);

@@ -9,15 +9,10 @@ namespace {
 
 template <typename Out>
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t d, float eps, Out* y) {
-  const auto wv = pdl_grid_begin([&] {  // weights, beside the kernel ahead (decode: one row)
-    return norm_row_fits_regs(d) ? load_norm_weights(w, d) : NormWeights{};
-  });
-  const bool regs = norm_row_fits_regs(d);
+  // Weights, beside the kernel ahead (decode: one row).
+  const auto wv = pdl_grid_begin([&] { return preload_norm_weights(w, d); });
   __shared__ float scratch[32];
-  if (regs)
-    rms_norm_row_regs(x + blockIdx.x * d, wv.v, d, eps, y + blockIdx.x * d, scratch);
-  else
-    rms_norm_row_loop(x + blockIdx.x * d, w, d, eps, y + blockIdx.x * d, scratch);
+  rms_norm_row(x + blockIdx.x * d, wv.v, w, d, eps, y + blockIdx.x * d, scratch);
 }
 
 constexpr int kRowsPerBlock = 8;

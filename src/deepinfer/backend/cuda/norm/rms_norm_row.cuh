@@ -46,7 +46,7 @@ __device__ inline NormWeights load_norm_weights(const float* w, int64_t d) {
 
 // rms_norm_row's second half for a row whose thread values are in registers: v[u] is column
 // threadIdx.x + u * blockDim.x (columns past d ignored), wv from load_norm_weights. The same sums
-// in the same order as the loop in rms_norm_row, so the same bits.
+// in the same order as rms_norm_row_loop, so the same bits.
 template <typename Out>
 __device__ inline void rms_norm_regs(const float (&v)[kNormRegs], const float (&wv)[kNormRegs],
                                      int64_t d, float eps, Out y, float* scratch) {
@@ -114,15 +114,22 @@ __device__ inline void rms_norm_row_regs(const float* x, const float (&wv)[kNorm
   rms_norm_regs(v, wv, d, eps, y, scratch);
 }
 
-// rms_norm_row_loop, with rows of up to kNormRegs * blockDim.x values loaded whole first.
+// The weights rms_norm_row keeps in registers for a row of d values where it fits
+// (norm_row_fits_regs); none else, the loop reading w itself. Weights: a kernel may load them
+// before its PDL wait and pass them to rms_norm_row.
+__device__ inline NormWeights preload_norm_weights(const float* w, int64_t d) {
+  return norm_row_fits_regs(d) ? load_norm_weights(w, d) : NormWeights{};
+}
+
+// rms_norm_row_loop, with rows of up to kNormRegs * blockDim.x values loaded whole first; wv:
+// preload_norm_weights(w, d).v.
 template <typename Out>
-__device__ inline void rms_norm_row(const float* x, const float* w, int64_t d, float eps, Out y,
-                                    float* scratch) {
-  if (!norm_row_fits_regs(d)) {
+__device__ inline void rms_norm_row(const float* x, const float (&wv)[kNormRegs], const float* w,
+                                    int64_t d, float eps, Out y, float* scratch) {
+  if (norm_row_fits_regs(d))
+    rms_norm_row_regs(x, wv, d, eps, y, scratch);
+  else
     rms_norm_row_loop(x, w, d, eps, y, scratch);
-    return;
-  }
-  rms_norm_row_regs(x, load_norm_weights(w, d).v, d, eps, y, scratch);
 }
 
 // Unweighted, one row by one warp (rms_norm_rows' form: V4's per-head q norm, 64 rows of 512 a
