@@ -90,6 +90,16 @@ __device__ inline uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// Rows of x staged in shared memory in a k map's fragment order, 128 k a chunk, for the GEMV
+// forms (gemm/fp8_gemv_mma.cu, moe/grouped_experts_w4_gemv.cu, weights as the mma's A): the 16
+// bytes thread t (lane % 4) reads for mma steps 2q and 2q + 1 of chunk c sit at
+// staged_offset(c, q, t) of the row. Rows are staged_row_bytes apart, 64 bytes more than their
+// chunks, so rows g and g + 1 of a 16-byte load phase fall on different banks.
+__host__ __device__ inline int staged_offset(int c, int q, int t) {
+  return c * 256 + q * 64 + t * 16;
+}
+__host__ __device__ inline int64_t staged_row_bytes(int64_t cols) { return cols / 128 * 256 + 64; }
+
 // Two bf16x2 words' elementwise product (bf16 subnormal inputs kept: the expansions of E2M1 and
 // E4M3 bits that read as value times a power of two rely on it).
 __device__ inline uint32_t mul_bf16x2(uint32_t a, uint32_t b) {

@@ -25,6 +25,7 @@
 #include <cstdlib>
 
 #include "deepinfer/backend/cuda/cuda_check.h"
+#include "deepinfer/backend/cuda/gemm/fp8_fragments.cuh"
 #include "deepinfer/backend/cuda/gemm/fp8_gemv_mma.h"
 #include "deepinfer/backend/cuda/launch.cuh"
 #include "deepinfer/backend/cuda/mma_sync.cuh"
@@ -52,21 +53,9 @@ constexpr uint32_t kTwo120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
 // SM; K <= 2048 keeps two).
 constexpr int64_t kTwoTileSmem = 140 * 1024;
 
-struct Args {
-  const uint8_t* w;
-  const float* scale;
-  const __nv_bfloat16* x;
-  float* y;
-  int64_t rows, cols, ldx, n, row0, group_rows, scale_cols;
-  int block_rows, ks;
-  int scale_shift;  // log2(block_cols): 7, or 5 and 6 (each lane's 32 k in one block)
-};
-
-// Shared-memory bytes of one staged row of x: 256 a chunk (4 threads x 8 steps x 8 bytes), and
-// 64 more so that rows g and g + 1 of a 16-byte load phase fall on different banks.
-__host__ __device__ inline int64_t staged_row_bytes(int64_t cols) {
-  return cols / kChunk * 256 + 64;
-}
+// fp8_fragments.cuh's arguments: out is y; x_stride the rows of x apart (ldx); splits the warps
+// that share a group of 16 rows' k (k_splits below).
+using Args = Fp8GemmArgs;
 
 // Word s of a chunk's 32 bytes -> A fragments: its bytes 0 and 2 (`even`, k 2t and 2t + 1 of
 // step s) and 1 and 3 (`odd`, k 2t + 8 and 2t + 9), each pair the lower byte in the lower half.
@@ -129,19 +118,18 @@ __device__ inline Chunk load_chunk(const Lane& l, int c) {
 }
 
 // x rows [p0, p0 + rn) (from column x0 of each) into shared memory in fragment order: chunk c,
-// thread t, step s's (b0, b1) at c * 256 + (s / 2) * 64 + t * 16 + (s % 2) * 8 of the row.
+// thread t, step s's (b0, b1) at staged_offset(c, s / 2, t) + (s % 2) * 8 of the row.
 __device__ inline void stage_x(const Args& a, const __nv_bfloat16* x, int rn, uint8_t* xs) {
-  const int quads = static_cast<int>(a.cols / 4);
-  const int64_t row_bytes = staged_row_bytes(a.cols);
+  const int quads = static_cast<int>(a.K / 4);
+  const int64_t row_bytes = staged_row_bytes(a.K);
 #pragma unroll 4
   for (int i = threadIdx.x; i < rn * quads; i += kThreads) {
     const int j = i / quads, k = 4 * (i - j * quads);
-    const uint2 v = *reinterpret_cast<const uint2*>(x + j * a.ldx + k);
+    const uint2 v = *reinterpret_cast<const uint2*>(x + j * a.x_stride + k);
     const int c = k / kChunk, t = (k % kChunk) / 32, s = (k % 32) / 4;
     // b0 = (k, k + 2), b1 = (k + 1, k + 3): the even and odd bytes' activations.
     const uint2 o = make_uint2(__byte_perm(v.x, v.y, 0x5410), __byte_perm(v.x, v.y, 0x7632));
-    *reinterpret_cast<uint2*>(xs + j * row_bytes + c * 256 + (s >> 1) * 64 + t * 16 + (s & 1) * 8) =
-        o;
+    *reinterpret_cast<uint2*>(xs + j * row_bytes + staged_offset(c, s >> 1, t) + (s & 1) * 8) = o;
   }
 }
 
@@ -156,19 +144,20 @@ struct Start {
 __device__ inline Start start(const Args& a) {
   Start st;
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  st.share = warp % a.ks;
-  const int64_t r16 = int64_t{blockIdx.x} * (kWarps / a.ks) + warp / a.ks;
+  st.share = warp % a.splits;
+  const int64_t r16 = int64_t{blockIdx.x} * (kWarps / a.splits) + warp / a.splits;
   st.row[0] = r16 * 16 + g;
   st.row[1] = r16 * 16 + g + 8;
-  st.mine = static_cast<int>(a.cols / kChunk) / a.ks;
+  st.mine = static_cast<int>(a.K / kChunk) / a.splits;
   st.c_first = st.share * st.mine;
-  st.l.scale_step = kChunk >> a.scale_shift;
+  const int scale_shift = __ffs(a.block_cols) - 1;  // block_cols is 32, 64 or 128
+  st.l.scale_step = kChunk >> scale_shift;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // rows past the matrix read its last row and store nothing
-    const int64_t r = st.row[h] < a.rows ? st.row[h] : a.rows - 1;
-    st.l.w[h] = a.w + r * a.cols + int64_t{st.c_first} * kChunk + 32 * t;
+    const int64_t r = st.row[h] < a.N ? st.row[h] : a.N - 1;
+    st.l.w[h] = a.w + r * a.K + int64_t{st.c_first} * kChunk + 32 * t;
     st.l.s[h] = a.scale + ((a.row0 + r) / a.block_rows) * a.scale_cols +
-                ((st.c_first * kChunk + 32 * t) >> a.scale_shift);
+                ((st.c_first * kChunk + 32 * t) >> scale_shift);
   }
 #pragma unroll
   for (int u = 0; u < kAhead; ++u) st.ring.c[u] = u < st.mine ? load_chunk(st.l, u) : Chunk{};
@@ -186,7 +175,8 @@ __device__ inline void chunk_sums(const Chunk& cur, const uint8_t* xs, int xc, i
     uint4 xq[kTiles];            // x rows g (+ 8) of the pass; rows past rn are zeros
 #pragma unroll
     for (int j = 0; j < kTiles; ++j)
-      xq[j] = 8 * j + g < rn ? *reinterpret_cast<const uint4*>(&xs[xc + 8 * j * row_bytes + 64 * q])
+      xq[j] = 8 * j + g < rn ? *reinterpret_cast<const uint4*>(
+                                   &xs[xc + 8 * j * row_bytes + staged_offset(0, q, 0)])
                              : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -216,22 +206,22 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
   const Lane& l = st.l;
   const int64_t p0 = int64_t{blockIdx.y} * kTokens * kTiles;
   const int rn = static_cast<int>(std::min<int64_t>(kTokens * kTiles, a.n - p0));
-  const int64_t block_row = int64_t{blockIdx.x} * (kWarps / a.ks) * 16;
-  const int64_t x0 = a.group_rows ? block_row / a.group_rows * a.cols : 0;
-  stage_x(a, a.x + p0 * a.ldx + x0, rn, xs);
+  const int64_t block_row = int64_t{blockIdx.x} * (kWarps / a.splits) * 16;
+  const int64_t x0 = a.group_rows ? block_row / a.group_rows * a.K : 0;
+  stage_x(a, a.x + p0 * a.x_stride + x0, rn, xs);
   __syncthreads();
 
   Ring ring = st.ring;
   float acc[kTiles][4] = {};
-  const int row_bytes = static_cast<int>(staged_row_bytes(a.cols));
-  const int xrow = g * row_bytes + 16 * t + st.c_first * 256;
+  const int row_bytes = static_cast<int>(staged_row_bytes(a.K));
+  const int xrow = g * row_bytes + staged_offset(st.c_first, 0, t);
   for (int c0 = 0; c0 < mine; c0 += kAhead) {
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       const int c = c0 + u;
       if (c >= mine) break;
       const Chunk& cur = ring.c[u];
-      const int xc = xrow + c * 256;
+      const int xc = xrow + staged_offset(c, 0, 0);
       if constexpr (kLaneScale) {
         // A warp-uniform branch: 2^120 * s in one factor for the checkpoints' scales.
         if (__all_sync(0xffffffffu, one_factor(cur.s[0]) && one_factor(cur.s[1]))) {
@@ -260,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
       if (c + kAhead < mine) ring.c[u] = load_chunk(l, c + kAhead);  // into the freed registers
     }
   }
-  if (a.ks > 1) add_k_shares(reinterpret_cast<float(&)[4 * kTiles]>(acc), red, share, a.ks);
+  if (a.splits > 1) add_k_shares(reinterpret_cast<float(&)[4 * kTiles]>(acc), red, share, a.splits);
   if (share != 0) return;
 #pragma unroll
   for (int j = 0; j < kTiles; ++j)
@@ -269,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, 2) fp8_gemv_mma_kernel(Args a) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int r = 8 * j + 2 * t + e;
-        if (st.row[h] < a.rows && r < rn) a.y[(p0 + r) * a.rows + st.row[h]] = acc[j][2 * h + e];
+        if (st.row[h] < a.N && r < rn) a.out[(p0 + r) * a.N + st.row[h]] = acc[j][2 * h + e];
       }
 }
 
@@ -323,22 +313,10 @@ void fp8_gemv_mma(const DeviceMatrix& w, int groups, const __nv_bfloat16* x, int
     std::abort();
   }
   if (n == 0) return;
-  Args a{};
-  a.w = static_cast<const uint8_t*>(w.data);
-  a.scale = w.block_scale;
-  a.x = x;
-  a.y = y;
-  a.rows = w.rows;
-  a.cols = w.cols;
-  a.ldx = ldx;
-  a.n = n;
-  a.row0 = w.row0;
-  a.group_rows = groups > 1 ? w.rows / groups : 0;
-  a.scale_cols = (w.cols + w.block_cols - 1) / w.block_cols;
-  a.block_rows = w.block_rows;
-  a.ks = k_splits(w, groups);
-  a.scale_shift = w.block_cols == 32 ? 5 : w.block_cols == 64 ? 6 : 7;
-  const int64_t row16 = (w.rows + 15) / 16, groups_a_block = kWarps / a.ks;
+  Args a = fp8_gemm_args(w, groups, x, n, y);
+  a.x_stride = ldx;
+  a.splits = k_splits(w, groups);
+  const int64_t row16 = (w.rows + 15) / 16, groups_a_block = kWarps / a.splits;
   // Two tiles (16 rows a pass) past 8 rows where their staged rows fit.
   const bool two = n > kTokens && 2 * kTokens * staged_row_bytes(w.cols) <= kTwoTileSmem;
   const int64_t per_pass = two ? 2 * kTokens : kTokens;

@@ -44,12 +44,6 @@ constexpr int kAhead = W4_GEMV_AHEAD;
 // few experts more warps, while each share stays long enough to keep chunks in flight.
 constexpr int kMinChunksAShare = 8;
 
-// Shared-memory bytes of one staged row: 256 a chunk, and 64 more so that rows g and g + 1 of a
-// 16-byte load phase fall on different banks.
-__host__ __device__ inline int64_t staged_row_bytes(int64_t cols) {
-  return cols / kChunk * 256 + 64;
-}
-
 __host__ __device__ inline int k_splits(int64_t cols) {
   const int64_t chunks = cols / kChunk;
   int ks = 1;
@@ -90,8 +84,8 @@ __device__ inline Chunk<NW> load_chunk(const Lane<NW>& l, int c) {
 }
 
 // Rows [0, rn) of the pass (row r at row_of(r)) into shared memory in fragment order: chunk c,
-// thread t, word p's steps (p, 0) and (p, 1) as (b0, b1, b0, b1) at c * 256 + p * 64 + t * 16
-// of the row.
+// thread t, word p's steps (p, 0) and (p, 1) as (b0, b1, b0, b1) at staged_offset(c, p, t) of
+// the row.
 template <typename RowOf>
 __device__ inline void stage_x(RowOf row_of, int rn, int64_t cols, uint8_t* xs) {
   const int octs = static_cast<int>(cols / 8);
@@ -105,7 +99,7 @@ __device__ inline void stage_x(RowOf row_of, int rn, int64_t cols, uint8_t* xs) 
     // (2h, 2h + 4) and (2h + 1, 2h + 5).
     const uint4 o = make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632),
                                __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.y, v.w, 0x7632));
-    *reinterpret_cast<uint4*>(xs + r * row_bytes + c * 256 + p * 64 + t * 16) = o;
+    *reinterpret_cast<uint4*>(xs + r * row_bytes + staged_offset(c, p, t)) = o;
   }
 }
 
@@ -124,8 +118,8 @@ __device__ inline void multiply(const Chunk<NW>& k, const uint8_t* xs, int xc, b
     }
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
-    const uint4 xq =
-        xlive ? *reinterpret_cast<const uint4*>(&xs[xc + 64 * p]) : make_uint4(0, 0, 0, 0);
+    const uint4 xq = xlive ? *reinterpret_cast<const uint4*>(&xs[xc + staged_offset(0, p, 0)])
+                           : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int j = 0; j < NW; ++j) {
       const uint32_t w0 = reinterpret_cast<const uint32_t*>(&k.w[j][0])[p];
@@ -189,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) w4_gemv_kernel(GroupedArgs a, int ca
 
     float acc[NW][4] = {};
     const bool xlive = g < rn;  // columns g >= rn of the mma's B are zeros, not loads
-    const int xrow = static_cast<int>(g * row_bytes) + 16 * t + c_first * 256;
+    const int xrow = static_cast<int>(g * row_bytes) + staged_offset(c_first, 0, t);
     for (int c0 = 0; c0 < mine; c0 += kAhead) {
 #pragma unroll
       for (int u = 0; u < kAhead; ++u) {
@@ -198,9 +192,9 @@ __global__ void __launch_bounds__(kThreads) w4_gemv_kernel(GroupedArgs a, int ca
         // Past 128 only in a synthetic checkpoint: then the warp takes the second multiply (a
         // warp-uniform branch, so the common path carries no select).
         if (__any_sync(0xffffffffu, __vcmpgtu4(ring.c[u].sbytes, 0x80808080u) != 0))
-          multiply<NW, true>(ring.c[u], xs, xrow + c * 256, xlive, acc);
+          multiply<NW, true>(ring.c[u], xs, xrow + staged_offset(c, 0, 0), xlive, acc);
         else
-          multiply<NW, false>(ring.c[u], xs, xrow + c * 256, xlive, acc);
+          multiply<NW, false>(ring.c[u], xs, xrow + staged_offset(c, 0, 0), xlive, acc);
         if (c + kAhead < mine) ring.c[u] = load_chunk(l, c + kAhead);  // the freed registers
       }
     }
