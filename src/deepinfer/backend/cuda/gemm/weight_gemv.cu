@@ -73,12 +73,6 @@ __device__ inline void rows_of(const DeviceMatrix& w, int64_t first, weight_rows
   for (int c = 0; c < C; ++c) row[c] = weight_rows::row_of(w, min(first + c, w.rows - 1));
 }
 
-// Output column c belongs to group c / (w.rows / groups), which reads x's columns [g * w.cols,
-// (g + 1) * w.cols) of rows ldx apart; y is [n, w.rows]. One group: a plain projection. A warp
-// owns C adjacent columns (C = 2 at decode's one or two rows: twice the weight bytes in flight
-// a warp, where a short row such as K = 1024 in FP8 is only two loads a lane); a pair never
-// straddles a group. With ks > 1 (k_splits), ks adjacent warps share the columns, each summing
-// its own ks-th of k; the first adds the others' sums to its own, in warp order.
 // Asks L2 for column block `block`'s weight rows (kWarps / ks * C adjacent rows, one run of
 // memory; its scales are small and not asked for).
 template <MatrixFormat F, int C>

@@ -141,10 +141,9 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
   using L = StageLayout<NW, MT, NT, KB>;
   constexpr int kCpc = KB / 32;               // 16-byte weight chunks of a column per tile
   constexpr int kWc = kBN * kCpc / kThreads;  // of them a thread copies, per matrix
-  constexpr int kXRows = kRowsPerPass;
-  constexpr int kChunks = L::kChunks, kXc = kXRows * kChunks / kThreads;
+  constexpr int kChunks = L::kChunks, kXc = kRowsPerPass * kChunks / kThreads;
   static_assert(
-      kThreads % kCpc == 0 && kThreads % kChunks == 0 && kXc * kThreads == kXRows * kChunks,
+      kThreads % kCpc == 0 && kThreads % kChunks == 0 && kXc * kThreads == kRowsPerPass * kChunks,
       "the copies must split evenly over the block's threads");
   extern __shared__ __align__(16) uint8_t w4_sm[];
   // Prefill's 64-row passes take a grid row each (pass_of_row); decode's 16-row passes stay in
@@ -306,8 +305,9 @@ __global__ void __launch_bounds__(threads<MT>(), kW4MinBlocks) w4_kernel(Grouped
               if (mt * 16 >= rn) break;
               const uint4 x0 = *reinterpret_cast<const uint4*>(xp + mt * 16 * kChunks * 16);
               const uint4 x1 =
-                  kXRows > 8 ? *reinterpret_cast<const uint4*>(xp + (mt * 16 + 8) * kChunks * 16)
-                             : make_uint4(0, 0, 0, 0);
+                  kRowsPerPass > 8
+                      ? *reinterpret_cast<const uint4*>(xp + (mt * 16 + 8) * kChunks * 16)
+                      : make_uint4(0, 0, 0, 0);
               // Values k 0..7 of the chunk are x.x = (0, 1), .y = (2, 3), .z = (4, 5), .w = (6, 7):
               // step h pairs (2h, 2h + 4) and (2h + 1, 2h + 5).
               const uint32_t fa[2][4] = {
