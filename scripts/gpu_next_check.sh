@@ -29,17 +29,9 @@
 # changed each, benched and op-tested beside it) with scripts/build_gpu_variants.sh first.
 set -uo pipefail
 phase=${1:-1}
-[ -f .carry/bin.tar.xz ] && mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry
-[ -f .carry/golden_v41.tar.xz ] && mkdir -p .carry/shared &&
-  tar -xJf .carry/golden_v41.tar.xz -C .carry/shared
-if [ -f .carry/redis.tar.xz ]; then  # redis-server with its own libraries, for the cluster tier
-  mkdir -p /tmp/redis && tar -xJf .carry/redis.tar.xz -C /tmp/redis && export PATH=/tmp/redis:$PATH
-fi
-B=.carry/bin
+source scripts/gpu_carry_env.sh deepinfer cuda_ops_test prefix_cache_engine_test
 OUT=${OUT:-gpu_logs}
 mkdir -p "$OUT"
-export DEEPINFER_SOURCE_DIR=$PWD DEEPINFER_SHARED_DIR=$PWD/.carry/shared
-source scripts/gpu_libs.sh $B/deepinfer $B/cuda_ops_test $B/prefix_cache_engine_test
 t0=$SECONDS
 left() { [ $((SECONDS - t0)) -lt $1 ]; }
 run_test() {  # binary timeout [env...] (GTEST_FILTER=... among them picks tests)
@@ -58,9 +50,6 @@ run_bench() {  # name extra-flags (BENCH_BIN: another deepinfer binary, e.g. the
   echo "bench $1 rc $? at $((SECONDS - t0)) s"
   grep -E 'moe: experts|mhc|attention|output projection|^\| (prefill|decode)' $OUT/bench_$1.log
 }
-# Variants (scripts/build_gpu_variants.sh) come as one xz tar whose members share most of their
-# bytes (xz's window keeps one copy), unpacked into $B here; older carries hold .carry/NAME.xz.
-[ -f .carry/variants.tar.xz ] && tar -xJf .carry/variants.tar.xz -C $B
 variants() {  # prefix (deepinfer, ops): the carried variants' binaries of that kind
   { ls .carry/$1_*.xz 2>/dev/null | xargs -rn1 basename | sed 's/\.xz$//'
     ls $B/$1_* 2>/dev/null | xargs -rn1 basename; } | sort -u

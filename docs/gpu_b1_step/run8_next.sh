@@ -29,12 +29,8 @@ phase=${1:?usage: run8.sh checks|speed}
 t0=$SECONDS
 L=/tmp/g8_$phase; mkdir -p $L
 trap 'tar -cJf $OUT/g8_$phase.tar.xz -C /tmp g8_$phase' EXIT
-mkdir -p .carry/bin && tar -xJf .carry/bin.tar.xz -C .carry && tar -xJf .carry/base.tar.xz -C .carry/bin
-tar -xJf .carry/variants.tar.xz -C .carry/bin
-mkdir -p .carry/shared && tar -xJf .carry/golden_v41.tar.xz -C .carry/shared
-source scripts/gpu_libs.sh .carry/bin/deepinfer .carry/bin/cuda_ops_test
-export DEEPINFER_SOURCE_DIR=$PWD DEEPINFER_SHARED_DIR=$PWD/.carry/shared
-B=.carry/bin
+source scripts/gpu_carry_env.sh deepinfer cuda_ops_test
+tar -xJf .carry/base.tar.xz -C $B  # dac3c55's deepinfer, as deepinfer_base
 nvidia-smi > $L/gpu.txt 2>&1
 h200=0; grep -q H200 $L/gpu.txt && h200=1; echo "h200=$h200"
 ops() {  # log binary filter timeout
